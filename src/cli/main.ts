@@ -1,0 +1,87 @@
+import yargs from 'yargs';
+import type { Argv } from 'yargs';
+import { DocumentError, UsageError } from '../errors.js';
+import type { CliIo, ExitCode } from './io.js';
+import { lintCommand } from './commands/lint.js';
+import { generateCommand } from './commands/generate.js';
+import { rulesCommand } from './commands/rules.js';
+import { explainCommand } from './commands/explain.js';
+import { initCommand } from './commands/init.js';
+
+/** A command module: yargs builder plus a handler that returns the exit code instead of exiting. */
+export interface Command {
+  readonly command: string;
+  readonly describe: string;
+  builder(y: Argv): Argv;
+  run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode>;
+}
+
+const commands: readonly Command[] = [lintCommand, generateCommand, initCommand, rulesCommand, explainCommand];
+
+/** Formats an error for the terminal: one line for a user's mistake, the stack only with `--verbose`. */
+export function describeError(error: unknown, verbose: boolean): string {
+  if (error instanceof DocumentError) {
+    const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
+    return `${where}: ${error.message}`;
+  }
+  if (error instanceof UsageError) {
+    const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
+    return where ? `${where}: ${error.message}` : error.message;
+  }
+  const text = error instanceof Error ? error.message : String(error);
+  return verbose && error instanceof Error && error.stack
+    ? `internal error: ${error.stack}`
+    : `internal error: ${text} (run with --verbose for details, and please report it)`;
+}
+
+/** Runs the CLI on `argv` (without `node` and the script) and resolves to the exit code. */
+export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  let exit: ExitCode = 0;
+  let failure: unknown;
+  let parser = yargs([...argv])
+    .scriptName('idemkit')
+    .usage('$0 <command> [options]')
+    .option('verbose', { type: 'boolean', default: false, describe: 'Show stack traces for internal errors' })
+    .strict()
+    .demandCommand(1, 'Name a command: lint, generate, init, rules or explain.')
+    .recommendCommands()
+    .help()
+    .alias('h', 'help')
+    .version(false)
+    .wrap(Math.min(100, process.stdout.columns ?? 100))
+    .exitProcess(false)
+    .fail((message, error) => {
+      failure = error ?? new UsageError(message ?? 'invalid arguments');
+    });
+  for (const command of commands) {
+    parser = parser.command({
+      command: command.command,
+      describe: command.describe,
+      builder: (y: Argv) => command.builder(y),
+      handler: async (args: Record<string, unknown>) => {
+        try {
+          exit = await command.run(args, io);
+        } catch (error) {
+          failure = error;
+        }
+      },
+    });
+  }
+  let helpText = '';
+  try {
+    await parser.parseAsync([...argv], {}, (error, _argv, output) => {
+      if (error && !failure) failure = error;
+      helpText = output;
+    });
+  } catch (error) {
+    failure ??= error;
+  }
+  if (helpText && !failure) io.stdout(helpText.endsWith('\n') ? helpText : `${helpText}\n`);
+  if (failure !== undefined) {
+    const verbose = argv.includes('--verbose');
+    if (helpText && !(failure instanceof DocumentError)) io.stderr(`${helpText}\n\n`);
+    io.stderr(`${describeError(failure, verbose)}\n`);
+    return 2;
+  }
+  return exit;
+}

@@ -1,0 +1,61 @@
+/** The rule API: a rule is `meta` + a pure `check` over one operation. */
+import type { ApiDocument, IdempotencyContract, Location, OperationView } from '../parser/model.js';
+
+export type Severity = 'error' | 'warn' | 'info';
+
+/** The readiness question a rule serves (the article's five, plus the tests that prove them). */
+export type Criterion = 'scope' | 'payload' | 'owner' | 'replay' | 'unknown-outcome' | 'contract';
+
+export interface RuleMeta<M extends string> {
+  /** Stable kebab-case id, e.g. `scope-too-wide`. */
+  readonly id: string;
+  readonly severity: Severity;
+  /** One line: what the rule flags. */
+  readonly description: string;
+  readonly criterion: Criterion;
+  /** One sentence: which readiness criterion of the article this rule enforces. */
+  readonly rationale: string;
+  /** Message templates by id; `{name}` placeholders are filled from `data`. */
+  readonly messages: Readonly<Record<M, string>>;
+}
+
+/** Settings a rule may read (from the config file). */
+export interface LintSettings {
+  /** Lower-case methods that count as unsafe (default post, patch). */
+  readonly unsafeMethods: readonly string[];
+  /** Extra header names that carry an idempotency key. */
+  readonly keyHeaders: readonly string[];
+}
+
+export interface RuleContext<M extends string> {
+  readonly document: ApiDocument;
+  readonly operation: OperationView;
+  readonly contract: IdempotencyContract | undefined;
+  readonly settings: LintSettings;
+  report(messageId: M, at: Location, data?: Readonly<Record<string, string | number>>): void;
+}
+
+export interface Rule<M extends string = string> {
+  readonly meta: RuleMeta<M>;
+  check(ctx: RuleContext<M>): void;
+}
+
+export function defineRule<M extends string>(rule: Rule<M>): Rule<M> {
+  return rule;
+}
+
+/** One finding after the engine added severity and position. */
+export interface Finding {
+  readonly ruleId: string;
+  readonly severity: Severity;
+  readonly message: string;
+  readonly messageId: string;
+  readonly file: string;
+  readonly pointer: string;
+  readonly line: number;
+  readonly column: number;
+  /** Every operation the finding is about (one, or several when the node is a shared component). */
+  readonly operations: readonly string[];
+  /** Set when an `x-idempotency-lint` suppression silenced it. */
+  readonly suppressed?: { readonly reason: string };
+}

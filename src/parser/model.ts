@@ -1,0 +1,122 @@
+/**
+ * The typed, normalised view of an OpenAPI document and its `x-idempotency` contracts that rules and
+ * generators read. Every node keeps a {@link Location}; positions (line/column) are computed lazily.
+ */
+import type { ScopePart, ProviderKey } from '../runtime/contract.js';
+
+export type { ScopePart, ProviderKey };
+
+/** Where a node lives: the file and the JSON Pointer inside that file (RFC 6901). */
+export interface Location {
+  /** Absolute path of the file that holds the node. */
+  readonly file: string;
+  /** JSON Pointer inside that file, `''` for the root. */
+  readonly pointer: string;
+}
+
+/** 1-based line and column. */
+export interface Position {
+  readonly line: number;
+  readonly column: number;
+}
+
+/** A duration as written and as milliseconds (`ms` undefined when it does not parse). */
+export interface Duration {
+  readonly raw: unknown;
+  readonly ms: number | undefined;
+}
+
+export type StateName = 'missingKey' | 'invalidKey' | 'mismatch' | 'inProgress' | 'abandoned' | 'storeUnavailable';
+
+/**
+ * One operation's contract after the document defaults were deep-merged under it.
+ * Absent fields stay `undefined` so rules can tell "missing" from "set".
+ */
+export interface IdempotencyContract {
+  /** `false` when the operation says `x-idempotency: false`; all other fields are then empty. */
+  readonly enabled: boolean;
+  readonly key: {
+    /** The header name (default `Idempotency-Key`). */
+    readonly header: string;
+    readonly required: boolean | undefined;
+    readonly maxLength: number | undefined;
+    readonly pattern: string | undefined;
+  };
+  readonly scope: readonly ScopePart[] | undefined;
+  readonly fingerprint: { readonly include: 'all' | readonly string[]; readonly exclude: readonly string[] } | undefined;
+  readonly ttl: Duration | undefined;
+  readonly lease: Duration | undefined;
+  readonly retry:
+    | {
+        readonly deadline: Duration | undefined;
+        readonly maxAttempts: number | undefined;
+        readonly backoff: { readonly initial: Duration | undefined; readonly max: Duration | undefined; readonly jitter: string | undefined } | undefined;
+      }
+    | undefined;
+  readonly effect:
+    | {
+        readonly owner: string | undefined;
+        readonly external: boolean | undefined;
+        readonly providerKey: ProviderKey | undefined;
+        readonly statusRoute: string | undefined;
+      }
+    | undefined;
+  readonly transient: readonly number[] | undefined;
+  readonly responses: {
+    readonly replay: { readonly header: string } | undefined;
+  } & { readonly [S in StateName]: { readonly status: number | undefined } | undefined };
+  readonly unknownOutcome: 'status-route' | 'surface' | undefined;
+  /** The merged raw value (after defaults). */
+  readonly raw: unknown;
+  /** Schema violations of the raw value (rule `contract-invalid` reports them). */
+  readonly schemaErrors: readonly { readonly at: Location; readonly message: string }[];
+  /**
+   * Location of a field of the merged contract, e.g. `at('fingerprint', 'include', 2)`: the node in the
+   * operation's `x-idempotency` or in the document defaults it came from; for an absent field, the
+   * nearest present ancestor (so a "missing" finding points at the contract that lacks it).
+   */
+  at(...path: (string | number)[]): Location;
+}
+
+/** One operation of `paths` (path-level `$ref`s followed). */
+export interface OperationView {
+  /** Lower-case HTTP method. */
+  readonly method: string;
+  /** The path template as written under `paths`. */
+  readonly path: string;
+  readonly operationId: string | undefined;
+  /** The operation object. */
+  readonly node: Record<string, unknown>;
+  readonly at: Location;
+  /** The path item object that holds the operation (for path-level parameters). */
+  readonly pathItem: Record<string, unknown>;
+  readonly pathItemAt: Location;
+  /** `undefined` when the operation has no `x-idempotency`. */
+  readonly contract: IdempotencyContract | undefined;
+  /** `METHOD /path` (operationId), for messages. */
+  readonly label: string;
+}
+
+export type OpenApiVersion = '2.0' | '3.0' | '3.1';
+
+/** A loaded document: its raw tree, its operations and lazy `$ref` / position services. */
+export interface ApiDocument {
+  /** Absolute path of the entry file. */
+  readonly file: string;
+  readonly version: OpenApiVersion;
+  readonly root: Record<string, unknown>;
+  readonly operations: readonly OperationView[];
+  /** Location of the document-level `x-idempotency` defaults, when present. */
+  readonly defaultsAt: Location | undefined;
+  /** Value at a location (in any loaded file), or `undefined`. */
+  get(at: Location): unknown;
+  /**
+   * Follow `$ref`s (local or external, relative to the file that holds them) from a node until a
+   * non-reference; returns the target and where it lives, or `undefined` when a reference is broken.
+   */
+  deref(value: unknown, at: Location): { readonly value: unknown; readonly at: Location } | undefined;
+  /** Line/column of a location, computed on demand. */
+  position(at: Location): Position;
+  /** Documents problems unrelated to idempotency (reported once as warnings). */
+  readonly warnings: readonly { readonly at: Location; readonly message: string }[];
+}

@@ -1,0 +1,85 @@
+/**
+ * The compiled form of one operation's `x-idempotency` contract: what generated `contracts.ts`
+ * files emit as typed constants and what the guard core and the client engine run on.
+ * Plain data only (no functions), so it can be written as a literal and compared in tests.
+ *
+ * This file is copied into users' generated output: it imports nothing.
+ */
+
+/** One part of the key scope besides the operation itself. */
+export type ScopePart =
+  | { readonly kind: 'principal' }
+  | { readonly kind: 'global' }
+  | { readonly kind: 'header' | 'path' | 'query'; readonly name: string };
+
+/** Backoff between attempts of one intent. Times in milliseconds. */
+export interface CompiledBackoff {
+  readonly initialMs: number;
+  readonly maxMs: number;
+  readonly jitter: 'full' | 'equal' | 'none';
+}
+
+/** How the provider of an external effect deduplicates a repeated call. */
+export type ProviderKey = 'forward' | 'derived' | 'none';
+
+/** The status each guard state answers with, and the replay marker header. */
+export interface CompiledResponses {
+  /** Header that marks a replayed (or first) response: `Idempotent-Replayed`. */
+  readonly replayHeader: string;
+  readonly missingKey: number;
+  readonly invalidKey: number;
+  readonly mismatch: number;
+  readonly inProgress: number;
+  readonly abandoned: number;
+  readonly storeUnavailable: number;
+}
+
+export interface CompiledContract {
+  /** operationId, or `METHOD path` when the document has none. Part of the record id. */
+  readonly operationId: string;
+  /** Upper-case HTTP method. */
+  readonly method: string;
+  /** The OpenAPI path template, e.g. `/v1/demo-requests/{id}`. */
+  readonly path: string;
+  readonly key: {
+    /** Request header carrying the key, as declared (compare case-insensitively). */
+    readonly header: string;
+    readonly required: boolean;
+    /** Longest accepted key, in characters (default 255; at least 64). */
+    readonly maxLength: number;
+    /** Optional ECMAScript regular expression source the whole key must match. */
+    readonly pattern?: string;
+  };
+  /** Ordered scope parts; empty means the operation alone (treated as global). */
+  readonly scope: readonly ScopePart[];
+  readonly fingerprint: {
+    /** JSON Pointers into the body, or `'all'` for the whole body. */
+    readonly include: 'all' | readonly string[];
+    /** JSON Pointers removed from what `include` selected. */
+    readonly exclude: readonly string[];
+    /** Declared query parameter names that take part in the fingerprint. */
+    readonly query: readonly string[];
+  };
+  /** Retention of terminal records (replay window), in milliseconds. */
+  readonly ttlMs: number;
+  /** How long an `in_progress` reservation is owned before it counts as abandoned, in ms. */
+  readonly leaseMs: number;
+  readonly retry: {
+    /** One deadline for the whole intent, in ms. */
+    readonly deadlineMs: number;
+    readonly maxAttempts: number;
+    readonly backoff: CompiledBackoff;
+  };
+  readonly effect: {
+    readonly owner: string;
+    readonly external: boolean;
+    readonly providerKey: ProviderKey;
+    /** operationId of the safe GET that reads an intent's outcome. */
+    readonly statusRoute?: string;
+  };
+  /** Handler statuses that release the key instead of completing it (default 429, 503). */
+  readonly transient: readonly number[];
+  readonly responses: CompiledResponses;
+  /** What a client does when no terminal result came within the deadline. */
+  readonly unknownOutcome: 'status-route' | 'surface';
+}

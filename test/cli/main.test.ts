@@ -1,0 +1,18 @@
+import assert from 'node:assert/strict';
+import { main } from '../../src/cli/main.js';
+import { bufferIo } from '../helpers/io.js';
+
+describe('cli main', () => {
+  it('exits 2 with a one-line hint when no command is given', async () => {
+    const io = bufferIo();
+    assert.equal(await main([], io), 2);
+    assert.match(io.err, /Name a command/);
+    assert.doesNotMatch(io.err, /at .*\.ts:\d+/);
+  });
+
+  it('prints help and exits 0', async () => {
+    const io = bufferIo();
+    assert.equal(await main(['--help'], io), 0);
+    assert.match(io.out, /idemkit <command>/);
+  });
+});
