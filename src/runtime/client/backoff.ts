@@ -1,0 +1,42 @@
+/**
+ * Pauses between attempts: capped exponential backoff with jitter, and the `Retry-After` header.
+ *
+ * This file is copied into users' generated output: it imports only the compiled contract types.
+ */
+import type { CompiledBackoff } from '../contract.js';
+
+/**
+ * The pause before attempt number `attempt + 1`, after `attempt` attempts (1-based), in milliseconds.
+ * The cap grows `initialMs · 2^(attempt-1)` up to `maxMs`; `full` jitter draws uniformly from `[0, cap)`,
+ * `equal` from `[cap/2, cap)`, `none` waits the cap.
+ * @param random a uniform source in `[0, 1)` (injectable for tests).
+ */
+export function backoffDelay(backoff: CompiledBackoff, attempt: number, random: () => number): number {
+  const exp = Math.min(30, Math.max(0, attempt - 1));
+  const cap = Math.min(backoff.maxMs, backoff.initialMs * 2 ** exp);
+  if (cap <= 0) return 0;
+  const r = Math.min(Math.max(random(), 0), 1);
+  switch (backoff.jitter) {
+    case 'none':
+      return cap;
+    case 'equal':
+      return Math.floor(cap / 2 + (r * cap) / 2);
+    default:
+      return Math.floor(r * cap);
+  }
+}
+
+/**
+ * Reads a `Retry-After` value (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) as milliseconds from `now`.
+ * Returns `undefined` when absent or unparsable; a date in the past gives `0`.
+ */
+export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // Only the IMF-fixdate / obsolete HTTP-date forms carry a weekday and "GMT"; Date.parse reads all of them.
+  if (!/GMT$/i.test(text)) return undefined;
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, at - now);
+}

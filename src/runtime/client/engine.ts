@@ -1,0 +1,328 @@
+/**
+ * The client retry engine: sends one {@link Intent} of a contracted operation until a terminal answer,
+ * within the intent's single deadline, and says what happened as a discriminated union.
+ *
+ * Rules it keeps (DESIGN §5, the article's "one intent, one key, one deadline"):
+ * - the key is the intent's, on every attempt; a new key is never made here;
+ * - every attempt carries a fresh request id; no attempt starts after the deadline, and each attempt's
+ *   timeout is what is left of the deadline;
+ * - `inProgress` → wait (`Retry-After`, else backoff) and retry with the same key;
+ * - network errors, 5xx and 429 → retried with the same key only when repeating cannot duplicate the effect
+ *   (a local effect, or a provider that dedupes by a forwarded/derived key); otherwise stop with `unknown`
+ *   so the caller reads the status route;
+ * - mismatch, missing/invalid key and other 4xx → `rejected`, never retried.
+ *
+ * This file is copied into users' generated output: it imports nothing outside `runtime/client` and the
+ * compiled contract types.
+ */
+import type { CompiledContract } from '../contract.js';
+import { backoffDelay, parseRetryAfter } from './backoff.js';
+import { Intent, randomKey } from './intent.js';
+
+/** Everything the engine needs from the outside world; inject fakes in tests. */
+export interface ClientRuntime {
+  readonly fetch: (url: string, init: RequestInit) => Promise<Response>;
+  /** Wall clock, epoch milliseconds. */
+  readonly now: () => number;
+  /** Waits `ms`; rejects (or resolves early) when `signal` aborts. */
+  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** Calls `fn` after `ms`; returns a function that cancels it. Bounds each attempt by the deadline. */
+  readonly setTimer: (ms: number, fn: () => void) => () => void;
+  /** Uniform random in `[0, 1)` for jitter. */
+  readonly random: () => number;
+  /** A fresh request id for each attempt. */
+  readonly newRequestId: () => string;
+}
+
+/** The real runtime: global `fetch`, `Date.now`, timers, `Math.random`, `crypto.randomUUID`. */
+export function defaultRuntime(overrides: Partial<ClientRuntime> = {}): ClientRuntime {
+  return {
+    fetch: (url, init) => globalThis.fetch(url, init),
+    now: () => Date.now(),
+    sleep: (ms, signal) =>
+      new Promise<void>((resolve) => {
+        if (signal?.aborted) return resolve();
+        const onAbort = (): void => {
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        }, ms);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      }),
+    setTimer: (ms, fn) => {
+      const timer = setTimeout(fn, ms);
+      return () => clearTimeout(timer);
+    },
+    random: () => Math.random(),
+    newRequestId: () => randomKey(),
+    ...overrides,
+  };
+}
+
+/** One HTTP request, without the key and request id headers (the engine adds those per attempt). */
+export interface PreparedRequest {
+  readonly url: string;
+  readonly method: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body?: string;
+}
+
+/** Why an intent ended `rejected`: a terminal error answer. Retrying it with the same key cannot help. */
+export type RejectReason = 'mismatch' | 'missing-key' | 'invalid-key' | 'client-error';
+
+/** Why an intent ended `unknown`: the effect may or may not have happened. */
+export type UnknownReason =
+  /** The deadline was spent (or the next wait would pass it). */
+  | 'deadline'
+  /** The contract's attempt bound was spent. */
+  | 'attempts'
+  /** A network error or 5xx on an effect that a repeat could duplicate (external, no provider key). */
+  | 'unsafe-to-retry'
+  /** The server reports the first attempt's reservation abandoned: it goes to reconciliation. */
+  | 'abandoned'
+  /** The caller aborted the intent. */
+  | 'aborted';
+
+/** The operation's terminal success answer. `replayed` is read from the contract's replay header. */
+export interface CompletedResult<TBody> {
+  readonly kind: 'completed';
+  readonly status: number;
+  readonly body: TBody;
+  /** `true` when the server replayed a stored result (a previous attempt had already run the effect). */
+  readonly replayed: boolean;
+  readonly headers: Headers;
+  readonly intent: Intent;
+  /** The request id of the attempt that got this answer. */
+  readonly requestId: string;
+}
+
+/** A terminal error answer (e.g. 422 mismatch, 400 invalid key, other 4xx). Never retried. */
+export interface RejectedResult<TError> {
+  readonly kind: 'rejected';
+  readonly reason: RejectReason;
+  readonly status: number;
+  readonly body: TError;
+  readonly headers: Headers;
+  readonly intent: Intent;
+  readonly requestIds: readonly string[];
+}
+
+/** No terminal answer within the budget. Keep the form, show a neutral state, and check the status route. */
+export interface UnknownResult<TStatus> {
+  readonly kind: 'unknown';
+  readonly reason: UnknownReason;
+  /** The intent's key: the status route and support find the outcome by it. */
+  readonly key: string;
+  /** Every attempt's request id, oldest first. */
+  readonly requestIds: readonly string[];
+  readonly intent: Intent;
+  /** The last HTTP status seen, if any attempt got an answer. */
+  readonly lastStatus: number | undefined;
+  /** The last network error message, if the last attempt failed without an answer. */
+  readonly lastError: string | undefined;
+  /** A call to the contract's status route for this intent (absent when the contract has none). */
+  readonly checkStatus: TStatus;
+}
+
+/** What sending an intent ends with. */
+export type IntentResult<TBody, TError = unknown, TStatus = undefined> =
+  | CompletedResult<TBody>
+  | RejectedResult<TError>
+  | UnknownResult<TStatus>;
+
+/** A single answer of an operation without a retry contract. */
+export type ApiResponse<TBody, TError = unknown> =
+  | { readonly ok: true; readonly status: number; readonly body: TBody; readonly headers: Headers; readonly requestId: string }
+  | { readonly ok: false; readonly status: number; readonly body: TError; readonly headers: Headers; readonly requestId: string };
+
+/** Options of one intent send. */
+export interface SendOptions<TStatus> {
+  readonly contract: CompiledContract;
+  readonly intent: Intent;
+  readonly request: PreparedRequest;
+  readonly runtime: ClientRuntime;
+  /** Header carrying each attempt's request id (default `X-Request-Id`). */
+  readonly requestIdHeader?: string;
+  /** Aborts the whole intent (the result is then `unknown` / `aborted`). */
+  readonly signal?: AbortSignal;
+  /** The typed status-route call put on an `unknown` result. */
+  readonly checkStatus: TStatus;
+}
+
+/** Reads a response body: JSON for JSON media types, text otherwise, `undefined` when empty. */
+export async function readBody(res: Response): Promise<unknown> {
+  const text = await res.text();
+  if (text === '') return undefined;
+  const type = res.headers.get('content-type') ?? '';
+  if (/[/+]json\b/i.test(type)) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+/** `true` when repeating the request with the same key cannot duplicate the effect. */
+export function repeatIsSafe(contract: CompiledContract): boolean {
+  return !contract.effect.external || contract.effect.providerKey !== 'none';
+}
+
+function problemType(body: unknown): string {
+  if (typeof body === 'object' && body !== null && typeof (body as { type?: unknown }).type === 'string') {
+    return (body as { type: string }).type;
+  }
+  return '';
+}
+
+type Verdict =
+  | { readonly act: 'complete' }
+  | { readonly act: 'reject'; readonly reason: RejectReason }
+  | { readonly act: 'wait' }
+  | { readonly act: 'retry-if-safe' }
+  | { readonly act: 'retry' }
+  | { readonly act: 'unknown'; readonly reason: UnknownReason };
+
+/** Classifies one answer by the contract's state statuses and the guard's problem `type` URIs. */
+function classify(contract: CompiledContract, status: number, body: unknown): Verdict {
+  if (status >= 200 && status < 300) return { act: 'complete' };
+  const type = problemType(body);
+  const r = contract.responses;
+  // The guard's problem types are stable; they disambiguate states that share a status (e.g. 409, 400).
+  if (type.endsWith('idempotency-key-reused')) return { act: 'reject', reason: 'mismatch' };
+  if (type.endsWith('idempotency-key-missing')) return { act: 'reject', reason: 'missing-key' };
+  if (type.endsWith('idempotency-key-invalid')) return { act: 'reject', reason: 'invalid-key' };
+  if (type.endsWith('idempotency-request-abandoned')) return { act: 'unknown', reason: 'abandoned' };
+  if (type.endsWith('idempotency-request-in-progress')) return { act: 'wait' };
+  // The guard failed closed before reserving: the handler never ran, so a repeat is safe for any effect.
+  if (type.endsWith('idempotency-store-unavailable')) return { act: 'retry' };
+  if (status === r.mismatch) return { act: 'reject', reason: 'mismatch' };
+  if (status === r.inProgress) return { act: 'wait' };
+  if (status === r.abandoned) return { act: 'unknown', reason: 'abandoned' };
+  if (status >= 500 || status === 429 || contract.transient.includes(status)) return { act: 'retry-if-safe' };
+  if (status === r.missingKey) return { act: 'reject', reason: type === '' ? 'client-error' : 'missing-key' };
+  return { act: 'reject', reason: 'client-error' };
+}
+
+class DeadlineReached extends Error {}
+
+/**
+ * Sends an intent until a terminal answer or until its budget is spent. Never throws for network errors or
+ * HTTP statuses; throws `TypeError` only for programming errors (an intent of another operation).
+ */
+export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
+  options: SendOptions<TStatus>,
+): Promise<IntentResult<TBody, TError, TStatus>> {
+  const { contract, intent, request, runtime: rt } = options;
+  if (intent.operationId !== contract.operationId) {
+    throw new TypeError(`intent of ${intent.operationId} sent to ${contract.operationId}; make a new intent for a new command`);
+  }
+  const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
+  let lastStatus: number | undefined;
+  let lastError: string | undefined;
+  const unknown = (reason: UnknownReason): UnknownResult<TStatus> => ({
+    kind: 'unknown',
+    reason,
+    key: intent.key,
+    requestIds: intent.requestIds,
+    intent,
+    lastStatus,
+    lastError,
+    checkStatus: options.checkStatus,
+  });
+
+  for (;;) {
+    if (options.signal?.aborted) return unknown('aborted');
+    const remaining = intent.deadlineAt - rt.now();
+    if (remaining <= 0) return unknown('deadline');
+    if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
+
+    const requestId = rt.newRequestId();
+    intent.recordAttempt(requestId);
+    const controller = new AbortController();
+    const cancelTimer = rt.setTimer(remaining, () => controller.abort(new DeadlineReached('deadline')));
+    const onCallerAbort = (): void => controller.abort(options.signal?.reason);
+    options.signal?.addEventListener('abort', onCallerAbort, { once: true });
+
+    let verdict: Verdict;
+    let retryAfterMs: number | undefined;
+    try {
+      const res = await rt.fetch(request.url, {
+        method: request.method,
+        headers: { ...request.headers, [contract.key.header]: intent.key, [requestIdHeader]: requestId },
+        body: request.body,
+        signal: controller.signal,
+      });
+      const body = await readBody(res);
+      lastStatus = res.status;
+      lastError = undefined;
+      verdict = classify(contract, res.status, body);
+      if (verdict.act === 'complete') {
+        return {
+          kind: 'completed',
+          status: res.status,
+          body: body as TBody,
+          replayed: res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase() === 'true',
+          headers: res.headers,
+          intent,
+          requestId,
+        };
+      }
+      if (verdict.act === 'reject') {
+        return {
+          kind: 'rejected',
+          reason: verdict.reason,
+          status: res.status,
+          body: body as TError,
+          headers: res.headers,
+          intent,
+          requestIds: intent.requestIds,
+        };
+      }
+      retryAfterMs = parseRetryAfter(res.headers.get('retry-after'), rt.now());
+    } catch (err) {
+      if (controller.signal.reason instanceof DeadlineReached) return unknown('deadline');
+      if (options.signal?.aborted) return unknown('aborted');
+      lastError = err instanceof Error ? err.message : String(err);
+      verdict = { act: 'retry-if-safe' };
+    } finally {
+      cancelTimer();
+      options.signal?.removeEventListener('abort', onCallerAbort);
+    }
+
+    if (verdict.act === 'unknown') return unknown(verdict.reason);
+    if (verdict.act === 'retry-if-safe' && !repeatIsSafe(contract)) return unknown('unsafe-to-retry');
+    if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
+
+    const pause = Math.max(retryAfterMs ?? 0, backoffDelay(contract.retry.backoff, intent.attempts, rt.random));
+    // A wait that reaches the deadline leaves no time for another attempt: say so now instead of sleeping.
+    if (rt.now() + pause >= intent.deadlineAt) return unknown('deadline');
+    if (pause > 0) await rt.sleep(pause, options.signal);
+  }
+}
+
+/**
+ * Sends one request once (operations without a contract, and `x-idempotency: false` ones, which are never
+ * retried automatically). Network errors reject the returned promise.
+ */
+export async function sendOnce<TBody, TError = unknown>(options: {
+  readonly request: PreparedRequest;
+  readonly runtime: ClientRuntime;
+  readonly requestIdHeader?: string;
+  readonly signal?: AbortSignal;
+}): Promise<ApiResponse<TBody, TError>> {
+  const requestId = options.runtime.newRequestId();
+  const res = await options.runtime.fetch(options.request.url, {
+    method: options.request.method,
+    headers: { ...options.request.headers, [options.requestIdHeader ?? 'X-Request-Id']: requestId },
+    body: options.request.body,
+    signal: options.signal,
+  });
+  const body = await readBody(res);
+  if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
+  return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
+}

@@ -1,0 +1,236 @@
+import assert from 'node:assert/strict';
+import { sendIntent, sendOnce, type IntentResult } from '../../src/runtime/client/engine.js';
+import { Intent } from '../../src/runtime/client/intent.js';
+import type { CompiledContract } from '../../src/runtime/contract.js';
+import { externalForward, externalNoKey, localContract } from './contracts.js';
+import { fakeRuntime, json, type FakeRuntime, type Step } from './fake-runtime.js';
+
+const request = { url: 'http://api.test/v1/demo-requests', method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"topic":"bundle review"}' };
+const created = { requestId: 'demo-request-42', state: 'accepted' };
+const problem = (type: string) => ({ type: `https://idemkit.dev/problems/${type}`, title: type });
+
+async function send(steps: Step[], contract: CompiledContract = localContract, opts: { deadlineMs?: number; random?: number } = {}) {
+  const rt = fakeRuntime(steps, { random: opts.random });
+  const intent = Intent.create({ operationId: contract.operationId, deadlineMs: opts.deadlineMs ?? contract.retry.deadlineMs, now: rt.clock, key: 'demo-key-retry-2020-06-a7f1' });
+  const result: IntentResult<typeof created, unknown, string> = await sendIntent({ contract, intent, request, runtime: rt, checkStatus: 'status-call' });
+  return { rt, intent, result };
+}
+
+function keysOf(rt: FakeRuntime): string[] {
+  return rt.seen.map((r) => r.headers['idempotency-key'] ?? '<none>');
+}
+
+describe('client sendIntent', () => {
+  it('completes on the first 2xx, sending the key and a request id', async () => {
+    const { rt, result } = await send([json(201, created, { 'Idempotent-Replayed': 'false' })]);
+    assert.equal(result.kind, 'completed');
+    assert.ok(result.kind === 'completed');
+    assert.equal(result.replayed, false);
+    assert.equal(result.status, 201);
+    assert.deepEqual(result.body, created);
+    assert.equal(result.requestId, 'req-1');
+    assert.deepEqual(keysOf(rt), ['demo-key-retry-2020-06-a7f1']);
+    assert.equal(rt.seen[0]?.headers['x-request-id'], 'req-1');
+    assert.equal(rt.seen[0]?.body, request.body);
+  });
+
+  it('a lost response is retried with the same key and a fresh request id, and the replay is marked', async () => {
+    const { rt, result } = await send([new TypeError('fetch failed'), json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    assert.ok(result.kind === 'completed');
+    assert.equal(result.replayed, true);
+    assert.deepEqual(result.body, created);
+    assert.deepEqual(keysOf(rt), ['demo-key-retry-2020-06-a7f1', 'demo-key-retry-2020-06-a7f1']);
+    assert.deepEqual(rt.seen.map((r) => r.headers['x-request-id']), ['req-1', 'req-2']);
+    assert.deepEqual(result.intent.requestIds, ['req-1', 'req-2']);
+    // full jitter with random 0.5 over a 200 ms cap
+    assert.deepEqual(rt.sleeps, [100]);
+  });
+
+  it('409 in progress waits Retry-After (seconds) and then completes', async () => {
+    const { rt, result } = await send([
+      json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '2' }),
+      json(201, created, { 'Idempotent-Replayed': 'true' }),
+    ]);
+    assert.ok(result.kind === 'completed');
+    assert.deepEqual(rt.sleeps, [2_000]);
+    assert.equal(rt.seen[1]!.at - rt.seen[0]!.at, 2_000);
+  });
+
+  it('honours Retry-After as an HTTP-date', async () => {
+    const rt0 = fakeRuntime([]);
+    const at = new Date(rt0.clock + 3_000).toUTCString();
+    const { rt, result } = await send([json(409, problem('idempotency-request-in-progress'), { 'Retry-After': at }), json(201, created)]);
+    assert.ok(result.kind === 'completed');
+    assert.equal(rt.sleeps.length, 1);
+    assert.ok(rt.sleeps[0]! >= 2_000 && rt.sleeps[0]! <= 3_000, `slept ${rt.sleeps[0]}`);
+  });
+
+  it('never waits past the deadline for a Retry-After: it answers unknown at once', async () => {
+    const { rt, result } = await send([json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '60' })], localContract, { deadlineMs: 5_000 });
+    assert.ok(result.kind === 'unknown');
+    assert.equal(result.reason, 'deadline');
+    assert.deepEqual(rt.sleeps, []);
+    assert.equal(result.lastStatus, 409);
+  });
+
+  it('each attempt gets only what is left of the deadline; a stalled server ends unknown with every request id', async () => {
+    const { rt, result, intent } = await send([new TypeError('fetch failed'), 'stall'], localContract, { deadlineMs: 1_000 });
+    assert.ok(result.kind === 'unknown');
+    assert.equal(result.reason, 'deadline');
+    assert.equal(result.key, 'demo-key-retry-2020-06-a7f1');
+    assert.deepEqual(result.requestIds, ['req-1', 'req-2']);
+    assert.equal(result.checkStatus, 'status-call');
+    // the second attempt was cut exactly at the deadline, and no attempt started after it
+    assert.equal(rt.clock, intent.deadlineAt);
+    assert.ok(rt.seen.every((r) => r.at < intent.deadlineAt));
+  });
+
+  it('stops after maxAttempts with the same key throughout', async () => {
+    const err = () => new TypeError('fetch failed');
+    const { rt, result } = await send([err(), err(), err(), err()], localContract, { random: 0 });
+    assert.ok(result.kind === 'unknown');
+    assert.equal(result.reason, 'attempts');
+    assert.equal(rt.seen.length, 4);
+    assert.equal(new Set(keysOf(rt)).size, 1);
+    assert.equal(result.lastError, 'fetch failed');
+    assert.deepEqual(result.requestIds, ['req-1', 'req-2', 'req-3', 'req-4']);
+  });
+
+  it('retries 5xx for a local effect', async () => {
+    const { rt, result } = await send([json(502, { title: 'bad gateway' }), json(201, created)]);
+    assert.ok(result.kind === 'completed');
+    assert.equal(rt.seen.length, 2);
+  });
+
+  for (const [name, step] of [
+    ['mismatch 422', json(422, problem('idempotency-key-reused'))],
+    ['missing key 400', json(400, problem('idempotency-key-missing'))],
+    ['invalid key 400', json(400, problem('idempotency-key-invalid'))],
+    ['a plain 400', json(400, { title: 'bad topic' })],
+    ['a 404', json(404, { title: 'not found' })],
+  ] as const) {
+    it(`${name} is rejected and never retried`, async () => {
+      const { rt, result } = await send([step]);
+      assert.ok(result.kind === 'rejected');
+      assert.equal(rt.seen.length, 1);
+      assert.deepEqual(result.requestIds, ['req-1']);
+    });
+  }
+
+  it('names the reject reason from the problem type', async () => {
+    const a = await send([json(422, problem('idempotency-key-reused'))]);
+    assert.ok(a.result.kind === 'rejected' && a.result.reason === 'mismatch');
+    const b = await send([json(400, problem('idempotency-key-missing'))]);
+    assert.ok(b.result.kind === 'rejected' && b.result.reason === 'missing-key');
+    const c = await send([json(422, { title: 'no type' })]);
+    assert.ok(c.result.kind === 'rejected' && c.result.reason === 'mismatch');
+  });
+
+  it('an external effect without a provider key is not retried after a network error: unknown, go to the status route', async () => {
+    const { rt, result } = await send([new TypeError('fetch failed')], externalNoKey);
+    assert.ok(result.kind === 'unknown');
+    assert.equal(result.reason, 'unsafe-to-retry');
+    assert.equal(result.checkStatus, 'status-call');
+    assert.equal(rt.seen.length, 1);
+  });
+
+  it('an external effect without a provider key is not retried after a 5xx either', async () => {
+    const { rt, result } = await send([json(500, { title: 'boom' })], externalNoKey);
+    assert.ok(result.kind === 'unknown' && result.reason === 'unsafe-to-retry' && result.lastStatus === 500);
+    assert.equal(rt.seen.length, 1);
+  });
+
+  it('an external effect still waits out in-progress, and retries when the guard says the store was unavailable (handler never ran)', async () => {
+    const { rt, result } = await send(
+      [
+        json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '1' }),
+        json(503, problem('idempotency-store-unavailable'), { 'Retry-After': '1' }),
+        json(201, created),
+      ],
+      externalNoKey,
+    );
+    assert.ok(result.kind === 'completed');
+    assert.equal(rt.seen.length, 3);
+  });
+
+  it('an external effect whose provider key is forwarded is retried with the same key', async () => {
+    const { rt, result } = await send([new TypeError('fetch failed'), json(201, created)], externalForward);
+    assert.ok(result.kind === 'completed');
+    assert.deepEqual(keysOf(rt), ['demo-key-retry-2020-06-a7f1', 'demo-key-retry-2020-06-a7f1']);
+  });
+
+  it('abandoned reservations go to reconciliation, not to a retry', async () => {
+    const { rt, result } = await send([json(409, problem('idempotency-request-abandoned'))]);
+    assert.ok(result.kind === 'unknown' && result.reason === 'abandoned');
+    assert.equal(rt.seen.length, 1);
+  });
+
+  it('does not start an attempt for an intent whose deadline has passed (e.g. restored after a reload)', async () => {
+    const rt = fakeRuntime([json(201, created)]);
+    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 1_000, now: rt.clock - 2_000 });
+    const result = await sendIntent({ contract: localContract, intent, request, runtime: rt, checkStatus: undefined });
+    assert.ok(result.kind === 'unknown' && result.reason === 'deadline');
+    assert.equal(rt.seen.length, 0);
+  });
+
+  it('a restored intent keeps its key and its attempt count', async () => {
+    const rt = fakeRuntime([json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    const first = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30_000, now: rt.clock });
+    first.recordAttempt('req-51');
+    const restored = Intent.fromJSON(JSON.stringify(first));
+    const result = await sendIntent({ contract: localContract, intent: restored, request, runtime: rt, checkStatus: undefined });
+    assert.ok(result.kind === 'completed' && result.replayed);
+    assert.equal(rt.seen[0]?.headers['idempotency-key'], first.key);
+    assert.deepEqual(restored.requestIds, ['req-51', 'req-1']);
+  });
+
+  it('refuses an intent of another operation (a changed command needs a new intent)', async () => {
+    const rt = fakeRuntime([]);
+    const intent = Intent.create({ operationId: 'other', deadlineMs: 1_000, now: rt.clock });
+    await assert.rejects(sendIntent({ contract: localContract, intent, request, runtime: rt, checkStatus: undefined }), TypeError);
+  });
+
+  it('a caller abort ends the intent as unknown', async () => {
+    const rt = fakeRuntime([new TypeError('fetch failed')]);
+    const ctl = new AbortController();
+    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30_000, now: rt.clock });
+    const sleep = rt.sleep;
+    const runtime = { ...rt, sleep: async (ms: number) => { ctl.abort(); await sleep(ms); } };
+    const result = await sendIntent({ contract: localContract, intent, request, runtime, signal: ctl.signal, checkStatus: undefined });
+    assert.ok(result.kind === 'unknown' && result.reason === 'aborted');
+    assert.equal(rt.seen.length, 1);
+  });
+
+  it('a real short deadline with the default timers aborts a stalled fetch', async () => {
+    const { defaultRuntime } = await import('../../src/runtime/client/engine.js');
+    const runtime = defaultRuntime({
+      fetch: (_url, init) => new Promise<Response>((_resolve, reject) => {
+        init.signal?.addEventListener('abort', () => reject(new Error('aborted')));
+      }),
+    });
+    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30, now: Date.now() });
+    const started = Date.now();
+    const result = await sendIntent({ contract: localContract, intent, request, runtime, checkStatus: undefined });
+    assert.ok(result.kind === 'unknown' && result.reason === 'deadline');
+    assert.equal(result.requestIds.length, 1);
+    assert.ok(Date.now() - started < 2_000);
+  });
+});
+
+describe('client sendOnce', () => {
+  it('sends exactly once and reports the status, even a 503 (no automatic retry)', async () => {
+    const rt = fakeRuntime([json(503, { title: 'busy' }, { 'Retry-After': '1' })]);
+    const res = await sendOnce({ request, runtime: rt });
+    assert.equal(res.ok, false);
+    assert.equal(res.status, 503);
+    assert.equal(rt.seen.length, 1);
+    assert.equal(rt.seen[0]?.headers['idempotency-key'], undefined);
+    assert.equal(rt.seen[0]?.headers['x-request-id'], 'req-1');
+  });
+
+  it('lets a network error surface to the caller', async () => {
+    const rt = fakeRuntime([new TypeError('fetch failed')]);
+    await assert.rejects(sendOnce({ request, runtime: rt }), /fetch failed/);
+    assert.equal(rt.seen.length, 1);
+  });
+});

@@ -1,0 +1,40 @@
+import assert from 'node:assert/strict';
+import { Intent } from '../../src/runtime/client/intent.js';
+
+describe('client Intent', () => {
+  it('makes one random UUID key before any attempt and a deadline from now', () => {
+    const a = Intent.create({ operationId: 'op', deadlineMs: 30_000, now: 1_000 });
+    const b = Intent.create({ operationId: 'op', deadlineMs: 30_000, now: 1_000 });
+    assert.match(a.key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.notEqual(a.key, b.key);
+    assert.equal(a.deadlineAt, 31_000);
+    assert.equal(a.attempts, 0);
+    assert.equal(a.remainingMs(30_500), 500);
+    assert.equal(a.remainingMs(40_000), 0);
+  });
+
+  it('survives a reload through JSON with the same key, deadline and attempts', () => {
+    const a = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 5_000, now: 10, key: 'demo-key-retry-2020-06-a7f1' });
+    a.recordAttempt('req-51');
+    const text = JSON.stringify(a);
+    const b = Intent.fromJSON(text);
+    assert.deepEqual(b.toJSON(), a.toJSON());
+    assert.equal(b.key, 'demo-key-retry-2020-06-a7f1');
+    assert.deepEqual(b.requestIds, ['req-51']);
+    assert.deepEqual(Intent.fromJSON(JSON.parse(text)).toJSON(), a.toJSON());
+  });
+
+  it('does not expose its attempt list for mutation', () => {
+    const a = Intent.create({ operationId: 'op', deadlineMs: 1, now: 0 });
+    (a.requestIds as string[]).push('x');
+    assert.equal(a.attempts, 0);
+  });
+
+  it('rejects anything that is not a serialised intent', () => {
+    for (const bad of [null, 1, '{}', { v: 2, operationId: 'op', key: 'k', createdAt: 0, deadlineAt: 1, requestIds: [] },
+      { v: 1, operationId: 'op', key: '', createdAt: 0, deadlineAt: 1, requestIds: [] },
+      { v: 1, operationId: 'op', key: 'k', createdAt: 0, deadlineAt: 1, requestIds: [3] }]) {
+      assert.throws(() => Intent.fromJSON(bad), TypeError);
+    }
+  });
+});
