@@ -1,0 +1,194 @@
+/**
+ * Baselines for adopting the linter on an existing API: record today's findings, then report only new ones.
+ *
+ * A finding's identity never contains a line number: it is the rule id, the file (relative to the baseline
+ * file, `/`-separated), the operation (its operationId, else `METHOD /path`) and the JSON Pointer inside
+ * that operation. A finding that sits outside its operation (a shared component) keeps the pointer inside
+ * its file and names every operation it is about, sorted. Edits elsewhere in the file do not disturb it.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { UsageError } from '../errors.js';
+import type { ApiDocument, OperationView } from '../parser/model.js';
+import type { Finding } from './rule.js';
+import { writeFileAtomic } from './write-file.js';
+
+/** The stable identity of a finding. */
+export interface FindingIdentity {
+  readonly rule: string;
+  readonly file: string;
+  readonly operation: string;
+  readonly pointer: string;
+}
+
+/** One recorded finding (or several identical ones: `count`). */
+export interface BaselineEntry extends FindingIdentity {
+  readonly count: number;
+  /** The message when it was recorded, for people reading the file; not used for matching. */
+  readonly message: string;
+}
+
+/** The baseline file's content. */
+export interface Baseline {
+  readonly version: 1;
+  readonly entries: readonly BaselineEntry[];
+}
+
+/** What comparing findings with a baseline found. */
+export interface BaselineResult {
+  /** Absolute path of the baseline file. */
+  readonly file: string;
+  /** Findings that are not in the baseline (the ones to report). */
+  readonly findings: readonly Finding[];
+  /** How many current findings the baseline accounted for. */
+  readonly matched: number;
+  /** Entries (or parts of their count) no current finding matched any more: fixed, or moved. */
+  readonly stale: readonly BaselineEntry[];
+}
+
+/** The part of a lint report a baseline needs. */
+export interface BaselineInput {
+  readonly findings: readonly Finding[];
+  readonly documents: readonly ApiDocument[];
+}
+
+/** Key of an operation in an identity: its operationId, else `METHOD /path`. */
+export function operationKey(operation: OperationView): string {
+  return operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`;
+}
+
+/** Computes the stable identity of a finding; `baseDir` anchors the relative file name. */
+export function findingIdentity(finding: Finding, documents: readonly ApiDocument[], baseDir: string): FindingIdentity {
+  const operations = finding.operations
+    .map((label) => findOperation(label, finding, documents))
+    .filter((operation): operation is OperationView => operation !== undefined);
+  const file = relativeFile(baseDir, finding.file);
+  if (operations.length === 1) {
+    const [operation] = operations as [OperationView];
+    const prefix = operation.at.pointer;
+    if (operation.at.file === finding.file && (finding.pointer === prefix || finding.pointer.startsWith(prefix + '/'))) {
+      return { rule: finding.ruleId, file, operation: operationKey(operation), pointer: finding.pointer.slice(prefix.length) };
+    }
+  }
+  const names = operations.length > 0 ? operations.map(operationKey) : [...finding.operations];
+  return { rule: finding.ruleId, file, operation: [...new Set(names)].sort().join(', '), pointer: finding.pointer };
+}
+
+/** A short stable hash of an identity (used for SARIF `partialFingerprints`). */
+export function identityHash(identity: FindingIdentity): string {
+  return createHash('sha256').update(identityKey(identity)).digest('hex').slice(0, 32);
+}
+
+function identityKey(identity: FindingIdentity): string {
+  return JSON.stringify([identity.rule, identity.file, identity.operation, identity.pointer]);
+}
+
+/** Builds a baseline of the unsuppressed findings, relative to the baseline file's directory. */
+export function createBaseline(report: BaselineInput, baselineFile: string): Baseline {
+  const baseDir = path.dirname(path.resolve(baselineFile));
+  const entries = new Map<string, BaselineEntry>();
+  for (const finding of report.findings) {
+    if (finding.suppressed) continue;
+    const identity = findingIdentity(finding, report.documents, baseDir);
+    const key = identityKey(identity);
+    const known = entries.get(key);
+    entries.set(key, known ? { ...known, count: known.count + 1 } : { ...identity, count: 1, message: finding.message });
+  }
+  const sorted = [...entries.values()].sort((a, b) => compare(a.file, b.file) || compare(a.operation, b.operation) || compare(a.pointer, b.pointer) || compare(a.rule, b.rule));
+  return { version: 1, entries: sorted };
+}
+
+/** Writes a baseline file atomically (stable order, so it diffs well in review). */
+export function writeBaseline(report: BaselineInput, baselineFile: string): Baseline {
+  const baseline = createBaseline(report, baselineFile);
+  writeFileAtomic(path.resolve(baselineFile), `${JSON.stringify(baseline, null, 2)}\n`);
+  return baseline;
+}
+
+/** Reads and checks a baseline file; a missing or malformed one is a {@link UsageError}. */
+export function readBaseline(baselineFile: string): Baseline {
+  const file = path.resolve(baselineFile);
+  if (!existsSync(file)) {
+    throw new UsageError(`baseline file ${baselineFile} does not exist (create it with --write-baseline ${baselineFile})`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new UsageError(`baseline file is not valid JSON: ${(error as Error).message}`, file);
+  }
+  const entries = (value as { entries?: unknown } | null)?.entries;
+  if ((value as { version?: unknown } | null)?.version !== 1 || !Array.isArray(entries)) {
+    throw new UsageError('not an idemkit baseline (expected { "version": 1, "entries": [...] }); regenerate it with --write-baseline', file);
+  }
+  entries.forEach((entry: unknown, index) => {
+    const e = entry as Record<string, unknown> | null;
+    const ok =
+      e !== null &&
+      typeof e === 'object' &&
+      ['rule', 'file', 'operation', 'pointer'].every((field) => typeof e[field] === 'string') &&
+      (e.count === undefined || (Number.isInteger(e.count) && (e.count as number) > 0));
+    if (!ok) throw new UsageError(`baseline entry ${index} needs string rule, file, operation, pointer and a positive count; regenerate it with --write-baseline`, file);
+  });
+  return {
+    version: 1,
+    entries: (entries as Record<string, unknown>[]).map((e) => ({
+      rule: e.rule as string,
+      file: e.file as string,
+      operation: e.operation as string,
+      pointer: e.pointer as string,
+      count: (e.count as number | undefined) ?? 1,
+      message: typeof e.message === 'string' ? e.message : '',
+    })),
+  };
+}
+
+/**
+ * Splits the findings into those the baseline knows (dropped) and new ones (kept), and lists the entries
+ * nothing matched any more. Suppressed findings pass through untouched.
+ */
+export function applyBaseline(report: BaselineInput, baseline: Baseline, baselineFile: string): BaselineResult {
+  const file = path.resolve(baselineFile);
+  const baseDir = path.dirname(file);
+  const remaining = new Map<string, { entry: BaselineEntry; left: number }>();
+  for (const entry of baseline.entries) {
+    const key = identityKey(entry);
+    const known = remaining.get(key);
+    if (known) known.left += entry.count;
+    else remaining.set(key, { entry, left: entry.count });
+  }
+  let matched = 0;
+  const findings: Finding[] = [];
+  for (const finding of report.findings) {
+    if (finding.suppressed) {
+      findings.push(finding);
+      continue;
+    }
+    const slot = remaining.get(identityKey(findingIdentity(finding, report.documents, baseDir)));
+    if (slot && slot.left > 0) {
+      slot.left -= 1;
+      matched += 1;
+    } else findings.push(finding);
+  }
+  const stale = [...remaining.values()].filter((slot) => slot.left > 0).map((slot) => ({ ...slot.entry, count: slot.left }));
+  return { file, findings, matched, stale };
+}
+
+function findOperation(label: string, finding: Finding, documents: readonly ApiDocument[]): OperationView | undefined {
+  // Prefer the document that holds the finding's file, so equal labels in two specs do not mix.
+  const ordered = [...documents].sort((a, b) => Number(b.file === finding.file) - Number(a.file === finding.file));
+  for (const document of ordered) {
+    const operation = document.operations.find((candidate) => candidate.label === label);
+    if (operation) return operation;
+  }
+  return undefined;
+}
+
+function relativeFile(baseDir: string, file: string): string {
+  return path.relative(baseDir, file).split(path.sep).join('/');
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

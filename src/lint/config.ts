@@ -1,0 +1,200 @@
+/**
+ * The lint configuration file: discovery upward from the spec, parsing with positions, and validation once
+ * at load. A config file that cannot be used is a {@link UsageError} that names the bad line.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Ajv } from 'ajv';
+import type { ErrorObject } from 'ajv';
+import { isMap, isSeq, LineCounter, parseDocument } from 'yaml';
+import type { Document, Node as YamlNode } from 'yaml';
+import { UsageError } from '../errors.js';
+import { suggestionSuffix } from './did-you-mean.js';
+import type { LintSettings, Severity } from './rule.js';
+
+/** File names looked for in each directory, first match wins. */
+export const CONFIG_FILE_NAMES = ['.idemkitrc.yaml', '.idemkitrc.yml', '.idemkitrc.json', 'idemkit.config.json'] as const;
+
+/** A rule's configured level: a severity, or `off`. */
+export type RuleLevel = Severity | 'off';
+
+/** The settings rules see when no config file changes them. */
+export const DEFAULT_SETTINGS: LintSettings = { unsafeMethods: ['post', 'patch'], keyHeaders: [] };
+
+/** A loaded, validated configuration. */
+export interface LintConfig {
+  /** Absolute path of the file it came from; `undefined` for the built-in defaults. */
+  readonly file: string | undefined;
+  /** Level per rule id, only for the rules the file names. */
+  readonly rules: Readonly<Record<string, RuleLevel>>;
+  readonly settings: LintSettings;
+}
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace', 'query'];
+
+const configSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string' },
+    rules: { type: 'object', additionalProperties: { enum: ['off', 'info', 'warn', 'error'] } },
+    unsafeMethods: { type: 'array', items: { type: 'string' } },
+    keyHeaders: { type: 'array', items: { type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" } },
+  },
+} as const;
+
+const validateShape = new Ajv({ allErrors: false, strict: true }).compile(configSchema);
+
+/** The built-in configuration (no file). */
+export function defaultConfig(): LintConfig {
+  return { file: undefined, rules: {}, settings: DEFAULT_SETTINGS };
+}
+
+/** The first config file found in `startDir` or any directory above it, or `undefined`. */
+export function findConfigFile(startDir: string): string | undefined {
+  let dir = path.resolve(startDir);
+  for (;;) {
+    for (const name of CONFIG_FILE_NAMES) {
+      const candidate = path.join(dir, name);
+      if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
+    }
+    const parent = path.dirname(dir);
+    if (parent === dir) return undefined;
+    dir = parent;
+  }
+}
+
+/** Options of {@link loadConfig}. */
+export interface LoadConfigOptions {
+  /** The spec being linted: discovery starts in its directory. */
+  readonly specFile?: string;
+  /** An explicit `--config FILE` (relative to `cwd`); disables discovery. */
+  readonly configFile?: string;
+  readonly cwd: string;
+  /** Every rule id the config may name. */
+  readonly knownRuleIds: readonly string[];
+}
+
+/** Finds (or takes) the config file, reads and validates it; the defaults when there is none. */
+export function loadConfig(options: LoadConfigOptions): LintConfig {
+  let file: string | undefined;
+  if (options.configFile !== undefined) {
+    file = path.resolve(options.cwd, options.configFile);
+    if (!existsSync(file) || !statSync(file).isFile()) {
+      throw new UsageError(`config file ${options.configFile} does not exist (check the --config path)`);
+    }
+  } else {
+    file = findConfigFile(options.specFile ? path.dirname(path.resolve(options.cwd, options.specFile)) : options.cwd);
+  }
+  if (file === undefined) return defaultConfig();
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read config file: ${(error as Error).message}`, file);
+  }
+  return parseConfig(text, file, options.knownRuleIds);
+}
+
+/** Parses and validates config text (YAML or JSON); `file` is used for positions in errors. */
+export function parseConfig(text: string, file: string, knownRuleIds: readonly string[]): LintConfig {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
+  const fail = (message: string, offset: number | undefined): never => {
+    const pos = offset === undefined ? { line: 1, col: 1 } : lineCounter.linePos(offset);
+    throw new UsageError(message, file, pos.line, pos.col);
+  };
+  const syntax = doc.errors[0];
+  if (syntax) fail(`config is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${firstLine(syntax.message)}`, syntax.pos[0]);
+  if (file.endsWith('.json') && text.trim() !== '') {
+    try {
+      JSON.parse(text);
+    } catch (error) {
+      const at = /position (\d+)/.exec((error as Error).message);
+      fail(`config is not valid JSON: ${(error as Error).message}`, at ? Number(at[1]) : undefined);
+    }
+  }
+  const value: unknown = doc.toJS() ?? {};
+  if (!validateShape(value)) {
+    const error = validateShape.errors![0]!;
+    fail(describeSchemaError(error), offsetOf(doc, error));
+  }
+  const config = value as { rules?: Record<string, RuleLevel>; unsafeMethods?: string[]; keyHeaders?: string[] };
+  for (const id of Object.keys(config.rules ?? {})) {
+    if (!knownRuleIds.includes(id)) {
+      fail(`unknown rule id "${id}" in rules${suggestionSuffix(id, knownRuleIds)}; run \`idemkit rules\` for the list`, offsetOf(doc, ['rules', id], true));
+    }
+  }
+  (config.unsafeMethods ?? []).forEach((method, index) => {
+    if (!HTTP_METHODS.includes(method.toLowerCase())) {
+      fail(`unsafeMethods[${index}]: "${method}" is not an HTTP method (expected one of ${HTTP_METHODS.join(', ')})`, offsetOf(doc, ['unsafeMethods', index]));
+    }
+  });
+  return {
+    file,
+    rules: { ...(config.rules ?? {}) },
+    settings: {
+      unsafeMethods: config.unsafeMethods ? [...new Set(config.unsafeMethods.map((m) => m.toLowerCase()))] : DEFAULT_SETTINGS.unsafeMethods,
+      keyHeaders: config.keyHeaders ?? DEFAULT_SETTINGS.keyHeaders,
+    },
+  };
+}
+
+function firstLine(text: string): string {
+  return text.split('\n')[0]!.trim();
+}
+
+function pathOf(instancePath: string): (string | number)[] {
+  if (instancePath === '') return [];
+  return instancePath
+    .slice(1)
+    .split('/')
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+function describeSchemaError(error: ErrorObject): string {
+  const where = pathOf(error.instancePath).join('.') || 'the config';
+  switch (error.keyword) {
+    case 'additionalProperties': {
+      const extra = (error.params as { additionalProperty: string }).additionalProperty;
+      return `unknown setting "${extra}"${suggestionSuffix(extra, ['rules', 'unsafeMethods', 'keyHeaders'])} (allowed: rules, unsafeMethods, keyHeaders)`;
+    }
+    case 'enum':
+      return `${where} must be one of off, info, warn, error`;
+    case 'type':
+      return `${where} must be ${(error.params as { type: string }).type === 'object' ? 'a mapping' : `of type ${(error.params as { type: string }).type}`}`;
+    case 'pattern':
+      return `${where} is not a valid HTTP header name`;
+    default:
+      return `${where} ${error.message ?? 'is invalid'}`;
+  }
+}
+
+/** Offset of the node an ajv error (or a path) is about; for an unknown member, its key. */
+function offsetOf(doc: Document, target: ErrorObject | (string | number)[], preferKey = false): number | undefined {
+  let segments: (string | number)[];
+  let key = preferKey;
+  if (Array.isArray(target)) segments = target;
+  else {
+    segments = pathOf(target.instancePath);
+    if (target.keyword === 'additionalProperties') {
+      segments = [...segments, (target.params as { additionalProperty: string }).additionalProperty];
+      key = true;
+    }
+  }
+  let node: YamlNode | null | undefined = doc.contents as YamlNode | null;
+  let keyNode: YamlNode | undefined;
+  for (const segment of segments) {
+    if (isMap(node)) {
+      const pair = node.items.find((item) => String((item.key as { value?: unknown } | null)?.value ?? item.key) === String(segment));
+      if (!pair) break;
+      keyNode = pair.key as YamlNode;
+      node = pair.value as YamlNode | null;
+    } else if (isSeq(node)) {
+      keyNode = undefined;
+      node = node.items[Number(segment)] as YamlNode | undefined;
+    } else break;
+  }
+  const chosen = key && keyNode ? keyNode : (node ?? keyNode);
+  return chosen?.range?.[0];
+}

@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { UsageError } from '../../src/errors.js';
+import { DEFAULT_SETTINGS, findConfigFile, loadConfig, parseConfig } from '../../src/lint/config.js';
+
+const known = ['scope-missing', 'scope-too-wide', 'key-unbounded'];
+
+function usageError(fn: () => unknown): UsageError {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof UsageError, `expected UsageError, got ${String(error)}`);
+    return error;
+  }
+  assert.fail('expected a UsageError');
+}
+
+describe('lint config', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'idemkit-config-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads severities, unsafe methods and key headers from YAML', () => {
+    const config = parseConfig(
+      '# team config\nrules:\n  scope-missing: warn\n  key-unbounded: off\nunsafeMethods: [POST, put, patch]\nkeyHeaders: [X-Request-Token]\n',
+      '/x/.idemkitrc.yaml',
+      known,
+    );
+    assert.deepEqual(config.rules, { 'scope-missing': 'warn', 'key-unbounded': 'off' });
+    assert.deepEqual(config.settings.unsafeMethods, ['post', 'put', 'patch']);
+    assert.deepEqual(config.settings.keyHeaders, ['X-Request-Token']);
+    assert.equal(config.file, '/x/.idemkitrc.yaml');
+  });
+
+  it('keeps the default settings for what the file leaves out', () => {
+    const config = parseConfig('{ "rules": { "scope-too-wide": "info" } }', '/x/idemkit.config.json', known);
+    assert.deepEqual(config.settings, DEFAULT_SETTINGS);
+    assert.deepEqual(config.rules, { 'scope-too-wide': 'info' });
+  });
+
+  it('names the line of an unknown rule id and suggests the right one', () => {
+    const error = usageError(() => parseConfig('rules:\n  scope-missing: warn\n  scope-to-wide: error\n', '/x/.idemkitrc.yaml', known));
+    assert.equal(error.file, '/x/.idemkitrc.yaml');
+    assert.equal(error.line, 3);
+    assert.equal(error.column, 3);
+    assert.match(error.message, /unknown rule id "scope-to-wide".*did you mean "scope-too-wide"/);
+  });
+
+  it('names the line of a bad severity', () => {
+    const error = usageError(() => parseConfig('rules:\n  scope-missing: fatal\n', '/x/.idemkitrc.yaml', known));
+    assert.equal(error.line, 2);
+    assert.equal(error.column, 18);
+    assert.match(error.message, /rules\.scope-missing must be one of off, info, warn, error/);
+  });
+
+  it('names the line of an unknown setting, in JSON too', () => {
+    const error = usageError(() => parseConfig('{\n  "rules": {},\n  "unsafeMethod": ["put"]\n}\n', '/x/.idemkitrc.json', known));
+    assert.equal(error.line, 3);
+    assert.equal(error.column, 3);
+    assert.match(error.message, /unknown setting "unsafeMethod" \(did you mean "unsafeMethods"\?\)/);
+  });
+
+  it('rejects something that is not an HTTP method, and a bad header name', () => {
+    const method = usageError(() => parseConfig('unsafeMethods:\n  - post\n  - send\n', '/x/.idemkitrc.yaml', known));
+    assert.equal(method.line, 3);
+    assert.match(method.message, /"send" is not an HTTP method/);
+    const header = usageError(() => parseConfig('keyHeaders: ["Bad Header"]\n', '/x/.idemkitrc.yaml', known));
+    assert.equal(header.line, 1);
+    assert.match(header.message, /keyHeaders\.0 is not a valid HTTP header name/);
+  });
+
+  it('reports malformed YAML and JSON with a position', () => {
+    const yaml = usageError(() => parseConfig('rules:\n  scope-missing: warn\n   bad: [\n', '/x/.idemkitrc.yaml', known));
+    assert.match(yaml.message, /^config is not valid YAML/);
+    assert.ok(yaml.line !== undefined && yaml.line >= 2);
+    const json = usageError(() => parseConfig('{ "rules": { "scope-missing": "warn", } }', '/x/idemkit.config.json', known));
+    assert.match(json.message, /^config is not valid JSON/);
+    assert.equal(json.line, 1);
+  });
+
+  it('rejects a config that is not a mapping', () => {
+    const error = usageError(() => parseConfig('- rules\n', '/x/.idemkitrc.yaml', known));
+    assert.match(error.message, /the config must be a mapping/);
+  });
+
+  it('is discovered upward from the spec, nearest first', () => {
+    mkdirSync(path.join(dir, 'api', 'v1'), { recursive: true });
+    writeFileSync(path.join(dir, 'idemkit.config.json'), '{ "rules": { "scope-missing": "off" } }');
+    const spec = path.join(dir, 'api', 'v1', 'openapi.yaml');
+    assert.equal(findConfigFile(path.dirname(spec)), path.join(dir, 'idemkit.config.json'));
+    assert.deepEqual(loadConfig({ specFile: spec, cwd: dir, knownRuleIds: known }).rules, { 'scope-missing': 'off' });
+    writeFileSync(path.join(dir, 'api', '.idemkitrc.yaml'), 'rules:\n  scope-missing: info\n');
+    const nearer = loadConfig({ specFile: spec, cwd: dir, knownRuleIds: known });
+    assert.equal(nearer.file, path.join(dir, 'api', '.idemkitrc.yaml'));
+    assert.deepEqual(nearer.rules, { 'scope-missing': 'info' });
+  });
+
+  it('uses --config instead of discovery, and fails clearly when it is missing', () => {
+    writeFileSync(path.join(dir, 'custom.yaml'), 'keyHeaders: [X-Op-Token]\n');
+    const config = loadConfig({ configFile: 'custom.yaml', cwd: dir, specFile: path.join(dir, 'spec.yaml'), knownRuleIds: known });
+    assert.deepEqual(config.settings.keyHeaders, ['X-Op-Token']);
+    const error = usageError(() => loadConfig({ configFile: 'nope.yaml', cwd: dir, knownRuleIds: known }));
+    assert.match(error.message, /config file nope\.yaml does not exist/);
+  });
+
+  it('falls back to the defaults when no file is found', () => {
+    const config = loadConfig({ specFile: path.join(dir, 'spec.yaml'), cwd: dir, knownRuleIds: known });
+    // The temp dir has no config; a config above it (e.g. in $HOME) would show up here, so only check shape.
+    if (config.file === undefined) assert.deepEqual(config.rules, {});
+    else assert.ok(!config.file.startsWith(dir));
+  });
+});
