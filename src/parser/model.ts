@@ -28,6 +28,28 @@ export interface Duration {
 
 export type StateName = 'missingKey' | 'invalidKey' | 'mismatch' | 'inProgress' | 'abandoned' | 'storeUnavailable';
 
+/** Every state name, in the order the design lists them. */
+export const STATE_NAMES: readonly StateName[] = ['missingKey', 'invalidKey', 'mismatch', 'inProgress', 'abandoned', 'storeUnavailable'];
+
+/** An entry of the operation's `responses` that a state's status resolved to. */
+export interface DocumentedResponse {
+  /** The key as written under `responses`: the exact code (`'409'`) or its range (`'4XX'`). */
+  readonly code: string;
+  /** The entry under the operation's `responses` (where a `$ref` would sit). */
+  readonly at: Location;
+  /** The response object, `$ref`s followed (`undefined` when the reference is broken). */
+  readonly value: Record<string, unknown> | undefined;
+  /** Where the response object lives after following `$ref`s. */
+  readonly valueAt: Location;
+}
+
+/** A state's answer: the status from the contract and, when documented, the operation's response for it. */
+export interface StateResponse {
+  readonly status: number | undefined;
+  /** The operation's response for `status` (exact code first, then `4XX`-style range); absent when undocumented. */
+  readonly response?: DocumentedResponse;
+}
+
 /**
  * One operation's contract after the document defaults were deep-merged under it.
  * Absent fields stay `undefined` so rules can tell "missing" from "set".
@@ -64,7 +86,7 @@ export interface IdempotencyContract {
   readonly transient: readonly number[] | undefined;
   readonly responses: {
     readonly replay: { readonly header: string } | undefined;
-  } & { readonly [S in StateName]: { readonly status: number | undefined } | undefined };
+  } & { readonly [S in StateName]: StateResponse | undefined };
   readonly unknownOutcome: 'status-route' | 'surface' | undefined;
   /** The merged raw value (after defaults). */
   readonly raw: unknown;
@@ -118,5 +140,15 @@ export interface ApiDocument {
   /** Line/column of a location, computed on demand. */
   position(at: Location): Position;
   /** Documents problems unrelated to idempotency (reported once as warnings). */
-  readonly warnings: readonly { readonly at: Location; readonly message: string }[];
+  readonly warnings: readonly DocumentWarning[];
+  /** Every file loaded so far (the entry file first, then external `$ref` targets), absolute paths. */
+  readonly files?: readonly string[];
+}
+
+/** A problem in a document unrelated to idempotency; it did not stop the document from loading. */
+export interface DocumentWarning {
+  readonly at: Location;
+  readonly message: string;
+  /** The exact position when it is known and the pointer cannot express it (e.g. a YAML syntax warning). */
+  readonly position?: Position;
 }

@@ -1,0 +1,216 @@
+/** Builds an operation's normalised {@link IdempotencyContract} from its `x-idempotency` value and the defaults. */
+import { parseDuration } from './duration.js';
+import { deepMerge, isPlainObject } from './merge.js';
+import {
+  STATE_NAMES,
+  type DocumentedResponse,
+  type Duration,
+  type IdempotencyContract,
+  type Location,
+  type ProviderKey,
+  type ScopePart,
+  type StateName,
+  type StateResponse,
+} from './model.js';
+import { appendPointer } from './pointer.js';
+import { validateContractValue } from './schema.js';
+
+/** A value and where it lives. */
+export interface Located<T = unknown> {
+  readonly value: T;
+  readonly at: Location;
+}
+
+/** What the builder needs from the document: the operation's documented responses. */
+export interface ContractInputs {
+  /** The operation's own `x-idempotency` (after `$ref`). */
+  readonly own: Located;
+  /** The document-level defaults (after `$ref`), when they are an object. */
+  readonly defaults: Located<Record<string, unknown>> | undefined;
+  /** Finds the operation's documented response for a status (exact, then range). */
+  documentedResponse(status: number): DocumentedResponse | undefined;
+}
+
+const DEFAULT_KEY_HEADER = 'Idempotency-Key';
+
+/** Reads one operation's contract. Never throws on user input: problems become `schemaErrors`. */
+export function buildContract(inputs: ContractInputs): IdempotencyContract {
+  const { own, defaults } = inputs;
+  const enabled = own.value !== false;
+  const usesDefaults = enabled && defaults !== undefined;
+  let raw: unknown;
+  if (!enabled) raw = false;
+  else if (isPlainObject(own.value)) raw = usesDefaults ? deepMerge(defaults.value, own.value) : own.value;
+  else raw = usesDefaults ? defaults.value : own.value === true ? {} : own.value;
+
+  const at = (...path: (string | number)[]): Location => {
+    const tokens = path.map(String);
+    let depth = 0;
+    while (depth < tokens.length && has(raw, tokens.slice(0, depth + 1))) depth += 1;
+    const prefix = tokens.slice(0, depth);
+    if (depth > 0 && isPlainObject(own.value) && has(own.value, prefix)) {
+      return { file: own.at.file, pointer: appendPointer(own.at.pointer, ...prefix) };
+    }
+    if (depth > 0 && usesDefaults && has(defaults.value, prefix)) {
+      return { file: defaults.at.file, pointer: appendPointer(defaults.at.pointer, ...prefix) };
+    }
+    return own.at;
+  };
+
+  const schemaErrors: { at: Location; message: string }[] = [];
+  // A non-boolean, non-object own value is reported as itself, not as the defaults it would have used.
+  const violations = validateContractValue(enabled && !isPlainObject(own.value) && own.value !== true ? own.value : raw);
+  for (const violation of violations) schemaErrors.push({ at: at(...violation.path), message: violation.message });
+
+  const source = isPlainObject(raw) ? raw : {};
+  const key = isPlainObject(source.key) ? source.key : {};
+  const pattern = typeof key.pattern === 'string' ? key.pattern : undefined;
+  if (pattern !== undefined) {
+    try {
+      new RegExp(pattern);
+    } catch (error) {
+      schemaErrors.push({
+        at: at('key', 'pattern'),
+        message: `x-idempotency.key.pattern is not a valid regular expression (${(error as Error).message})`,
+      });
+    }
+  }
+
+  if (!enabled) {
+    return {
+      enabled: false,
+      key: { header: DEFAULT_KEY_HEADER, required: undefined, maxLength: undefined, pattern: undefined },
+      scope: undefined,
+      fingerprint: undefined,
+      ttl: undefined,
+      lease: undefined,
+      retry: undefined,
+      effect: undefined,
+      transient: undefined,
+      responses: {
+        replay: undefined,
+        missingKey: undefined,
+        invalidKey: undefined,
+        mismatch: undefined,
+        inProgress: undefined,
+        abandoned: undefined,
+        storeUnavailable: undefined,
+      },
+      unknownOutcome: undefined,
+      raw,
+      schemaErrors,
+      at,
+    };
+  }
+
+  const retry = isPlainObject(source.retry) ? source.retry : undefined;
+  const backoff = retry && isPlainObject(retry.backoff) ? retry.backoff : undefined;
+  const effect = isPlainObject(source.effect) ? source.effect : undefined;
+  const responses = isPlainObject(source.responses) ? source.responses : {};
+  const replay = isPlainObject(responses.replay) ? responses.replay : undefined;
+
+  const states = {} as Record<StateName, StateResponse | undefined>;
+  for (const name of STATE_NAMES) {
+    const state = responses[name];
+    if (state === undefined) {
+      states[name] = undefined;
+      continue;
+    }
+    const status = isPlainObject(state) ? integer(state.status) : integer(state);
+    const response = status === undefined ? undefined : inputs.documentedResponse(status);
+    states[name] = response ? { status, response } : { status };
+  }
+
+  return {
+    enabled: true,
+    key: {
+      header: typeof key.header === 'string' && key.header !== '' ? key.header : DEFAULT_KEY_HEADER,
+      required: typeof key.required === 'boolean' ? key.required : undefined,
+      maxLength: integer(key.maxLength),
+      pattern,
+    },
+    scope: Array.isArray(source.scope) ? source.scope.flatMap(parseScopePart) : undefined,
+    fingerprint: readFingerprint(source.fingerprint),
+    ttl: duration(source, 'ttl'),
+    lease: duration(source, 'lease'),
+    retry: retry
+      ? {
+          deadline: duration(retry, 'deadline'),
+          maxAttempts: integer(retry.maxAttempts),
+          backoff: backoff
+            ? {
+                initial: duration(backoff, 'initial'),
+                max: duration(backoff, 'max'),
+                jitter: typeof backoff.jitter === 'string' ? backoff.jitter : undefined,
+              }
+            : undefined,
+        }
+      : undefined,
+    effect: effect
+      ? {
+          owner: typeof effect.owner === 'string' && effect.owner !== '' ? effect.owner : undefined,
+          external: typeof effect.external === 'boolean' ? effect.external : undefined,
+          providerKey: isProviderKey(effect.providerKey) ? effect.providerKey : undefined,
+          statusRoute: typeof effect.statusRoute === 'string' && effect.statusRoute !== '' ? effect.statusRoute : undefined,
+        }
+      : undefined,
+    transient: Array.isArray(source.transient)
+      ? source.transient.filter((status): status is number => Number.isInteger(status))
+      : undefined,
+    responses: {
+      replay: replay ? { header: typeof replay.header === 'string' ? replay.header : 'Idempotent-Replayed' } : undefined,
+      ...states,
+    },
+    unknownOutcome:
+      source.unknownOutcome === 'status-route' || source.unknownOutcome === 'surface' ? source.unknownOutcome : undefined,
+    raw,
+    schemaErrors,
+    at,
+  };
+}
+
+/** Parses `principal`, `global`, `header:NAME`, `path:NAME`, `query:NAME`; anything else yields nothing. */
+export function parseScopePart(part: unknown): ScopePart[] {
+  if (typeof part !== 'string') return [];
+  const text = part.trim();
+  if (text === 'principal' || text === 'global') return [{ kind: text }];
+  const match = /^(header|path|query):(.+)$/.exec(text);
+  return match ? [{ kind: match[1] as 'header' | 'path' | 'query', name: match[2]!.trim() }] : [];
+}
+
+function readFingerprint(value: unknown): IdempotencyContract['fingerprint'] {
+  if (!isPlainObject(value)) return undefined;
+  if (value.include === undefined && value.exclude === undefined) return undefined;
+  const pointers = (list: unknown) => (Array.isArray(list) ? list.filter((p): p is string => typeof p === 'string') : []);
+  // Only `exclude` given: everything else in the body counts.
+  const include = value.include === undefined || value.include === 'all' ? 'all' : pointers(value.include);
+  return { include, exclude: pointers(value.exclude) };
+}
+
+function duration(container: Record<string, unknown>, field: string): Duration | undefined {
+  const raw = container[field];
+  return raw === undefined ? undefined : { raw, ms: parseDuration(raw) };
+}
+
+function integer(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) ? value : undefined;
+}
+
+function isProviderKey(value: unknown): value is ProviderKey {
+  return value === 'forward' || value === 'derived' || value === 'none';
+}
+
+function has(root: unknown, tokens: readonly string[]): boolean {
+  let node = root;
+  for (const token of tokens) {
+    if (Array.isArray(node)) {
+      if (!/^(0|[1-9]\d*)$/.test(token) || Number(token) >= node.length) return false;
+      node = node[Number(token)];
+    } else if (isPlainObject(node) && Object.prototype.hasOwnProperty.call(node, token)) {
+      node = node[token];
+    } else {
+      return false;
+    }
+  }
+  return true;
+}

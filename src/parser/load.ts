@@ -1,0 +1,344 @@
+/**
+ * `loadDocument`: reads an OpenAPI 2.0 / 3.0 / 3.1 document (YAML or JSON), lists its operations and reads
+ * their `x-idempotency` contracts. The document is never dereferenced as a whole: `$ref`s are followed on
+ * demand (local, or external relative to the file that holds them), and only the ones a contract needs are
+ * checked up front.
+ */
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DocumentError } from '../errors.js';
+import { buildContract, type ContractInputs } from './contract.js';
+import { isPlainObject } from './merge.js';
+import type {
+  ApiDocument,
+  DocumentWarning,
+  DocumentedResponse,
+  IdempotencyContract,
+  Location,
+  OpenApiVersion,
+  OperationView,
+  Position,
+} from './model.js';
+import { appendPointer, parsePointer, valueAt } from './pointer.js';
+import { SourceCache } from './source.js';
+
+/** Options of {@link loadDocument}. */
+export interface LoadOptions {
+  /**
+   * Files already loaded in this run. Pass one cache to several `loadDocument` calls so documents that
+   * share external files read and parse them once.
+   */
+  readonly cache?: SourceCache;
+}
+
+/** HTTP methods a path item may hold, in the order OpenAPI lists them. */
+export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
+
+const MAX_REF_HOPS = 64;
+
+type Followed =
+  | { readonly ok: true; readonly value: unknown; readonly at: Location }
+  | { readonly ok: false; readonly ref: string; readonly refAt: Location; readonly reason: string; readonly cause?: DocumentError };
+
+/**
+ * Loads an OpenAPI document. A relative `file` is resolved against the current directory.
+ * @throws DocumentError (with file, line and column) when the file is missing, empty or unparsable, is not
+ *   OpenAPI, or a `$ref` that an operation or contract needs points at a missing file or node.
+ */
+export async function loadDocument(file: string, options: LoadOptions = {}): Promise<ApiDocument> {
+  return new DocumentLoader(resolve(file), options.cache ?? new SourceCache()).load();
+}
+
+class DocumentLoader implements ApiDocument {
+  readonly version: OpenApiVersion = '3.1';
+  readonly root: Record<string, unknown> = {};
+  readonly operations: OperationView[] = [];
+  readonly warnings: DocumentWarning[] = [];
+  defaultsAt: Location | undefined;
+  private readonly touched: string[] = [];
+
+  constructor(
+    readonly file: string,
+    private readonly cache: SourceCache,
+  ) {}
+
+  get files(): readonly string[] {
+    return this.touched;
+  }
+
+  async load(): Promise<ApiDocument> {
+    const source = this.cache.get(this.file);
+    this.touched.push(this.file);
+    for (const warning of source.warnings) {
+      this.warnings.push({
+        at: { file: this.file, pointer: warning.pointer },
+        message: warning.message,
+        position: warning.offset === undefined ? undefined : source.positionAt(warning.offset),
+      });
+    }
+    const root = source.value;
+    if (!isPlainObject(root) || (root.openapi === undefined && root.swagger === undefined)) {
+      throw new DocumentError(
+        "not an OpenAPI document: no 'openapi' or 'swagger' field at the top level — add `openapi: 3.1.0` or lint the right file",
+        this.file,
+        '',
+        1,
+        1,
+      );
+    }
+    (this as { root: Record<string, unknown> }).root = root;
+    (this as { version: OpenApiVersion }).version = this.detectVersion(root);
+    this.readOperations();
+    return this;
+  }
+
+  private detectVersion(root: Record<string, unknown>): OpenApiVersion {
+    const fail = (field: string, value: unknown, hint: string): never => {
+      const at = { file: this.file, pointer: `/${field}` };
+      const { line, column } = this.position(at);
+      throw new DocumentError(`unsupported ${field} version ${JSON.stringify(value)} — ${hint}`, this.file, at.pointer, line, column);
+    };
+    if (root.openapi !== undefined) {
+      const text = String(root.openapi);
+      if (typeof root.openapi !== 'string') {
+        this.warn({ file: this.file, pointer: '/openapi' }, `openapi version should be a string: write "${text}" in quotes`);
+      }
+      if (/^3\.0(\.|$)/.test(text)) return '3.0';
+      // 3.2 keeps 3.1's shape for everything idemkit reads.
+      if (/^3\.[12](\.|$)/.test(text)) return '3.1';
+      return fail('openapi', root.openapi, 'use 3.0.x or 3.1.x (or swagger: "2.0")');
+    }
+    if (String(root.swagger) === '2' || String(root.swagger) === '2.0') return '2.0';
+    return fail('swagger', root.swagger, 'idemkit reads swagger "2.0" and openapi 3.0.x / 3.1.x');
+  }
+
+  private readOperations(): void {
+    const root = this.root;
+    const rootAt: Location = { file: this.file, pointer: '' };
+    if (!isPlainObject(root.info)) this.warn(rootAt, "the document has no 'info' object");
+    const defaults = this.readDefaults();
+    const paths = root.paths;
+    if (paths === undefined) {
+      if (root.webhooks === undefined) this.warn(rootAt, "the document has no 'paths'");
+      return;
+    }
+    if (!isPlainObject(paths)) {
+      this.warn({ file: this.file, pointer: '/paths' }, "'paths' must be an object of path items");
+      return;
+    }
+    const operationIds = new Map<string, Location>();
+    for (const [path, rawItem] of Object.entries(paths)) {
+      const itemRef: Location = { file: this.file, pointer: appendPointer('/paths', path) };
+      const item = this.need(rawItem, itemRef);
+      if (!isPlainObject(item.value)) {
+        this.warn(itemRef, `path item '${path}' must be an object`);
+        continue;
+      }
+      const pathItem = item.value;
+      for (const method of HTTP_METHODS) {
+        if (!Object.prototype.hasOwnProperty.call(pathItem, method)) continue;
+        const node = pathItem[method];
+        const at: Location = { file: item.at.file, pointer: appendPointer(item.at.pointer, method) };
+        if (!isPlainObject(node)) {
+          this.warn(at, `operation ${method.toUpperCase()} ${path} must be an object`);
+          continue;
+        }
+        const operationId = typeof node.operationId === 'string' && node.operationId !== '' ? node.operationId : undefined;
+        if (operationId !== undefined) {
+          const first = operationIds.get(operationId);
+          if (first) this.warn({ file: at.file, pointer: appendPointer(at.pointer, 'operationId') }, `operationId '${operationId}' is used twice`);
+          else operationIds.set(operationId, at);
+        }
+        if (!isPlainObject(node.responses) && this.version !== '3.1') {
+          this.warn(at, `operation ${method.toUpperCase()} ${path} has no 'responses'`);
+        }
+        const contract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency')
+          ? this.readContract(node, at, pathItem, item.at, defaults)
+          : undefined;
+        const label = `${method.toUpperCase()} ${path}${operationId ? ` (${operationId})` : ''}`;
+        this.operations.push({ method, path, operationId, node, at, pathItem, pathItemAt: item.at, contract, label });
+      }
+    }
+  }
+
+  private readDefaults(): { value: Record<string, unknown>; at: Location } | undefined {
+    if (!Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency')) return undefined;
+    const defaults = this.need(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' });
+    this.defaultsAt = defaults.at;
+    if (!isPlainObject(defaults.value)) {
+      this.warn(defaults.at, 'the document-level x-idempotency holds defaults and must be an object; it is ignored');
+      return undefined;
+    }
+    return { value: defaults.value, at: defaults.at };
+  }
+
+  private readContract(
+    node: Record<string, unknown>,
+    at: Location,
+    pathItem: Record<string, unknown>,
+    pathItemAt: Location,
+    defaults: { value: Record<string, unknown>; at: Location } | undefined,
+  ): IdempotencyContract {
+    const own = this.need(node['x-idempotency'], { file: at.file, pointer: appendPointer(at.pointer, 'x-idempotency') });
+    if (own.value !== false) this.checkNeededRefs(node, at, pathItem, pathItemAt);
+    const inputs: ContractInputs = {
+      own,
+      defaults,
+      documentedResponse: (status) => this.documentedResponse(node, at, status),
+    };
+    return buildContract(inputs);
+  }
+
+  /** The `$ref`s a contract's rules and generators read: parameters, request body, responses and their headers. */
+  private checkNeededRefs(node: Record<string, unknown>, at: Location, pathItem: Record<string, unknown>, pathItemAt: Location): void {
+    const list = (owner: Record<string, unknown>, ownerAt: Location) => {
+      if (!Array.isArray(owner.parameters)) return;
+      owner.parameters.forEach((parameter, index) => {
+        const followed = this.need(parameter, { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) });
+        if (isPlainObject(followed.value) && followed.value.in === 'body') this.needSchema(followed.value, followed.at);
+      });
+    };
+    list(pathItem, pathItemAt);
+    list(node, at);
+    if (node.requestBody !== undefined) {
+      const body = this.need(node.requestBody, { file: at.file, pointer: appendPointer(at.pointer, 'requestBody') });
+      this.needContentSchemas(body.value, body.at);
+    }
+    if (isPlainObject(node.responses)) {
+      for (const [code, value] of Object.entries(node.responses)) {
+        const response = this.need(value, { file: at.file, pointer: appendPointer(at.pointer, 'responses', code) });
+        if (!isPlainObject(response.value)) continue;
+        if (isPlainObject(response.value.headers)) {
+          for (const [name, header] of Object.entries(response.value.headers)) {
+            this.need(header, { file: response.at.file, pointer: appendPointer(response.at.pointer, 'headers', name) });
+          }
+        }
+        if (this.version === '2.0') this.needSchema(response.value, response.at);
+        else this.needContentSchemas(response.value, response.at);
+      }
+    }
+  }
+
+  private needContentSchemas(value: unknown, at: Location): void {
+    if (!isPlainObject(value) || !isPlainObject(value.content)) return;
+    for (const [mediaType, media] of Object.entries(value.content)) {
+      if (isPlainObject(media)) this.needSchema(media, { file: at.file, pointer: appendPointer(at.pointer, 'content', mediaType) });
+    }
+  }
+
+  private needSchema(owner: Record<string, unknown>, at: Location): void {
+    if (owner.schema !== undefined) this.need(owner.schema, { file: at.file, pointer: appendPointer(at.pointer, 'schema') });
+  }
+
+  private documentedResponse(node: Record<string, unknown>, at: Location, status: number): DocumentedResponse | undefined {
+    if (!isPlainObject(node.responses)) return undefined;
+    const exact = String(status);
+    const range = `${Math.floor(status / 100)}XX`;
+    const code = Object.prototype.hasOwnProperty.call(node.responses, exact)
+      ? exact
+      : Object.keys(node.responses).find((candidate) => candidate.toUpperCase() === range);
+    if (code === undefined) return undefined;
+    const entryAt: Location = { file: at.file, pointer: appendPointer(at.pointer, 'responses', code) };
+    const followed = this.deref(node.responses[code], entryAt);
+    return {
+      code,
+      at: entryAt,
+      value: followed && isPlainObject(followed.value) ? followed.value : undefined,
+      valueAt: followed?.at ?? entryAt,
+    };
+  }
+
+  private warn(at: Location, message: string): void {
+    this.warnings.push({ at, message });
+  }
+
+  /** Follows `$ref`s; a broken one is a {@link DocumentError} at the `$ref`. */
+  private need(value: unknown, at: Location): { value: unknown; at: Location } {
+    const followed = this.follow(value, at);
+    if (followed.ok) return followed;
+    if (followed.cause) throw followed.cause;
+    const refPointer = appendPointer(followed.refAt.pointer, '$ref');
+    const { line, column } = this.position({ file: followed.refAt.file, pointer: refPointer });
+    throw new DocumentError(followed.reason, followed.refAt.file, refPointer, line, column);
+  }
+
+  private follow(value: unknown, at: Location): Followed {
+    let current = value;
+    let where = at;
+    const visited = new Set<string>();
+    for (let hop = 0; hop < MAX_REF_HOPS; hop++) {
+      if (!isPlainObject(current) || typeof current.$ref !== 'string') return { ok: true, value: current, at: where };
+      const ref = current.$ref;
+      const key = `${where.file}#${where.pointer}`;
+      if (visited.has(key)) return { ok: false, ref, refAt: where, reason: `$ref '${ref}' is circular — point it at a real definition` };
+      visited.add(key);
+      const target = this.resolveRef(ref, where);
+      if (!target.ok) return target;
+      current = target.value;
+      where = target.at;
+    }
+    return { ok: false, ref: String((current as { $ref: unknown }).$ref), refAt: where, reason: 'too many chained $refs — point at the definition directly' };
+  }
+
+  private resolveRef(ref: string, from: Location): Followed {
+    const hash = ref.indexOf('#');
+    const filePart = hash === -1 ? ref : ref.slice(0, hash);
+    const fragment = hash === -1 ? '' : ref.slice(hash + 1);
+    let file = from.file;
+    if (filePart !== '') {
+      if (/^https?:/i.test(filePart)) {
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is remote and idemkit never uses the network — save the file next to this one and use a relative path` };
+      }
+      try {
+        const decoded = decodeURIComponent(filePart);
+        file = /^file:/i.test(decoded) ? fileURLToPath(decoded) : isAbsolute(decoded) ? decoded : resolve(dirname(from.file), decoded);
+      } catch {
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is not a valid reference — write a relative path and/or #/json/pointer` };
+      }
+    }
+    let tokens: string[];
+    try {
+      tokens = parsePointer(decodeURIComponent(fragment));
+    } catch {
+      return { ok: false, ref, refAt: from, reason: `$ref '${ref}' has a fragment that is not a JSON Pointer — write it as #/components/…` };
+    }
+    let source;
+    try {
+      source = this.cache.get(file);
+    } catch (error) {
+      if (!(error instanceof DocumentError)) throw error;
+      if (/file not found/.test(error.message)) {
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at a missing file '${filePart}' — fix the path (it is relative to the file that holds the $ref)` };
+      }
+      return { ok: false, ref, refAt: from, reason: error.message, cause: error };
+    }
+    if (!this.touched.includes(file)) this.touched.push(file);
+    const value = valueAt(source.value, tokens);
+    if (value === undefined) {
+      const where = filePart === '' ? 'this file' : filePart;
+      return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at nothing: '#${fragment}' does not exist in ${where} — fix the pointer or add the definition` };
+    }
+    return { ok: true, value, at: { file, pointer: tokens.length === 0 ? '' : appendPointer('', ...tokens) } };
+  }
+
+  get(at: Location): unknown {
+    try {
+      return valueAt(this.cache.get(at.file).value, parsePointer(at.pointer));
+    } catch {
+      return undefined;
+    }
+  }
+
+  deref(value: unknown, at: Location): { readonly value: unknown; readonly at: Location } | undefined {
+    const followed = this.follow(value, at);
+    return followed.ok ? { value: followed.value, at: followed.at } : undefined;
+  }
+
+  position(at: Location): Position {
+    try {
+      return this.cache.get(at.file).position(at.pointer);
+    } catch {
+      return { line: 1, column: 1 };
+    }
+  }
+}

@@ -1,0 +1,45 @@
+/** JSON Pointer (RFC 6901) helpers. */
+
+/** Escapes one reference token (`~` → `~0`, `/` → `~1`). */
+export function escapeToken(token: string | number): string {
+  return String(token).replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** Unescapes one reference token. */
+export function unescapeToken(token: string): string {
+  return token.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+/** Splits a pointer into its unescaped tokens (`''` → `[]`). Throws on a pointer without a leading `/`. */
+export function parsePointer(pointer: string): string[] {
+  if (pointer === '') return [];
+  if (!pointer.startsWith('/')) throw new SyntaxError(`JSON Pointer must start with '/': ${pointer}`);
+  return pointer.slice(1).split('/').map(unescapeToken);
+}
+
+/** Joins tokens into a pointer. */
+export function formatPointer(tokens: readonly (string | number)[]): string {
+  return tokens.map((token) => `/${escapeToken(token)}`).join('');
+}
+
+/** Appends tokens to a pointer. */
+export function appendPointer(pointer: string, ...tokens: readonly (string | number)[]): string {
+  return pointer + formatPointer(tokens);
+}
+
+/** Value at `tokens` inside `root`, or `undefined` (no `$ref` following). */
+export function valueAt(root: unknown, tokens: readonly string[]): unknown {
+  let node = root;
+  for (const token of tokens) {
+    if (Array.isArray(node)) {
+      if (!/^(0|[1-9]\d*)$/.test(token)) return undefined;
+      node = node[Number(token)];
+    } else if (node !== null && typeof node === 'object') {
+      if (!Object.prototype.hasOwnProperty.call(node, token)) return undefined;
+      node = (node as Record<string, unknown>)[token];
+    } else {
+      return undefined;
+    }
+  }
+  return node;
+}

@@ -1,0 +1,196 @@
+/**
+ * Lazy source positions. Nothing here runs until a finding needs a line: JSON positions come from a small
+ * scanner that indexes only the containers on the way to the pointer (each scanned once, then memoised);
+ * YAML positions come from the node ranges of the `yaml` Document the loader already built.
+ */
+import type { Position } from './model.js';
+
+/** Offsets of a node: where its key starts (for an object member) and where its value starts. */
+export interface NodeOffsets {
+  readonly keyOffset: number | undefined;
+  readonly valueOffset: number;
+}
+
+/** Result of locating a pointer: the deepest node found and how many tokens it consumed. */
+export interface Located extends NodeOffsets {
+  /** Number of pointer tokens matched; equal to the token count when the node exists. */
+  readonly depth: number;
+}
+
+/** Maps offsets to 1-based line/column; the line table is built on first use. */
+export class LineTable {
+  private starts: number[] | undefined;
+  constructor(private readonly text: string) {}
+
+  position(offset: number): Position {
+    const starts = (this.starts ??= computeLineStarts(this.text));
+    let low = 0;
+    let high = starts.length - 1;
+    while (low < high) {
+      const mid = (low + high + 1) >> 1;
+      if (starts[mid]! <= offset) low = mid;
+      else high = mid - 1;
+    }
+    return { line: low + 1, column: offset - starts[low]! + 1 };
+  }
+}
+
+function computeLineStarts(text: string): number[] {
+  const starts = [0];
+  let index = text.indexOf('\n');
+  while (index !== -1) {
+    starts.push(index + 1);
+    index = text.indexOf('\n', index + 1);
+  }
+  return starts;
+}
+
+/** Something that can find the offsets of a pointer's tokens in one file's text. */
+export interface PositionIndex {
+  locate(tokens: readonly string[]): Located;
+}
+
+const QUOTE = 34; // "
+const BACKSLASH = 92;
+const OPEN_BRACE = 123;
+const CLOSE_BRACE = 125;
+const OPEN_BRACKET = 91;
+const CLOSE_BRACKET = 93;
+const COMMA = 44;
+const COLON = 58;
+
+type ContainerIndex =
+  | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets> }
+  | { readonly kind: 'array'; readonly items: number[] };
+
+/**
+ * Positions in JSON text that `JSON.parse` already accepted. Containers are indexed on demand, so finding
+ * one node costs a scan of the containers on its path, not of the file.
+ */
+export class JsonPositionIndex implements PositionIndex {
+  private readonly containers = new Map<number, ContainerIndex>();
+  constructor(private readonly text: string) {}
+
+  locate(tokens: readonly string[]): Located {
+    let offset = this.skipWhitespace(0);
+    let keyOffset: number | undefined;
+    let depth = 0;
+    for (const token of tokens) {
+      const container = this.index(offset);
+      if (!container) break;
+      if (container.kind === 'object') {
+        const member = container.members.get(token);
+        if (!member) break;
+        keyOffset = member.keyOffset;
+        offset = member.valueOffset;
+      } else {
+        const item = /^(0|[1-9]\d*)$/.test(token) ? container.items[Number(token)] : undefined;
+        if (item === undefined) break;
+        keyOffset = undefined;
+        offset = item;
+      }
+      depth += 1;
+    }
+    return { keyOffset, valueOffset: offset, depth };
+  }
+
+  private index(offset: number): ContainerIndex | undefined {
+    const cached = this.containers.get(offset);
+    if (cached) return cached;
+    const code = this.text.charCodeAt(offset);
+    let built: ContainerIndex;
+    if (code === OPEN_BRACE) built = { kind: 'object', members: this.scanObject(offset) };
+    else if (code === OPEN_BRACKET) built = { kind: 'array', items: this.scanArray(offset) };
+    else return undefined;
+    this.containers.set(offset, built);
+    return built;
+  }
+
+  private scanObject(start: number): Map<string, NodeOffsets> {
+    const text = this.text;
+    const members = new Map<string, NodeOffsets>();
+    let i = this.skipWhitespace(start + 1);
+    while (i < text.length && text.charCodeAt(i) !== CLOSE_BRACE) {
+      const keyOffset = i;
+      const keyEnd = this.skipString(i);
+      const raw = text.slice(i + 1, keyEnd - 1);
+      const key = raw.includes('\\') ? (JSON.parse(text.slice(i, keyEnd)) as string) : raw;
+      i = this.skipWhitespace(keyEnd);
+      if (text.charCodeAt(i) === COLON) i = this.skipWhitespace(i + 1);
+      const valueOffset = i;
+      // Later duplicates win, as they do in JSON.parse.
+      members.set(key, { keyOffset, valueOffset });
+      i = this.skipWhitespace(this.skipValue(i));
+      if (text.charCodeAt(i) === COMMA) i = this.skipWhitespace(i + 1);
+      else break;
+    }
+    return members;
+  }
+
+  private scanArray(start: number): number[] {
+    const text = this.text;
+    const items: number[] = [];
+    let i = this.skipWhitespace(start + 1);
+    while (i < text.length && text.charCodeAt(i) !== CLOSE_BRACKET) {
+      items.push(i);
+      i = this.skipWhitespace(this.skipValue(i));
+      if (text.charCodeAt(i) === COMMA) i = this.skipWhitespace(i + 1);
+      else break;
+    }
+    return items;
+  }
+
+  /** Offset just past the value starting at `i`. */
+  private skipValue(i: number): number {
+    const text = this.text;
+    const code = text.charCodeAt(i);
+    if (code === QUOTE) return this.skipString(i);
+    if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+      let depth = 0;
+      for (let j = i; j < text.length; j++) {
+        const c = text.charCodeAt(j);
+        if (c === QUOTE) {
+          j = this.skipString(j) - 1;
+        } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+          depth += 1;
+        } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+          depth -= 1;
+          if (depth === 0) return j + 1;
+        }
+      }
+      return text.length;
+    }
+    let j = i;
+    while (j < text.length) {
+      const c = text.charCodeAt(j);
+      if (c === COMMA || c === CLOSE_BRACE || c === CLOSE_BRACKET || c <= 32) break;
+      j += 1;
+    }
+    return j;
+  }
+
+  /** Offset just past the string literal whose opening quote is at `i`. */
+  private skipString(i: number): number {
+    const text = this.text;
+    let j = i + 1;
+    for (;;) {
+      const close = text.indexOf('"', j);
+      if (close === -1) return text.length;
+      let backslashes = 0;
+      for (let k = close - 1; k > i && text.charCodeAt(k) === BACKSLASH; k--) backslashes += 1;
+      if (backslashes % 2 === 0) return close + 1;
+      j = close + 1;
+    }
+  }
+
+  private skipWhitespace(i: number): number {
+    const text = this.text;
+    while (i < text.length) {
+      const c = text.charCodeAt(i);
+      // space, tab, CR, LF, and a UTF-8 BOM at the start
+      if (c === 32 || c === 10 || c === 13 || c === 9 || c === 0xfeff) i += 1;
+      else break;
+    }
+    return i;
+  }
+}

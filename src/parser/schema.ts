@@ -1,0 +1,126 @@
+/**
+ * Validation of `x-idempotency` values against the published JSON Schema. ajv is loaded and the schema
+ * compiled on first use only (documents without contracts never pay for it).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { InternalError } from '../errors.js';
+
+const require = createRequire(import.meta.url);
+
+/** One schema violation: the path inside the `x-idempotency` value and a one-line message. */
+export interface SchemaViolation {
+  readonly path: readonly (string | number)[];
+  readonly message: string;
+}
+
+let validator: ValidateFunction | undefined;
+
+/** Absolute path of `schemas/x-idempotency.schema.json` (from `src/parser` and from `dist/src/parser`). */
+export function schemaPath(): string {
+  for (const relative of ['../../schemas/x-idempotency.schema.json', '../../../schemas/x-idempotency.schema.json']) {
+    const candidate = fileURLToPath(new URL(relative, import.meta.url));
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new InternalError('schemas/x-idempotency.schema.json is missing from the package');
+}
+
+/** The published schema as an object. */
+export function loadContractSchema(): Record<string, unknown> {
+  return JSON.parse(readFileSync(schemaPath(), 'utf8')) as Record<string, unknown>;
+}
+
+function compile(): ValidateFunction {
+  const AjvModule = require('ajv') as { default: new (options: object) => { compile(schema: object): ValidateFunction } };
+  const ajv = new AjvModule.default({ allErrors: true, strict: true, strictTypes: false, allowUnionTypes: true, verbose: true });
+  return ajv.compile(loadContractSchema());
+}
+
+/** Validates one `x-idempotency` value (an operation's, or defaults merged with it). */
+export function validateContractValue(value: unknown): SchemaViolation[] {
+  validator ??= compile();
+  if (validator(value)) return [];
+  return describeErrors(validator.errors ?? [], value);
+}
+
+const FIELD_HINTS: Record<string, string> = {
+  duration: 'an ISO 8601 duration such as PT30S or P1D',
+  pointer: "a JSON Pointer into the request body, starting with '/' (e.g. /contact/email)",
+};
+
+function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaViolation[] {
+  // anyOf/oneOf/allOf produce an error per branch; keep the most specific ones.
+  const deeper = (path: string) => errors.some((e) => e.instancePath.startsWith(`${path}/`));
+  const anyOfPaths = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath));
+  const seen = new Set<string>();
+  const out: SchemaViolation[] = [];
+  for (const error of errors) {
+    if (error.keyword === 'allOf' || error.keyword === 'if') continue;
+    if (anyOfPaths.has(error.instancePath)) {
+      if (deeper(error.instancePath) || error.keyword !== 'anyOf') continue;
+    }
+    const path = error.instancePath === '' ? [] : error.instancePath.slice(1).split('/').map(unescape);
+    let target = path;
+    let message: string;
+    const field = ['x-idempotency', ...path].join('.');
+    const actual = JSON.stringify(valueAtPath(value, path));
+    switch (error.keyword) {
+      case 'additionalProperties': {
+        const extra = String((error.params as { additionalProperty: string }).additionalProperty);
+        target = [...path, extra];
+        const allowed = allowedProperties(error);
+        message = `unknown field '${extra}' in ${field}${allowed ? ` (allowed: ${allowed})` : ''}`;
+        break;
+      }
+      case 'enum':
+        message = `${field} is ${actual}; use one of: ${((error.params as { allowedValues: unknown[] }).allowedValues ?? []).join(', ')}`;
+        break;
+      case 'type':
+        message = `${field} is ${actual}; it must be ${String((error.params as { type: unknown }).type).replace(',', ' or ')}`;
+        break;
+      case 'pattern': {
+        const definition = /definitions\/(\w+)\//.exec(error.schemaPath)?.[1];
+        const hint =
+          definition && FIELD_HINTS[definition]
+            ? FIELD_HINTS[definition]
+            : path[0] === 'scope'
+              ? 'one of principal, global, header:NAME, path:NAME, query:NAME'
+              : `a value matching ${String((error.params as { pattern: string }).pattern)}`;
+        message = `${field} is ${actual}; it must be ${hint}`;
+        break;
+      }
+      case 'required': {
+        const missing = String((error.params as { missingProperty: string }).missingProperty);
+        message = `${field} needs '${missing}'`;
+        break;
+      }
+      case 'anyOf':
+        message = `${field} is ${actual}; it must be "all" or a list of JSON Pointers`;
+        break;
+      default:
+        message = `${field} ${error.message ?? 'is invalid'}`;
+    }
+    const dedupe = `${target.join('/')}\u0000${message}`;
+    if (seen.has(dedupe)) continue;
+    seen.add(dedupe);
+    out.push({ path: target.map((token) => (/^(0|[1-9]\d*)$/.test(token) ? Number(token) : token)), message });
+  }
+  return out;
+}
+
+function unescape(token: string): string {
+  return token.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+function valueAtPath(value: unknown, path: readonly string[]): unknown {
+  let node = value;
+  for (const token of path) node = (node as Record<string, unknown> | undefined)?.[token];
+  return node;
+}
+
+function allowedProperties(error: ErrorObject): string | undefined {
+  const schema = error.parentSchema as { properties?: Record<string, unknown> } | undefined;
+  return schema?.properties ? Object.keys(schema.properties).join(', ') : undefined;
+}

@@ -1,0 +1,220 @@
+/**
+ * One loaded file: its text, its parsed value and a lazy position index. JSON is parsed with `JSON.parse`
+ * (the `yaml` package is not even loaded for JSON inputs); YAML with `yaml` once, keeping the Document for
+ * positions.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { extname } from 'node:path';
+import type * as YamlModule from 'yaml';
+import { DocumentError } from '../errors.js';
+import type { Position } from './model.js';
+import { parsePointer } from './pointer.js';
+import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
+import { YamlPositionIndex } from './yaml-positions.js';
+
+const require = createRequire(import.meta.url);
+let yamlModule: typeof YamlModule | undefined;
+function loadYaml(): typeof YamlModule {
+  return (yamlModule ??= require('yaml') as typeof YamlModule);
+}
+
+/** A problem in a file that does not stop it from loading. */
+export interface SourceWarning {
+  readonly pointer: string;
+  readonly message: string;
+  /** Set when the warning has a known offset in the text (YAML warnings). */
+  readonly offset?: number;
+}
+
+/** A parsed file with on-demand positions. */
+export class SourceFile {
+  private readonly lines: LineTable;
+  constructor(
+    readonly file: string,
+    readonly format: 'json' | 'yaml',
+    readonly text: string,
+    readonly value: unknown,
+    private readonly index: PositionIndex,
+    readonly warnings: readonly SourceWarning[] = [],
+  ) {
+    this.lines = new LineTable(text);
+  }
+
+  /**
+   * Line/column of the node at `pointer`: the key's position for an object member (the line a person points
+   * at), the value's for an array item or the root. A pointer that does not resolve maps to its deepest
+   * existing ancestor.
+   */
+  position(pointer: string): Position {
+    let tokens: string[];
+    try {
+      tokens = parsePointer(pointer);
+    } catch {
+      tokens = [];
+    }
+    const located = this.index.locate(tokens);
+    return this.lines.position(located.keyOffset ?? located.valueOffset);
+  }
+
+  /** Line/column of a character offset. */
+  positionAt(offset: number): Position {
+    return this.lines.position(offset);
+  }
+}
+
+/** Reads and parses a file synchronously. Throws {@link DocumentError} for unreadable or unparsable files. */
+export function readSource(file: string): SourceFile {
+  let text: string;
+  try {
+    if (statSync(file).isDirectory()) {
+      throw new DocumentError('is a directory, not an OpenAPI file — name the .yaml or .json file', file, '', 1, 1);
+    }
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    if (error instanceof DocumentError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? 'file not found — check the path (relative paths start at the current directory)'
+        : code === 'EACCES'
+          ? 'permission denied — make the file readable'
+          : `cannot read the file (${code ?? String(error)}) — check the path and permissions`;
+    throw new DocumentError(why, file, '', 1, 1);
+  }
+  return parseSource(file, text);
+}
+
+/** Parses file text as JSON or YAML (by extension, then by content). */
+export function parseSource(file: string, text: string): SourceFile {
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  if (text.trim() === '') {
+    throw new DocumentError('the file is empty — write an OpenAPI document (openapi: 3.1.0, info, paths)', file, '', 1, 1);
+  }
+  const ext = extname(file).toLowerCase();
+  const looksLikeJson = /^\s*[{[]/.test(text);
+  if (ext === '.json' || (looksLikeJson && ext !== '.yaml' && ext !== '.yml')) {
+    return parseJson(file, text);
+  }
+  if (looksLikeJson) {
+    // JSON is YAML; the JSON parser is an order of magnitude faster, so try it first.
+    try {
+      return new SourceFile(file, 'json', text, JSON.parse(text), new JsonPositionIndex(text));
+    } catch {
+      // not strict JSON: fall through to YAML
+    }
+  }
+  return parseYaml(file, text);
+}
+
+function parseJson(file: string, text: string): SourceFile {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    const offset = jsonErrorOffset(message, text);
+    const lines = new LineTable(text);
+    const { line, column } = lines.position(offset);
+    const what = message
+      .replace(/\s*\(line \d+ column \d+\)/, '')
+      .replace(/ in JSON at position \d+/, '')
+      .replace(/, "[\s\S]*" is not valid JSON$/, '')
+      .replace(/^Unexpected end of JSON input$/, 'the JSON ends too early (truncated file?)');
+    throw new DocumentError(
+      `invalid JSON: ${what} — fix the syntax here (a missing comma, quote or bracket?)`,
+      file,
+      undefined,
+      line,
+      column,
+    );
+  }
+  return new SourceFile(file, 'json', text, value, new JsonPositionIndex(text));
+}
+
+function jsonErrorOffset(message: string, text: string): number {
+  const position = /at position (\d+)/.exec(message);
+  if (position) return Math.min(Number(position[1]), text.length);
+  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(message);
+  if (lineColumn) {
+    let offset = 0;
+    for (let line = 1; line < Number(lineColumn[1]); line++) offset = text.indexOf('\n', offset) + 1;
+    return offset + Number(lineColumn[2]) - 1;
+  }
+  // "Unexpected end of JSON input": point at the last non-blank character.
+  return text.trimEnd().length > 0 ? text.trimEnd().length - 1 : 0;
+}
+
+function parseYaml(file: string, text: string): SourceFile {
+  const yaml = loadYaml();
+  const document = yaml.parseDocument(text, {
+    merge: true,
+    prettyErrors: false,
+    keepSourceTokens: false,
+    // Duplicate keys are a warning, not a failure: the last one wins, as in JSON.
+    uniqueKeys: false,
+  });
+  const first = document.errors[0];
+  if (first) {
+    const offset = first.pos[0];
+    const { line, column } = new LineTable(text).position(Math.min(offset, text.length));
+    throw new DocumentError(`invalid YAML: ${yamlMessage(first.message, first.code)}`, file, undefined, line, column);
+  }
+  let value: unknown;
+  try {
+    value = document.toJS({ maxAliasCount: 10_000 });
+  } catch (error) {
+    throw new DocumentError(
+      `invalid YAML: ${error instanceof Error ? error.message : String(error)} — reduce alias use`,
+      file,
+      undefined,
+      1,
+      1,
+    );
+  }
+  const warnings = document.warnings.map((warning) => ({
+    pointer: '',
+    message: `YAML: ${warning.message.split('\n')[0]}`,
+    offset: warning.pos[0],
+  }));
+  return new SourceFile(file, 'yaml', text, value, new YamlPositionIndex(yaml, document), warnings);
+}
+
+function yamlMessage(message: string, code: string): string {
+  const first = message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
+  const hints: Record<string, string> = {
+    MISSING_CHAR: 'close the quote, bracket or brace (truncated file?)',
+    BAD_INDENT: 'fix the indentation',
+    MULTIPLE_DOCS: 'keep one document per file (remove the extra ---)',
+    UNEXPECTED_TOKEN: 'fix the syntax here',
+    BLOCK_AS_IMPLICIT_KEY: 'fix the indentation or quote the key',
+    TAB_AS_INDENT: 'indent with spaces, not tabs',
+  };
+  return `${first} — ${hints[code] ?? 'fix the YAML syntax here'}`;
+}
+
+/** Files loaded in one run, by absolute path; entry documents and the external files they share. */
+export class SourceCache {
+  private readonly files = new Map<string, SourceFile | DocumentError>();
+
+  /** Returns the parsed file, reading it on first use; rethrows the same error for a bad file. */
+  get(file: string): SourceFile {
+    let entry = this.files.get(file);
+    if (!entry) {
+      try {
+        entry = readSource(file);
+      } catch (error) {
+        if (!(error instanceof DocumentError)) throw error;
+        entry = error;
+      }
+      this.files.set(file, entry);
+    }
+    if (entry instanceof DocumentError) throw entry;
+    return entry;
+  }
+
+  /** Whether the file is loaded (successfully). */
+  has(file: string): boolean {
+    return this.files.get(file) instanceof SourceFile;
+  }
+}
