@@ -17,6 +17,7 @@ import type {
   Location,
   OpenApiVersion,
   OperationView,
+  ParameterView,
   Position,
 } from './model.js';
 import { appendPointer, parsePointer, valueAt } from './pointer.js';
@@ -156,7 +157,21 @@ class DocumentLoader implements ApiDocument {
           ? this.readContract(node, at, pathItem, item.at, defaults)
           : undefined;
         const label = `${method.toUpperCase()} ${path}${operationId ? ` (${operationId})` : ''}`;
-        this.operations.push({ method, path, operationId, node, at, pathItem, pathItemAt: item.at, contract, label });
+        const parameters = lazyParameters(this, pathItem, item.at, node, at);
+        this.operations.push({
+          method,
+          path,
+          operationId,
+          node,
+          at,
+          pathItem,
+          pathItemAt: item.at,
+          contract,
+          label,
+          get parameters() {
+            return parameters();
+          },
+        });
       }
     }
   }
@@ -341,4 +356,42 @@ class DocumentLoader implements ApiDocument {
       return { line: 1, column: 1 };
     }
   }
+}
+
+/** Path-level parameters overridden by operation-level ones (same name + in), computed once on demand. */
+function lazyParameters(
+  document: ApiDocument,
+  pathItem: Record<string, unknown>,
+  pathItemAt: Location,
+  node: Record<string, unknown>,
+  at: Location,
+): () => readonly ParameterView[] {
+  let cached: ParameterView[] | undefined;
+  return () => {
+    if (cached) return cached;
+    const byKey = new Map<string, ParameterView>();
+    for (const [owner, ownerAt] of [
+      [pathItem, pathItemAt],
+      [node, at],
+    ] as const) {
+      if (!Array.isArray(owner.parameters)) continue;
+      owner.parameters.forEach((entry, index) => {
+        const entryAt = { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) };
+        const followed = document.deref(entry, entryAt);
+        if (!followed || !isPlainObject(followed.value)) return;
+        const parameter = followed.value;
+        if (typeof parameter.name !== 'string' || typeof parameter.in !== 'string') return;
+        byKey.set(`${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`, {
+          name: parameter.name,
+          in: parameter.in,
+          required: parameter.required === true,
+          node: parameter,
+          at: entryAt,
+          valueAt: followed.at,
+        });
+      });
+    }
+    cached = [...byKey.values()];
+    return cached;
+  };
 }

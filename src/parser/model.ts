@@ -117,6 +117,25 @@ export interface OperationView {
   readonly contract: IdempotencyContract | undefined;
   /** `METHOD /path` (operationId), for messages. */
   readonly label: string;
+  /**
+   * The parameters that apply to the operation: path-level ones overridden by operation-level ones with the
+   * same `name` + `in`, `$ref`s followed (broken references left out). Computed on first access.
+   */
+  readonly parameters?: readonly ParameterView[];
+}
+
+/** One parameter that applies to an operation, `$ref` followed. */
+export interface ParameterView {
+  readonly name: string;
+  /** `query`, `header`, `path`, `cookie` (or `body` / `formData` in 2.0). */
+  readonly in: string;
+  readonly required: boolean;
+  /** The parameter object (after `$ref`). */
+  readonly node: Record<string, unknown>;
+  /** The entry in the `parameters` list (where a `$ref` would sit): where a finding about it should point. */
+  readonly at: Location;
+  /** Where the parameter object lives after following `$ref`s. */
+  readonly valueAt: Location;
 }
 
 export type OpenApiVersion = '2.0' | '3.0' | '3.1';

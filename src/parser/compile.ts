@@ -1,0 +1,107 @@
+/**
+ * `compileContract`: turns an operation's normalised contract into the runtime's {@link CompiledContract},
+ * filling every default the design names. Generators call it; it never throws on user input.
+ */
+import type { CompiledBackoff, CompiledContract, ProviderKey } from '../runtime/contract.js';
+import { isPlainObject } from './merge.js';
+import type { Duration, OperationView, StateName } from './model.js';
+
+/** The values a contract gets for fields it leaves out. */
+export const CONTRACT_DEFAULTS = {
+  keyHeader: 'Idempotency-Key',
+  keyRequired: true,
+  keyMaxLength: 255,
+  /** Real clients send 54–57 characters (`stripe-node-retry-<uuid>`): never accept less than this. */
+  keyMinMaxLength: 64,
+  transient: [429, 503],
+  replayHeader: 'Idempotent-Replayed',
+  statuses: { missingKey: 400, invalidKey: 400, mismatch: 422, inProgress: 409, abandoned: 409, storeUnavailable: 503 },
+  leaseMs: 30_000,
+  ttlMs: 86_400_000,
+  retry: { deadlineMs: 30_000, maxAttempts: 4, backoff: { initialMs: 200, maxMs: 5_000, jitter: 'full' } },
+} as const satisfies {
+  statuses: Record<StateName, number>;
+  retry: { deadlineMs: number; maxAttempts: number; backoff: CompiledBackoff };
+  [key: string]: unknown;
+};
+
+const QUERY_PARAMETER = 'query';
+
+/**
+ * Compiles one operation's contract. The operation must carry an enabled contract
+ * (`op.contract?.enabled`); for `x-idempotency: false` or none it throws a `TypeError` (a caller bug).
+ */
+export function compileContract(op: OperationView): CompiledContract {
+  const contract = op.contract;
+  if (!contract || !contract.enabled) {
+    throw new TypeError(`${op.label} has no enabled x-idempotency contract to compile`);
+  }
+  const defaults = CONTRACT_DEFAULTS;
+  const ms = (duration: Duration | undefined, fallback: number) => duration?.ms ?? fallback;
+  const status = (name: StateName) => contract.responses[name]?.status ?? defaults.statuses[name];
+  const backoff = contract.retry?.backoff;
+  const external = contract.effect?.external ?? false;
+  const statusRoute = contract.effect?.statusRoute;
+  const providerKey: ProviderKey = contract.effect?.providerKey ?? (external ? 'forward' : 'none');
+  const jitter = backoff?.jitter === 'full' || backoff?.jitter === 'equal' || backoff?.jitter === 'none' ? backoff.jitter : defaults.retry.backoff.jitter;
+  const maxLength = Math.max(contract.key.maxLength ?? defaults.keyMaxLength, defaults.keyMinMaxLength);
+
+  return {
+    operationId: op.operationId ?? `${op.method.toUpperCase()} ${op.path}`,
+    method: op.method.toUpperCase(),
+    path: op.path,
+    key: {
+      header: contract.key.header || defaults.keyHeader,
+      required: contract.key.required ?? defaults.keyRequired,
+      maxLength,
+      ...(contract.key.pattern !== undefined ? { pattern: contract.key.pattern } : {}),
+    },
+    scope: contract.scope ?? [],
+    fingerprint: {
+      include: contract.fingerprint?.include ?? 'all',
+      exclude: contract.fingerprint?.exclude ?? [],
+      query: declaredQueryParameters(op),
+    },
+    ttlMs: ms(contract.ttl, defaults.ttlMs),
+    leaseMs: ms(contract.lease, defaults.leaseMs),
+    retry: {
+      deadlineMs: ms(contract.retry?.deadline, defaults.retry.deadlineMs),
+      maxAttempts: contract.retry?.maxAttempts ?? defaults.retry.maxAttempts,
+      backoff: {
+        initialMs: ms(backoff?.initial, defaults.retry.backoff.initialMs),
+        maxMs: ms(backoff?.max, defaults.retry.backoff.maxMs),
+        jitter,
+      },
+    },
+    effect: {
+      owner: contract.effect?.owner ?? op.operationId ?? `${op.method.toUpperCase()} ${op.path}`,
+      external,
+      providerKey,
+      ...(statusRoute !== undefined ? { statusRoute } : {}),
+    },
+    transient: contract.transient ?? [...defaults.transient],
+    responses: {
+      replayHeader: contract.responses.replay?.header ?? defaults.replayHeader,
+      missingKey: status('missingKey'),
+      invalidKey: status('invalidKey'),
+      mismatch: status('mismatch'),
+      inProgress: status('inProgress'),
+      abandoned: status('abandoned'),
+      storeUnavailable: status('storeUnavailable'),
+    },
+    unknownOutcome: contract.unknownOutcome ?? (statusRoute !== undefined ? 'status-route' : 'surface'),
+  };
+}
+
+/** Names of the query parameters that apply to the operation (path-level ones too), sorted. */
+function declaredQueryParameters(op: OperationView): string[] {
+  const names = new Set<string>();
+  const parameters =
+    op.parameters ??
+    [op.pathItem.parameters, op.node.parameters].flatMap((list) => (Array.isArray(list) ? list.filter(isPlainObject) : []));
+  for (const parameter of parameters) {
+    const where = 'in' in parameter ? parameter.in : undefined;
+    if (where === QUERY_PARAMETER && typeof parameter.name === 'string') names.add(parameter.name);
+  }
+  return [...names].sort();
+}

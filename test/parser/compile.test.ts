@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { compileContract } from '../../src/parser/compile.js';
+import { loadDocument } from '../../src/parser/load.js';
+import type { ApiDocument, OperationView } from '../../src/parser/model.js';
+
+const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/parser/${name}`, import.meta.url));
+const sample = fileURLToPath(new URL('../../samples/demo-requests/openapi.yaml', import.meta.url));
+
+function operation(doc: ApiDocument, operationId: string): OperationView {
+  const op = doc.operations.find((candidate) => candidate.operationId === operationId);
+  assert.ok(op, `operation ${operationId} exists`);
+  return op;
+}
+
+describe('compileContract', () => {
+  it('compiles the demo sample exactly as written', async () => {
+    const doc = await loadDocument(sample);
+    assert.deepEqual(compileContract(operation(doc, 'createDemoRequest')), {
+      operationId: 'createDemoRequest',
+      method: 'POST',
+      path: '/v1/demo-requests',
+      key: { header: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:-]+$' },
+      scope: [{ kind: 'principal' }],
+      fingerprint: { include: ['/topic', '/contact/email'], exclude: ['/clientSentAt'], query: [] },
+      ttlMs: 86_400_000,
+      leaseMs: 30_000,
+      retry: { deadlineMs: 30_000, maxAttempts: 4, backoff: { initialMs: 200, maxMs: 5_000, jitter: 'full' } },
+      effect: { owner: 'demo-requests', external: false, providerKey: 'none', statusRoute: 'getDemoRequest' },
+      transient: [429, 503],
+      responses: {
+        replayHeader: 'Idempotent-Replayed',
+        missingKey: 400,
+        invalidKey: 400,
+        mismatch: 422,
+        inProgress: 409,
+        abandoned: 409,
+        storeUnavailable: 503,
+      },
+      unknownOutcome: 'status-route',
+    });
+  });
+
+  it('fills every default for `x-idempotency: true` over sparse document defaults', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const compiled = compileContract(operation(doc, 'usesTrue'));
+    assert.deepEqual(compiled, {
+      operationId: 'usesTrue',
+      method: 'POST',
+      path: '/uses-true',
+      key: { header: 'Idempotency-Key', required: true, maxLength: 128 },
+      scope: [{ kind: 'principal' }],
+      fingerprint: { include: 'all', exclude: [], query: ['dryRun'] },
+      ttlMs: 86_400_000,
+      leaseMs: 30_000,
+      retry: { deadlineMs: 30_000, maxAttempts: 4, backoff: { initialMs: 200, maxMs: 5_000, jitter: 'full' } },
+      effect: { owner: 'usesTrue', external: false, providerKey: 'none' },
+      transient: [429, 503],
+      responses: {
+        replayHeader: 'Idempotent-Replayed',
+        missingKey: 400,
+        invalidKey: 400,
+        mismatch: 422,
+        inProgress: 409,
+        abandoned: 409,
+        storeUnavailable: 503,
+      },
+      unknownOutcome: 'surface',
+    });
+  });
+
+  it('deep-merges an override, forwards the provider key for external effects and reads path-level query parameters', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const compiled = compileContract(operation(doc, 'overrides'));
+    assert.deepEqual(compiled.key, { header: 'X-Request-Key', required: true, maxLength: 128 });
+    assert.deepEqual(compiled.scope, [{ kind: 'header', name: 'X-Tenant-Id' }]);
+    assert.equal(compiled.ttlMs, 2 * 3_600_000);
+    assert.equal(compiled.effect.providerKey, 'forward');
+    assert.equal(compiled.effect.external, true);
+    assert.deepEqual(compiled.fingerprint.query, ['tenant']);
+  });
+
+  it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const op = operation(doc, 'usesTrue');
+    const contract = op.contract!;
+    const narrowed: OperationView = { ...op, contract: { ...contract, key: { ...contract.key, maxLength: 36 } } };
+    assert.equal(compileContract(narrowed).key.maxLength, 64);
+  });
+
+  it('falls back to `METHOD path` without an operationId', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const op = operation(doc, 'usesTrue');
+    assert.equal(compileContract({ ...op, operationId: undefined }).operationId, 'POST /uses-true');
+  });
+
+  it('refuses operations without an enabled contract', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    assert.throws(() => compileContract(operation(doc, 'optedOut')), /no enabled x-idempotency contract/);
+    assert.throws(() => compileContract(operation(doc, 'noContract')), /no enabled x-idempotency contract/);
+  });
+});
