@@ -1,0 +1,206 @@
+/**
+ * Canonical JSON (RFC 8785, JCS), JSON Pointer selection (RFC 6901), the request fingerprint and the
+ * record id (DESIGN §4 steps 2–3). Node built-ins only; copied into users' generated code.
+ */
+import { createHash } from 'node:crypto';
+
+/** Thrown for a value that has no JSON form (NaN, Infinity, bigint, function, symbol, undefined in an array). */
+export class CanonicalJsonError extends TypeError {
+  override readonly name = 'CanonicalJsonError';
+}
+
+/**
+ * Serialise `value` as RFC 8785 canonical JSON: no whitespace, object members sorted by the UTF-16 code
+ * units of their names, numbers in ECMAScript Number-to-String form (`1e21`, `0.1`, `-0` → `0`),
+ * strings escaped as `JSON.stringify` does. Object members whose value is `undefined` are left out,
+ * as in `JSON.stringify`; `toJSON` is not consulted.
+ */
+export function canonicalJson(value: unknown): string {
+  const parts: string[] = [];
+  write(value, parts, 0);
+  return parts.join('');
+}
+
+const MAX_DEPTH = 1000;
+
+function write(value: unknown, out: string[], depth: number): void {
+  if (depth > MAX_DEPTH) throw new CanonicalJsonError('value nests deeper than 1000 levels');
+  switch (typeof value) {
+    case 'string':
+      out.push(JSON.stringify(value));
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${value} has no JSON form`);
+      // ECMAScript Number::toString is exactly JCS's number form; JSON.stringify applies it (and maps -0 to 0).
+      out.push(JSON.stringify(value));
+      return;
+    case 'boolean':
+      out.push(value ? 'true' : 'false');
+      return;
+    case 'object': {
+      if (value === null) {
+        out.push('null');
+        return;
+      }
+      if (Array.isArray(value)) {
+        out.push('[');
+        for (let i = 0; i < value.length; i += 1) {
+          if (i > 0) out.push(',');
+          const item: unknown = value[i];
+          if (item === undefined) throw new CanonicalJsonError('undefined has no JSON form inside an array');
+          write(item, out, depth + 1);
+        }
+        out.push(']');
+        return;
+      }
+      const record = value as Record<string, unknown>;
+      // Default sort compares UTF-16 code units, which is what RFC 8785 §3.2.3 asks for.
+      const names = Object.keys(record).filter((k) => record[k] !== undefined).sort();
+      out.push('{');
+      names.forEach((name, i) => {
+        if (i > 0) out.push(',');
+        out.push(JSON.stringify(name), ':');
+        write(record[name], out, depth + 1);
+      });
+      out.push('}');
+      return;
+    }
+    default:
+      throw new CanonicalJsonError(`a ${typeof value} has no JSON form`);
+  }
+}
+
+/** Split an RFC 6901 JSON Pointer into unescaped reference tokens. `''` is the whole document. */
+export function parseJsonPointer(pointer: string): string[] {
+  if (pointer === '') return [];
+  if (!pointer.startsWith('/')) throw new SyntaxError(`JSON Pointer ${JSON.stringify(pointer)} must start with "/"`);
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((token) => {
+      if (/~(?![01])/.test(token)) throw new SyntaxError(`JSON Pointer ${JSON.stringify(pointer)} has a bad ~ escape`);
+      return token.replace(/~1/g, '/').replace(/~0/g, '~');
+    });
+}
+
+function child(container: unknown, token: string): { found: boolean; value?: unknown } {
+  if (Array.isArray(container)) {
+    if (!/^(0|[1-9][0-9]*)$/.test(token)) return { found: false };
+    const index = Number(token);
+    return index < container.length ? { found: true, value: container[index] } : { found: false };
+  }
+  if (container !== null && typeof container === 'object' && Object.prototype.hasOwnProperty.call(container, token)) {
+    return { found: true, value: (container as Record<string, unknown>)[token] };
+  }
+  return { found: false };
+}
+
+/** Resolve a pointer; `found: false` when any step is missing (an absent optional field). */
+export function resolveJsonPointer(document: unknown, pointer: string | readonly string[]): { found: boolean; value?: unknown } {
+  const tokens = typeof pointer === 'string' ? parseJsonPointer(pointer) : pointer;
+  let current: unknown = document;
+  for (const token of tokens) {
+    const next = child(current, token);
+    if (!next.found) return { found: false };
+    current = next.value;
+  }
+  return { found: true, value: current };
+}
+
+/** A deep copy of `value` with the member at `tokens` removed (array items are spliced out). */
+function without(value: unknown, tokens: readonly string[]): unknown {
+  if (tokens.length === 0) return undefined;
+  const [head, ...rest] = tokens as [string, ...string[]];
+  if (Array.isArray(value)) {
+    const here = child(value, head);
+    if (!here.found) return value;
+    const copy = value.slice();
+    const index = Number(head);
+    if (rest.length === 0) copy.splice(index, 1);
+    else copy[index] = without(copy[index], rest);
+    return copy;
+  }
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    if (!Object.prototype.hasOwnProperty.call(record, head)) return value;
+    const copy: Record<string, unknown> = { ...record };
+    if (rest.length === 0) delete copy[head];
+    else copy[head] = without(copy[head], rest);
+    return copy;
+  }
+  return value;
+}
+
+/** Which body fields are significant: `'all'` or a list of pointers, minus `exclude`. */
+export interface FieldSelection {
+  readonly include: 'all' | readonly string[];
+  readonly exclude: readonly string[];
+}
+
+/**
+ * Select the significant part of a body as a map from include pointer to value (`''` for `'all'`).
+ * A pointer that does not resolve (a missing optional field) is left out of the map, so "absent"
+ * differs from `null`. Excluded pointers under an included one are removed from its value.
+ */
+export function selectFields(body: unknown, selection: FieldSelection): Record<string, unknown> {
+  if (body === undefined) return {};
+  const includes = selection.include === 'all' ? [''] : selection.include;
+  const excludes = selection.exclude.map((p) => ({ pointer: p, tokens: parseJsonPointer(p) }));
+  const selected: Record<string, unknown> = {};
+  for (const pointer of includes) {
+    const tokens = parseJsonPointer(pointer);
+    const hit = resolveJsonPointer(body, tokens);
+    if (!hit.found) continue;
+    let value = hit.value;
+    let dropped = false;
+    for (const ex of excludes) {
+      const under = ex.tokens.length >= tokens.length && tokens.every((t, i) => ex.tokens[i] === t);
+      if (!under) continue;
+      if (ex.tokens.length === tokens.length) {
+        dropped = true;
+        break;
+      }
+      value = without(value, ex.tokens.slice(tokens.length));
+    }
+    if (!dropped) selected[pointer] = value;
+  }
+  return selected;
+}
+
+/** Lower-case hex SHA-256 of a UTF-8 string. */
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** The fingerprint format version; bump when what goes into it changes. */
+export const FINGERPRINT_VERSION = 'v1';
+
+/** Everything that makes two requests "the same payload" (DESIGN §4 step 3). */
+export interface FingerprintInput {
+  readonly operationId: string;
+  readonly pathParams: Readonly<Record<string, string>>;
+  /** Declared query parameters only, as the request carried them. */
+  readonly query: Readonly<Record<string, string | readonly string[] | undefined>>;
+  readonly body: unknown;
+  readonly selection: FieldSelection;
+}
+
+/** `v1:` + SHA-256 of the canonical JSON of operation, path params, declared query params and selected body fields. */
+export function computeFingerprint(input: FingerprintInput): string {
+  const material = {
+    v: FINGERPRINT_VERSION,
+    operation: input.operationId,
+    path: input.pathParams,
+    query: input.query,
+    body: selectFields(input.body, input.selection),
+  };
+  return `${FINGERPRINT_VERSION}:${sha256Hex(canonicalJson(material))}`;
+}
+
+/**
+ * Record id = SHA-256 over the canonical JSON array of scope values, operation id and key. A JSON array
+ * keeps the parts apart (no `"ab"+"c"` = `"a"+"bc"` collisions); the raw key never leaves this function.
+ */
+export function computeRecordId(scopeValues: readonly unknown[], operationId: string, key: string): string {
+  return sha256Hex(canonicalJson(['idemkit-record/v1', scopeValues, operationId, key]));
+}

@@ -1,0 +1,733 @@
+/**
+ * The framework-agnostic idempotency guard (DESIGN §4 steps 1–8). Framework adapters turn a request
+ * into a {@link GuardRequest}, call {@link Guard.begin}, run the handler when told to proceed, and report
+ * what the handler really sent with {@link Guard.complete} (or {@link Guard.abort} when it threw).
+ * {@link Guard.handle} does all of it for handlers that return a response, and runs one-transaction mode.
+ *
+ * Needs `contract.ts`, `key.ts`, `fingerprint.ts`, `problem.ts`, `store.ts` and one `stores/*.ts`; Node
+ * built-ins only. Copied into users' generated code.
+ */
+import { randomUUID } from 'node:crypto';
+import type { CompiledContract } from './contract.js';
+import { computeFingerprint, computeRecordId } from './fingerprint.js';
+import { compileKeyPattern, parseIdempotencyKey } from './key.js';
+import { problemResponse } from './problem.js';
+import {
+  StoreError,
+  isTransactionalStore,
+  type CompleteInput,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ReserveInput,
+  type ReserveResult,
+  type StoredResponse,
+} from './store.js';
+
+/** The parts of a request the guard reads. Build one per request in the framework adapter. */
+export interface GuardRequest {
+  readonly pathParams: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string | readonly string[] | undefined>>;
+  /** Lower-case header names; repeated headers as arrays. */
+  readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+  /** Parsed JSON body (undefined when none). */
+  readonly body: unknown;
+  /** From the user's principal hook (security scheme → owner id). */
+  readonly principal?: string;
+  /** The delivery's request id (e.g. `X-Request-Id`), for logs only. */
+  readonly requestId?: string;
+}
+
+/** A response: what the guard answers, or what the handler sent. Header names lower-case. */
+export interface GuardResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Uint8Array;
+}
+
+/**
+ * The right to run the effect once. `guarded: false` when the request carried no key and the contract
+ * does not require one, or when the store failed and `failOpen` let the request through: then
+ * `complete` and `abort` do nothing.
+ */
+export interface Reservation {
+  readonly guarded: boolean;
+  readonly operation: string;
+  /** Record id (hex SHA-256 of scope, operation and key); undefined when not guarded. */
+  readonly recordId: string | undefined;
+  /** Lease token that fences completion and release; undefined when not guarded. */
+  readonly token: string | undefined;
+  readonly requestId: string | undefined;
+}
+
+/** What {@link Guard.begin} decided. */
+export type Decision =
+  /** 400 / 422 / 409 / 503 / a replay: send `response` as is, do not run the handler. */
+  | { readonly kind: 'respond'; readonly response: GuardResponse }
+  /** Run the handler, add `headers` (`idempotent-replayed: false`) to its response, then call complete/abort. */
+  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string> };
+
+/** What a handler run through {@link Guard.handle} gets. */
+export interface HandlerContext<Tx = unknown> {
+  readonly reservation: Reservation;
+  /**
+   * One-transaction mode: the transaction the key was reserved in (a `pg` `PoolClient`, a better-sqlite3
+   * `Database`). Write the business rows through it. Undefined otherwise, and for unguarded requests.
+   */
+  readonly tx: Tx | undefined;
+  /**
+   * The canonical (unquoted) idempotency key, e.g. to forward to a payment provider. Never log or store it.
+   */
+  readonly idempotencyKey: string | undefined;
+}
+
+/** What the reconciliation hook learns about an abandoned reservation. */
+export interface AbandonedReservation {
+  readonly operation: string;
+  readonly recordId: string;
+  /** The canonical key, to look the effect up at a provider that was given it. Never log or store it. */
+  readonly idempotencyKey: string;
+  readonly request: GuardRequest;
+  /** Store-clock ms when the abandoned owner reserved. */
+  readonly createdAt: number;
+  /** Store-clock ms when its lease ran out. */
+  readonly leaseUntil: number;
+}
+
+/**
+ * The reconciliation hook's verdict on an abandoned reservation:
+ * `completed` — the effect happened, here is its terminal result (recorded, then replayed);
+ * `not-happened` — the effect certainly did not happen: this request takes the reservation over and runs;
+ * `unknown` — keep the record, answer 409 `idempotency-request-abandoned`.
+ */
+export type ReconcileVerdict =
+  | { readonly outcome: 'completed'; readonly response: GuardResponse; readonly resultId?: string }
+  | { readonly outcome: 'not-happened' }
+  | { readonly outcome: 'unknown' };
+
+/** Called for an `in_progress` record past its lease. Without a hook the guard keeps the record (never deletes). */
+export type ReconcileHook = (abandoned: AbandonedReservation) => Promise<ReconcileVerdict> | ReconcileVerdict;
+
+/** The guard's decision names, as logged. */
+export type GuardDecisionName =
+  | 'unguarded'
+  | 'missing-key'
+  | 'invalid-key'
+  | 'scope-unresolved'
+  | 'reserved'
+  | 'mismatch'
+  | 'replay'
+  | 'in-progress'
+  | 'abandoned'
+  | 'reconciled'
+  | 'taken-over'
+  | 'store-unavailable'
+  | 'fail-open'
+  | 'completed'
+  | 'released'
+  | 'kept'
+  | 'fenced'
+  | 'rolled-back'
+  | 'record-failed';
+
+/** One structured log event. Safe fields only: no raw key, headers, payload or response body. */
+export interface GuardLogEvent {
+  /** ISO 8601 time from the guard's clock. */
+  readonly time: string;
+  readonly operation: string;
+  readonly requestId?: string;
+  /** Hashed key id: the record id (SHA-256 of scope, operation and key). */
+  readonly keyId?: string;
+  readonly decision: GuardDecisionName;
+  /** Record state the decision was taken on. */
+  readonly state?: 'absent' | 'in_progress' | 'completed';
+  readonly resultId?: string;
+  /** HTTP status the guard answered or recorded. */
+  readonly status?: number;
+}
+
+/** Guard configuration. Only `store` is required. */
+export interface GuardOptions {
+  readonly store: IdempotencyStore;
+  /** The guard's clock in ms (default `Date.now`): log times and the in-progress wait. Lease maths uses the store clock. */
+  readonly now?: () => number;
+  /** Structured log sink; gets safe fields only. Exceptions it throws are ignored. */
+  readonly log?: (event: GuardLogEvent) => void;
+  /** Reconciliation hook for abandoned reservations (default: keep, answer 409 abandoned). */
+  readonly reconcile?: ReconcileHook;
+  /** Longest wait for any one store call before failing closed with 503 (default 2000 ms). */
+  readonly storeTimeoutMs?: number;
+  /** `Retry-After` seconds on a 503 `idempotency-store-unavailable` (default 1). */
+  readonly storeRetryAfterSeconds?: number;
+  /**
+   * Explicit opt-in: when the store fails, run the handler unguarded instead of answering 503. A retry
+   * during an outage can then run the effect twice. Default false (fail closed).
+   */
+  readonly failOpen?: boolean;
+  /**
+   * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
+   * content-location, location, etag, last-modified. Never put set-cookie or authorization here.
+   */
+  readonly replayHeaders?: readonly string[];
+  /** Result id of a response, for the record and logs. Default: the JSON body's top-level `id`. */
+  readonly resultId?: (body: unknown, response: GuardResponse) => string | undefined;
+  /** Optional bounded wait (ms) for an in-progress duplicate to complete before answering 409 (default 0). */
+  readonly waitInProgressMs?: number;
+  /** Poll interval of that wait (default 50 ms). */
+  readonly pollIntervalMs?: number;
+  /**
+   * One-transaction mode: how long a duplicate may wait on the row lock of a transaction holding the same
+   * key before answering 409 in progress (default: the contract's lease).
+   */
+  readonly transactionWaitMs?: number;
+}
+
+/** Options of {@link Guard.handle}. */
+export interface HandleOptions {
+  /** Reserve, run the handler and record `completed` in one database transaction (PostgreSQL, SQLite). */
+  readonly transaction?: boolean;
+}
+
+/** A guard for one operation. */
+export interface Guard<Tx = unknown> {
+  /** Parse the key, derive the record, reserve it and classify an existing one. Never runs user code but the reconcile hook. */
+  begin(req: GuardRequest): Promise<Decision>;
+  /**
+   * Record what the handler really sent (status, allow-listed headers, byte-exact body); transient
+   * statuses release; a 5xx keeps the reservation for reconciliation; fenced by the lease token.
+   * Never throws: a store failure is logged and the record stays `in_progress`.
+   */
+  complete(reservation: Reservation, sent: GuardResponse): Promise<void>;
+  /** Handler threw / 5xx with a possibly-happened effect: keep for reconciliation unless `rolledBack`. Never throws. */
+  abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void>;
+  /**
+   * begin → handler → complete/abort, for handlers that return a response; the answer carries the replay
+   * header. With `{ transaction: true }` the store must be transactional. A thrown handler error propagates.
+   */
+  handle(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>, opts?: HandleOptions): Promise<GuardResponse>;
+}
+
+/** The headers recorded and replayed when `replayHeaders` is not given. */
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
+  'content-type',
+  'content-language',
+  'content-location',
+  'location',
+  'etag',
+  'last-modified',
+];
+
+type Prepared =
+  | { readonly kind: 'respond'; readonly response: GuardResponse }
+  | { readonly kind: 'unguarded' }
+  | { readonly kind: 'ready'; readonly recordId: string; readonly fingerprint: string; readonly key: string };
+
+type Respond = { readonly kind: 'respond'; readonly response: GuardResponse };
+
+type Begun =
+  | Respond
+  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string>; readonly key: string | undefined };
+
+/** Build the guard of one operation. Throws `SyntaxError` when the contract's key pattern is not a valid RegExp. */
+export function createGuard<Tx = unknown>(contract: CompiledContract, options: GuardOptions): Guard<Tx> {
+  const store = options.store;
+  const clock = options.now ?? Date.now;
+  const storeTimeoutMs = options.storeTimeoutMs ?? 2000;
+  const storeRetryAfter = String(Math.max(1, Math.ceil(options.storeRetryAfterSeconds ?? 1)));
+  const replayAllow = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
+  const replayHeader = contract.responses.replayHeader.toLowerCase();
+  replayAllow.delete(replayHeader);
+  const keyHeader = contract.key.header.toLowerCase();
+  const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
+  const transient = new Set(contract.transient);
+  const waitMs = options.waitInProgressMs ?? 0;
+  const pollMs = Math.max(1, options.pollIntervalMs ?? 50);
+  const txWaitMs = options.transactionWaitMs ?? contract.leaseMs;
+  const operation = contract.operationId;
+  const R = contract.responses;
+
+  function log(event: Omit<GuardLogEvent, 'time' | 'operation'>, requestId: string | undefined): void {
+    if (options.log === undefined) return;
+    try {
+      options.log({
+        time: new Date(clock()).toISOString(),
+        operation,
+        ...(requestId !== undefined ? { requestId } : {}),
+        ...event,
+      });
+    } catch {
+      // A broken log sink must not change what the client gets.
+    }
+  }
+
+  function bounded<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new StoreError('unavailable', `the idempotency store did not answer within ${storeTimeoutMs} ms`)),
+        storeTimeoutMs,
+      );
+      promise.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error instanceof StoreError ? error : new StoreError('unavailable', 'the idempotency store failed', { cause: error }));
+        },
+      );
+    });
+  }
+
+  function unguarded(requestId: string | undefined): Reservation {
+    return { guarded: false, operation, recordId: undefined, token: undefined, requestId };
+  }
+
+  function reservationOf(recordId: string, token: string, requestId: string | undefined): Reservation {
+    return { guarded: true, operation, recordId, token, requestId };
+  }
+
+  function prepare(req: GuardRequest): Prepared {
+    const parsed = parseIdempotencyKey(req.headers[keyHeader], keyRules);
+    if (parsed.kind === 'missing') {
+      if (!contract.key.required) {
+        log({ decision: 'unguarded' }, req.requestId);
+        return { kind: 'unguarded' };
+      }
+      log({ decision: 'missing-key', status: R.missingKey }, req.requestId);
+      return {
+        kind: 'respond',
+        response: problemResponse('idempotency-key-missing', R.missingKey, `Send the ${contract.key.header} header: one key per intent, kept across retries.`, {}, req.requestId),
+      };
+    }
+    if (parsed.kind === 'invalid') {
+      log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
+      return {
+        kind: 'respond',
+        response: problemResponse('idempotency-key-invalid', R.invalidKey, `The ${contract.key.header} header is not a valid key: ${parsed.detail}.`, {}, req.requestId),
+      };
+    }
+    const scopeValues: unknown[] = [];
+    for (const part of contract.scope) {
+      if (part.kind === 'global') {
+        scopeValues.push(['global']);
+      } else if (part.kind === 'principal') {
+        if (req.principal === undefined || req.principal === '') {
+          log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
+          return {
+            kind: 'respond',
+            response: problemResponse('idempotency-scope-unresolved', R.invalidKey, 'The key is scoped to the caller, but the request has no authenticated principal.', {}, req.requestId),
+          };
+        }
+        scopeValues.push(['principal', req.principal]);
+      } else {
+        const source = part.kind === 'header' ? req.headers[part.name.toLowerCase()] : part.kind === 'path' ? req.pathParams[part.name] : req.query[part.name];
+        scopeValues.push([part.kind, part.name, source ?? null]);
+      }
+    }
+    const recordId = computeRecordId(scopeValues, operation, parsed.key);
+    const query: Record<string, string | readonly string[] | undefined> = {};
+    for (const name of contract.fingerprint.query) {
+      if (req.query[name] !== undefined) query[name] = req.query[name];
+    }
+    const fingerprint = computeFingerprint({
+      operationId: operation,
+      pathParams: req.pathParams,
+      query,
+      body: req.body,
+      selection: contract.fingerprint,
+    });
+    return { kind: 'ready', recordId, fingerprint, key: parsed.key };
+  }
+
+  function storeUnavailable(req: GuardRequest, recordId: string | undefined): Begun {
+    if (options.failOpen === true) {
+      log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
+      return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key: undefined };
+    }
+    log({ decision: 'store-unavailable', status: R.storeUnavailable, ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
+    return {
+      kind: 'respond',
+      response: problemResponse(
+        'idempotency-store-unavailable',
+        R.storeUnavailable,
+        'The idempotency store is not answering; the request was not run. Retry later with the same key.',
+        { 'retry-after': storeRetryAfter },
+        req.requestId,
+      ),
+    };
+  }
+
+  function replay(record: IdempotencyRecord, requestId: string | undefined): Respond {
+    const stored = record.response!;
+    log({ decision: 'replay', keyId: record.id, state: 'completed', status: stored.status, ...(record.resultId !== undefined ? { resultId: record.resultId } : {}) }, requestId);
+    return {
+      kind: 'respond',
+      response: { status: stored.status, headers: { ...stored.headers, [replayHeader]: 'true' }, body: Uint8Array.from(stored.body) },
+    };
+  }
+
+  function inProgress(recordId: string, msLeft: number, requestId: string | undefined): Respond {
+    const seconds = Math.max(1, Math.ceil(msLeft / 1000));
+    log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress }, requestId);
+    return {
+      kind: 'respond',
+      response: problemResponse(
+        'idempotency-request-in-progress',
+        R.inProgress,
+        'A request with this key is still being processed. Retry after the indicated time with the same key.',
+        { 'retry-after': String(seconds) },
+        requestId,
+      ),
+    };
+  }
+
+  function abandoned(record: IdempotencyRecord, requestId: string | undefined): Respond {
+    log({ decision: 'abandoned', keyId: record.id, state: 'in_progress', status: R.abandoned }, requestId);
+    return {
+      kind: 'respond',
+      response: problemResponse(
+        'idempotency-request-abandoned',
+        R.abandoned,
+        'A request with this key started but never finished; its outcome is being reconciled. Check the operation status instead of retrying.',
+        {},
+        requestId,
+      ),
+    };
+  }
+
+  function mismatch(record: IdempotencyRecord, requestId: string | undefined): Respond {
+    log({ decision: 'mismatch', keyId: record.id, state: record.state, status: R.mismatch }, requestId);
+    return {
+      kind: 'respond',
+      response: problemResponse(
+        'idempotency-key-reused',
+        R.mismatch,
+        'This key was already used with a different payload. A changed request is a new intent: use a new key.',
+        {},
+        requestId,
+      ),
+    };
+  }
+
+  function toStored(sent: GuardResponse): CompleteInput {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(sent.headers)) {
+      const lower = name.toLowerCase();
+      if (replayAllow.has(lower)) headers[lower] = value;
+    }
+    const response: StoredResponse = { status: sent.status, headers, body: Uint8Array.from(sent.body) };
+    const resultId = resultIdOf(sent);
+    return { response, ttlMs: contract.ttlMs, ...(resultId !== undefined ? { resultId } : {}) };
+  }
+
+  function resultIdOf(sent: GuardResponse): string | undefined {
+    let body: unknown;
+    try {
+      body = sent.body.length === 0 ? undefined : JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(sent.body));
+    } catch {
+      body = undefined;
+    }
+    if (options.resultId !== undefined) return options.resultId(body, sent);
+    if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+      const id = (body as Record<string, unknown>)['id'];
+      if (typeof id === 'string' || typeof id === 'number') return String(id);
+    }
+    return undefined;
+  }
+
+  async function classify(
+    req: GuardRequest,
+    prep: Extract<Prepared, { kind: 'ready' }>,
+    result: ReserveResult,
+    allowWait: boolean,
+  ): Promise<Begun> {
+    if (result.outcome === 'reserved') {
+      log({ decision: 'reserved', keyId: prep.recordId, state: 'absent' }, req.requestId);
+      return {
+        kind: 'proceed',
+        reservation: reservationOf(prep.recordId, result.record.leaseToken, req.requestId),
+        headers: { [replayHeader]: 'false' },
+        key: prep.key,
+      };
+    }
+    let record = result.record;
+    let now = result.now;
+    // The DESIGN order: a payload mismatch wins over every state, before the handler.
+    if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
+    if (record.state === 'completed') return replay(record, req.requestId);
+    if (record.leaseUntil > now && allowWait && waitMs > 0) {
+      const deadline = clock() + waitMs;
+      while (clock() < deadline) {
+        await sleep(Math.min(pollMs, Math.max(1, deadline - clock())));
+        let latest: IdempotencyRecord | undefined;
+        try {
+          latest = await bounded(store.get(prep.recordId));
+          now = await bounded(store.now());
+        } catch {
+          return storeUnavailable(req, prep.recordId);
+        }
+        if (latest === undefined) return reserveAndClassify(req, prep, false);
+        record = latest;
+        if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
+        if (record.state === 'completed') return replay(record, req.requestId);
+        if (record.leaseUntil <= now) break;
+      }
+    }
+    if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, req.requestId);
+    return reconcile(req, prep, record);
+  }
+
+  async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord): Promise<Begun> {
+    if (options.reconcile === undefined) return abandoned(record, req.requestId);
+    let verdict: ReconcileVerdict;
+    try {
+      verdict = await options.reconcile({
+        operation,
+        recordId: record.id,
+        idempotencyKey: prep.key,
+        request: req,
+        createdAt: record.createdAt,
+        leaseUntil: record.leaseUntil,
+      });
+    } catch {
+      verdict = { outcome: 'unknown' };
+    }
+    if (verdict.outcome === 'unknown') return abandoned(record, req.requestId);
+    try {
+      if (verdict.outcome === 'completed') {
+        const input = toStored(verdict.response);
+        const done = await bounded(
+          store.complete(record.id, record.leaseToken, verdict.resultId !== undefined ? { ...input, resultId: verdict.resultId } : input),
+        );
+        const latest = await bounded(store.get(record.id));
+        if (latest !== undefined && latest.state === 'completed' && latest.fingerprint === prep.fingerprint) {
+          if (done) log({ decision: 'reconciled', keyId: record.id, state: 'in_progress', status: input.response.status }, req.requestId);
+          return replay(latest, req.requestId);
+        }
+        return latest === undefined ? abandoned(record, req.requestId) : classify(req, prep, { outcome: 'existing', record: latest, now: await bounded(store.now()) }, false);
+      }
+      const token = randomUUID();
+      const taken = await bounded(store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs));
+      if (taken !== undefined) {
+        log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
+        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { [replayHeader]: 'false' }, key: prep.key };
+      }
+      // Another request won the takeover (or the record moved on): answer from what is there now.
+      const latest = await bounded(store.get(record.id));
+      if (latest === undefined) return reserveAndClassify(req, prep, false);
+      const now = await bounded(store.now());
+      if (latest.fingerprint !== prep.fingerprint) return mismatch(latest, req.requestId);
+      if (latest.state === 'completed') return replay(latest, req.requestId);
+      return inProgress(latest.id, latest.leaseUntil - now, req.requestId);
+    } catch (error) {
+      if (error instanceof StoreError) return storeUnavailable(req, prep.recordId);
+      throw error;
+    }
+  }
+
+  async function reserveAndClassify(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, allowWait: boolean): Promise<Begun> {
+    const input: ReserveInput = {
+      id: prep.recordId,
+      operation,
+      fingerprint: prep.fingerprint,
+      token: randomUUID(),
+      leaseMs: contract.leaseMs,
+      ttlMs: contract.ttlMs,
+    };
+    const pending = store.reserve(input);
+    let result: ReserveResult;
+    try {
+      result = await bounded(pending);
+    } catch {
+      // If the reservation lands after we gave up, nobody runs the handler for it: free it again.
+      pending.then(
+        (late) => {
+          if (late.outcome === 'reserved') store.release(input.id, input.token).catch(() => undefined);
+        },
+        () => undefined,
+      );
+      return storeUnavailable(req, prep.recordId);
+    }
+    return classify(req, prep, result, allowWait);
+  }
+
+  async function beginInternal(req: GuardRequest): Promise<Begun> {
+    const prep = prepare(req);
+    if (prep.kind === 'respond') return prep;
+    if (prep.kind === 'unguarded') return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key: undefined };
+    return reserveAndClassify(req, prep, true);
+  }
+
+  async function release(reservation: Reservation, decision: 'released' | 'rolled-back', status?: number): Promise<void> {
+    try {
+      const released = await bounded(store.release(reservation.recordId!, reservation.token!));
+      log({ decision: released ? decision : 'fenced', keyId: reservation.recordId!, state: 'in_progress', ...(status !== undefined ? { status } : {}) }, reservation.requestId);
+    } catch {
+      log({ decision: 'record-failed', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+    }
+  }
+
+  async function complete(reservation: Reservation, sent: GuardResponse): Promise<void> {
+    if (!reservation.guarded) return;
+    const keyId = reservation.recordId!;
+    if (transient.has(sent.status)) return release(reservation, 'released', sent.status);
+    if (sent.status >= 500) {
+      // A 5xx may follow a write that happened: keep the reservation; its lease runs out into reconciliation.
+      log({ decision: 'kept', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
+      return;
+    }
+    const input = toStored(sent);
+    try {
+      const done = await bounded(store.complete(keyId, reservation.token!, input));
+      log(
+        { decision: done ? 'completed' : 'fenced', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) },
+        reservation.requestId,
+      );
+    } catch {
+      log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
+    }
+  }
+
+  async function abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void> {
+    if (!reservation.guarded) return;
+    if (info.rolledBack) return release(reservation, 'rolled-back');
+    log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+  }
+
+  async function handleInTransaction(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
+    if (!isTransactionalStore<Tx>(store)) {
+      throw new StoreError('unsupported', 'one-transaction mode needs a transactional store (PostgreSQL or SQLite)');
+    }
+    const prep = prepare(req);
+    if (prep.kind === 'respond') return prep.response;
+    if (prep.kind === 'unguarded') return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: undefined });
+
+    type Outcome =
+      | { kind: 'existing'; result: ReserveResult }
+      | { kind: 'done'; response: GuardResponse; committed: boolean; resultId?: string }
+      | { kind: 'gave-up' };
+    let entered = false;
+    let gaveUp = false;
+    let handlerFailed = false;
+    const input: ReserveInput = {
+      id: prep.recordId,
+      operation,
+      fingerprint: prep.fingerprint,
+      token: randomUUID(),
+      leaseMs: contract.leaseMs,
+      ttlMs: contract.ttlMs,
+    };
+    const work = store.withReservation<Outcome>(input, async (reserved, tx) => {
+      if (gaveUp) return { commit: false, value: { kind: 'gave-up' } };
+      entered = true;
+      if (reserved.outcome === 'existing') return { commit: false, value: { kind: 'existing', result: reserved } };
+      const reservation = reservationOf(prep.recordId, input.token, req.requestId);
+      let response: GuardResponse;
+      try {
+        response = await handler({ reservation, tx, idempotencyKey: prep.key });
+      } catch (error) {
+        handlerFailed = true;
+        throw error;
+      }
+      // Transient and 5xx answers roll the business writes back with the reservation: nothing happened, the key is free.
+      if (transient.has(response.status) || response.status >= 500) return { commit: false, value: { kind: 'done', response, committed: false } };
+      const completion = toStored(response);
+      return {
+        commit: true,
+        complete: completion,
+        value: { kind: 'done', response, committed: true, ...(completion.resultId !== undefined ? { resultId: completion.resultId } : {}) },
+      };
+    });
+
+    let outcome: Outcome;
+    try {
+      outcome = await new Promise<Outcome>((resolve, reject) => {
+        // Bound only the wait for the reservation (a lock held by a duplicate, or a dead store), never the handler.
+        const timer = setTimeout(() => {
+          if (!entered) {
+            gaveUp = true;
+            resolve({ kind: 'gave-up' });
+          }
+        }, storeTimeoutMs + txWaitMs);
+        work.then(
+          (value) => {
+            clearTimeout(timer);
+            resolve(value);
+          },
+          (error: unknown) => {
+            clearTimeout(timer);
+            reject(error);
+          },
+        );
+      });
+    } catch (error) {
+      if (handlerFailed) {
+        log({ decision: 'rolled-back', keyId: prep.recordId, state: 'in_progress' }, req.requestId);
+        throw error;
+      }
+      if (error instanceof StoreError && error.kind === 'lock-timeout') {
+        return inProgress(prep.recordId, 1000, req.requestId).response;
+      }
+      // Reservation, business writes and completion commit together or not at all, so a failed commit is safe to retry.
+      const answer = storeUnavailable(req, prep.recordId);
+      if (answer.kind === 'respond') return answer.response;
+      return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });
+    }
+    if (outcome.kind === 'gave-up') {
+      const answer = storeUnavailable(req, prep.recordId);
+      return answer.kind === 'respond' ? answer.response : handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });
+    }
+    if (outcome.kind === 'existing') {
+      const begun = await classify(req, prep, outcome.result, true);
+      if (begun.kind === 'respond') return begun.response;
+      // Only a reconciliation takeover proceeds here; it runs outside the transaction like begin() would.
+      return runHandler(begun, handler);
+    }
+    log(
+      {
+        decision: outcome.committed ? 'completed' : 'rolled-back',
+        keyId: prep.recordId,
+        state: 'in_progress',
+        status: outcome.response.status,
+        ...(outcome.resultId !== undefined ? { resultId: outcome.resultId } : {}),
+      },
+      req.requestId,
+    );
+    return withHeaders(outcome.response, { [replayHeader]: 'false' });
+  }
+
+  async function runHandler(begun: Extract<Begun, { kind: 'proceed' }>, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
+    let response: GuardResponse;
+    try {
+      response = await handler({ reservation: begun.reservation, tx: undefined, idempotencyKey: begun.key });
+    } catch (error) {
+      await abort(begun.reservation, { rolledBack: false, error });
+      throw error;
+    }
+    await complete(begun.reservation, response);
+    return withHeaders(response, begun.headers);
+  }
+
+  return {
+    async begin(req) {
+      const begun = await beginInternal(req);
+      return begun.kind === 'respond' ? begun : { kind: 'proceed', reservation: begun.reservation, headers: begun.headers };
+    },
+    complete,
+    abort,
+    async handle(req, handler, opts) {
+      if (opts?.transaction === true) return handleInTransaction(req, handler);
+      const begun = await beginInternal(req);
+      if (begun.kind === 'respond') return begun.response;
+      return runHandler(begun, handler);
+    },
+  };
+}
+
+function withHeaders(response: GuardResponse, headers: Record<string, string>): GuardResponse {
+  return { status: response.status, headers: { ...response.headers, ...headers }, body: response.body };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

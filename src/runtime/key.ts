@@ -1,0 +1,100 @@
+/**
+ * Reading the idempotency key from a request header (DESIGN §4 step 1).
+ *
+ * The key may arrive as an IETF Structured-Field string (`"abc"`, RFC 9651 §3.3.3) or bare (`abc`);
+ * both are the same key, the unquoted string. This file imports nothing.
+ */
+
+/** Why a present key was refused. Each is a `400 idempotency-key-invalid`. */
+export type KeyProblem = 'several-values' | 'empty' | 'non-printable' | 'too-long' | 'off-pattern' | 'malformed';
+
+/** Outcome of {@link parseIdempotencyKey}. */
+export type ParsedKey =
+  | { readonly kind: 'missing' }
+  | { readonly kind: 'invalid'; readonly problem: KeyProblem; readonly detail: string }
+  | { readonly kind: 'valid'; readonly key: string };
+
+/** Limits a key is checked against (from the compiled contract). */
+export interface KeyRules {
+  /** Longest accepted key in characters. */
+  readonly maxLength: number;
+  /** Compiled whole-key pattern, when the contract has one. */
+  readonly pattern?: RegExp;
+}
+
+/** Compile a contract's key pattern so that it must match the whole key. Throws `SyntaxError` on a bad pattern. */
+export function compileKeyPattern(source: string | undefined): RegExp | undefined {
+  if (source === undefined) return undefined;
+  return new RegExp(`^(?:${source})$`);
+}
+
+/**
+ * Parse a key header value. `raw` is what the framework gave for the header: a string, an array of
+ * repeated header lines, or undefined.
+ */
+export function parseIdempotencyKey(raw: string | readonly string[] | undefined, rules: KeyRules): ParsedKey {
+  if (raw === undefined) return { kind: 'missing' };
+  let value: string;
+  if (typeof raw === 'string') {
+    value = raw;
+  } else {
+    if (raw.length === 0) return { kind: 'missing' };
+    if (raw.length > 1) return invalid('several-values', 'the key header was sent more than once');
+    value = raw[0]!;
+  }
+  // Optional whitespace around a field value is not part of it (RFC 9110 §5.5).
+  value = value.replace(/^[ \t]+|[ \t]+$/g, '');
+  if (value.length === 0) return invalid('empty', 'the key is empty');
+
+  let key: string;
+  if (value.startsWith('"')) {
+    const parsed = parseSfString(value);
+    if (typeof parsed !== 'string') return parsed;
+    key = parsed;
+  } else {
+    // Node joins repeated header lines with ", "; a bare key with a comma is a list of values.
+    if (value.includes(',')) return invalid('several-values', 'the key header holds several values');
+    for (let i = 0; i < value.length; i += 1) {
+      const c = value.charCodeAt(i);
+      if (c < 0x21 || c > 0x7e) return invalid('non-printable', 'the key may hold only visible ASCII characters');
+    }
+    key = value;
+  }
+  if (key.length === 0) return invalid('empty', 'the key is empty');
+  if (key.length > rules.maxLength) {
+    return invalid('too-long', `the key is longer than ${rules.maxLength} characters`);
+  }
+  if (rules.pattern !== undefined && !rules.pattern.test(key)) {
+    return invalid('off-pattern', 'the key does not match the documented pattern');
+  }
+  return { kind: 'valid', key };
+}
+
+function invalid(problem: KeyProblem, detail: string): ParsedKey {
+  return { kind: 'invalid', problem, detail };
+}
+
+/** RFC 9651 sf-string: `"` *( unescaped / `\"` / `\\` ) `"`, printable ASCII only, nothing after. */
+function parseSfString(value: string): string | ParsedKey {
+  let out = '';
+  for (let i = 1; i < value.length; i += 1) {
+    const ch = value[i]!;
+    const c = value.charCodeAt(i);
+    if (ch === '\\') {
+      const next = value[i + 1];
+      if (next !== '"' && next !== '\\') return invalid('malformed', 'a quoted key may escape only " and \\');
+      out += next;
+      i += 1;
+    } else if (ch === '"') {
+      const rest = value.slice(i + 1);
+      if (rest.length === 0) return out;
+      if (/^[ \t]*,/.test(rest)) return invalid('several-values', 'the key header holds several values');
+      return invalid('malformed', 'nothing may follow a quoted key');
+    } else if (c < 0x20 || c > 0x7e) {
+      return invalid('non-printable', 'the key may hold only printable ASCII characters');
+    } else {
+      out += ch;
+    }
+  }
+  return invalid('malformed', 'the quoted key has no closing "');
+}

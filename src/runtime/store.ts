@@ -1,0 +1,187 @@
+/**
+ * The idempotency store interface: one durable record per (scope, operation, key), reserved atomically.
+ *
+ * Every backend (`stores/memory.ts`, `stores/sqlite.ts`, `stores/postgres.ts`, `stores/redis.ts`) implements
+ * {@link IdempotencyStore}; SQLite and PostgreSQL also implement {@link TransactionalStore}. All of them
+ * pass the same conformance suite. This file imports nothing: it is copied into users' generated code.
+ *
+ * Time: every instant is an integer count of **milliseconds since the Unix epoch**, every duration is
+ * milliseconds. The clock is the store's: PostgreSQL and Redis read their server's clock unless the store
+ * was built with a `clock` (tests inject one so lease and TTL cases do not sleep); SQLite and memory use
+ * the process clock (`Date.now`) unless given a `clock`.
+ *
+ * A record never holds the raw idempotency key, request headers or the request body: the guard passes
+ * only the record id (a SHA-256), the fingerprint (a SHA-256) and the handler's response.
+ */
+
+/** `in_progress`: reserved and owned by one lease token; `completed`: a terminal result to replay. */
+export type RecordState = 'in_progress' | 'completed';
+
+/** A response as the handler really sent it: status, allow-listed headers (lower-case), exact bytes. */
+export interface StoredResponse {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Uint8Array;
+}
+
+/** One stored record, as the store read it back. */
+export interface IdempotencyRecord {
+  /** Record id: hex SHA-256 of scope parts, operation and key. Primary key. */
+  readonly id: string;
+  /** operationId the record belongs to (safe to log). */
+  readonly operation: string;
+  /** Versioned request fingerprint (`v1:<hex>`); never changes for the record's lifetime. */
+  readonly fingerprint: string;
+  readonly state: RecordState;
+  /** Token of the current owner. Completion and release must present it (fencing). */
+  readonly leaseToken: string;
+  /** Until when (ms) the owner holds an `in_progress` record; after it the record is abandoned. */
+  readonly leaseUntil: number;
+  /** When (ms) the record stops counting: an expired `completed` record is as good as absent. */
+  readonly expiresAt: number;
+  /** When (ms) the record was first reserved (or last taken over). */
+  readonly createdAt: number;
+  /** The terminal response; present exactly when `state` is `completed`. */
+  readonly response?: StoredResponse;
+  /** Business result id of a completed record (e.g. the created object's id), when known. */
+  readonly resultId?: string;
+}
+
+/** What {@link IdempotencyStore.reserve} needs. */
+export interface ReserveInput {
+  readonly id: string;
+  readonly operation: string;
+  readonly fingerprint: string;
+  /** Fresh random token that will own the record if this call wins. */
+  readonly token: string;
+  /** Lease length: `leaseUntil = now + leaseMs`. */
+  readonly leaseMs: number;
+  /** Retention: `expiresAt = now + ttlMs` (reset again on completion). */
+  readonly ttlMs: number;
+}
+
+/**
+ * Result of a reservation. `now` is the store clock's reading used for the decision, so the caller
+ * can compute seconds left on a lease without trusting its own clock.
+ */
+export type ReserveResult =
+  | { readonly outcome: 'reserved'; readonly record: IdempotencyRecord; readonly now: number }
+  | { readonly outcome: 'existing'; readonly record: IdempotencyRecord; readonly now: number };
+
+/** What a fenced completion writes. */
+export interface CompleteInput {
+  readonly response: StoredResponse;
+  readonly resultId?: string;
+  /** Retention from the moment of completion: `expiresAt = now + ttlMs`. */
+  readonly ttlMs: number;
+}
+
+/** Options of the maintenance calls. */
+export interface BatchOptions {
+  /** Most records to touch in one call (default 500). */
+  readonly limit?: number;
+}
+
+/** Why a store operation failed. The guard fails closed on `unavailable`. */
+export type StoreErrorKind = 'unavailable' | 'lock-timeout' | 'unsupported';
+
+/**
+ * The one error type stores throw. Stores never swallow errors: driver errors are wrapped with
+ * `kind: 'unavailable'` and the driver error as `cause`; the guard decides what to answer.
+ */
+export class StoreError extends Error {
+  override readonly name = 'StoreError';
+  readonly kind: StoreErrorKind;
+  constructor(kind: StoreErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.kind = kind;
+  }
+}
+
+/**
+ * A backend for idempotency records. Implementations are constructed with a client the user created
+ * and never open, close or own connections.
+ */
+export interface IdempotencyStore {
+  /**
+   * Atomically reserve `input.id`. In one indivisible step:
+   * - no record, or a `completed` record whose `expiresAt <= now` → write
+   *   `in_progress{fingerprint, token, leaseUntil: now + leaseMs, expiresAt: now + ttlMs}` and return
+   *   `reserved`;
+   * - otherwise return `existing` with the record untouched. An `in_progress` record is never
+   *   overwritten here, whatever its lease or expiry (abandoned records go through reconciliation).
+   * Of any number of concurrent calls for one id, from any number of processes, exactly one gets `reserved`.
+   */
+  reserve(input: ReserveInput): Promise<ReserveResult>;
+
+  /**
+   * Fenced completion: only when the record is `in_progress` and its token equals `token`, set it
+   * `completed` with the response, result id and `expiresAt = now + ttlMs`. Returns whether it wrote.
+   * A `completed` record is never overwritten.
+   */
+  complete(id: string, token: string, input: CompleteInput): Promise<boolean>;
+
+  /**
+   * Fenced release: delete the record only when it is `in_progress` and its token equals `token`.
+   * Returns whether it deleted. Used when the effect certainly did not happen.
+   */
+  release(id: string, token: string): Promise<boolean>;
+
+  /**
+   * Fenced takeover of an abandoned reservation: only when the record is `in_progress`, its token equals
+   * `staleToken`, its fingerprint equals `fingerprint` and `leaseUntil <= now`, give it to `newToken` with
+   * `leaseUntil = now + leaseMs` and `createdAt = now`. Returns the new record, or `undefined` when any
+   * condition failed. Of concurrent takeovers of one record exactly one wins.
+   */
+  takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined>;
+
+  /** Read one record (expired ones included, as stored), or `undefined`. */
+  get(id: string): Promise<IdempotencyRecord | undefined>;
+
+  /** `in_progress` records whose lease has run out (`leaseUntil <= now`), oldest lease first. Never deletes. */
+  listAbandoned(options?: BatchOptions): Promise<IdempotencyRecord[]>;
+
+  /**
+   * Delete up to `limit` `completed` records with `expiresAt <= now`; returns how many were deleted.
+   * `in_progress` records are never purged. Call it periodically until it returns less than `limit`.
+   */
+  purgeExpired(options?: BatchOptions): Promise<number>;
+
+  /** The store clock (ms since the epoch). */
+  now(): Promise<number>;
+}
+
+/**
+ * What the work inside {@link TransactionalStore.withReservation} decided: commit the reservation, the
+ * business writes and the completion together, or roll all of it back (which also frees the key).
+ */
+export type TransactionStep<T> =
+  | { readonly commit: true; readonly complete: CompleteInput; readonly value: T }
+  | { readonly commit: false; readonly value: T };
+
+/**
+ * A store whose records live in the same database as the business data (PostgreSQL, SQLite).
+ * `Tx` is the handle the business code writes through (a `pg` `PoolClient`, a better-sqlite3 `Database`).
+ */
+export interface TransactionalStore<Tx> extends IdempotencyStore {
+  /**
+   * Open a transaction, reserve `input.id` inside it — waiting while another open transaction holds the
+   * same record — and call `work` with the outcome and the transaction handle. `work` returns whether to
+   * commit (writing `completed` in the same transaction) or roll back. If `work` throws, the transaction
+   * rolls back and the error propagates. The store never commits an `in_progress` record here.
+   */
+  withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: Tx) => Promise<TransactionStep<T>>): Promise<T>;
+}
+
+/** Whether `store` supports one-transaction mode. */
+export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): store is TransactionalStore<Tx> {
+  return typeof (store as Partial<TransactionalStore<Tx>>).withReservation === 'function';
+}
+
+/** Validate a table name or key prefix at construction, so it can be spliced into SQL or keys safely. */
+export function checkStoreName(value: string, what: string, pattern: RegExp = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/): string {
+  if (!pattern.test(value)) {
+    throw new StoreError('unsupported', `${what} ${JSON.stringify(value)} is not allowed: use letters, digits and _ (${pattern.source})`);
+  }
+  return value;
+}

@@ -1,0 +1,132 @@
+/**
+ * In-memory idempotency store: one process only, for development and tests. Records vanish with the
+ * process, so never use it where two app instances share traffic. Imports only `../store.js`.
+ */
+import type {
+  BatchOptions,
+  CompleteInput,
+  IdempotencyRecord,
+  IdempotencyStore,
+  ReserveInput,
+  ReserveResult,
+} from '../store.js';
+
+/** Options of {@link MemoryStore}. */
+export interface MemoryStoreOptions {
+  /** Clock in ms since the epoch (default `Date.now`); tests inject one. */
+  readonly clock?: () => number;
+}
+
+/**
+ * A `Map` of records. Every method does its check-and-write synchronously before its first `await`,
+ * so on Node's single thread each one is atomic.
+ */
+export class MemoryStore implements IdempotencyStore {
+  readonly #records = new Map<string, IdempotencyRecord>();
+  readonly #clock: () => number;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  async reserve(input: ReserveInput): Promise<ReserveResult> {
+    const now = this.#clock();
+    const existing = this.#records.get(input.id);
+    if (existing !== undefined && !(existing.state === 'completed' && existing.expiresAt <= now)) {
+      return { outcome: 'existing', record: copy(existing), now };
+    }
+    const record: IdempotencyRecord = {
+      id: input.id,
+      operation: input.operation,
+      fingerprint: input.fingerprint,
+      state: 'in_progress',
+      leaseToken: input.token,
+      leaseUntil: now + input.leaseMs,
+      expiresAt: now + input.ttlMs,
+      createdAt: now,
+    };
+    this.#records.set(input.id, record);
+    return { outcome: 'reserved', record: copy(record), now };
+  }
+
+  async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+    const existing = this.#records.get(id);
+    if (existing === undefined || existing.state !== 'in_progress' || existing.leaseToken !== token) return false;
+    const now = this.#clock();
+    this.#records.set(id, {
+      ...existing,
+      state: 'completed',
+      expiresAt: now + input.ttlMs,
+      response: {
+        status: input.response.status,
+        headers: { ...input.response.headers },
+        body: Uint8Array.from(input.response.body),
+      },
+      ...(input.resultId !== undefined ? { resultId: input.resultId } : {}),
+    });
+    return true;
+  }
+
+  async release(id: string, token: string): Promise<boolean> {
+    const existing = this.#records.get(id);
+    if (existing === undefined || existing.state !== 'in_progress' || existing.leaseToken !== token) return false;
+    this.#records.delete(id);
+    return true;
+  }
+
+  async takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
+    const existing = this.#records.get(id);
+    const now = this.#clock();
+    if (
+      existing === undefined ||
+      existing.state !== 'in_progress' ||
+      existing.leaseToken !== staleToken ||
+      existing.fingerprint !== fingerprint ||
+      existing.leaseUntil > now
+    ) {
+      return undefined;
+    }
+    const record: IdempotencyRecord = { ...existing, leaseToken: newToken, leaseUntil: now + leaseMs, createdAt: now };
+    this.#records.set(id, record);
+    return copy(record);
+  }
+
+  async get(id: string): Promise<IdempotencyRecord | undefined> {
+    const existing = this.#records.get(id);
+    return existing === undefined ? undefined : copy(existing);
+  }
+
+  async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
+    const now = this.#clock();
+    return [...this.#records.values()]
+      .filter((r) => r.state === 'in_progress' && r.leaseUntil <= now)
+      .sort((a, b) => a.leaseUntil - b.leaseUntil)
+      .slice(0, options.limit ?? 500)
+      .map(copy);
+  }
+
+  async purgeExpired(options: BatchOptions = {}): Promise<number> {
+    const now = this.#clock();
+    const limit = options.limit ?? 500;
+    let deleted = 0;
+    for (const [id, record] of this.#records) {
+      if (deleted >= limit) break;
+      if (record.state === 'completed' && record.expiresAt <= now) {
+        this.#records.delete(id);
+        deleted += 1;
+      }
+    }
+    return deleted;
+  }
+
+  async now(): Promise<number> {
+    return this.#clock();
+  }
+}
+
+// Callers get copies so that mutating a returned record cannot change the store.
+function copy(record: IdempotencyRecord): IdempotencyRecord {
+  return record.response === undefined
+    ? { ...record }
+    : { ...record, response: { ...record.response, headers: { ...record.response.headers }, body: Uint8Array.from(record.response.body) } };
+}

@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict';
+import {
+  CanonicalJsonError,
+  canonicalJson,
+  computeFingerprint,
+  computeRecordId,
+  parseJsonPointer,
+  resolveJsonPointer,
+  selectFields,
+  type FingerprintInput,
+} from '../../src/runtime/fingerprint.js';
+
+describe('runtime/fingerprint: canonicalJson (RFC 8785)', () => {
+  it('matches the RFC 8785 §3.2.2 example', () => {
+    const input = JSON.parse(
+      '{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/","literals":[null,true,false]}',
+    );
+    assert.equal(
+      canonicalJson(input),
+      '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}',
+    );
+  });
+
+  it('sorts member names by UTF-16 code units (RFC 8785 §3.2.3 example)', () => {
+    const input = JSON.parse('{"\\u20ac":"Euro Sign","\\r":"Carriage Return","\\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\\ud83d\\ude00":"Emoji: Grinning Face","\\u0080":"Control","\\u00f6":"Latin Small Letter O With Diaeresis"}');
+    // Read the order off the text: Object.keys would put the integer-like "1" first.
+    const names = [...canonicalJson(input).matchAll(/"((?:[^"\\]|\\.)*)":/g)].map((m) => JSON.parse(`"${m[1]}"`));
+    assert.deepEqual(names, ['\r', '1', '\u0080', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33']);
+  });
+
+  it('writes numbers in ECMAScript form', () => {
+    const cases: Array<[number, string]> = [
+      [0, '0'], [-0, '0'], [1, '1'], [-1.5, '-1.5'], [1e21, '1e+21'], [1e20, '100000000000000000000'],
+      [1e-7, '1e-7'], [0.000001, '0.000001'], [9007199254740992, '9007199254740992'], [5e-324, '5e-324'],
+      [1.7976931348623157e308, '1.7976931348623157e+308'], [0.1 + 0.2, '0.30000000000000004'],
+    ];
+    for (const [value, text] of cases) assert.equal(canonicalJson(value), text, String(value));
+  });
+
+  it('refuses values with no JSON form', () => {
+    assert.throws(() => canonicalJson(Number.NaN), CanonicalJsonError);
+    assert.throws(() => canonicalJson(Infinity), CanonicalJsonError);
+    assert.throws(() => canonicalJson(10n), CanonicalJsonError);
+    assert.throws(() => canonicalJson([undefined]), CanonicalJsonError);
+  });
+
+  it('leaves out undefined members like JSON.stringify', () => {
+    assert.equal(canonicalJson({ b: 1, a: undefined }), '{"b":1}');
+  });
+});
+
+describe('runtime/fingerprint: JSON Pointer', () => {
+  it('unescapes ~1 and ~0 and refuses a bad escape', () => {
+    assert.deepEqual(parseJsonPointer('/a~1b/c~0d'), ['a/b', 'c~d']);
+    assert.deepEqual(parseJsonPointer(''), []);
+    assert.throws(() => parseJsonPointer('a'), SyntaxError);
+    assert.throws(() => parseJsonPointer('/a~2'), SyntaxError);
+  });
+
+  it('resolves objects and array indexes, and reports missing steps', () => {
+    const doc = { a: [{ b: 1 }, { b: null }], 'x/y': true };
+    assert.deepEqual(resolveJsonPointer(doc, '/a/1/b'), { found: true, value: null });
+    assert.deepEqual(resolveJsonPointer(doc, '/x~1y'), { found: true, value: true });
+    assert.equal(resolveJsonPointer(doc, '/a/2').found, false);
+    assert.equal(resolveJsonPointer(doc, '/a/01').found, false);
+    assert.equal(resolveJsonPointer(doc, '/a/0/c').found, false);
+    assert.equal(resolveJsonPointer(doc, '/toString').found, false);
+  });
+
+  it('selects included fields, tells absent from null, and removes excluded ones', () => {
+    const body = { topic: 'x', contact: { email: 'e', phone: 'p' }, note: null };
+    assert.deepEqual(selectFields(body, { include: ['/topic', '/missing', '/note'], exclude: [] }), { '/topic': 'x', '/note': null });
+    assert.deepEqual(selectFields(body, { include: ['/contact'], exclude: ['/contact/phone'] }), { '/contact': { email: 'e' } });
+    assert.deepEqual(selectFields(body, { include: 'all', exclude: ['/note', '/contact/phone'] }), { '': { topic: 'x', contact: { email: 'e' } } });
+    assert.deepEqual(selectFields(body, { include: ['/topic'], exclude: ['/topic'] }), {});
+    assert.deepEqual(selectFields(undefined, { include: 'all', exclude: [] }), {});
+    // the original body is not changed by exclusion
+    assert.deepEqual(body.contact, { email: 'e', phone: 'p' });
+  });
+
+  it('splices excluded array items', () => {
+    assert.deepEqual(selectFields({ items: [1, 2, 3] }, { include: 'all', exclude: ['/items/1'] }), { '': { items: [1, 3] } });
+  });
+});
+
+describe('runtime/fingerprint: computeFingerprint', () => {
+  const base: Omit<FingerprintInput, 'body'> = { operationId: 'op', pathParams: {}, query: {}, selection: { include: 'all', exclude: [] } };
+  const fp = (body: unknown, extra: Partial<Omit<FingerprintInput, 'body'>> = {}) => computeFingerprint({ ...base, ...extra, body });
+
+  it('is versioned and hex', () => {
+    assert.match(fp({ a: 1 }), /^v1:[0-9a-f]{64}$/);
+  });
+  it('ignores member order', () => {
+    assert.equal(fp({ a: 1, b: { c: 2, d: 3 } }), fp({ b: { d: 3, c: 2 }, a: 1 }));
+  });
+  it('keeps types: 100 is not "100", true is not "true", null is not absent', () => {
+    assert.notEqual(fp({ amount: 100 }), fp({ amount: '100' }));
+    assert.notEqual(fp({ flag: true }), fp({ flag: 'true' }));
+    assert.notEqual(fp({ a: null }), fp({}));
+    assert.equal(fp({ amount: 100 }), fp({ amount: 100.0 }));
+  });
+  it('keeps array order', () => {
+    assert.notEqual(fp({ items: [1, 2] }), fp({ items: [2, 1] }));
+  });
+  it('handles unicode: same text same fingerprint, different normalisation different', () => {
+    assert.equal(fp({ name: 'Zoë 😀' }), fp(JSON.parse('{"name":"Zo\\u00eb \\ud83d\\ude00"}')));
+    assert.notEqual(fp({ name: 'Zo\u00eb' }), fp({ name: 'Zoe\u0308' }));
+  });
+  it('ignores fields outside the selection and missing optional fields', () => {
+    const selection = { include: ['/topic', '/contact/email'], exclude: [] };
+    assert.equal(fp({ topic: 't', clientSentAt: 1 }, { selection }), fp({ topic: 't', clientSentAt: 2 }, { selection }));
+    assert.notEqual(fp({ topic: 't' }, { selection }), fp({ topic: 't', contact: { email: 'e' } }, { selection }));
+  });
+  it('handles large bodies', () => {
+    const big = { items: Array.from({ length: 20_000 }, (_, i) => ({ i, text: `item ${i}` })) };
+    const copy = JSON.parse(JSON.stringify(big));
+    assert.equal(fp(big), fp(copy));
+    copy.items[19_999].text = 'changed';
+    assert.notEqual(fp(big), fp(copy));
+  });
+  it('includes operation, path params and declared query', () => {
+    assert.notEqual(fp({}, { operationId: 'a' }), fp({}, { operationId: 'b' }));
+    assert.notEqual(fp({}, { pathParams: { id: '1' } }), fp({}, { pathParams: { id: '2' } }));
+    assert.notEqual(fp({}, { query: { dry: 'true' } }), fp({}, { query: {} }));
+  });
+});
+
+describe('runtime/fingerprint: computeRecordId', () => {
+  it('separates scope parts unambiguously and never contains the key', () => {
+    const id = computeRecordId([['principal', 'ab']], 'op', 'c');
+    assert.notEqual(id, computeRecordId([['principal', 'a']], 'op', 'bc'));
+    assert.notEqual(id, computeRecordId([['principal', 'ab']], 'op2', 'c'));
+    assert.match(id, /^[0-9a-f]{64}$/);
+  });
+});

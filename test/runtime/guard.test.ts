@@ -1,0 +1,429 @@
+import assert from 'node:assert/strict';
+import { createGuard, type GuardLogEvent, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
+import { PROBLEM_BASE } from '../../src/runtime/problem.js';
+import { StoreError, type IdempotencyStore } from '../../src/runtime/store.js';
+import { MemoryStore } from '../../src/runtime/stores/memory.js';
+import { bodyJson, demoContract, demoRequest, jsonResponse } from './fixtures.js';
+
+const KEY = 'stripe-node-retry-7c9f0b1e-3c1d-4a51-9a43-0d9d1b2a5f10';
+
+function setup(options: Partial<Parameters<typeof createGuard>[1]> = {}, contract = demoContract()) {
+  let t = 1_800_000_000_000;
+  const clock = () => t;
+  const store = new MemoryStore({ clock });
+  const events: GuardLogEvent[] = [];
+  const guard = createGuard(contract, { store, now: clock, log: (e) => events.push(e), ...options });
+  let runs = 0;
+  const handler = async (): Promise<GuardResponse> => {
+    runs += 1;
+    return jsonResponse(201, { id: `dr_${runs}`, topic: 'pricing' }, { location: `/v1/demo-requests/dr_${runs}`, 'set-cookie': 'session=secret' });
+  };
+  return {
+    guard,
+    store,
+    events,
+    handler,
+    runs: () => runs,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+}
+
+function problemType(response: GuardResponse): string {
+  return bodyJson(response).type;
+}
+
+describe('runtime/guard: key and scope', () => {
+  it('answers 400 idempotency-key-missing as problem+json without running the handler', async () => {
+    const s = setup();
+    const response = await s.guard.handle(demoRequest(undefined), s.handler);
+    assert.equal(response.status, 400);
+    assert.equal(response.headers['content-type'], 'application/problem+json');
+    assert.equal(response.headers['cache-control'], 'no-store');
+    assert.deepEqual(bodyJson(response), {
+      type: `${PROBLEM_BASE}idempotency-key-missing`,
+      title: 'Idempotency key missing',
+      status: 400,
+      detail: 'Send the Idempotency-Key header: one key per intent, kept across retries.',
+      requestId: 'req-1',
+    });
+    assert.equal(s.runs(), 0);
+  });
+
+  it('uses the statuses the contract names', async () => {
+    const s = setup({}, demoContract({ responses: { ...demoContract().responses, missingKey: 428, invalidKey: 422 } }));
+    assert.equal((await s.guard.handle(demoRequest(undefined), s.handler)).status, 428);
+    assert.equal((await s.guard.handle(demoRequest('bad key'), s.handler)).status, 422);
+  });
+
+  for (const [name, raw] of [
+    ['several values', ['a', 'b']],
+    ['empty', ''],
+    ['non-printable', 'a\u0007b'],
+    ['too long', 'k'.repeat(256)],
+    ['off-pattern', 'a/b'],
+  ] as const) {
+    it(`answers 400 idempotency-key-invalid for a key that is ${name}`, async () => {
+      const s = setup();
+      const response = await s.guard.handle(demoRequest(raw), s.handler);
+      assert.equal(response.status, 400);
+      assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-key-invalid`);
+      assert.equal(s.runs(), 0);
+      assert.deepEqual(await s.store.listAbandoned(), []);
+    });
+  }
+
+  it('runs unguarded when the key is optional and absent', async () => {
+    const contract = demoContract({ key: { ...demoContract().key, required: false } });
+    const s = setup({}, contract);
+    const first = await s.guard.handle(demoRequest(undefined), s.handler);
+    const second = await s.guard.handle(demoRequest(undefined), s.handler);
+    assert.equal(first.status, 201);
+    assert.equal(second.status, 201);
+    assert.equal(s.runs(), 2);
+    assert.equal(first.headers['idempotent-replayed'], undefined);
+  });
+
+  it('treats the quoted and the bare form as one key', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY), s.handler);
+    const replay = await s.guard.handle(demoRequest(`"${KEY}"`), s.handler);
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(s.runs(), 1);
+  });
+
+  it('answers 400 idempotency-scope-unresolved when the scope needs a principal and there is none', async () => {
+    const s = setup();
+    const response = await s.guard.handle(demoRequest(KEY, undefined, { principal: undefined }), s.handler);
+    assert.equal(response.status, 400);
+    assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-scope-unresolved`);
+    assert.equal(s.runs(), 0);
+  });
+
+  it('keeps the keys of different principals and tenants apart', async () => {
+    const s = setup();
+    const body = { topic: 'pricing', contact: { email: 'a@example.com' } };
+    await s.guard.handle(demoRequest(KEY, body, { principal: 'alice' }), s.handler);
+    const bob = await s.guard.handle(demoRequest(KEY, body, { principal: 'bob' }), s.handler);
+    const otherTenant = await s.guard.handle(demoRequest(KEY, body, { principal: 'alice', headers: { 'idempotency-key': KEY, 'x-tenant-id': 't2' } }), s.handler);
+    assert.equal(bob.headers['idempotent-replayed'], 'false');
+    assert.equal(otherTenant.headers['idempotent-replayed'], 'false');
+    assert.equal(s.runs(), 3);
+  });
+});
+
+describe('runtime/guard: states', () => {
+  it('runs once, then replays status, allow-listed headers and the byte-identical body', async () => {
+    const s = setup();
+    const first = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(first.status, 201);
+    assert.equal(first.headers['idempotent-replayed'], 'false');
+    const again = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(s.runs(), 1);
+    assert.equal(again.status, 201);
+    assert.deepEqual(again.headers, { 'content-type': 'application/json', location: '/v1/demo-requests/dr_1', 'idempotent-replayed': 'true' });
+    assert.deepEqual(Buffer.from(again.body), Buffer.from(first.body));
+    const record = await s.store.get(firstEventKeyId(s.events));
+    assert.equal(record?.state, 'completed');
+    assert.equal(record?.resultId, 'dr_1');
+  });
+
+  it('replays an empty body and a non-JSON body byte for byte', async () => {
+    const s = setup();
+    const bytes = new Uint8Array([0, 255, 10, 13, 0xc3]);
+    await s.guard.handle(demoRequest('k1'), async () => ({ status: 204, headers: {}, body: new Uint8Array() }));
+    await s.guard.handle(demoRequest('k2'), async () => ({ status: 200, headers: { 'content-type': 'application/octet-stream' }, body: bytes }));
+    const empty = await s.guard.handle(demoRequest('k1'), s.handler);
+    const binary = await s.guard.handle(demoRequest('k2'), s.handler);
+    assert.equal(empty.status, 204);
+    assert.equal(empty.body.length, 0);
+    assert.deepEqual([...binary.body], [...bytes]);
+    assert.equal(s.runs(), 0);
+  });
+
+  it('replays a recorded 4xx too (a terminal answer is a result)', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY), async () => jsonResponse(409, { error: 'slot taken' }));
+    const again = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(again.status, 409);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(s.runs(), 0);
+  });
+
+  it('answers 422 idempotency-key-reused for another payload, before the handler, also over a completed record', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY), s.handler);
+    const other = await s.guard.handle(demoRequest(KEY, { topic: 'support', contact: { email: 'a@example.com' } }), s.handler);
+    assert.equal(other.status, 422);
+    assert.equal(problemType(other), `${PROBLEM_BASE}idempotency-key-reused`);
+    assert.equal(s.runs(), 1);
+  });
+
+  it('answers 422 before 409 while the first is still in progress', async () => {
+    const s = setup();
+    const first = await s.guard.begin(demoRequest(KEY));
+    assert.equal(first.kind, 'proceed');
+    const other = await s.guard.begin(demoRequest(KEY, { topic: 'other' }));
+    assert.equal(other.kind === 'respond' && other.response.status, 422);
+  });
+
+  it('ignores fields outside the fingerprint', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY, { topic: 'pricing', contact: { email: 'a@example.com' }, clientSentAt: 1 }), s.handler);
+    const again = await s.guard.handle(demoRequest(KEY, { contact: { email: 'a@example.com' }, clientSentAt: 2, topic: 'pricing' }), s.handler);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+  });
+
+  it('answers 409 idempotency-request-in-progress with the seconds left on the lease', async () => {
+    const s = setup();
+    const first = await s.guard.begin(demoRequest(KEY));
+    assert.equal(first.kind, 'proceed');
+    s.advance(10_500);
+    const second = await s.guard.begin(demoRequest(KEY));
+    assert.equal(second.kind, 'respond');
+    if (second.kind !== 'respond') return;
+    assert.equal(second.response.status, 409);
+    assert.equal(second.response.headers['retry-after'], '20');
+    assert.equal(problemType(second.response), `${PROBLEM_BASE}idempotency-request-in-progress`);
+  });
+
+  it('waits a bounded time for an in-progress duplicate and replays its result', async () => {
+    const s = setup({ waitInProgressMs: 2000, pollIntervalMs: 5, now: Date.now });
+    const first = await s.guard.begin(demoRequest(KEY));
+    assert.equal(first.kind, 'proceed');
+    if (first.kind !== 'proceed') return;
+    const waiting = s.guard.begin(demoRequest(KEY));
+    setTimeout(() => void s.guard.complete(first.reservation, jsonResponse(201, { id: 'dr_w' })), 30);
+    const second = await waiting;
+    assert.equal(second.kind === 'respond' && second.response.headers['idempotent-replayed'], 'true');
+    assert.equal(second.kind === 'respond' && bodyJson(second.response).id, 'dr_w');
+  });
+
+  it('answers 409 after the bounded wait when the first is still running', async () => {
+    const s = setup({ waitInProgressMs: 30, pollIntervalMs: 5, now: Date.now });
+    await s.guard.begin(demoRequest(KEY));
+    const second = await s.guard.begin(demoRequest(KEY));
+    assert.equal(second.kind === 'respond' && second.response.status, 409);
+  });
+
+  it('answers 409 idempotency-request-abandoned past the lease and keeps the record (no hook)', async () => {
+    const s = setup();
+    const first = await s.guard.begin(demoRequest(KEY));
+    s.advance(30_000);
+    const second = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(second.status, 409);
+    assert.equal(problemType(second), `${PROBLEM_BASE}idempotency-request-abandoned`);
+    assert.equal(s.runs(), 0);
+    const abandoned = await s.store.listAbandoned();
+    assert.equal(abandoned.length, 1);
+    assert.equal(first.kind === 'proceed' && abandoned[0]!.id, first.kind === 'proceed' && first.reservation.recordId);
+  });
+
+  it('reconcile "completed" records the found result and replays it', async () => {
+    const seen: string[] = [];
+    const reconcile: ReconcileHook = (abandoned) => {
+      seen.push(abandoned.idempotencyKey);
+      return { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) };
+    };
+    const s = setup({ reconcile });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    const second = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.deepEqual(seen, [KEY]);
+    assert.equal(second.status, 201);
+    assert.equal(second.headers['idempotent-replayed'], 'true');
+    assert.equal(bodyJson(second).id, 'dr_found');
+    assert.equal(s.runs(), 0);
+    assert.deepEqual(await s.store.listAbandoned(), []);
+  });
+
+  it('reconcile "not-happened" takes over and runs; the late original is fenced out', async () => {
+    const s = setup({ reconcile: () => ({ outcome: 'not-happened' }) });
+    const original = await s.guard.begin(demoRequest(KEY));
+    assert.equal(original.kind, 'proceed');
+    if (original.kind !== 'proceed') return;
+    s.advance(31_000);
+    const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(retry.status, 201);
+    assert.equal(retry.headers['idempotent-replayed'], 'false');
+    assert.equal(s.runs(), 1);
+    await s.guard.complete(original.reservation, jsonResponse(201, { id: 'late' }));
+    const replay = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(bodyJson(replay).id, 'dr_1');
+    assert.ok(s.events.some((e) => e.decision === 'fenced'));
+  });
+
+  it('reconcile "unknown" (or a throwing hook) keeps the record', async () => {
+    for (const reconcile of [() => ({ outcome: 'unknown' as const }), () => { throw new Error('provider down'); }]) {
+      const s = setup({ reconcile });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const second = await s.guard.handle(demoRequest(KEY), s.handler);
+      assert.equal(problemType(second), `${PROBLEM_BASE}idempotency-request-abandoned`);
+      assert.equal((await s.store.listAbandoned()).length, 1);
+    }
+  });
+
+  it('only one of many concurrent "not-happened" takeovers runs the handler', async () => {
+    const s = setup({ reconcile: () => ({ outcome: 'not-happened' }) });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => s.guard.handle(demoRequest(KEY), s.handler)));
+    assert.equal(s.runs(), 1);
+    assert.equal(answers.filter((a) => a.headers['idempotent-replayed'] === 'false').length, 1);
+  });
+
+  it('treats an expired completed record as absent', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY), s.handler);
+    s.advance(86_400_000);
+    const again = await s.guard.handle(demoRequest(KEY, { topic: 'something else' }), s.handler);
+    assert.equal(again.headers['idempotent-replayed'], 'false');
+    assert.equal(s.runs(), 2);
+  });
+});
+
+describe('runtime/guard: recording the outcome', () => {
+  for (const status of [429, 503]) {
+    it(`releases the key on the transient status ${status}`, async () => {
+      const s = setup();
+      const first = await s.guard.handle(demoRequest(KEY), async () => jsonResponse(status, { error: 'busy' }));
+      assert.equal(first.status, status);
+      const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+      assert.equal(retry.status, 201);
+      assert.equal(s.runs(), 1);
+    });
+  }
+
+  it('keeps the reservation on a non-transient 5xx (the effect may have happened)', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY), async () => jsonResponse(500, { error: 'boom' }));
+    const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(retry.status, 409);
+    assert.equal(s.runs(), 0);
+  });
+
+  it('keeps the reservation when the handler throws, and rethrows', async () => {
+    const s = setup();
+    await assert.rejects(s.guard.handle(demoRequest(KEY), async () => { throw new Error('db write failed?'); }), /db write failed/);
+    s.advance(31_000);
+    assert.equal((await s.store.listAbandoned()).length, 1);
+  });
+
+  it('abort with rolledBack releases; without it keeps', async () => {
+    const s = setup();
+    const a = await s.guard.begin(demoRequest('k-a'));
+    const b = await s.guard.begin(demoRequest('k-b'));
+    assert.ok(a.kind === 'proceed' && b.kind === 'proceed');
+    if (a.kind !== 'proceed' || b.kind !== 'proceed') return;
+    await s.guard.abort(a.reservation, { rolledBack: true });
+    await s.guard.abort(b.reservation, { rolledBack: false, error: new Error('x') });
+    assert.equal(await s.store.get(a.reservation.recordId!), undefined);
+    assert.equal((await s.store.get(b.reservation.recordId!))?.state, 'in_progress');
+  });
+
+  it('records only allow-listed headers and a custom result id', async () => {
+    const s = setup({ replayHeaders: ['Location', 'X-Trace'], resultId: (body) => (body as { ref: string }).ref });
+    const first = await s.guard.begin(demoRequest(KEY));
+    if (first.kind !== 'proceed') throw new Error('expected proceed');
+    await s.guard.complete(first.reservation, jsonResponse(201, { ref: 'R-9' }, { Location: '/x', 'X-Trace': 't', 'Set-Cookie': 's=1' }));
+    const record = await s.store.get(first.reservation.recordId!);
+    assert.deepEqual(record?.response?.headers, { location: '/x', 'x-trace': 't' });
+    assert.equal(record?.resultId, 'R-9');
+  });
+
+  it('refuses one-transaction mode on a store without transactions', async () => {
+    const s = setup();
+    await assert.rejects(s.guard.handle(demoRequest(KEY), s.handler, { transaction: true }), (e: unknown) => e instanceof StoreError && e.kind === 'unsupported');
+  });
+
+  it('lets exactly one of 50 concurrent deliveries run the handler', async () => {
+    const s = setup();
+    const answers = await Promise.all(Array.from({ length: 50 }, () => s.guard.handle(demoRequest(KEY), s.handler)));
+    assert.equal(s.runs(), 1);
+    assert.equal(answers.filter((a) => a.headers['idempotent-replayed'] === 'false').length, 1);
+    assert.ok(answers.every((a) => a.status === 201 || a.status === 409));
+  });
+});
+
+describe('runtime/guard: store failures', () => {
+  function brokenStore(mode: 'reject' | 'hang'): IdempotencyStore {
+    const fail = () => (mode === 'reject' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise<never>(() => undefined));
+    return {
+      reserve: fail, complete: fail, release: fail, takeover: fail, get: fail, listAbandoned: fail, purgeExpired: fail, now: fail,
+    };
+  }
+
+  for (const mode of ['reject', 'hang'] as const) {
+    it(`fails closed with 503 + Retry-After when the store ${mode === 'reject' ? 'errors' : 'does not answer'}`, async () => {
+      let runs = 0;
+      const guard = createGuard(demoContract(), { store: brokenStore(mode), storeTimeoutMs: 100, storeRetryAfterSeconds: 2 });
+      const started = Date.now();
+      const response = await guard.handle(demoRequest(KEY), async () => { runs += 1; return jsonResponse(201, {}); });
+      const elapsed = Date.now() - started;
+      assert.equal(response.status, 503);
+      assert.equal(response.headers['retry-after'], '2');
+      assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-store-unavailable`);
+      assert.equal(runs, 0);
+      // "never hangs": generous slack over the 100 ms bound for a loaded machine.
+      assert.ok(elapsed < 2000, `answered after ${elapsed} ms`);
+    });
+  }
+
+  it('frees a reservation that lands after the guard gave up', async () => {
+    const inner = new MemoryStore();
+    let releaseLater!: () => void;
+    const gate = new Promise<void>((resolve) => { releaseLater = resolve; });
+    const slow: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: async (input: Parameters<IdempotencyStore['reserve']>[0]) => { await gate; return inner.reserve(input); },
+      release: (id: string, token: string) => inner.release(id, token),
+      get: (id: string) => inner.get(id),
+    });
+    const guard = createGuard(demoContract(), { store: slow, storeTimeoutMs: 20 });
+    const response = await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}));
+    assert.equal(response.status, 503);
+    releaseLater();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const after = createGuard(demoContract(), { store: inner });
+    assert.equal((await after.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'ok' }))).headers['idempotent-replayed'], 'false');
+  });
+
+  it('runs the handler unguarded only with the explicit failOpen opt-in', async () => {
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard(demoContract(), { store: brokenStore('reject'), failOpen: true, log: (e) => events.push(e) });
+    const response = await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'x' }));
+    assert.equal(response.status, 201);
+    assert.ok(events.some((e) => e.decision === 'fail-open'));
+  });
+
+  it('does not throw from complete when the store fails; logs record-failed', async () => {
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard(demoContract(), { store: brokenStore('reject'), log: (e) => events.push(e) });
+    await guard.complete({ guarded: true, operation: 'x', recordId: 'r', token: 't', requestId: undefined }, jsonResponse(201, {}));
+    assert.deepEqual(events.map((e) => e.decision), ['record-failed']);
+  });
+});
+
+describe('runtime/guard: logs', () => {
+  it('carry only safe fields: no raw key, payload, headers or response body', async () => {
+    const s = setup();
+    const body = { topic: 'secret-topic', contact: { email: 'secret@example.com' } };
+    await s.guard.handle(demoRequest(KEY, body, { headers: { 'idempotency-key': KEY, 'x-tenant-id': 't1', authorization: 'Bearer top-secret' } }), s.handler);
+    await s.guard.handle(demoRequest(KEY, body, { headers: { 'idempotency-key': KEY, 'x-tenant-id': 't1', authorization: 'Bearer top-secret' } }), s.handler);
+    const text = JSON.stringify(s.events);
+    for (const secret of [KEY, 'secret-topic', 'secret@example.com', 'top-secret', 'session=secret', 'pricing']) {
+      assert.ok(!text.includes(secret), `log leaks ${secret}`);
+    }
+    const allowed = new Set(['time', 'operation', 'requestId', 'keyId', 'decision', 'state', 'resultId', 'status']);
+    for (const event of s.events) for (const field of Object.keys(event)) assert.ok(allowed.has(field), field);
+    assert.deepEqual(s.events.map((e) => e.decision), ['reserved', 'completed', 'replay']);
+    assert.equal(s.events[1]!.resultId, 'dr_1');
+    assert.match(s.events[0]!.keyId!, /^[0-9a-f]{64}$/);
+    assert.equal(s.events[0]!.time, new Date(1_800_000_000_000).toISOString());
+  });
+});
+
+function firstEventKeyId(events: GuardLogEvent[]): string {
+  return events.find((e) => e.keyId !== undefined)!.keyId!;
+}

@@ -1,0 +1,244 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { createGuard } from '../../src/runtime/guard.js';
+import type { CompleteInput, IdempotencyStore, ReserveInput } from '../../src/runtime/store.js';
+import { demoContract, demoRequest, jsonResponse } from './fixtures.js';
+
+/** A store made for one test, on an injected clock, with a way to read back everything it stored. */
+export interface StoreUnderTest {
+  readonly store: IdempotencyStore;
+  /** Everything the backend holds for this store (rows, hashes) as text, to look for leaks. */
+  dump(): Promise<string>;
+  /** Called after the test (drop the table, delete the keys). */
+  dispose?(): Promise<void>;
+}
+
+/** How the conformance suite gets a fresh, empty store on the given clock. Called inside `it`, after `before`. */
+export type MakeStore = (clock: () => number) => Promise<StoreUnderTest>;
+
+const LEASE = 30_000;
+const TTL = 3_600_000;
+
+function reserveInput(id: string, overrides: Partial<ReserveInput> = {}): ReserveInput {
+  return { id, operation: 'createDemoRequest', fingerprint: 'v1:aaaa', token: randomUUID(), leaseMs: LEASE, ttlMs: TTL, ...overrides };
+}
+
+function completion(body: Uint8Array, overrides: Partial<CompleteInput> = {}): CompleteInput {
+  return { response: { status: 201, headers: { 'content-type': 'application/json', location: '/x/1' }, body }, resultId: 'dr_1', ttlMs: TTL, ...overrides };
+}
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+/**
+ * The one conformance suite every store runs (memory, SQLite, PostgreSQL, Redis). Time is injected:
+ * lease and TTL cases move the clock instead of sleeping.
+ */
+export function describeStoreContract(name: string, makeStore: MakeStore): void {
+  describe(`store contract: ${name}`, () => {
+    let t = 0;
+    let sut: StoreUnderTest;
+    let store: IdempotencyStore;
+    const clock = () => t;
+
+    beforeEach(async function () {
+      t = 1_800_000_000_000;
+      sut = await makeStore(clock);
+      store = sut.store;
+    });
+    afterEach(async () => {
+      await sut?.dispose?.();
+    });
+
+    it('reserves an absent record with the lease, expiry and creation time from its clock', async () => {
+      const input = reserveInput('r1');
+      const result = await store.reserve(input);
+      assert.equal(result.outcome, 'reserved');
+      assert.equal(result.now, t);
+      assert.deepEqual(result.record, {
+        id: 'r1', operation: 'createDemoRequest', fingerprint: 'v1:aaaa', state: 'in_progress', leaseToken: input.token,
+        leaseUntil: t + LEASE, expiresAt: t + TTL, createdAt: t,
+      });
+      assert.deepEqual(await store.get('r1'), result.record);
+      assert.equal(await store.get('absent'), undefined);
+      assert.equal(await store.now(), t);
+    });
+
+    it('returns the existing record untouched to a second reservation', async () => {
+      const first = await store.reserve(reserveInput('r1'));
+      t += 1000;
+      const second = await store.reserve(reserveInput('r1', { fingerprint: 'v1:bbbb' }));
+      assert.equal(second.outcome, 'existing');
+      assert.deepEqual(second.record, first.record);
+      assert.equal(second.now, t);
+    });
+
+    it('gives exactly one of 50 concurrent reservations the record', async () => {
+      const inputs = Array.from({ length: 50 }, () => reserveInput('hot'));
+      const results = await Promise.all(inputs.map((input) => store.reserve(input)));
+      const winners = results.filter((r) => r.outcome === 'reserved');
+      assert.equal(winners.length, 1);
+      const owner = winners[0]!.record.leaseToken;
+      assert.ok(results.every((r) => r.record.leaseToken === owner));
+      assert.equal((await store.get('hot'))?.leaseToken, owner);
+    });
+
+    it('completes with the owner token, byte-exact, and never overwrites a completed record', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      t += 500;
+      const body = new Uint8Array([0x7b, 0x00, 0xff, 0xc3, 0x28, 0x0a, 0x7d]);
+      assert.equal(await store.complete('r1', input.token, completion(body)), true);
+      const record = await store.get('r1');
+      assert.equal(record?.state, 'completed');
+      assert.equal(record?.expiresAt, t + TTL);
+      assert.equal(record?.resultId, 'dr_1');
+      assert.equal(record?.response?.status, 201);
+      assert.deepEqual(record?.response?.headers, { 'content-type': 'application/json', location: '/x/1' });
+      assert.deepEqual([...record!.response!.body], [...body]);
+      assert.equal(await store.complete('r1', input.token, completion(bytes('other'))), false);
+      assert.equal(await store.release('r1', input.token), false);
+      assert.deepEqual(await store.get('r1'), record);
+    });
+
+    it('stores an empty body and no result id as such', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      assert.equal(await store.complete('r1', input.token, { response: { status: 204, headers: {}, body: new Uint8Array() }, ttlMs: TTL }), true);
+      const record = await store.get('r1');
+      assert.equal(record?.response?.body.length, 0);
+      assert.deepEqual(record?.response?.headers, {});
+      assert.equal(record?.resultId, undefined);
+    });
+
+    it('stores a large body intact', async () => {
+      const input = reserveInput('big');
+      await store.reserve(input);
+      const body = new Uint8Array(300_000).map((_, i) => (i * 31) % 256);
+      assert.equal(await store.complete('big', input.token, completion(body)), true);
+      assert.deepEqual(Buffer.from((await store.get('big'))!.response!.body), Buffer.from(body));
+    });
+
+    it('ignores a stale token on complete and release', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      const before = await store.get('r1');
+      assert.equal(await store.complete('r1', randomUUID(), completion(bytes('{}'))), false);
+      assert.equal(await store.release('r1', randomUUID()), false);
+      assert.equal(await store.complete('absent', input.token, completion(bytes('{}'))), false);
+      assert.equal(await store.release('absent', input.token), false);
+      assert.deepEqual(await store.get('r1'), before);
+    });
+
+    it('releases with the owner token, after which the id can be reserved again', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      assert.equal(await store.release('r1', input.token), true);
+      assert.equal(await store.get('r1'), undefined);
+      assert.equal((await store.reserve(reserveInput('r1'))).outcome, 'reserved');
+    });
+
+    it('never overwrites an in_progress record by reserving, even past its lease and expiry', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      t += TTL + LEASE;
+      const again = await store.reserve(reserveInput('r1'));
+      assert.equal(again.outcome, 'existing');
+      assert.equal(again.record.leaseToken, input.token);
+    });
+
+    it('reserves over a completed record once it has expired', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      await store.complete('r1', input.token, completion(bytes('{}')));
+      t += TTL - 1;
+      assert.equal((await store.reserve(reserveInput('r1'))).outcome, 'existing');
+      t += 1;
+      const fresh = reserveInput('r1', { fingerprint: 'v1:cccc' });
+      const result = await store.reserve(fresh);
+      assert.equal(result.outcome, 'reserved');
+      assert.equal(result.record.fingerprint, 'v1:cccc');
+      assert.equal(result.record.response, undefined);
+      assert.equal(result.record.resultId, undefined);
+    });
+
+    it('lets exactly one of many take over an abandoned reservation, and fences the old owner out', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      assert.equal(await store.takeover('r1', input.fingerprint, input.token, randomUUID(), LEASE), undefined, 'not before the lease ends');
+      t += LEASE;
+      const tokens: string[] = Array.from({ length: 20 }, () => randomUUID());
+      const results = await Promise.all(tokens.map((token) => store.takeover('r1', input.fingerprint, input.token, token, LEASE)));
+      const winners = results.filter((r) => r !== undefined);
+      assert.equal(winners.length, 1);
+      const winner = winners[0]!;
+      assert.ok(tokens.includes(winner.leaseToken));
+      assert.equal(winner.leaseUntil, t + LEASE);
+      assert.equal(winner.createdAt, t);
+      assert.equal(winner.state, 'in_progress');
+      assert.equal(await store.complete('r1', input.token, completion(bytes('late'))), false);
+      assert.equal(await store.release('r1', input.token), false);
+      assert.equal(await store.complete('r1', winner.leaseToken, completion(bytes('{}'))), true);
+    });
+
+    it('never lets another fingerprint or a wrong stale token take over', async () => {
+      const input = reserveInput('r1');
+      await store.reserve(input);
+      t += LEASE * 2;
+      assert.equal(await store.takeover('r1', 'v1:other', input.token, randomUUID(), LEASE), undefined);
+      assert.equal(await store.takeover('r1', input.fingerprint, randomUUID(), randomUUID(), LEASE), undefined);
+      assert.equal(await store.takeover('absent', input.fingerprint, input.token, randomUUID(), LEASE), undefined);
+      assert.equal((await store.get('r1'))?.leaseToken, input.token);
+      await store.complete('r1', input.token, completion(bytes('{}')));
+      assert.equal(await store.takeover('r1', input.fingerprint, input.token, randomUUID(), LEASE), undefined, 'never a completed record');
+    });
+
+    it('lists abandoned reservations oldest lease first, and only those', async () => {
+      const a = reserveInput('a');
+      await store.reserve(a);
+      t += 1000;
+      await store.reserve(reserveInput('b'));
+      t += 1000;
+      const c = reserveInput('c');
+      await store.reserve(c);
+      await store.complete('c', c.token, completion(bytes('{}')));
+      assert.deepEqual(await store.listAbandoned(), []);
+      t += LEASE - 1000;
+      assert.deepEqual((await store.listAbandoned()).map((r) => r.id), ['a', 'b']);
+      assert.deepEqual((await store.listAbandoned({ limit: 1 })).map((r) => r.id), ['a']);
+      assert.equal((await store.listAbandoned())[0]!.leaseToken, a.token);
+    });
+
+    it('purges expired completed records in batches and never in_progress ones', async () => {
+      for (const id of ['c1', 'c2', 'c3']) {
+        const input = reserveInput(id);
+        await store.reserve(input);
+        await store.complete(id, input.token, completion(bytes('{}'), { ttlMs: id === 'c3' ? TTL * 2 : TTL }));
+      }
+      await store.reserve(reserveInput('stuck'));
+      assert.equal(await store.purgeExpired(), 0);
+      t += TTL + LEASE;
+      assert.equal(await store.purgeExpired({ limit: 1 }), 1);
+      assert.equal(await store.purgeExpired({ limit: 10 }), 1);
+      assert.equal(await store.purgeExpired(), 0);
+      assert.equal(await store.get('c1'), undefined);
+      assert.equal(await store.get('c2'), undefined);
+      assert.equal((await store.get('c3'))?.state, 'completed');
+      assert.equal((await store.get('stuck'))?.state, 'in_progress');
+    });
+
+    it('holds no raw key, request headers or request body once the guard has used it', async () => {
+      const key = 'raw-key-6f1d0c4e-secret';
+      const guard = createGuard(demoContract(), { store, now: clock });
+      const request = demoRequest(key, { topic: 'body-topic-secret', contact: { email: 'body-mail@secret.example' } }, {
+        headers: { 'idempotency-key': key, 'x-tenant-id': 'tenant-secret', authorization: 'Bearer header-secret', cookie: 'sid=cookie-secret' },
+      });
+      const response = await guard.handle(request, async () => jsonResponse(201, { id: 'dr_visible' }, { 'set-cookie': 'sid=set-cookie-secret' }));
+      assert.equal(response.status, 201);
+      const dump = await sut.dump();
+      assert.ok(dump.includes('dr_visible'), 'the dump shows the stored response');
+      for (const secret of [key, 'body-topic-secret', 'body-mail@secret.example', 'tenant-secret', 'header-secret', 'cookie-secret', 'set-cookie-secret', 'user-1']) {
+        assert.ok(!dump.includes(secret), `the store holds ${secret}`);
+      }
+    });
+  });
+}
