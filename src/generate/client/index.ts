@@ -1,0 +1,270 @@
+/**
+ * `idemkit generate client`: a typed `fetch` client for every operation of a document, with the contract's
+ * retry behaviour (the runtime client engine, copied into the output) for contracted operations.
+ *
+ * Output: `schema.ts` (types from the document's schemas, written by {@link SchemaTypes}), `contracts.ts`
+ * and `client.ts` (Handlebars), `index.ts`, and the runtime files under `runtime/`.
+ */
+import { UsageError } from '../../errors.js';
+import { compileContract } from '../../parser/compile.js';
+import type { ApiDocument, Location, OperationView, ParameterView } from '../../parser/model.js';
+import type { CompiledContract } from '../../runtime/contract.js';
+import { fileSet, generatedHeader, runtimeFiles, type OutputFile } from '../output.js';
+import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
+import { SchemaTypes } from './schema-types.js';
+
+/** Options of {@link generateClient}. */
+export interface ClientOptions {
+  /** The spec's file name as it should appear in the generated header (relative, `/`-separated). */
+  readonly source: string;
+}
+
+/** One operation as the client templates see it. Every `…Type` / `name` field is a safe identifier. */
+export interface ClientOperation {
+  readonly operationId: string;
+  readonly label: string;
+  readonly method: string;
+  readonly path: string;
+  /** The client's method name. */
+  readonly name: string;
+  /** Contracted operations: the `IntentResult` alias and the status-call alias declared in `client.ts`. */
+  readonly resultType: string;
+  readonly statusCallType: string;
+  readonly inputType: string;
+  /** `true` when the input has no required member (the method's input argument may be left out). */
+  readonly inputOptional: boolean;
+  readonly okType: string;
+  readonly errorType: string;
+  /** `true` for `x-idempotency: false`: a knowingly non-idempotent operation (never retried). */
+  readonly notIdempotent: boolean;
+  /** The compiled contract, or `null` for operations without an enabled contract. */
+  readonly contract: CompiledContract | null;
+  /** The status-route operation of a contracted operation, or `null`. */
+  readonly status: { readonly name: string; readonly inputType: string; readonly inputOptional: boolean; readonly okType: string; readonly errorType: string } | null;
+}
+
+/** Everything the client templates render from. */
+export interface ClientModel {
+  readonly operations: readonly ClientOperation[];
+  readonly contracted: readonly ClientOperation[];
+}
+
+/** Names `client.ts` declares itself; operation methods avoid them. */
+const RESERVED = [
+  'createClient', 'Client', 'ClientOptions', 'CallOptions', 'IntentOptions', 'ContractedOperation', 'intent', 'runtime',
+  'options', 'parts', 'contracts', 'T', 'Intent', 'buildRequest', 'sendIntent', 'sendOnce', 'defaultRuntime', 'base',
+  'input', 'call', 'ApiResponse', 'IntentResult', 'ClientRuntime', 'RequestParts',
+];
+
+/** Runtime files (under `src/runtime/`) every client needs. */
+export function clientRuntimeFiles(): string[] {
+  // Listed by hand (and checked by a test against the files' imports): the client engine's whole closure.
+  return ['contract.ts', 'client/backoff.ts', 'client/engine.ts', 'client/intent.ts', 'client/request.ts'];
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const child = (at: Location, ...segs: (string | number)[]): Location => ({
+  file: at.file,
+  pointer: at.pointer + segs.map((s) => '/' + String(s).replace(/~/g, '~0').replace(/\//g, '~1')).join(''),
+});
+const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Header parameters the client sets itself (or that OpenAPI says to ignore). */
+const MANAGED_HEADERS = new Set(['x-request-id', 'accept', 'content-type', 'authorization']);
+
+interface OperationTypes {
+  readonly input: string;
+  readonly inputOptional: boolean;
+  readonly ok: string;
+  readonly error: string;
+}
+
+/** Builds the types of one operation's input and answers, declaring them on `types`. */
+class OperationTyper {
+  constructor(
+    private readonly doc: ApiDocument,
+    private readonly types: SchemaTypes,
+    private readonly decls: string[],
+  ) {}
+
+  declare(op: OperationView, typeBase: string, keyHeader: string | undefined): OperationTypes {
+    const members: string[] = [];
+    let optional = true;
+    const params = this.#parameters(op);
+    for (const where of ['path', 'query', 'header'] as const) {
+      const list = params.filter((p) => p.in === where && !(where === 'header' && this.#managed(p.name, keyHeader)));
+      if (list.length === 0) continue;
+      const fields = list
+        .sort((a, b) => compare(a.name, b.name))
+        .map((p) => `${toJsLiteral(p.name)}${p.required || where === 'path' ? '' : '?'}: ${this.#paramType(p)};`);
+      const required = where === 'path' || list.some((p) => p.required);
+      if (required) optional = false;
+      members.push(`${where === 'header' ? 'headers' : where}${required ? '' : '?'}: { ${fields.join(' ')} };`);
+    }
+    const body = this.#body(op, params);
+    if (body !== undefined) {
+      if (body.required) optional = false;
+      members.push(`body${body.required ? '' : '?'}: ${body.type};`);
+    }
+    const input = this.types.uniqueName(`${typeBase}Input`);
+    this.decls.push(`/** The input of ${toJsLiteral(op.label)}. */\nexport type ${input} = ${members.length === 0 ? 'Record<string, never>' : `{ ${members.join(' ')} }`};`);
+    const answers = this.#responses(op);
+    const ok = this.types.uniqueName(`${typeBase}Ok`);
+    const error = this.types.uniqueName(`${typeBase}Error`);
+    this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
+    this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
+    return { input, inputOptional: optional, ok, error };
+  }
+
+  #managed(name: string, keyHeader: string | undefined): boolean {
+    const lower = name.toLowerCase();
+    return MANAGED_HEADERS.has(lower) || (keyHeader !== undefined && lower === keyHeader.toLowerCase());
+  }
+
+  #parameters(op: OperationView): ParameterView[] {
+    if (op.parameters !== undefined) return [...op.parameters];
+    // Older loaders: merge path-level and operation-level parameters by (in, name) ourselves.
+    const merged = new Map<string, ParameterView>();
+    for (const [owner, at] of [[op.pathItem, op.pathItemAt], [op.node, op.at]] as const) {
+      const list = owner['parameters'];
+      if (!Array.isArray(list)) continue;
+      list.forEach((entry, i) => {
+        const entryAt = child(at, 'parameters', i);
+        const target = this.doc.deref(entry, entryAt);
+        if (target === undefined || !isObject(target.value)) return;
+        const node = target.value;
+        if (typeof node['name'] !== 'string' || typeof node['in'] !== 'string') return;
+        merged.set(`${node['in']}:${node['name']}`, { name: node['name'], in: node['in'], required: node['required'] === true, node, at: entryAt, valueAt: target.at });
+      });
+    }
+    return [...merged.values()];
+  }
+
+  #paramType(p: ParameterView): string {
+    if (this.doc.version === '2.0') return this.types.typeOf(p.node, p.valueAt);
+    if (p.node['schema'] !== undefined) return this.types.typeOf(p.node['schema'], child(p.valueAt, 'schema'));
+    return 'string';
+  }
+
+  #body(op: OperationView, params: readonly ParameterView[]): { type: string; required: boolean } | undefined {
+    if (this.doc.version === '2.0') {
+      const param = params.find((p) => p.in === 'body');
+      if (param === undefined) return undefined;
+      return { type: this.types.typeOf(param.node['schema'], child(param.valueAt, 'schema')), required: param.required };
+    }
+    const raw = op.node['requestBody'];
+    if (raw === undefined) return undefined;
+    const target = this.doc.deref(raw, child(op.at, 'requestBody'));
+    if (target === undefined || !isObject(target.value)) return { type: 'unknown', required: false };
+    return { type: this.#content(target.value, target.at), required: target.value['required'] === true };
+  }
+
+  /** The type of a 3.x `content` map's JSON media type; `unknown` for other media types. */
+  #content(owner: Json, at: Location): string {
+    const content = owner['content'];
+    if (!isObject(content)) return 'undefined';
+    const media = Object.keys(content).find((type) => /^application\/([\w.-]+\+)?json\b/i.test(type) || /\+json\b/i.test(type));
+    if (media === undefined) return Object.keys(content).length === 0 ? 'undefined' : 'unknown';
+    const entry = content[media];
+    if (!isObject(entry)) return 'unknown';
+    return this.types.typeOf(entry['schema'], child(at, 'content', media, 'schema'));
+  }
+
+  #responses(op: OperationView): { ok: string; error: string } {
+    const responses = op.node['responses'];
+    const ok: string[] = [];
+    const error: string[] = [];
+    if (isObject(responses)) {
+      for (const code of Object.keys(responses).sort()) {
+        const target = this.doc.deref(responses[code], child(op.at, 'responses', code));
+        if (target === undefined || !isObject(target.value)) continue;
+        let type: string;
+        if (this.doc.version === '2.0') {
+          type = target.value['schema'] === undefined ? 'undefined' : this.types.typeOf(target.value['schema'], child(target.at, 'schema'));
+        } else {
+          type = this.#content(target.value, target.at);
+        }
+        (/^2(\d\d|XX)$/i.test(code) ? ok : error).push(type);
+      }
+    }
+    return { ok: unionOf(ok), error: unionOf(error) };
+  }
+}
+
+function unionOf(types: readonly string[]): string {
+  const unique = [...new Set(types)];
+  if (unique.length === 0 || unique.includes('unknown')) return 'unknown';
+  return unique.map((t) => (/^[A-Za-z_$][\w$]*$/.test(t) ? t : `(${t})`)).join(' | ');
+}
+
+/** Builds the view model and the declarations of `schema.ts`. */
+export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema: string } {
+  const types = new SchemaTypes(doc);
+  const decls: string[] = [];
+  const typer = new OperationTyper(doc, types, decls);
+  const taken = new Set(RESERVED);
+  const sorted = [...doc.operations].sort((a, b) => compare(opId(a), opId(b)) || compare(a.path, b.path) || compare(a.method, b.method));
+  const drafts = sorted.map((op) => {
+    const base = toIdentifier(opId(op));
+    let name = base;
+    for (let n = 2; taken.has(name); n++) name = `${base}${n}`;
+    taken.add(name);
+    const contract = op.contract?.enabled === true ? compileContract(op) : null;
+    const t = typer.declare(op, name, contract?.key.header);
+    const pascal = name.charAt(0).toUpperCase() + name.slice(1);
+    const unique = (text: string): string => {
+      let type = text;
+      for (let n = 2; taken.has(type); n++) type = `${text}${n}`;
+      taken.add(type);
+      return type;
+    };
+    return { op, name, contract, t, resultType: unique(`${pascal}Result`), statusCallType: unique(`${pascal}StatusCall`) };
+  });
+  const byOperationId = new Map(drafts.filter((d) => d.op.operationId !== undefined).map((d) => [d.op.operationId!, d]));
+  const operations: ClientOperation[] = drafts.map(({ op, name, contract, t, resultType, statusCallType }) => {
+    const route = contract?.effect.statusRoute !== undefined ? byOperationId.get(contract.effect.statusRoute) : undefined;
+    return {
+      operationId: opId(op),
+      label: op.label,
+      method: op.method.toUpperCase(),
+      path: op.path,
+      name,
+      resultType,
+      statusCallType,
+      inputType: t.input,
+      inputOptional: t.inputOptional,
+      okType: t.ok,
+      errorType: t.error,
+      notIdempotent: op.contract !== undefined && !op.contract.enabled,
+      contract,
+      status:
+        route === undefined
+          ? null
+          : { name: route.name, inputType: route.t.input, inputOptional: route.t.inputOptional, okType: route.t.ok, errorType: route.t.error },
+    };
+  });
+  const named = types.declarations().map((d) => `export type ${d.name} = ${d.type};`);
+  const schema = [...named, ...decls].join('\n\n') + '\n';
+  return { model: { operations, contracted: operations.filter((o) => o.contract !== null) }, schema };
+}
+
+function opId(op: OperationView): string {
+  return op.operationId ?? `${op.method.toUpperCase()} ${op.path}`;
+}
+
+/**
+ * The complete output of `generate client`. Throws UsageError when the document has no operation.
+ */
+export function generateClient(doc: ApiDocument, options: ClientOptions): OutputFile[] {
+  if (doc.operations.length === 0) throw new UsageError(`${options.source}: the document has no operation, so there is no client to generate`);
+  const { model, schema } = buildClientModel(doc);
+  const header = generatedHeader(options.source);
+  return fileSet([
+    ...runtimeFiles(clientRuntimeFiles(), options.source),
+    { path: 'schema.ts', contents: `${header}\n${schema}` },
+    { path: 'contracts.ts', contents: header + renderTemplate('client/contracts.ts', model) },
+    { path: 'client.ts', contents: header + renderTemplate('client/client.ts', model) },
+    { path: 'index.ts', contents: header + renderTemplate('client/index.ts', model) },
+  ]);
+}
