@@ -64,7 +64,7 @@ function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaV
     const path = error.instancePath === '' ? [] : error.instancePath.slice(1).split('/').map(unescape);
     let target = path;
     let message: string;
-    const field = ['x-idempotency', ...path].join('.');
+    const field = path.reduce((text, token) => (/^\d+$/.test(token) ? `${text}[${token}]` : `${text}.${token}`), 'x-idempotency');
     const actual = JSON.stringify(valueAtPath(value, path));
     switch (error.keyword) {
       case 'additionalProperties': {

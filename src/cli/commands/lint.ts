@@ -1,12 +1,106 @@
+/**
+ * `idemkit lint <files..>`: load each document, run the rule catalogue, print one report, and exit 0 (nothing
+ * at or above `--fail-on`), 1 (findings) or 2 (an unreadable or invalid document). The heavy modules (parser,
+ * rules) are imported inside `run`, so `idemkit --help` and the other commands start without them.
+ */
+import path from 'node:path';
 import type { Argv } from 'yargs';
-import { UsageError } from '../../errors.js';
+import { DocumentError } from '../../errors.js';
+import { formatters } from '../../lint/formatters/index.js';
+import type { Finding, Severity } from '../../lint/rule.js';
+import type { ApiDocument } from '../../parser/model.js';
+import type { CliIo, ExitCode } from '../io.js';
 import type { Command } from '../main.js';
 
+const SEVERITY_RANK: Record<Severity, number> = { info: 0, warn: 1, error: 2 };
+
+/** The parsed options of one `idemkit lint` run. */
+export interface LintArgs {
+  readonly files: readonly string[];
+  readonly format: string;
+  readonly failOn: Severity;
+  readonly verbose: boolean;
+}
+
+/** Reads yargs' result into {@link LintArgs}. */
+export function readLintArgs(args: Record<string, unknown>): LintArgs {
+  return {
+    files: ((args.files as unknown[] | undefined) ?? []).map(String),
+    format: String(args.format ?? 'stylish'),
+    failOn: (args.failOn ?? args['fail-on'] ?? 'error') as Severity,
+    verbose: args.verbose === true,
+  };
+}
+
+/** One line for an input that could not be read: `file:line:column: what is wrong — how to fix`. */
+export function describeDocumentError(error: DocumentError, cwd: string): string {
+  const where = [displayFile(cwd, error.file), error.line, error.column].filter((part) => part !== undefined).join(':');
+  return `${where}: ${error.message}`;
+}
+
+function displayFile(cwd: string, file: string): string {
+  const relative = path.relative(cwd, file);
+  return relative === '' || path.isAbsolute(relative) ? file : relative.split(path.sep).join('/');
+}
+
+/** Whether any unsuppressed finding is at or above `failOn`. */
+export function hasFailures(findings: readonly Finding[], failOn: Severity): boolean {
+  return findings.some((finding) => !finding.suppressed && SEVERITY_RANK[finding.severity] >= SEVERITY_RANK[failOn]);
+}
+
+/** Runs a lint with parsed options; the command handler and tests call it. */
+export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
+  const [{ loadDocument }, { SourceCache }, { lintDocument, compareFindings }, { catalogue }] = await Promise.all([
+    import('../../parser/load.js'),
+    import('../../parser/source.js'),
+    import('../../lint/engine.js'),
+    import('../../lint/catalogue.js'),
+  ]);
+  const formatter = formatters[options.format];
+  if (!formatter) throw new Error(`unknown format ${options.format}`);
+  const files = [...new Set(options.files.map((file) => path.resolve(io.cwd, file)))];
+  const cache = new SourceCache();
+  const documents: ApiDocument[] = [];
+  const failures: DocumentError[] = [];
+  for (const file of files) {
+    try {
+      documents.push(await loadDocument(file, { cache }));
+    } catch (error) {
+      if (error instanceof DocumentError) failures.push(error);
+      else throw error;
+    }
+  }
+  const rules = catalogue();
+  const findings = documents.flatMap((doc) => lintDocument(doc, { rules })).sort(compareFindings);
+  const output = formatter({ cwd: io.cwd, files, findings, documents });
+  if (output !== '') io.stdout(output);
+  for (const failure of failures) io.stderr(`${describeDocumentError(failure, io.cwd)}\n`);
+  if (failures.length > 0) return 2;
+  return hasFailures(findings, options.failOn) ? 1 : 0;
+}
+
 export const lintCommand: Command = {
-  command: 'lint',
-  describe: 'lint (not built yet)',
-  builder: (y: Argv) => y,
-  async run() {
-    throw new UsageError('idemkit lint is not built yet');
+  command: 'lint <files..>',
+  describe: 'Lint the x-idempotency contracts of OpenAPI documents (YAML or JSON)',
+  builder: (y: Argv) =>
+    y
+      .positional('files', { type: 'string', array: true, describe: 'OpenAPI documents to lint' })
+      .option('format', {
+        alias: 'f',
+        type: 'string',
+        choices: Object.keys(formatters),
+        default: 'stylish',
+        describe: 'Output format',
+      })
+      .option('fail-on', {
+        type: 'string',
+        choices: ['info', 'warn', 'error'],
+        default: 'error',
+        describe: 'Lowest severity that makes the exit code 1',
+      })
+      .example('$0 lint openapi.yaml', 'lint one document')
+      .example('$0 lint api/*.yaml --format json --fail-on warn', 'machine-readable output; warnings fail too'),
+  async run(args, io) {
+    return runLint(readLintArgs(args), io);
   },
 };

@@ -1,0 +1,120 @@
+/**
+ * The lint engine: runs every rule over every operation of a document, adds severity and position, merges
+ * the same fault reached through several operations (a shared `$ref` component) into one finding, reports
+ * the document's own warnings once, and sorts. Pure: no I/O beyond the document's lazy positions.
+ */
+import { InternalError } from '../errors.js';
+import type { ApiDocument, Location } from '../parser/model.js';
+import type { Finding, LintSettings, Rule, Severity } from './rule.js';
+
+/** Rule id under which the document's warnings (problems unrelated to idempotency) are reported. */
+export const DOCUMENT_INVALID_RULE_ID = 'document-invalid';
+
+/** The settings rules see unless the caller overrides them. */
+export const DEFAULT_LINT_SETTINGS: LintSettings = { unsafeMethods: ['post', 'patch'], keyHeaders: [] };
+
+/** Options of {@link lintDocument}. */
+export interface LintOptions {
+  /** The rules to run, in catalogue order. */
+  readonly rules: readonly Rule[];
+  /** Severity per rule id (overrides `meta.severity`); `off` skips the rule. */
+  readonly severities?: Readonly<Record<string, Severity | 'off'>>;
+  readonly settings?: Partial<LintSettings>;
+}
+
+/** Lints one loaded document. Findings are sorted by file, line, column, rule, then message. */
+export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] {
+  const settings: LintSettings = { ...DEFAULT_LINT_SETTINGS, ...stripUndefined(options.settings ?? {}) };
+  const severities = options.severities ?? {};
+  const merged = new Map<string, { finding: Omit<Finding, 'operations'>; operations: string[] }>();
+  const add = (finding: Omit<Finding, 'operations'>, operation: string | undefined) => {
+    const key = [finding.ruleId, finding.file, finding.pointer, finding.message].join('\u0000');
+    let entry = merged.get(key);
+    if (!entry) {
+      entry = { finding, operations: [] };
+      merged.set(key, entry);
+    }
+    if (operation !== undefined && !entry.operations.includes(operation)) entry.operations.push(operation);
+  };
+  const place = (at: Location) => {
+    const { line, column } = doc.position(at);
+    return { file: at.file, pointer: at.pointer, line, column };
+  };
+
+  for (const rule of options.rules) {
+    const severity = severities[rule.meta.id] ?? rule.meta.severity;
+    if (severity === 'off') continue;
+    for (const operation of doc.operations) {
+      const name = operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`;
+      try {
+        rule.check({
+          document: doc,
+          operation,
+          contract: operation.contract,
+          settings,
+          report(messageId, at, data) {
+            const template = (rule.meta.messages as Record<string, string>)[messageId];
+            if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
+            add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, ...place(at) }, name);
+          },
+        });
+      } catch (error) {
+        if (error instanceof InternalError) throw error;
+        const reason = error instanceof Error ? error.message : String(error);
+        const wrapped = new InternalError(`rule ${rule.meta.id} failed on ${operation.label}: ${reason}`);
+        (wrapped as { cause?: unknown }).cause = error;
+        if (error instanceof Error && error.stack) wrapped.stack = `${wrapped.stack}\nCaused by: ${error.stack}`;
+        throw wrapped;
+      }
+    }
+  }
+
+  const warningSeverity = severities[DOCUMENT_INVALID_RULE_ID] ?? 'warn';
+  if (warningSeverity !== 'off') {
+    for (const warning of doc.warnings) {
+      const where = place(warning.at);
+      add(
+        {
+          ruleId: DOCUMENT_INVALID_RULE_ID,
+          severity: warningSeverity,
+          message: warning.message,
+          messageId: 'documentInvalid',
+          ...where,
+          ...(warning.position ? { line: warning.position.line, column: warning.position.column } : {}),
+        },
+        undefined,
+      );
+    }
+  }
+
+  const findings: Finding[] = [...merged.values()].map(({ finding, operations }) => ({ ...finding, operations }));
+  return findings.sort(compareFindings);
+}
+
+/** Orders findings by file, line, column, rule id, then message: the same input always prints the same. */
+export function compareFindings(a: Finding, b: Finding): number {
+  return (
+    compareText(a.file, b.file) ||
+    a.line - b.line ||
+    a.column - b.column ||
+    compareText(a.ruleId, b.ruleId) ||
+    compareText(a.message, b.message) ||
+    compareText(a.pointer, b.pointer)
+  );
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Fills `{name}` placeholders; unknown ones stay as written so a missing datum is visible, not blank. */
+export function fill(template: string, data: Readonly<Record<string, string | number>> | undefined): string {
+  if (!data) return template;
+  return template.replace(/\{(\w+)\}/g, (whole, name: string) =>
+    Object.prototype.hasOwnProperty.call(data, name) ? String(data[name]) : whole,
+  );
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, entry]) => entry !== undefined)) as Partial<T>;
+}

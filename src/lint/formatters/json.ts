@@ -1,0 +1,46 @@
+/** Machine-readable findings: one JSON object, paths relative to the working directory, stable key order. */
+import type { Severity } from '../rule.js';
+import type { LintReport } from './index.js';
+import { displayPath } from './paths.js';
+
+/** The shape `--format json` prints. */
+export interface JsonReport {
+  readonly files: readonly string[];
+  readonly findings: readonly {
+    readonly ruleId: string;
+    readonly severity: Severity;
+    readonly message: string;
+    readonly file: string;
+    readonly line: number;
+    readonly column: number;
+    readonly pointer: string;
+    readonly operations: readonly string[];
+    readonly suppressed?: { readonly reason: string };
+  }[];
+  readonly summary: { readonly error: number; readonly warn: number; readonly info: number; readonly suppressed: number };
+}
+
+export function formatJson(report: LintReport): string {
+  const active = report.findings.filter((finding) => !finding.suppressed);
+  const output: JsonReport = {
+    files: report.files.map((file) => displayPath(report.cwd, file)),
+    findings: report.findings.map((finding) => ({
+      ruleId: finding.ruleId,
+      severity: finding.severity,
+      message: finding.message,
+      file: displayPath(report.cwd, finding.file),
+      line: finding.line,
+      column: finding.column,
+      pointer: finding.pointer,
+      operations: finding.operations,
+      ...(finding.suppressed ? { suppressed: finding.suppressed } : {}),
+    })),
+    summary: {
+      error: active.filter((finding) => finding.severity === 'error').length,
+      warn: active.filter((finding) => finding.severity === 'warn').length,
+      info: active.filter((finding) => finding.severity === 'info').length,
+      suppressed: report.findings.length - active.length,
+    },
+  };
+  return `${JSON.stringify(output, null, 2)}\n`;
+}

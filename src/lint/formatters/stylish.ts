@@ -1,0 +1,40 @@
+/** ESLint-style text: findings grouped by file, `line:column  severity  message  rule-id`, then a summary. */
+import type { Finding, Severity } from '../rule.js';
+import type { LintReport } from './index.js';
+import { displayPath } from './paths.js';
+
+const LABEL: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'info' };
+
+/** Prints nothing when there is nothing to report, like ESLint. */
+export function formatStylish(report: LintReport): string {
+  const shown = report.findings.filter((finding) => !finding.suppressed);
+  const suppressed = report.findings.length - shown.length;
+  if (shown.length === 0) return suppressed > 0 ? `${plural(suppressed, 'finding')} suppressed\n` : '';
+  const byFile = new Map<string, Finding[]>();
+  for (const finding of shown) {
+    const list = byFile.get(finding.file) ?? [];
+    list.push(finding);
+    byFile.set(finding.file, list);
+  }
+  const lines: string[] = [];
+  for (const [file, findings] of byFile) {
+    lines.push(displayPath(report.cwd, file));
+    const rows = findings.map((finding) => {
+      const scope = finding.operations.length > 1 ? ` (in ${finding.operations.join(', ')})` : '';
+      return [`${finding.line}:${finding.column}`, LABEL[finding.severity], `${finding.message}${scope}`, finding.ruleId];
+    });
+    const width = [0, 1].map((column) => Math.max(...rows.map((row) => row[column]!.length)));
+    for (const row of rows) {
+      lines.push(`  ${row[0]!.padEnd(width[0]!)}  ${row[1]!.padEnd(width[1]!)}  ${row[2]}  ${row[3]}`);
+    }
+    lines.push('');
+  }
+  const count = (severity: Severity) => shown.filter((finding) => finding.severity === severity).length;
+  const parts = [plural(count('error'), 'error'), plural(count('warn'), 'warning'), plural(count('info'), 'info')];
+  lines.push(`✖ ${plural(shown.length, 'problem')} (${parts.join(', ')})${suppressed > 0 ? `, ${suppressed} suppressed` : ''}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 || noun === 'info' ? '' : 's'}`;
+}
