@@ -136,6 +136,34 @@ export async function writeOutput(dir: string, files: readonly OutputFile[]): Pr
   }
 }
 
+const RELATIVE_IMPORT = /(?:^|[\s;}])(?:import|export)\b[^'"]*?\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]|\bimport\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g;
+
+/**
+ * The runtime sources `entries` need: the entries plus every file they reach through relative imports
+ * (`./x.js` resolves to `x.ts`), as sorted paths under `src/runtime/`.
+ */
+export function runtimeClosure(entries: readonly string[]): string[] {
+  const root = path.join(packageRoot(), 'src', 'runtime');
+  const seen = new Set<string>();
+  const queue = [...entries];
+  while (queue.length > 0) {
+    const name = queue.pop()!;
+    if (seen.has(name)) continue;
+    assertRelative(name);
+    const file = path.join(root, ...name.split('/'));
+    if (!existsSync(file)) throw new InternalError(`runtime file not found: src/runtime/${name}`);
+    seen.add(name);
+    const text = readFileSync(file, 'utf8');
+    for (const match of text.matchAll(RELATIVE_IMPORT)) {
+      const specifier = (match[1] ?? match[2])!;
+      const resolved = path.posix.normalize(path.posix.join(path.posix.dirname(name), specifier)).replace(/\.js$/, '.ts');
+      if (resolved.startsWith('../')) throw new InternalError(`src/runtime/${name} imports ${specifier}, outside src/runtime`);
+      queue.push(resolved);
+    }
+  }
+  return [...seen].sort();
+}
+
 /**
  * Copies runtime sources into the output: `names` are paths under `src/runtime/` (e.g. `guard.ts`,
  * `stores/sqlite.ts`), read from the package root and placed under `<into>/` with the same layout so their

@@ -98,3 +98,16 @@ describe('generate/output', () => {
     assert.throws(() => runtimeFiles(['nope.ts'], 'spec.yaml'), /runtime file not found/);
   });
 });
+
+describe('generate/output runtimeClosure', () => {
+  it('follows relative imports from the entries and stays inside src/runtime', async () => {
+    const { runtimeClosure } = await import('../../src/generate/output.js');
+    const files = runtimeClosure(['adapters/express.ts']);
+    for (const needed of ['adapters/common.ts', 'adapters/express.ts', 'contract.ts', 'guard.ts', 'key.ts', 'problem.ts', 'store.ts', 'fingerprint.ts']) {
+      assert.ok(files.includes(needed), `${needed} in ${files.join(', ')}`);
+    }
+    assert.deepEqual(files, [...files].sort());
+    assert.ok(!files.some((file) => file.startsWith('stores/')), 'an adapter needs no store backend');
+    assert.deepEqual(runtimeClosure(['contract.ts']), ['contract.ts']);
+  });
+});

@@ -1,12 +1,56 @@
+import path from 'node:path';
 import type { Argv } from 'yargs';
-import { UsageError } from '../../errors.js';
+import { loadDocument } from '../../parser/load.js';
+import { checkOutput, writeOutput } from '../../generate/output.js';
+import { generateClient } from '../../generate/client/index.js';
+import { FRAMEWORKS, STORES, generateServer, type Framework, type StoreKind } from '../../generate/server.js';
 import type { Command } from '../main.js';
+import type { CliIo, ExitCode } from '../io.js';
+
+const TARGETS = ['server', 'client'] as const;
+
+/** The spec file name as generated headers show it: relative to the output directory, `/`-separated. */
+function sourceName(specFile: string, outDir: string): string {
+  return path.relative(outDir, specFile).split(path.sep).join('/');
+}
 
 export const generateCommand: Command = {
-  command: 'generate',
-  describe: 'generate (not built yet)',
-  builder: (y: Argv) => y,
-  async run() {
-    throw new UsageError('idemkit generate is not built yet');
+  command: 'generate <target> <spec>',
+  describe: 'Generate server guards or a retrying client from the x-idempotency contracts of an OpenAPI document',
+  builder: (y: Argv) =>
+    y
+      .positional('target', { choices: TARGETS, describe: 'What to generate', demandOption: true })
+      .positional('spec', { type: 'string', describe: 'OpenAPI document (JSON or YAML)', demandOption: true })
+      .option('out', { type: 'string', demandOption: true, describe: 'Output directory (replaced whole; generated files only)' })
+      .option('framework', { choices: FRAMEWORKS, describe: 'server: the framework the guards plug into', default: 'express' })
+      .option('store', { choices: STORES, describe: 'server: where idempotency records live', default: 'sqlite' })
+      .option('check', { type: 'boolean', default: false, describe: 'Write nothing; exit 1 when the output directory differs from what would be generated' })
+      .example('$0 generate server openapi.yaml --framework express --store postgres --out src/idempotency', '')
+      .example('$0 generate client openapi.yaml --out src/api-client', '')
+      .example('$0 generate server openapi.yaml --out src/idempotency --check', 'fail CI when the generated code is stale'),
+  async run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode> {
+    const target = args['target'] as (typeof TARGETS)[number];
+    const specFile = path.resolve(io.cwd, String(args['spec']));
+    const outArg = String(args['out']);
+    const outDir = path.resolve(io.cwd, outArg);
+    const doc = await loadDocument(specFile);
+    const source = sourceName(specFile, outDir);
+    const files =
+      target === 'server'
+        ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
+        : generateClient(doc, { source });
+    if (args['check'] === true) {
+      const drift = await checkOutput(outDir, files);
+      if (drift.length === 0) {
+        io.stdout(`${outArg} is up to date (${files.length} files)\n`);
+        return 0;
+      }
+      for (const item of drift) io.stdout(`${item.kind.padEnd(7)} ${path.posix.join(outArg.split(path.sep).join('/'), item.path)}\n`);
+      io.stderr(`${outArg} is stale: ${drift.length} file(s) differ; run the same command without --check\n`);
+      return 1;
+    }
+    await writeOutput(outDir, files);
+    io.stdout(`wrote ${files.length} files to ${outArg}\n`);
+    return 0;
   },
 };

@@ -1,0 +1,122 @@
+/**
+ * `idemkit generate server`: the view model of a document's contracted operations, the runtime files a
+ * framework + store target needs, and the rendered file set.
+ */
+import type { ApiDocument, OperationView } from '../parser/model.js';
+import type { CompiledContract } from '../runtime/contract.js';
+import { compileContract } from '../parser/compile.js';
+import { UsageError } from '../errors.js';
+import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from './output.js';
+import { renderTemplate, toIdentifier } from './render.js';
+
+/** Frameworks a guard can be generated for. */
+export const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
+export type Framework = (typeof FRAMEWORKS)[number];
+
+/** Stores a guard can keep its records in. */
+export const STORES = ['sqlite', 'postgres', 'redis', 'memory'] as const;
+export type StoreKind = (typeof STORES)[number];
+
+/** Options of {@link generateServer}. */
+export interface ServerOptions {
+  readonly framework: Framework;
+  readonly store: StoreKind;
+  /** The spec's file name as it should appear in the generated header (relative, `/`-separated). */
+  readonly source: string;
+}
+
+/** One contracted operation as the templates see it. */
+export interface GuardOperation {
+  readonly operationId: string;
+  /** `METHOD /path (operationId)`. */
+  readonly label: string;
+  /** Unique identifier of the operation: the property of `createGuards()`'s result. */
+  readonly name: string;
+  /** Unique identifier of the guard factory export in `guards.ts` (`<name>Guard`). */
+  readonly guardName: string;
+  /** Unique identifier of the contract constant in `contracts.ts` (`<name>Contract`). */
+  readonly contractName: string;
+  readonly contract: CompiledContract;
+}
+
+/** Everything the server templates render from. */
+export interface ServerModel {
+  readonly framework: Framework;
+  readonly store: StoreKind;
+  /** Module specifier of the framework adapter, relative to the output root. */
+  readonly adapterModule: string;
+  /** Module specifier of the store backend, relative to the output root. */
+  readonly storeModule: string;
+  readonly operations: readonly GuardOperation[];
+}
+
+/**
+ * The runtime files (paths under `src/runtime/`) a framework + store target needs, sorted: the adapter,
+ * the store backend, the contract type and whatever they import.
+ */
+export function serverRuntimeFiles(framework: Framework, store: StoreKind): string[] {
+  return runtimeClosure(['contract.ts', `adapters/${framework}.ts`, `stores/${store}.ts`]);
+}
+
+function isContracted(op: OperationView): boolean {
+  return op.contract !== undefined && op.contract.enabled;
+}
+
+/**
+ * Builds the view model: every operation with an enabled `x-idempotency` contract, compiled, with unique
+ * identifiers, sorted by operationId so the output does not depend on document order.
+ */
+export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 'source'>): ServerModel {
+  const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: compileContract(op) }));
+  compiled.sort((a, b) => compare(a.contract.operationId, b.contract.operationId) || compare(a.contract.path, b.contract.path));
+  const taken = new Set<string>(['contracts', 'createGuards', 'Guards', 'GuardOptions']);
+  const operations = compiled.map(({ op, contract }) => {
+    const base = toIdentifier(contract.operationId);
+    let name = base;
+    for (let n = 2; [name, `${name}Guard`, `${name}Contract`].some((id) => taken.has(id)); n += 1) name = `${base}${n}`;
+    for (const id of [name, `${name}Guard`, `${name}Contract`]) taken.add(id);
+    return {
+      operationId: contract.operationId,
+      label: op.label,
+      name,
+      guardName: `${name}Guard`,
+      contractName: `${name}Contract`,
+      contract,
+    };
+  });
+  return {
+    framework: options.framework,
+    store: options.store,
+    adapterModule: `./runtime/adapters/${options.framework}.js`,
+    storeModule: `./runtime/stores/${options.store}.js`,
+    operations,
+  };
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The complete output of `generate server`: runtime files plus `contracts.ts`, `guards.ts` and `index.ts`.
+ * Throws UsageError when the document has no contracted operation.
+ */
+export function generateServer(doc: ApiDocument, options: ServerOptions): OutputFile[] {
+  if (!(FRAMEWORKS as readonly string[]).includes(options.framework)) {
+    throw new UsageError(`unknown framework ${JSON.stringify(options.framework)}; use one of ${FRAMEWORKS.join(', ')}`);
+  }
+  if (!(STORES as readonly string[]).includes(options.store)) {
+    throw new UsageError(`unknown store ${JSON.stringify(options.store)}; use one of ${STORES.join(', ')}`);
+  }
+  const model = buildServerModel(doc, options);
+  if (model.operations.length === 0) {
+    throw new UsageError(`${options.source}: no operation has an x-idempotency contract, so there is no guard to generate`);
+  }
+  const header = generatedHeader(options.source);
+  return fileSet([
+    ...runtimeFiles(serverRuntimeFiles(options.framework, options.store), options.source),
+    { path: 'contracts.ts', contents: header + renderTemplate('server/contracts.ts', model) },
+    { path: 'guards.ts', contents: header + renderTemplate('server/guards.ts', model) },
+    { path: 'index.ts', contents: header + renderTemplate('server/index.ts', model) },
+  ]);
+}

@@ -1,0 +1,225 @@
+/**
+ * Express adapter: a route middleware that runs the guard before the handler and records what the handler
+ * really sent — through `writeHead`/`write`/`end`, so `res.send`, `res.json`, `res.sendStatus`, streams
+ * piped into `res` and the error handler's answer are all captured, not only `send`.
+ *
+ * The response is held until it is recorded: the client never sees a first answer whose record could
+ * still be missing, so a retry after a lost response always finds `completed`.
+ *
+ * Mount it after the body parser: `app.post(path, express.json(), guard, handler)`.
+ * Imports only Express's types, Node built-ins and the runtime core; copied into users' generated code.
+ */
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { CompiledContract } from '../contract.js';
+import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
+import { concatBytes, headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+
+/** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
+export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
+
+/** An Express route guard: use it as route middleware, or `inTransaction` for one-transaction mode. */
+export interface RouteGuard extends RequestHandler {
+  readonly contract: CompiledContract;
+  /** The framework-agnostic guard underneath. */
+  readonly guard: Guard;
+  /**
+   * One-transaction mode (SQLite, PostgreSQL stores): the handler runs inside the transaction that reserved
+   * the key and writes its business rows through `idempotencyOf(res).tx`; those rows and the `completed`
+   * record commit together, or roll back together (a 5xx, a transient status or a thrown handler).
+   */
+  readonly inTransaction: RequestHandler;
+}
+
+const CONTEXT = Symbol.for('idemkit.express.context');
+
+type ContextHolder = { [CONTEXT]?: HandlerContext<unknown> };
+
+/**
+ * The guard's context for this request: the reservation, the transaction in one-transaction mode and the
+ * canonical key (to forward to a provider; never log it). Throws when no guard ran for the request.
+ */
+export function idempotencyOf<Tx = unknown>(res: Response): HandlerContext<Tx> {
+  const context = (res.locals as ContextHolder)[CONTEXT];
+  if (context === undefined) throw new Error('no idempotency guard ran for this request: mount the route guard before the handler');
+  return context as HandlerContext<Tx>;
+}
+
+/** Builds the Express middleware that guards one operation. */
+export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
+  const guard = createGuard(contract, options);
+  const keyHeader = contract.key.header.toLowerCase();
+  const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
+
+  async function toGuardRequest(req: Request): Promise<GuardRequest> {
+    if (req.body === undefined && hasBody(req)) {
+      // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
+      throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
+    }
+    const headers = headersFromEntries(Object.entries(req.headersDistinct));
+    const principal = options.principal === undefined ? undefined : await options.principal(req);
+    const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
+    return {
+      pathParams: { ...(req.params as Record<string, string>) },
+      query: queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams),
+      headers,
+      body: req.body,
+      ...(principal !== undefined ? { principal } : {}),
+      ...(requestId !== undefined ? { requestId } : {}),
+    };
+  }
+
+  function keyOf(request: GuardRequest): string | undefined {
+    const parsed = parseIdempotencyKey(request.headers[keyHeader], keyRules);
+    return parsed.kind === 'valid' ? parsed.key : undefined;
+  }
+
+  const middleware = (req: Request, res: Response, next: NextFunction): void => {
+    void (async () => {
+      const request = await toGuardRequest(req);
+      const decision = await guard.begin(request);
+      if (decision.kind === 'respond') {
+        sendResponse(res, decision.response);
+        return;
+      }
+      (res.locals as ContextHolder)[CONTEXT] = { reservation: decision.reservation, tx: undefined, idempotencyKey: keyOf(request) };
+      const held = holdResponse(res);
+      next();
+      const sent = await held.sent;
+      await guard.complete(decision.reservation, sent);
+      held.flush(decision.headers);
+    })().catch(next);
+  };
+
+  const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
+    void (async () => {
+      const request = await toGuardRequest(req);
+      let held: HeldResponse | undefined;
+      const response = await guard.handle(
+        request,
+        async (context) => {
+          (res.locals as ContextHolder)[CONTEXT] = context;
+          held = holdResponse(res);
+          next();
+          return held.sent;
+        },
+        { transaction: true },
+      );
+      held?.restore();
+      sendResponse(res, response);
+    })().catch(next);
+  };
+
+  return Object.assign(middleware, { contract, guard, inTransaction });
+}
+
+function hasBody(req: Request): boolean {
+  const length = req.headers['content-length'];
+  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
+}
+
+/** Writes a guard answer (problem, replay or the recorded first response) to `res`. */
+function sendResponse(res: Response, response: GuardResponse): void {
+  res.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  res.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
+}
+
+interface HeldResponse {
+  /** Resolves with what the handler sent once it calls `end()`. */
+  readonly sent: Promise<GuardResponse>;
+  /** Puts the real `writeHead`/`write`/`end` back without sending. */
+  restore(): void;
+  /** Restores the methods and sends the held response with `extraHeaders` added. */
+  flush(extraHeaders: Record<string, string>): void;
+}
+
+type Callback = (error?: Error | null) => void;
+
+function toBytes(chunk: unknown, encoding: unknown): Uint8Array {
+  if (chunk === undefined || chunk === null) return new Uint8Array(0);
+  if (typeof chunk === 'string') return Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+  if (chunk instanceof Uint8Array) return chunk;
+  throw new TypeError('response chunks must be strings or bytes');
+}
+
+/**
+ * Replaces `writeHead`, `write` and `end` on `res` so the handler's status, headers and body are buffered
+ * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
+ */
+function holdResponse(res: Response): HeldResponse {
+  const original = { writeHead: res.writeHead, write: res.write, end: res.end };
+  const chunks: Uint8Array[] = [];
+  const callbacks: Callback[] = [];
+  let resolveSent!: (response: GuardResponse) => void;
+  const sent = new Promise<GuardResponse>((resolve) => {
+    resolveSent = resolve;
+  });
+  let ended = false;
+
+  const writeHead = function (this: Response, status: number, ...rest: unknown[]): Response {
+    res.statusCode = status;
+    let headers = rest[0];
+    if (typeof headers === 'string') {
+      res.statusMessage = headers;
+      headers = rest[1];
+    }
+    if (Array.isArray(headers)) {
+      for (let i = 0; i + 1 < headers.length; i += 2) res.setHeader(String(headers[i]), headers[i + 1] as string);
+    } else if (headers !== undefined && headers !== null && typeof headers === 'object') {
+      for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
+        if (value !== undefined) res.setHeader(name, value as string | number | readonly string[]);
+      }
+    }
+    return res;
+  };
+  const write = function (this: Response, chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
+    if (ended) throw new Error('write after end');
+    const cb = typeof encoding === 'function' ? encoding : callback;
+    chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
+    if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
+    return true;
+  };
+  const end = function (this: Response, chunk?: unknown, encoding?: unknown, callback?: unknown): Response {
+    if (ended) return res;
+    ended = true;
+    let cb: unknown = callback;
+    if (typeof chunk === 'function') {
+      cb = chunk;
+      chunk = undefined;
+    } else if (typeof encoding === 'function') {
+      cb = encoding;
+      encoding = undefined;
+    }
+    if (typeof cb === 'function') callbacks.push(cb as Callback);
+    chunks.push(toBytes(chunk, encoding));
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(res.getHeaders())) {
+      if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    }
+    resolveSent({ status: res.statusCode, headers, body: concatBytes(chunks) });
+    return res;
+  };
+  res.writeHead = writeHead as Response['writeHead'];
+  res.write = write as Response['write'];
+  res.end = end as Response['end'];
+
+  function restore(): void {
+    res.writeHead = original.writeHead;
+    res.write = original.write;
+    res.end = original.end;
+  }
+
+  return {
+    sent,
+    restore,
+    flush(extraHeaders) {
+      restore();
+      for (const [name, value] of Object.entries(extraHeaders)) res.setHeader(name, value);
+      const body = concatBytes(chunks);
+      res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength), () => {
+        for (const cb of callbacks) cb(null);
+      });
+    },
+  };
+}

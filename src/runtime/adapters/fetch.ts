@@ -1,0 +1,162 @@
+/**
+ * Fetch adapter: wraps a `(request: Request, ...rest) => Promise<Response>` handler — the shape of Bun's
+ * `fetch`, Deno.serve, Next.js route handlers, Cloudflare-style workers and Hono (`(c) => h(c.req.raw)`) —
+ * into one with the same signature that runs the guard first and records the response it returns.
+ *
+ *     export const POST = guards.createOrder.wrap(async (request) => Response.json(await create(request), { status: 201 }));
+ *
+ * The handler reads the guard's context with `idempotencyOf(request)`. Path parameters for path scopes
+ * and the fingerprint come from matching the contract's path template against the URL (or `options.params`).
+ * Imports only Node built-ins / web globals and the runtime core; copied into users' generated code.
+ */
+import type { CompiledContract } from '../contract.js';
+import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+
+/** Options of a fetch route guard. */
+export interface RouteGuardOptions extends RouteGuardOptionsFor<Request> {
+  /** Path parameters of a request, when the router knows them better than the contract's path template. */
+  readonly params?: (request: Request) => Record<string, string> | undefined;
+}
+
+/** Options of {@link RouteGuard.wrap}. */
+export interface WrapOptions {
+  /** One-transaction mode (SQLite, PostgreSQL): the handler runs inside the reserving transaction. */
+  readonly transaction?: boolean;
+}
+
+/** A fetch route guard. */
+export interface RouteGuard {
+  readonly contract: CompiledContract;
+  /** The framework-agnostic guard underneath. */
+  readonly guard: Guard;
+  /** Wraps a fetch handler; extra arguments (Next.js context, Bun server, …) pass through unchanged. */
+  wrap<Rest extends unknown[]>(
+    handler: (request: Request, ...rest: Rest) => Response | Promise<Response>,
+    options?: WrapOptions,
+  ): (request: Request, ...rest: Rest) => Promise<Response>;
+}
+
+const contexts = new WeakMap<Request, HandlerContext<unknown>>();
+
+/** The guard's context for a request (reservation, transaction, canonical key), or throws when no guard ran. */
+export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx> {
+  const context = contexts.get(request);
+  if (context === undefined) throw new Error('no idempotency guard ran for this request: wrap the handler with the route guard');
+  return context as HandlerContext<Tx>;
+}
+
+/** Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work). */
+export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
+  const names: string[] = [];
+  const source = template
+    .split(/(\{[^}]+\})/)
+    .map((part) => {
+      const match = /^\{([^}]+)\}$/.exec(part);
+      if (match === null) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      names.push(match[1]!);
+      return '([^/]+)';
+    })
+    .join('');
+  const pattern = new RegExp(`${source}/?$`);
+  return (pathname) => {
+    const match = pattern.exec(pathname);
+    if (match === null) return undefined;
+    const params: Record<string, string> = {};
+    names.forEach((name, index) => {
+      params[name] = decodeURIComponent(match[index + 1]!);
+    });
+    return params;
+  };
+}
+
+/** Builds the fetch guard of one operation. */
+export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
+  const guard = createGuard(contract, options);
+  const matchPath = pathMatcher(contract.path);
+
+  async function toGuardRequest(request: Request): Promise<GuardRequest> {
+    const url = new URL(request.url);
+    const pathParams = options.params?.(request) ?? matchPath(url.pathname);
+    if (pathParams === undefined) {
+      throw new Error(`idempotency guard for ${contract.operationId}: ${url.pathname} does not match ${contract.path}; pass options.params`);
+    }
+    const entries: [string, string][] = [];
+    request.headers.forEach((value, name) => entries.push([name, value]));
+    const headers = headersFromEntries(entries);
+    const principal = options.principal === undefined ? undefined : await options.principal(request);
+    const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
+    return {
+      pathParams,
+      query: queryFromSearchParams(url.searchParams),
+      headers,
+      body: await readBody(request),
+      ...(principal !== undefined ? { principal } : {}),
+      ...(requestId !== undefined ? { requestId } : {}),
+    };
+  }
+
+  return {
+    contract,
+    guard,
+    wrap(handler, wrapOptions) {
+      return async (request, ...rest) => {
+        const guardRequest = await toGuardRequest(request);
+        let original: { response: Response; captured: GuardResponse } | undefined;
+        const answer = await guard.handle(
+          guardRequest,
+          async (context) => {
+            contexts.set(request, context);
+            const response = await handler(request, ...rest);
+            const captured = await capture(response);
+            original = { response, captured };
+            return captured;
+          },
+          wrapOptions?.transaction === true ? { transaction: true } : {},
+        );
+        if (original !== undefined && answer.body === original.captured.body) {
+          // The handler's own answer: keep its headers as sent (repeated Set-Cookie included) plus the guard's.
+          const headers = new Headers(original.response.headers);
+          for (const [name, value] of Object.entries(answer.headers)) {
+            if (original.captured.headers[name] !== value) headers.set(name, value);
+          }
+          return toResponse(answer, headers);
+        }
+        return toResponse(answer, new Headers(answer.headers));
+      };
+    },
+  };
+}
+
+async function readBody(request: Request): Promise<unknown> {
+  if (request.body === null) return undefined;
+  // A clone, so the handler can still read the body itself.
+  const text = await request.clone().text();
+  if (text === '') return undefined;
+  const type = request.headers.get('content-type') ?? '';
+  if (/[/+]json\b/i.test(type)) {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      // Not JSON after all: fingerprint the exact text; the handler answers the syntax error.
+      return text;
+    }
+  }
+  return text;
+}
+
+async function capture(response: Response): Promise<GuardResponse> {
+  const body = new Uint8Array(await response.arrayBuffer());
+  const headers: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    headers[name.toLowerCase()] = value;
+  });
+  return { status: response.status, headers, body };
+}
+
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+function toResponse(answer: GuardResponse, headers: Headers): Response {
+  const body = NULL_BODY_STATUSES.has(answer.status) ? null : new Uint8Array(answer.body);
+  return new Response(body, { status: answer.status, headers });
+}
