@@ -195,12 +195,14 @@ class OperationTyper {
 function unionOf(types: readonly string[]): string {
   const unique = [...new Set(types)];
   if (unique.length === 0 || unique.includes('unknown')) return 'unknown';
+  if (unique.length === 1) return unique[0]!;
   return unique.map((t) => (/^[A-Za-z_$][\w$]*$/.test(t) ? t : `(${t})`)).join(' | ');
 }
 
 /** Builds the view model and the declarations of `schema.ts`. */
 export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema: string } {
-  const types = new SchemaTypes(doc);
+  // `schema.ts` uses the global `Record`; a component of that name is renamed rather than shadowing it.
+  const types = new SchemaTypes(doc, ['Record']);
   const decls: string[] = [];
   const typer = new OperationTyper(doc, types, decls);
   const taken = new Set(RESERVED);

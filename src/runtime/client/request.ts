@@ -11,8 +11,8 @@ export type ParamValue = string | number | boolean;
 /** The parts of an operation call, by parameter location. */
 export interface RequestParts {
   readonly path?: Readonly<Record<string, ParamValue>>;
-  readonly query?: Readonly<Record<string, ParamValue | readonly ParamValue[] | undefined>>;
-  readonly headers?: Readonly<Record<string, ParamValue | undefined>>;
+  readonly query?: Readonly<Record<string, ParamValue | readonly ParamValue[] | null | undefined>>;
+  readonly headers?: Readonly<Record<string, ParamValue | null | undefined>>;
   /** Sent as JSON when not `undefined`. */
   readonly body?: unknown;
 }
@@ -29,14 +29,15 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   });
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(parts.query ?? {})) {
-    if (value === undefined) continue;
+    // `null` (a nullable parameter left empty) is sent like an absent one.
+    if (value === undefined || value === null) continue;
     const values: readonly ParamValue[] = Array.isArray(value) ? value : [value as ParamValue];
     for (const v of values) search.append(name, String(v));
   }
   const query = search.toString();
   const headers: Record<string, string> = { accept: 'application/json' };
   for (const [name, value] of Object.entries(parts.headers ?? {})) {
-    if (value !== undefined) headers[name] = String(value);
+    if (value !== undefined && value !== null) headers[name] = String(value);
   }
   let body: string | undefined;
   if (parts.body !== undefined) {
