@@ -156,7 +156,7 @@ function parseYaml(file: string, text: string): SourceFile {
   });
   const first = document.errors[0];
   if (first) {
-    const offset = first.pos[0];
+    const offset = (first.code === 'MISSING_CHAR' && unclosedQuoteOffset(yaml, text)) || first.pos[0];
     const { line, column } = new LineTable(text).position(Math.min(offset, text.length));
     throw new DocumentError(`invalid YAML: ${yamlMessage(first.message, first.code)}`, file, undefined, line, column);
   }
@@ -178,6 +178,29 @@ function parseYaml(file: string, text: string): SourceFile {
     offset: warning.pos[0],
   }));
   return new SourceFile(file, 'yaml', text, value, new YamlPositionIndex(yaml, document), warnings);
+}
+
+/**
+ * `yaml` notices an unclosed quote where the file ends; a person wants the line where the quote opens.
+ * Only runs on the error path.
+ */
+function unclosedQuoteOffset(yaml: typeof YamlModule, text: string): number | undefined {
+  let found: number | undefined;
+  for (const token of new yaml.Parser().parse(text)) {
+    if (token.type !== 'document') continue;
+    yaml.CST.visit(token, (item) => {
+      for (const part of [item.key, item.value]) {
+        if (found !== undefined || !part || (part.type !== 'double-quoted-scalar' && part.type !== 'single-quoted-scalar')) continue;
+        const quote = part.type === 'double-quoted-scalar' ? '"' : "'";
+        const source = part.source;
+        const closed = source.length > 1 && source.endsWith(quote) && (quote === "'" || !/(^|[^\\])(\\\\)*\\"$/.test(source));
+        if (!closed) found = part.offset;
+      }
+      return found === undefined ? undefined : yaml.CST.visit.BREAK;
+    });
+    if (found !== undefined) break;
+  }
+  return found;
 }
 
 function yamlMessage(message: string, code: string): string {

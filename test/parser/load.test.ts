@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { DocumentError } from '../../src/errors.js';
+import { loadDocument } from '../../src/parser/load.js';
+import type { ApiDocument, OperationView } from '../../src/parser/model.js';
+import { SourceCache } from '../../src/parser/source.js';
+import { fixture, spot } from './helpers.js';
+
+function op(doc: ApiDocument, operationId: string): OperationView {
+  const found = doc.operations.find((candidate) => candidate.operationId === operationId);
+  assert.ok(found, `operation ${operationId}`);
+  return found;
+}
+
+async function loadError(name: string): Promise<DocumentError> {
+  try {
+    await loadDocument(fixture(name));
+  } catch (error) {
+    assert.ok(error instanceof DocumentError, `a DocumentError, got ${String(error)}`);
+    return error;
+  }
+  assert.fail(`${name} loaded without an error`);
+}
+
+describe('loadDocument', () => {
+  describe('defaults and merge', () => {
+    let doc: ApiDocument;
+    before(async () => {
+      doc = await loadDocument(fixture('defaults.yaml'));
+    });
+
+    it('`true` takes the defaults alone', () => {
+      const contract = op(doc, 'usesTrue').contract!;
+      assert.equal(contract.enabled, true);
+      assert.equal(contract.key.maxLength, 128);
+      assert.equal(contract.key.header, 'Idempotency-Key');
+      assert.deepEqual(contract.scope, [{ kind: 'principal' }]);
+      assert.deepEqual(contract.ttl, { raw: 'P1D', ms: 86_400_000 });
+      assert.equal(contract.responses.mismatch?.status, 422);
+      assert.equal(contract.lease, undefined, 'a field neither sets stays undefined');
+      assert.deepEqual(contract.raw, { key: { maxLength: 128 }, scope: ['principal'], ttl: 'P1D', responses: { mismatch: { status: 422 } } });
+    });
+
+    it('an object is deep-merged over the defaults: nested objects merge, scalars and arrays replace', () => {
+      const contract = op(doc, 'overrides').contract!;
+      assert.equal(contract.key.header, 'X-Request-Key');
+      assert.equal(contract.key.maxLength, 128, 'key.maxLength still comes from the defaults');
+      assert.deepEqual(contract.scope, [{ kind: 'header', name: 'X-Tenant-Id' }], 'the array replaced, not appended');
+      assert.equal(contract.ttl?.ms, 2 * 3_600_000);
+      assert.equal(contract.effect?.external, true);
+      // Locations: overridden fields in the operation, inherited ones in the defaults.
+      assert.match(contract.at('key', 'header').pointer, /^\/paths\/~1overrides\/post\/x-idempotency\/key\/header$/);
+      assert.equal(contract.at('key', 'maxLength').pointer, '/x-idempotency/key/maxLength');
+      assert.equal(contract.at('responses', 'mismatch', 'status').pointer, '/x-idempotency/responses/mismatch/status');
+    });
+
+    it('`false` marks the operation knowingly not idempotent, with no defaults', () => {
+      const contract = op(doc, 'optedOut').contract!;
+      assert.equal(contract.enabled, false);
+      assert.equal(contract.scope, undefined);
+      assert.equal(contract.ttl, undefined);
+      assert.equal(contract.responses.mismatch, undefined);
+      assert.deepEqual(contract.schemaErrors, []);
+    });
+
+    it('the defaults reach only operations that carry x-idempotency themselves', () => {
+      assert.equal(op(doc, 'noContract').contract, undefined);
+      assert.deepEqual(doc.defaultsAt, { file: fixture('defaults.yaml'), pointer: '/x-idempotency' });
+    });
+
+    it('resolves state statuses against the documented responses, exact code first, then the range', () => {
+      const contract = op(doc, 'usesTrue').contract!;
+      assert.equal(contract.responses.mismatch?.response?.code, '4XX');
+      assert.equal(contract.responses.mismatch?.response?.value?.description, 'client error');
+      const overrides = op(doc, 'overrides').contract!;
+      assert.equal(overrides.responses.mismatch?.status, 422);
+      assert.equal(overrides.responses.mismatch?.response, undefined, '422 is not documented there');
+    });
+
+    it('lists path-level and operation-level parameters', () => {
+      assert.deepEqual(
+        op(doc, 'overrides').parameters!.map((parameter) => `${parameter.in}:${parameter.name}`),
+        ['query:tenant'],
+      );
+      assert.deepEqual(
+        op(doc, 'usesTrue').parameters!.map((parameter) => `${parameter.in}:${parameter.name}`),
+        ['query:dryRun'],
+      );
+    });
+  });
+
+  describe('versions and formats', () => {
+    it('reads OpenAPI 3.1 YAML, 3.0 JSON and Swagger 2.0', async () => {
+      const sample = await loadDocument(fixture('../../../samples/demo-requests/openapi.yaml'));
+      assert.equal(sample.version, '3.1');
+      assert.deepEqual(sample.operations.map((operation) => operation.label), [
+        'POST /v1/demo-requests (createDemoRequest)',
+        'GET /v1/demo-requests/{id} (getDemoRequest)',
+      ]);
+      const json = await loadDocument(fixture('positions.json'));
+      assert.equal(json.version, '3.0');
+      const v2 = await loadDocument(fixture('swagger2.yaml'));
+      assert.equal(v2.version, '2.0');
+      const create = op(v2, 'createOrder');
+      assert.equal(create.contract?.responses.inProgress?.response?.code, '4XX');
+      assert.deepEqual(create.parameters!.map((parameter) => parameter.name), ['Idempotency-Key', 'body', 'dryRun']);
+    });
+
+    it('loads the JSON twin of the demo sample to the same model', async () => {
+      const yaml = await loadDocument(fixture('../../../samples/demo-requests/openapi.yaml'));
+      const json = await loadDocument(fixture('../../../samples/demo-requests/openapi.json'));
+      assert.deepEqual(json.root, yaml.root);
+      assert.deepEqual(op(json, 'createDemoRequest').contract!.raw, op(yaml, 'createDemoRequest').contract!.raw);
+    });
+  });
+
+  describe('leniency', () => {
+    it('loads a document that is invalid elsewhere and lists the problems as warnings', async () => {
+      const file = fixture('lenient.yaml');
+      const doc = await loadDocument(file);
+      assert.deepEqual(op(doc, 'x').contract!.scope, [{ kind: 'principal' }]);
+      const messages = doc.warnings.map((warning) => warning.message);
+      assert.ok(messages.includes("the document has no 'info' object"), messages.join('\n'));
+      assert.ok(messages.includes("operationId 'x' is used twice"), messages.join('\n'));
+      assert.ok(messages.includes('operation PUT /broken-elsewhere must be an object'), messages.join('\n'));
+      const twice = doc.warnings.find((warning) => warning.message.includes('used twice'))!;
+      assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
+    });
+
+    it('follows no $ref that no contract needs', async () => {
+      const doc = await loadDocument(fixture('lenient.yaml'));
+      const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
+      assert.deepEqual(broken.parameters, [], 'the broken reference is left out');
+    });
+  });
+
+  describe('bad input', () => {
+    it('a missing file', async () => {
+      const error = await loadError('bad/does-not-exist.yaml');
+      assert.equal(error.file, fixture('bad/does-not-exist.yaml'));
+      assert.match(error.message, /file not found — check the path/);
+    });
+
+    it('an empty file and a file with only a comment', async () => {
+      for (const name of ['bad/empty.yaml', 'bad/comment-only.yaml']) {
+        const error = await loadError(name);
+        assert.match(error.message, /empty|not an OpenAPI document/);
+        assert.deepEqual([error.line, error.column], [1, 1]);
+      }
+    });
+
+    it('truncated YAML, at the quote that never closes', async () => {
+      const error = await loadError('bad/truncated.yaml');
+      assert.match(error.message, /^invalid YAML: .* — /);
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/truncated.yaml'), 'title: "truncated', '"'));
+    });
+
+    it('a JSON syntax error, at the token', async () => {
+      const error = await loadError('bad/syntax.json');
+      assert.match(error.message, /^invalid JSON: .* — fix the syntax/);
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/syntax.json'), '"title": "x" "version"', '"version"'));
+      const truncated = await loadError('bad/truncated.json');
+      assert.match(truncated.message, /invalid JSON/);
+      assert.equal(truncated.line, 3);
+    });
+
+    it('a file that is not OpenAPI, and an unsupported version', async () => {
+      const error = await loadError('bad/not-openapi.yaml');
+      assert.match(error.message, /not an OpenAPI document: .* add `openapi: 3.1.0`/);
+      const version = await loadError('bad/unsupported-version.yaml');
+      assert.match(version.message, /unsupported openapi version "4.0.0"/);
+      assert.equal(version.line, 1);
+    });
+
+    it('a $ref a contract needs that points at a missing file, at the $ref', async () => {
+      const error = await loadError('bad/missing-ref-file.yaml');
+      assert.match(error.message, /\$ref '.\/responses.yaml#\/Created' points at a missing file/);
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/missing-ref-file.yaml'), "$ref: './responses.yaml", '$ref'));
+    });
+
+    it('a $ref a contract needs that points at a missing node, at the $ref', async () => {
+      const error = await loadError('bad/missing-ref-pointer.yaml');
+      assert.match(error.message, /'#\/components\/parameters\/IdempotencyKey' does not exist in this file/);
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/missing-ref-pointer.yaml'), "- $ref: '#/components", '$ref'));
+    });
+  });
+
+  describe('external files', () => {
+    it('shares external files between documents through one cache', async () => {
+      const cache = new SourceCache();
+      const first = await loadDocument(fixture('external/openapi.yaml'), { cache });
+      const second = await loadDocument(fixture('external/second.yaml'), { cache });
+      const a = op(first, 'createThing');
+      const b = op(second, 'createThing');
+      assert.equal(a.node, b.node, 'the same parsed object, read once');
+      assert.equal(a.contract!.ttl?.ms, 86_400_000);
+    });
+
+    it('derefs on demand and returns undefined for a broken reference', async () => {
+      const doc = await loadDocument(fixture('lenient.yaml'));
+      const file = fixture('lenient.yaml');
+      assert.equal(doc.deref({ $ref: '#/components/parameters/Nope' }, { file, pointer: '' }), undefined);
+      assert.equal(doc.deref({ $ref: './nowhere.yaml#/a' }, { file, pointer: '' }), undefined);
+      assert.deepEqual(doc.deref({ $ref: '#/openapi' }, { file, pointer: '' }), { value: '3.0.3', at: { file, pointer: '/openapi' } });
+      assert.equal(doc.get({ file, pointer: '/paths/~1x/post/operationId' }), 'x');
+    });
+  });
+});

@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict';
+import { loadDocument } from '../../src/parser/load.js';
+import type { ApiDocument, OperationView } from '../../src/parser/model.js';
+import { fixture, spot } from './helpers.js';
+
+function op(doc: ApiDocument, operationId: string): OperationView {
+  const found = doc.operations.find((candidate) => candidate.operationId === operationId);
+  assert.ok(found, `operation ${operationId}`);
+  return found;
+}
+
+describe('parser positions', () => {
+  describe('YAML', () => {
+    const file = fixture('positions.yaml');
+    let doc: ApiDocument;
+    before(async () => {
+      doc = await loadDocument(file);
+    });
+
+    it('points a block-style field at its key', () => {
+      const contract = op(doc, 'block').contract!;
+      assert.deepEqual(doc.position(contract.at('key', 'maxLength')), spot(file, 'maxLength: 128'));
+      assert.deepEqual(doc.position(contract.at('key')), spot(file, '        key:'));
+    });
+
+    it('points a block sequence item at the item', () => {
+      const contract = op(doc, 'block').contract!;
+      assert.deepEqual(doc.position(contract.at('scope', 1)), spot(file, '"header:X-Tenant-Id"', '"'));
+    });
+
+    it('points flow-style items and fields at themselves on a one-line mapping', () => {
+      const block = op(doc, 'block').contract!;
+      assert.deepEqual(doc.position(block.at('fingerprint', 'include', 1)), spot(file, 'include: [/topic', '/contact/email'));
+      const flow = op(doc, 'flow').contract!;
+      assert.deepEqual(doc.position(flow.at('scope', 1)), spot(file, 'operationId: flow', 'global'));
+      assert.deepEqual(doc.position(flow.at('ttl')), spot(file, 'operationId: flow', 'ttl'));
+    });
+
+    it('is not fooled by multi-line strings that look like keys', () => {
+      const block = op(doc, 'block');
+      const pathLine = spot(file, '  /block:').line;
+      assert.deepEqual(doc.position(block.at), { line: pathLine + 1, column: 5 });
+      assert.deepEqual(doc.position(block.contract!.at()), spot(file, /^ {6}x-idempotency:$/));
+      assert.deepEqual(doc.position({ file, pointer: '/info/description' }), spot(file, 'description: |'));
+      assert.deepEqual(doc.position({ file, pointer: '/x-idempotency' }), spot(file, 'x-idempotency: &defaults'));
+    });
+
+    it('follows `<<` merge keys and aliases to where the field is written', () => {
+      const merged = op(doc, 'block').contract!;
+      assert.equal(merged.ttl?.ms, 86_400_000);
+      assert.deepEqual(doc.position(merged.at('ttl')), spot(file, 'ttl: P1D'));
+      const aliased = op(doc, 'alias').contract!;
+      assert.equal(aliased.lease?.ms, 30_000);
+      assert.deepEqual(doc.position(aliased.at('lease')), spot(file, 'lease: PT30S'));
+      // The contract itself (an alias): the line that says `x-idempotency: *defaults`.
+      assert.deepEqual(doc.position(aliased.at()), spot(file, 'x-idempotency: *defaults'));
+    });
+
+    it('maps an absent field to the nearest node that exists', () => {
+      const contract = op(doc, 'block').contract!;
+      assert.deepEqual(doc.position(contract.at('retry', 'deadline')), spot(file, /^ {6}x-idempotency:$/));
+      assert.deepEqual(doc.position(contract.at('key', 'pattern')), spot(file, '        key:'));
+      assert.deepEqual(doc.position({ file, pointer: '/paths/~1nope/post' }), spot(file, 'paths:'));
+    });
+  });
+
+  describe('JSON', () => {
+    const file = fixture('positions.json');
+    let doc: ApiDocument;
+    before(async () => {
+      doc = await loadDocument(file);
+    });
+
+    it('points a field at its key and an array item at the item', () => {
+      const contract = op(doc, 'json').contract!;
+      assert.deepEqual(doc.position(contract.at('key', 'maxLength')), spot(file, '"key": {', '"maxLength"'));
+      assert.deepEqual(doc.position(contract.at('scope', 1)), spot(file, '"scope":', '"header:X-Tenant-Id"'));
+      assert.deepEqual(doc.position(contract.at('fingerprint', 'include', 1)), spot(file, '"/contact/email"', '"'));
+    });
+
+    it('skips strings holding brackets, quotes and escaped keys', () => {
+      assert.deepEqual(doc.position({ file, pointer: '/paths/~1a"b/get' }), spot(file, '"/a\\"b"', '"get"'));
+      assert.deepEqual(doc.position({ file, pointer: '/x-idempotency/ttl' }), spot(file, '"ttl": "P1D"'));
+      assert.deepEqual(doc.position({ file, pointer: '/paths/~1json/post/responses/201' }), spot(file, '"responses": { "201"', '"201"'));
+    });
+
+    it('places document defaults used by an operation in the defaults', () => {
+      const contract = op(doc, 'json').contract!;
+      assert.deepEqual(contract.at('ttl'), { file, pointer: '/x-idempotency/ttl' });
+      assert.deepEqual(doc.position(contract.at('ttl')), spot(file, '"ttl": "P1D"'));
+    });
+  });
+
+  describe('external $refs', () => {
+    it('reports nodes in the file where they are written', async () => {
+      const doc = await loadDocument(fixture('external/openapi.yaml'));
+      const paths = fixture('external/components/paths.yaml');
+      const parameters = fixture('external/components/parameters.json');
+      const create = op(doc, 'createThing');
+      assert.equal(create.at.file, paths);
+      assert.deepEqual(doc.position(create.at), spot(paths, '  post:'));
+      const contract = create.contract!;
+      assert.deepEqual(contract.at('ttl'), { file: paths, pointer: '/contracts/createThing/ttl' });
+      assert.deepEqual(doc.position(contract.at('ttl')), spot(paths, 'ttl: P1D'));
+      const key = create.parameters!.find((parameter) => parameter.in === 'header')!;
+      assert.equal(key.name, 'Idempotency-Key');
+      assert.deepEqual(key.valueAt, { file: parameters, pointer: '/IdempotencyKey' });
+      assert.deepEqual(doc.position(key.valueAt), spot(parameters, '"IdempotencyKey"', '"'));
+      assert.deepEqual(doc.position(key.at), spot(paths, "- $ref: 'parameters.json", '$ref'));
+      assert.deepEqual(doc.files, [fixture('external/openapi.yaml'), paths, parameters]);
+    });
+  });
+});
