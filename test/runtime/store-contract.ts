@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createGuard } from '../../src/runtime/guard.js';
-import type { CompleteInput, IdempotencyStore, ReserveInput } from '../../src/runtime/store.js';
+import { createGuard, type HandlerContext } from '../../src/runtime/guard.js';
+import type { CompleteInput, IdempotencyStore, ReserveInput, TransactionalStore } from '../../src/runtime/store.js';
 import { demoContract, demoRequest, jsonResponse } from './fixtures.js';
 
 /** A store made for one test, on an injected clock, with a way to read back everything it stored. */
@@ -239,6 +239,130 @@ export function describeStoreContract(name: string, makeStore: MakeStore): void 
       for (const secret of [key, 'body-topic-secret', 'body-mail@secret.example', 'tenant-secret', 'header-secret', 'cookie-secret', 'set-cookie-secret', 'user-1']) {
         assert.ok(!dump.includes(secret), `the store holds ${secret}`);
       }
+    });
+  });
+}
+
+/** A transactional store for one test, with a business table written through the transaction handle. */
+export interface TransactionalUnderTest<Tx> {
+  readonly store: TransactionalStore<Tx>;
+  /** Insert `value` into the business table through `tx`. */
+  writeBusiness(tx: Tx, value: string): Promise<void>;
+  /** Committed business rows, sorted. */
+  businessRows(): Promise<string[]>;
+  dispose?(): Promise<void>;
+}
+
+/**
+ * One-transaction mode (PostgreSQL, SQLite): reservation, business write and completion commit together;
+ * a duplicate waits for the open transaction and then reads `completed`; a failure frees the key.
+ */
+export function describeTransactionContract<Tx>(name: string, make: () => Promise<TransactionalUnderTest<Tx>>): void {
+  describe(`one-transaction mode: ${name}`, () => {
+    let sut: TransactionalUnderTest<Tx>;
+    beforeEach(async () => {
+      sut = await make();
+    });
+    afterEach(async () => {
+      await sut?.dispose?.();
+    });
+
+    const guardOf = () => createGuard<Tx>(demoContract(), { store: sut.store, storeTimeoutMs: 5000 });
+    const writer = (value: string, response = jsonResponse(201, { id: value })) => async (ctx: HandlerContext<Tx>) => {
+      assert.ok(ctx.tx !== undefined, 'the handler gets the transaction');
+      await sut.writeBusiness(ctx.tx, value);
+      return response;
+    };
+
+    it('commits the reservation, the business write and completed together, then replays', async () => {
+      const guard = guardOf();
+      const first = await guard.handle(demoRequest('tx-1'), writer('row-1'), { transaction: true });
+      assert.equal(first.status, 201);
+      assert.equal(first.headers['idempotent-replayed'], 'false');
+      const again = await guard.handle(demoRequest('tx-1'), writer('row-2'), { transaction: true });
+      assert.equal(again.headers['idempotent-replayed'], 'true');
+      assert.deepEqual(Buffer.from(again.body), Buffer.from(first.body));
+      assert.deepEqual(await sut.businessRows(), ['row-1']);
+    });
+
+    it('rolls everything back and frees the key when the handler throws', async () => {
+      const guard = guardOf();
+      const failing = async (ctx: HandlerContext<Tx>) => {
+        await sut.writeBusiness(ctx.tx!, 'lost');
+        throw new Error('constraint violated');
+      };
+      await assert.rejects(guard.handle(demoRequest('tx-2'), failing, { transaction: true }), /constraint violated/);
+      assert.deepEqual(await sut.businessRows(), []);
+      const retry = await guard.handle(demoRequest('tx-2'), writer('kept'), { transaction: true });
+      assert.equal(retry.headers['idempotent-replayed'], 'false');
+      assert.deepEqual(await sut.businessRows(), ['kept']);
+    });
+
+    for (const status of [503, 500]) {
+      it(`rolls back and frees the key on a ${status} answer`, async () => {
+        const guard = guardOf();
+        const first = await guard.handle(demoRequest('tx-3'), writer('undone', jsonResponse(status, { error: 'x' })), { transaction: true });
+        assert.equal(first.status, status);
+        assert.deepEqual(await sut.businessRows(), []);
+        const retry = await guard.handle(demoRequest('tx-3'), writer('done'), { transaction: true });
+        assert.equal(retry.status, 201);
+        assert.deepEqual(await sut.businessRows(), ['done']);
+      });
+    }
+
+    it('makes a concurrent duplicate wait for the open transaction and then replay its result', async () => {
+      const guard = guardOf();
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      let runs = 0;
+      const slow = async (ctx: HandlerContext<Tx>) => {
+        runs += 1;
+        await sut.writeBusiness(ctx.tx!, `slow-${runs}`);
+        await gate;
+        return jsonResponse(201, { id: `slow-${runs}` });
+      };
+      const first = guard.handle(demoRequest('tx-4'), slow, { transaction: true });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      let secondSettled = false;
+      const second = guard.handle(demoRequest('tx-4'), slow, { transaction: true }).finally(() => { secondSettled = true; });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal(secondSettled, false, 'the duplicate waits while the first transaction is open');
+      open();
+      const [a, b] = await Promise.all([first, second]);
+      assert.equal(a.headers['idempotent-replayed'], 'false');
+      assert.equal(b.headers['idempotent-replayed'], 'true');
+      assert.deepEqual(Buffer.from(b.body), Buffer.from(a.body));
+      assert.equal(runs, 1);
+      assert.deepEqual(await sut.businessRows(), ['slow-1']);
+    });
+
+    it('lets the waiting duplicate run when the first transaction rolls back', async () => {
+      const guard = guardOf();
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      const failing = async (ctx: HandlerContext<Tx>) => {
+        await sut.writeBusiness(ctx.tx!, 'first');
+        await gate;
+        throw new Error('first failed');
+      };
+      const first = guard.handle(demoRequest('tx-5'), failing, { transaction: true });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const second = guard.handle(demoRequest('tx-5'), writer('second'), { transaction: true });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      open();
+      await assert.rejects(first, /first failed/);
+      const b = await second;
+      assert.equal(b.status, 201);
+      assert.equal(b.headers['idempotent-replayed'], 'false');
+      assert.deepEqual(await sut.businessRows(), ['second']);
+    });
+
+    it('answers 422 to a duplicate with another payload after the first commits', async () => {
+      const guard = guardOf();
+      await guard.handle(demoRequest('tx-6'), writer('one'), { transaction: true });
+      const other = await guard.handle(demoRequest('tx-6', { topic: 'different' }), writer('two'), { transaction: true });
+      assert.equal(other.status, 422);
+      assert.deepEqual(await sut.businessRows(), ['one']);
     });
   });
 }

@@ -1,0 +1,311 @@
+/**
+ * SQLite idempotency store on better-sqlite3 (12.x): the embedded default. Imports only `../store.js`
+ * and better-sqlite3's types; copied into users' generated code.
+ *
+ * ```ts
+ * import Database from 'better-sqlite3';
+ * const db = new Database('idempotency.db');
+ * const store = new SqliteStore(db);   // sets busy_timeout on the connection you own
+ * store.migrate();                     // WAL + table + indexes, idempotent
+ * ```
+ *
+ * Atomicity: every write is one `BEGIN IMMEDIATE` transaction (the database's write lock) around
+ * `INSERT … ON CONFLICT … RETURNING`, so processes sharing the file never both win a record.
+ *
+ * One-transaction mode and `await`: better-sqlite3 is synchronous and a connection has one transaction,
+ * so while a handler awaits inside {@link SqliteStore.withReservation}, anything else run on that
+ * connection would join the open transaction. This store therefore serialises all of its work on a
+ * connection with a per-connection async mutex: a transactional request holds it from `BEGIN IMMEDIATE`
+ * to `COMMIT`/`ROLLBACK`, and every other call of any SqliteStore on that connection (including a
+ * duplicate delivery, which then reads `completed`) waits for it. Transactional requests on one
+ * connection thus run one at a time; give the guard its own connection (or your app, if it writes
+ * outside the guard while a transactional handler awaits) to keep those writes out of the transaction.
+ * A second process waits on the file lock for `busy_timeout`, which blocks that process's event loop
+ * (better-sqlite3 is synchronous).
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import {
+  StoreError,
+  checkStoreName,
+  type BatchOptions,
+  type CompleteInput,
+  type IdempotencyRecord,
+  type ReserveInput,
+  type ReserveResult,
+  type TransactionStep,
+  type TransactionalStore,
+} from '../store.js';
+
+/** A better-sqlite3 connection. */
+export type SqliteDatabase = BetterSqlite3.Database;
+
+/** Options of {@link SqliteStore}. */
+export interface SqliteStoreOptions {
+  /** Table name (letters, digits, `_`; default `idempotency_records`). */
+  readonly table?: string;
+  /** Clock in ms since the epoch (default `Date.now`); SQLite has no clock of its own worth sharing. */
+  readonly clock?: () => number;
+  /** `PRAGMA busy_timeout` set on the connection, in ms (default 5000; `null` leaves it alone). */
+  readonly busyTimeoutMs?: number | null;
+}
+
+interface Row {
+  id: string;
+  operation: string;
+  fingerprint: string;
+  state: 'in_progress' | 'completed';
+  lease_token: string;
+  lease_until: number;
+  expires_at: number;
+  created_at: number;
+  status: number | null;
+  headers: string | null;
+  body: Uint8Array | null;
+  result_id: string | null;
+}
+
+// One mutex per connection, shared by every SqliteStore on it (see the file comment).
+const mutexes = new WeakMap<SqliteDatabase, { tail: Promise<unknown> }>();
+
+function serialise<T>(db: SqliteDatabase, work: () => Promise<T> | T): Promise<T> {
+  let mutex = mutexes.get(db);
+  if (mutex === undefined) {
+    mutex = { tail: Promise.resolve() };
+    mutexes.set(db, mutex);
+  }
+  const result = mutex.tail.then(work);
+  mutex.tail = result.then(
+    () => undefined,
+    () => undefined,
+  );
+  return result;
+}
+
+/** SQLite store. The caller creates, configures and closes the `Database`; the store never does. */
+export class SqliteStore implements TransactionalStore<SqliteDatabase> {
+  readonly #db: SqliteDatabase;
+  readonly #table: string;
+  readonly #clock: () => number;
+
+  constructor(db: SqliteDatabase, options: SqliteStoreOptions = {}) {
+    this.#db = db;
+    this.#table = checkStoreName(options.table ?? 'idempotency_records', 'SQLite table name');
+    this.#clock = options.clock ?? Date.now;
+    const busy = options.busyTimeoutMs === undefined ? 5000 : options.busyTimeoutMs;
+    if (busy !== null) db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busy))}`);
+  }
+
+  /** The schema {@link SqliteStore.migrate} creates, for review or your own migration tool. */
+  static schemaSql(table = 'idempotency_records'): string {
+    const t = checkStoreName(table, 'SQLite table name');
+    return [
+      `CREATE TABLE IF NOT EXISTS ${t} (`,
+      `  id TEXT PRIMARY KEY,`,
+      `  operation TEXT NOT NULL,`,
+      `  fingerprint TEXT NOT NULL,`,
+      `  state TEXT NOT NULL CHECK (state IN ('in_progress', 'completed')),`,
+      `  lease_token TEXT NOT NULL,`,
+      `  lease_until INTEGER NOT NULL,`,
+      `  expires_at INTEGER NOT NULL,`,
+      `  created_at INTEGER NOT NULL,`,
+      `  status INTEGER,`,
+      `  headers TEXT,`,
+      `  body BLOB,`,
+      `  result_id TEXT`,
+      `) STRICT;`,
+      `CREATE INDEX IF NOT EXISTS ${t}_expiry ON ${t} (expires_at) WHERE state = 'completed';`,
+      `CREATE INDEX IF NOT EXISTS ${t}_lease ON ${t} (lease_until) WHERE state = 'in_progress';`,
+    ].join('\n');
+  }
+
+  /** Switch the file to WAL and create the table and indexes if absent. Idempotent. */
+  async migrate(): Promise<void> {
+    await this.#run(() => {
+      this.#db.pragma('journal_mode = WAL');
+      this.#db.exec(SqliteStore.schemaSql(this.#table));
+    });
+  }
+
+  reserve(input: ReserveInput): Promise<ReserveResult> {
+    return this.#run(() => this.#db.transaction(() => this.#reserveNow(input)).immediate());
+  }
+
+  complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+    return this.#run(() => this.#db.transaction(() => this.#completeNow(id, token, input)).immediate());
+  }
+
+  release(id: string, token: string): Promise<boolean> {
+    return this.#run(
+      () => this.#db.prepare(`DELETE FROM ${this.#table} WHERE id = ? AND lease_token = ? AND state = 'in_progress'`).run(id, token).changes === 1,
+    );
+  }
+
+  takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
+    return this.#run(() => {
+      const now = this.#clock();
+      const row = this.#db
+        .prepare(
+          `UPDATE ${this.#table} SET lease_token = ?, lease_until = ?, created_at = ?
+           WHERE id = ? AND fingerprint = ? AND lease_token = ? AND state = 'in_progress' AND lease_until <= ? RETURNING *`,
+        )
+        .get(newToken, now + leaseMs, now, id, fingerprint, staleToken, now) as Row | undefined;
+      return row === undefined ? undefined : toRecord(row);
+    });
+  }
+
+  get(id: string): Promise<IdempotencyRecord | undefined> {
+    return this.#run(() => {
+      const row = this.#db.prepare(`SELECT * FROM ${this.#table} WHERE id = ?`).get(id) as Row | undefined;
+      return row === undefined ? undefined : toRecord(row);
+    });
+  }
+
+  listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
+    return this.#run(() => {
+      const rows = this.#db
+        .prepare(`SELECT * FROM ${this.#table} WHERE state = 'in_progress' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?`)
+        .all(this.#clock(), limitOf(options)) as Row[];
+      return rows.map(toRecord);
+    });
+  }
+
+  purgeExpired(options: BatchOptions = {}): Promise<number> {
+    return this.#run(
+      () =>
+        this.#db
+          .prepare(
+            `DELETE FROM ${this.#table} WHERE id IN (
+               SELECT id FROM ${this.#table} WHERE state = 'completed' AND expires_at <= ? ORDER BY expires_at LIMIT ?)`,
+          )
+          .run(this.#clock(), limitOf(options)).changes,
+    );
+  }
+
+  async now(): Promise<number> {
+    return this.#clock();
+  }
+
+  withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: SqliteDatabase) => Promise<TransactionStep<T>>): Promise<T> {
+    return serialise(this.#db, async () => {
+      const db = this.#db;
+      let reserved: ReserveResult;
+      try {
+        db.exec('BEGIN IMMEDIATE');
+      } catch (error) {
+        throw wrap(error, 'could not begin the transaction');
+      }
+      try {
+        reserved = this.#reserveNow(input);
+      } catch (error) {
+        rollback(db);
+        throw wrap(error, 'could not reserve');
+      }
+      let step: TransactionStep<T>;
+      try {
+        step = await work(reserved, db);
+      } catch (error) {
+        rollback(db);
+        throw error;
+      }
+      try {
+        if (step.commit) {
+          if (!this.#completeNow(input.id, input.token, step.complete)) {
+            throw new StoreError('unavailable', 'the reservation disappeared inside its own transaction');
+          }
+          db.exec('COMMIT');
+        } else {
+          db.exec('ROLLBACK');
+        }
+      } catch (error) {
+        rollback(db);
+        throw wrap(error, 'could not finish the transaction');
+      }
+      return step.value;
+    });
+  }
+
+  #run<T>(work: () => T): Promise<T> {
+    return serialise(this.#db, () => {
+      try {
+        return work();
+      } catch (error) {
+        throw wrap(error, 'SQLite store operation failed');
+      }
+    });
+  }
+
+  #reserveNow(input: ReserveInput): ReserveResult {
+    const now = this.#clock();
+    const inserted = this.#db
+      .prepare(
+        `INSERT INTO ${this.#table} (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+         VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET
+           operation = excluded.operation, fingerprint = excluded.fingerprint, state = 'in_progress',
+           lease_token = excluded.lease_token, lease_until = excluded.lease_until, expires_at = excluded.expires_at,
+           created_at = excluded.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
+         WHERE ${this.#table}.state = 'completed' AND ${this.#table}.expires_at <= excluded.created_at
+         RETURNING *`,
+      )
+      .get(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now) as Row | undefined;
+    if (inserted !== undefined) return { outcome: 'reserved', record: toRecord(inserted), now };
+    const existing = this.#db.prepare(`SELECT * FROM ${this.#table} WHERE id = ?`).get(input.id) as Row | undefined;
+    if (existing === undefined) throw new StoreError('unavailable', 'the conflicting record vanished inside the write lock');
+    return { outcome: 'existing', record: toRecord(existing), now };
+  }
+
+  #completeNow(id: string, token: string, input: CompleteInput): boolean {
+    const now = this.#clock();
+    return (
+      this.#db
+        .prepare(
+          `UPDATE ${this.#table} SET state = 'completed', status = ?, headers = ?, body = ?, result_id = ?, expires_at = ?
+           WHERE id = ? AND lease_token = ? AND state = 'in_progress'`,
+        )
+        .run(input.response.status, JSON.stringify(input.response.headers), Buffer.from(input.response.body), input.resultId ?? null, now + input.ttlMs, id, token)
+        .changes === 1
+    );
+  }
+}
+
+function limitOf(options: BatchOptions): number {
+  return Math.max(1, Math.floor(options.limit ?? 500));
+}
+
+function rollback(db: SqliteDatabase): void {
+  try {
+    if (db.inTransaction) db.exec('ROLLBACK');
+  } catch {
+    // The connection is already out of the transaction (SQLite rolls back on some errors itself).
+  }
+}
+
+function wrap(error: unknown, message: string): StoreError {
+  if (error instanceof StoreError) return error;
+  const code = (error as { code?: unknown }).code;
+  const kind = code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' ? 'lock-timeout' : 'unavailable';
+  return new StoreError(kind, `${message}${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
+}
+
+function toRecord(row: Row): IdempotencyRecord {
+  const base = {
+    id: row.id,
+    operation: row.operation,
+    fingerprint: row.fingerprint,
+    state: row.state,
+    leaseToken: row.lease_token,
+    leaseUntil: Number(row.lease_until),
+    expiresAt: Number(row.expires_at),
+    createdAt: Number(row.created_at),
+  };
+  if (row.state !== 'completed') return base;
+  return {
+    ...base,
+    response: {
+      status: Number(row.status),
+      headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
+      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
+    },
+    ...(row.result_id !== null ? { resultId: row.result_id } : {}),
+  };
+}

@@ -1,0 +1,159 @@
+/**
+ * Throw-away database servers for integration tests: a PostgreSQL cluster (`initdb` + `pg_ctl` in a temp
+ * dir) and a `redis-server`, each on a free loopback port, started and stopped by the test itself.
+ *
+ * A missing binary is a loud skip locally and a failure when `CI=true` ({@link requireBinary}).
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Where a binary lives: PATH first, then the given directories. */
+export function findBinary(name: string, extraDirs: readonly string[] = []): string | undefined {
+  const dirs = [...(process.env['PATH'] ?? '').split(delimiter), ...extraDirs];
+  for (const dir of dirs) {
+    if (dir !== '' && existsSync(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/**
+ * Find `name` or stop the suite: with `CI=true` a missing binary fails it; locally the suite is skipped
+ * with a warning on stderr (never silently).
+ */
+export function requireBinary(ctx: Mocha.Context, name: string, extraDirs: readonly string[] = []): string {
+  const found = findBinary(name, extraDirs);
+  if (found !== undefined) return found;
+  const message = `${name} not found on PATH${extraDirs.length > 0 ? ` or in ${extraDirs.join(', ')}` : ''}`;
+  if (process.env['CI'] === 'true') throw new Error(`${message}: CI must run the ${ctx.currentTest?.parent?.title ?? ctx.test?.parent?.title ?? ''} tests (.ci/run installs it)`);
+  process.stderr.write(`\n  !!! SKIPPING "${ctx.test?.parent?.fullTitle() ?? name}": ${message}. Install it to run these tests. !!!\n\n`);
+  ctx.skip();
+}
+
+/** A free TCP port on 127.0.0.1 (asked from the OS, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
+
+/** A running throw-away PostgreSQL cluster. */
+export interface PostgresServer {
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  readonly database: string;
+  readonly connectionString: string;
+  /** Stop it (fast shutdown) and delete its directory. Safe to call twice. */
+  stop(): Promise<void>;
+  /** Stop it the hard way (immediate shutdown, no checkpoint), as a crash would. */
+  kill(): Promise<void>;
+}
+
+/** Run a PostgreSQL tool, as the `postgres` user when we are root (initdb refuses to run as root). */
+async function pgTool(asPostgres: boolean, binary: string, args: string[]): Promise<void> {
+  const [cmd, argv] = asPostgres ? ['runuser', ['-u', 'postgres', '--', binary, ...args]] : [binary, args];
+  await run(cmd, argv, { timeout: 60_000 });
+}
+
+/** `initdb` + `pg_ctl start` in a temp dir on a free loopback port. Call {@link requireBinary} first. */
+export async function startPostgres(): Promise<PostgresServer> {
+  const initdb = findBinary('initdb', PG_DIRS);
+  const pgCtl = findBinary('pg_ctl', PG_DIRS);
+  if (initdb === undefined || pgCtl === undefined) throw new Error('initdb / pg_ctl not found');
+  const asPostgres = process.getuid?.() === 0;
+  const dir = mkdtempSync(join(tmpdir(), 'idemkit-pg-'));
+  if (asPostgres) {
+    const { stdout: uid } = await run('id', ['-u', 'postgres']);
+    const { stdout: gid } = await run('id', ['-g', 'postgres']);
+    chownSync(dir, Number(uid.trim()), Number(gid.trim()));
+  }
+  const data = join(dir, 'data');
+  const port = await freePort();
+  await pgTool(asPostgres, initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  const options = `-p ${port} -h 127.0.0.1 -k ${dir} -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
+  await pgTool(asPostgres, pgCtl, ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
+  let running = true;
+  const shutdown = async (mode: 'fast' | 'immediate') => {
+    if (!running) return;
+    running = false;
+    try {
+      await pgTool(asPostgres, pgCtl, ['-D', data, '-m', mode, '-w', '-t', '60', 'stop']);
+    } finally {
+      if (mode === 'fast') rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  return {
+    host: '127.0.0.1',
+    port,
+    user: 'postgres',
+    database: 'postgres',
+    connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    stop: async () => {
+      if (running) await shutdown('fast');
+      rmSync(dir, { recursive: true, force: true });
+    },
+    kill: () => shutdown('immediate'),
+  };
+}
+
+/** A running throw-away Redis server. */
+export interface RedisServer {
+  readonly host: string;
+  readonly port: number;
+  /** SIGTERM and wait for it to exit. Safe to call twice. */
+  stop(): Promise<void>;
+  /** SIGKILL, as a crash would. */
+  kill(): Promise<void>;
+}
+
+/** `redis-server` on a free loopback port without persistence. Call {@link requireBinary} first. */
+export async function startRedis(): Promise<RedisServer> {
+  const binary = findBinary('redis-server');
+  if (binary === undefined) throw new Error('redis-server not found');
+  const port = await freePort();
+  const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  await waitForRedis(port, 10_000);
+  const signal = async (sig: NodeJS.Signals) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+    await exited;
+    process.removeListener('exit', killOnExit);
+  };
+  return { host: '127.0.0.1', port, stop: () => signal('SIGTERM'), kill: () => signal('SIGKILL') };
+}
+
+async function waitForRedis(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = createConnection({ host: '127.0.0.1', port });
+      socket.once('error', () => resolve(false));
+      socket.once('connect', () => socket.write('PING\r\n'));
+      socket.once('data', (data) => {
+        socket.destroy();
+        resolve(data.toString().startsWith('+PONG'));
+      });
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`redis-server did not answer on port ${port}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
