@@ -2,7 +2,7 @@
  * A small in-memory ApiDocument for unit tests of the lint infrastructure (suppressions, baseline,
  * formatters), so they do not depend on the parser. Positions are fake but stable: line = pointer depth.
  */
-import type { ApiDocument, OperationView } from '../../src/parser/model.js';
+import type { ApiDocument, IdempotencyContract, OperationView } from '../../src/parser/model.js';
 import type { Finding, Severity } from '../../src/lint/rule.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -69,4 +69,39 @@ export function fakeFinding(partial: Partial<Finding> & { ruleId: string; file: 
     operations: [],
     ...partial,
   };
+}
+
+/** A contract for markdown-card tests: every readiness question answered unless overridden. */
+export function fakeContract(operationAt: { file: string; pointer: string }, overrides: Partial<IdempotencyContract> = {}): IdempotencyContract {
+  const absent = undefined;
+  return {
+    enabled: true,
+    key: { header: 'Idempotency-Key', required: true, maxLength: 255, pattern: absent },
+    scope: [{ kind: 'principal' }, { kind: 'header', name: 'X-Tenant-Id' }],
+    fingerprint: { include: ['/amount', '/currency'], exclude: [] },
+    ttl: { raw: 'P1D', ms: 86_400_000 },
+    lease: { raw: 'PT30S', ms: 30_000 },
+    retry: { deadline: { raw: 'PT30S', ms: 30_000 }, maxAttempts: 4, backoff: absent },
+    effect: { owner: 'payouts', external: true, providerKey: 'forward', statusRoute: 'getPayout' },
+    transient: [429, 503],
+    responses: {
+      replay: { header: 'Idempotent-Replayed' },
+      missingKey: { status: 400 },
+      invalidKey: { status: 400 },
+      mismatch: { status: 422 },
+      inProgress: { status: 409 },
+      abandoned: { status: 409 },
+      storeUnavailable: { status: 503 },
+    },
+    unknownOutcome: 'status-route',
+    raw: {},
+    schemaErrors: [],
+    at: (...path: (string | number)[]) => ({ file: operationAt.file, pointer: `${operationAt.pointer}/x-idempotency${path.map((p) => `/${p}`).join('')}` }),
+    ...overrides,
+  };
+}
+
+/** Replaces the contract of the operation with `label`. */
+export function withContract(document: ApiDocument, label: string, contract: IdempotencyContract): ApiDocument {
+  return { ...document, operations: document.operations.map((op) => (op.label === label ? { ...op, contract } : op)) } as ApiDocument;
 }

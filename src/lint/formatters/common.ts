@@ -1,0 +1,34 @@
+/** Helpers shared by the machine-readable and review formatters (sarif, github, junit, markdown). */
+import path from 'node:path';
+import type { ApiDocument } from '../../parser/model.js';
+import type { BaselineEntry } from '../baseline.js';
+import type { Finding, Rule } from '../rule.js';
+
+/**
+ * What these formatters read of a lint report. The registry's `LintReport` satisfies it; the optional
+ * members are filled by the lint command when it has them.
+ */
+export interface FormatterInput {
+  /** Directory paths in the output are relative to. */
+  readonly cwd: string;
+  readonly findings: readonly Finding[];
+  readonly documents: readonly ApiDocument[];
+  /** The catalogue to describe rules from (defaults to idemkit's). */
+  readonly rules?: readonly Rule[];
+  /** Set when `--baseline` hid known findings. */
+  readonly baseline?: { readonly file: string; readonly matched: number; readonly stale: readonly BaselineEntry[] };
+}
+
+/** `file` relative to `cwd`, `/`-separated (an absolute path stays as it is when on another root). */
+export function relativePath(cwd: string, file: string): string {
+  const relative = path.relative(cwd, file);
+  if (relative === '' || path.isAbsolute(relative)) return file.split(path.sep).join('/');
+  return relative.split(path.sep).join('/');
+}
+
+/** Findings in a stable order: file, line, column, rule. */
+export function sortFindings(findings: readonly Finding[]): Finding[] {
+  return [...findings].sort(
+    (a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0) || a.line - b.line || a.column - b.column || (a.ruleId < b.ruleId ? -1 : a.ruleId > b.ruleId ? 1 : 0),
+  );
+}

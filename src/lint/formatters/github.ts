@@ -1,0 +1,39 @@
+/**
+ * GitHub Actions workflow commands: one annotation per unsuppressed finding,
+ * `::error file=…,line=…,col=…,title=<rule>::message`.
+ */
+import { relativePath, sortFindings } from './common.js';
+import type { FormatterInput } from './common.js';
+import type { Severity } from '../rule.js';
+
+const COMMAND: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'notice' };
+
+/** Escapes a workflow command's message (`%`, CR, LF), as the Actions toolkit does. */
+export function escapeData(text: string): string {
+  return text.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+}
+
+/** Escapes a workflow command property value (also `:` and `,`, which separate properties). */
+export function escapeProperty(text: string): string {
+  return escapeData(text).replace(/:/g, '%3A').replace(/,/g, '%2C');
+}
+
+/** Formats the report as GitHub workflow annotations. */
+export function formatGithub(report: FormatterInput): string {
+  const lines: string[] = [];
+  for (const finding of sortFindings(report.findings)) {
+    if (finding.suppressed) continue;
+    const properties = [
+      `file=${escapeProperty(relativePath(report.cwd, finding.file))}`,
+      `line=${finding.line}`,
+      `col=${finding.column}`,
+      `title=${escapeProperty(finding.ruleId)}`,
+    ].join(',');
+    const about = finding.operations.length > 0 ? ` [${finding.operations.join('; ')}]` : '';
+    lines.push(`::${COMMAND[finding.severity]} ${properties}::${escapeData(`${finding.message}${about} (${finding.ruleId})`)}`);
+  }
+  for (const entry of report.baseline?.stale ?? []) {
+    lines.push(`::notice title=${escapeProperty('idemkit baseline')}::${escapeData(`stale baseline entry: ${entry.rule} at ${entry.file} ${entry.operation} ${entry.pointer || '(operation)'} no longer occurs; regenerate the baseline`)}`);
+  }
+  return lines.length > 0 ? `${lines.join('\n')}\n` : '';
+}

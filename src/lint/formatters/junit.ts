@@ -1,0 +1,92 @@
+/** JUnit XML: one test suite per file, one test case per operation, a failure for its findings. */
+import type { OperationView } from '../../parser/model.js';
+import type { Finding } from '../rule.js';
+import { relativePath, sortFindings } from './common.js';
+import type { FormatterInput } from './common.js';
+
+/** Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. */
+export function escapeXml(text: string): string {
+  return text
+    .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '')
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&apos;');
+}
+
+interface Case {
+  readonly name: string;
+  readonly findings: Finding[];
+}
+
+/** Formats the report as JUnit XML. */
+export function formatJunit(report: FormatterInput): string {
+  const suites = new Map<string, Map<string, Case>>();
+  const suiteOf = (file: string) => {
+    const name = relativePath(report.cwd, file);
+    let suite = suites.get(name);
+    if (!suite) suites.set(name, (suite = new Map()));
+    return suite;
+  };
+  const labelToSuite = new Map<string, Map<string, Case>>();
+  for (const document of report.documents) {
+    const suite = suiteOf(document.file);
+    for (const operation of document.operations) {
+      suite.set(operation.label, { name: operation.label, findings: [] });
+      labelToSuite.set(operation.label, suite);
+    }
+  }
+  for (const finding of sortFindings(report.findings)) {
+    const labels = finding.operations.length > 0 ? finding.operations : ['(document)'];
+    for (const label of labels) {
+      const suite = labelToSuite.get(label) ?? suiteOf(documentFileFor(report, finding));
+      let testCase = suite.get(label);
+      if (!testCase) suite.set(label, (testCase = { name: label, findings: [] }));
+      testCase.findings.push(finding);
+    }
+  }
+  let tests = 0;
+  let failures = 0;
+  const body: string[] = [];
+  for (const [suiteName, cases] of [...suites].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const suiteFailures = [...cases.values()].filter((c) => c.findings.some((f) => !f.suppressed)).length;
+    tests += cases.size;
+    failures += suiteFailures;
+    body.push(`  <testsuite name="${escapeXml(suiteName)}" tests="${cases.size}" failures="${suiteFailures}" errors="0" skipped="0">`);
+    for (const testCase of cases.values()) body.push(...renderCase(report, suiteName, testCase));
+    body.push('  </testsuite>');
+  }
+  return [
+    '<?xml version="1.0" encoding="UTF-8"?>',
+    `<testsuites name="idemkit" tests="${tests}" failures="${failures}" errors="0">`,
+    ...body,
+    '</testsuites>',
+    '',
+  ].join('\n');
+}
+
+function renderCase(report: FormatterInput, suiteName: string, testCase: Case): string[] {
+  const open = `    <testcase classname="${escapeXml(suiteName)}" name="${escapeXml(testCase.name)}">`;
+  const active = testCase.findings.filter((f) => !f.suppressed);
+  const suppressed = testCase.findings.filter((f) => f.suppressed);
+  if (active.length === 0 && suppressed.length === 0) return [`    <testcase classname="${escapeXml(suiteName)}" name="${escapeXml(testCase.name)}"/>`];
+  const lines = [open];
+  const describe = (f: Finding) => `${relativePath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}`;
+  if (active.length > 0) {
+    const first = active[0]!;
+    const summary = active.length === 1 ? first.message : `${active.length} findings, first: ${first.message}`;
+    lines.push(`      <failure message="${escapeXml(summary)}" type="${escapeXml(first.ruleId)}">${escapeXml(active.map(describe).join('\n'))}</failure>`);
+  }
+  if (suppressed.length > 0) {
+    const text = suppressed.map((f) => `suppressed (${f.suppressed!.reason}): ${describe(f)}`).join('\n');
+    lines.push(`      <system-out>${escapeXml(text)}</system-out>`);
+  }
+  lines.push('    </testcase>');
+  return lines;
+}
+
+function documentFileFor(report: FormatterInput, finding: Finding): string {
+  const owner = report.documents.find((document) => document.operations.some((operation: OperationView) => finding.operations.includes(operation.label)));
+  return owner?.file ?? finding.file;
+}

@@ -1,0 +1,178 @@
+/**
+ * A readiness card per contracted operation, for a review comment: the article's five questions (scope,
+ * same payload, effect owner, replay answer, unknown outcome), each answered from the contract and marked
+ * ✔ when it is answered and no finding of that criterion stands against it, ✘ otherwise; then the
+ * operation's findings. Findings about operations without a contract follow the cards.
+ */
+import type { IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
+import { catalogue } from '../catalogue.js';
+import type { Criterion, Finding, Rule } from '../rule.js';
+import { relativePath, sortFindings } from './common.js';
+import type { FormatterInput } from './common.js';
+
+const YES = '✔';
+const NO = '✘';
+
+/** Escapes text for Markdown prose and table cells (no HTML, no emphasis, no links, no cell breaks). */
+export function escapeMarkdown(text: string): string {
+  return text.replace(/[\\`*_[\]<>|#~]/g, (char) => `\\${char}`).replace(/\r?\n/g, ' ');
+}
+
+/** An inline code span that cannot be broken out of. */
+function code(text: string): string {
+  const clean = text.replace(/\r?\n/g, ' ');
+  const fence = clean.includes('`') ? '``' : '`';
+  return `${fence}${clean.includes('`') ? ` ${clean} ` : clean}${fence}`;
+}
+
+interface Question {
+  readonly criterion: Criterion;
+  readonly title: string;
+  answer(contract: IdempotencyContract): string | undefined;
+}
+
+function scopePart(part: ScopePart): string {
+  return part.kind === 'principal' || part.kind === 'global' ? part.kind : `${part.kind}:${part.name}`;
+}
+
+function raw(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+const QUESTIONS: readonly Question[] = [
+  {
+    criterion: 'scope',
+    title: 'Scope — which scope binds the attempts?',
+    answer: (c) => (c.scope && c.scope.length > 0 ? `operation + ${c.scope.map((p) => code(scopePart(p))).join(' + ')}` : undefined),
+  },
+  {
+    criterion: 'payload',
+    title: 'Same payload — which payload counts as the same?',
+    answer: (c) => {
+      if (!c.fingerprint) return undefined;
+      const { include, exclude } = c.fingerprint;
+      const base = include === 'all' ? 'the whole body' : include.length > 0 ? include.map(code).join(', ') : undefined;
+      if (base === undefined) return undefined;
+      return exclude.length > 0 ? `${base}, except ${exclude.map(code).join(', ')}` : base;
+    },
+  },
+  {
+    criterion: 'owner',
+    title: 'Effect owner — who owns the effect?',
+    answer: (c) => {
+      if (!c.effect?.owner) return undefined;
+      const where = c.effect.external ? `external effect, provider key: ${code(c.effect.providerKey ?? 'undeclared')}` : 'local effect';
+      return `${code(c.effect.owner)} (${where})`;
+    },
+  },
+  {
+    criterion: 'replay',
+    title: 'Replay answer — what does a replay get?',
+    answer: (c) => {
+      if (!c.responses.replay) return undefined;
+      const ttl = c.ttl ? `, kept for ${code(raw(c.ttl.raw))}` : '';
+      return `the stored status and body, marked ${code(c.responses.replay.header)}${ttl}`;
+    },
+  },
+  {
+    criterion: 'unknown-outcome',
+    title: 'Unknown outcome — what happens when no answer came?',
+    answer: (c) => {
+      if (!c.unknownOutcome) return undefined;
+      const action = c.unknownOutcome === 'status-route' ? `read the status route ${code(c.effect?.statusRoute ?? 'undeclared')}` : 'surface it to the user, keep the form';
+      const deadline = c.retry?.deadline ? ` after the ${code(raw(c.retry.deadline.raw))} deadline` : '';
+      return `${action}${deadline}`;
+    },
+  },
+];
+
+/** Formats the report as Markdown readiness cards. */
+export function formatMarkdown(report: FormatterInput): string {
+  const rules: readonly Rule[] = report.rules ?? catalogue();
+  const criterionOf = new Map(rules.map((rule) => [rule.meta.id, rule.meta.criterion]));
+  const findings = sortFindings(report.findings);
+  const byLabel = new Map<string, Finding[]>();
+  for (const finding of findings) {
+    for (const label of finding.operations) {
+      const list = byLabel.get(label) ?? [];
+      list.push(finding);
+      byLabel.set(label, list);
+    }
+  }
+  const cards: string[] = [];
+  const optedOut: string[] = [];
+  const shown = new Set<string>();
+  let ready = 0;
+  let contracted = 0;
+  for (const document of report.documents) {
+    for (const operation of document.operations) {
+      if (!operation.contract) continue;
+      if (!operation.contract.enabled) {
+        optedOut.push(operation.label);
+        continue;
+      }
+      contracted += 1;
+      shown.add(operation.label);
+      const card = renderCard(report, operation, operation.contract, byLabel.get(operation.label) ?? [], criterionOf);
+      if (card.ready) ready += 1;
+      cards.push(card.text);
+    }
+  }
+  const out: string[] = [`## Idempotency readiness: ${ready} of ${contracted} contracted operation${contracted === 1 ? '' : 's'} ready`, ''];
+  out.push(...cards);
+  if (optedOut.length > 0) {
+    out.push(`**Knowingly not idempotent** (\`x-idempotency: false\`, never auto-retried): ${optedOut.map(code).join(', ')}`, '');
+  }
+  const others = findings.filter((f) => f.operations.length === 0 || !f.operations.some((label) => shown.has(label)));
+  if (others.length > 0) {
+    out.push('### Operations without a contract', '', ...others.map((f) => findingLine(report, f)), '');
+  }
+  if (report.baseline) {
+    out.push(`_Baseline ${code(relativePath(report.cwd, report.baseline.file))}: ${report.baseline.matched} known finding(s) hidden, ${report.baseline.stale.length} stale entr${report.baseline.stale.length === 1 ? 'y' : 'ies'}._`, '');
+  }
+  if (contracted === 0 && others.length === 0) out.push('No contracted operations and no findings.', '');
+  return out.join('\n');
+}
+
+function renderCard(
+  report: FormatterInput,
+  operation: OperationView,
+  contract: IdempotencyContract,
+  findings: readonly Finding[],
+  criterionOf: ReadonlyMap<string, Criterion>,
+): { ready: boolean; text: string } {
+  const active = findings.filter((f) => !f.suppressed);
+  const rows = QUESTIONS.map((question) => {
+    const answer = question.answer(contract);
+    const against = active.filter((f) => criterionOf.get(f.ruleId) === question.criterion);
+    const ok = answer !== undefined && against.length === 0;
+    const note = against.length > 0 ? ` — ${against.map((f) => code(f.ruleId)).join(', ')}` : '';
+    return { ok, line: `| ${ok ? YES : NO} | ${question.title} | ${answer ?? '_not answered_'}${note} |` };
+  });
+  const ready = rows.every((row) => row.ok) && !active.some((f) => f.severity === 'error');
+  const where = `${relativePath(report.cwd, operation.at.file)}:${positionLine(report, operation)}`;
+  const lines = [
+    `### ${ready ? YES : NO} ${code(operation.label)}`,
+    '',
+    `${code(where)}`,
+    '',
+    '| | Question | Answer |',
+    '|---|---|---|',
+    ...rows.map((row) => row.line),
+    '',
+  ];
+  if (findings.length > 0) lines.push(...findings.map((f) => findingLine(report, f)), '');
+  return { ready, text: lines.join('\n') };
+}
+
+function positionLine(report: FormatterInput, operation: OperationView): number {
+  const document = report.documents.find((d) => d.operations.includes(operation));
+  return document ? document.position(operation.at).line : 1;
+}
+
+function findingLine(report: FormatterInput, finding: Finding): string {
+  const where = code(`${relativePath(report.cwd, finding.file)}:${finding.line}:${finding.column}`);
+  const suppressed = finding.suppressed ? ` _(suppressed: ${escapeMarkdown(finding.suppressed.reason)})_` : '';
+  const mark = finding.suppressed ? '~' : finding.severity === 'error' ? NO : '!';
+  return `- ${mark} **${finding.severity}** ${code(finding.ruleId)} ${where} ${escapeMarkdown(finding.message)}${suppressed}`;
+}

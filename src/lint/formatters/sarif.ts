@@ -1,0 +1,96 @@
+/**
+ * SARIF 2.1.0 for code scanning: the rule catalogue as `tool.driver.rules` (with help from each rule's
+ * page), one result per finding with a physical location relative to the working directory, and a
+ * `partialFingerprints` entry built from the finding's stable identity (no line numbers), so a result keeps
+ * its identity across edits. Suppressed findings are emitted with an in-source suppression.
+ */
+import { pathToFileURL } from 'node:url';
+import { findingIdentity, identityHash } from '../baseline.js';
+import { catalogue } from '../catalogue.js';
+import type { Rule, Severity } from '../rule.js';
+import { packageVersion, ruleDocOrSummary } from '../rule-docs.js';
+import { relativePath, sortFindings } from './common.js';
+import type { FormatterInput } from './common.js';
+
+const LEVEL: Record<Severity, 'error' | 'warning' | 'note'> = { error: 'error', warn: 'warning', info: 'note' };
+
+/** Key of idemkit's fingerprint in `partialFingerprints`. */
+export const FINGERPRINT_KEY = 'idemkitFindingIdentity/v1';
+
+/** Encodes a `/`-separated relative path as a URI reference. */
+function uriOf(relative: string): string {
+  return relative.split('/').map(encodeURIComponent).join('/');
+}
+
+function ruleName(id: string): string {
+  return id.replace(/(^|-)([a-z0-9])/g, (_, __, letter: string) => letter.toUpperCase());
+}
+
+function plainText(markdown: string): string {
+  return markdown
+    .replace(/^#+\s*/gm, '')
+    .replace(/`([^`]*)`/g, '$1')
+    .replace(/\*\*([^*]*)\*\*/g, '$1')
+    .trim();
+}
+
+/** Builds the SARIF log object (exported for tests that inspect it without parsing text). */
+export function buildSarif(report: FormatterInput): Record<string, unknown> {
+  const rules: readonly Rule[] = report.rules ?? catalogue();
+  const ruleIndex = new Map(rules.map((rule, index) => [rule.meta.id, index]));
+  const driverRules = rules.map((rule) => {
+    const page = ruleDocOrSummary(rule);
+    return {
+      id: rule.meta.id,
+      name: ruleName(rule.meta.id),
+      shortDescription: { text: rule.meta.description },
+      fullDescription: { text: rule.meta.rationale },
+      help: { text: plainText(page), markdown: page },
+      defaultConfiguration: { level: LEVEL[rule.meta.severity] },
+      properties: { criterion: rule.meta.criterion, tags: ['idempotency', rule.meta.criterion] },
+    };
+  });
+  const cwdUri = pathToFileURL(report.cwd.endsWith('/') ? report.cwd : `${report.cwd}/`).href;
+  const results = sortFindings(report.findings).map((finding) => {
+    const index = ruleIndex.get(finding.ruleId);
+    const result: Record<string, unknown> = {
+      ruleId: finding.ruleId,
+      ...(index === undefined ? {} : { ruleIndex: index }),
+      level: LEVEL[finding.severity],
+      message: { text: finding.operations.length > 0 ? `${finding.message} [${finding.operations.join('; ')}]` : finding.message },
+      locations: [
+        {
+          physicalLocation: {
+            artifactLocation: { uri: uriOf(relativePath(report.cwd, finding.file)), uriBaseId: '%SRCROOT%' },
+            region: { startLine: Math.max(1, finding.line), startColumn: Math.max(1, finding.column) },
+          },
+          ...(finding.operations.length > 0
+            ? { logicalLocations: finding.operations.map((label) => ({ name: label, kind: 'function' })) }
+            : {}),
+        },
+      ],
+      partialFingerprints: { [FINGERPRINT_KEY]: identityHash(findingIdentity(finding, report.documents, report.cwd)) },
+      properties: { pointer: finding.pointer, messageId: finding.messageId },
+    };
+    if (finding.suppressed) result.suppressions = [{ kind: 'inSource', justification: finding.suppressed.reason }];
+    if (report.baseline) result.baselineState = 'new';
+    return result;
+  });
+  return {
+    $schema: 'https://json.schemastore.org/sarif-2.1.0.json',
+    version: '2.1.0',
+    runs: [
+      {
+        tool: { driver: { name: 'idemkit', semanticVersion: packageVersion(), rules: driverRules } },
+        originalUriBaseIds: { '%SRCROOT%': { uri: cwdUri } },
+        results,
+        columnKind: 'utf16CodeUnits',
+      },
+    ],
+  };
+}
+
+/** Formats the report as a SARIF 2.1.0 log. */
+export function formatSarif(report: FormatterInput): string {
+  return `${JSON.stringify(buildSarif(report), null, 2)}\n`;
+}

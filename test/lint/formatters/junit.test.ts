@@ -1,0 +1,39 @@
+import assert from 'node:assert/strict';
+import { escapeXml, formatJunit } from '../../../src/lint/formatters/junit.js';
+import { report } from './fixture.js';
+
+describe('junit formatter', () => {
+  it('escapes XML and drops characters XML cannot carry', () => {
+    assert.equal(escapeXml(`a<b>&"c"'\u0001\u0007d\ttab`), 'a&lt;b&gt;&amp;&quot;c&quot;&apos;d\ttab');
+  });
+
+  it('has one test case per operation and a failure for the findings of each', () => {
+    const xml = formatJunit(report());
+    assert.match(xml, /^<\?xml version="1\.0" encoding="UTF-8"\?>\n<testsuites name="idemkit" tests="3" failures="2" errors="0">/);
+    assert.match(xml, /<testsuite name="api\/open api\.yaml" tests="3" failures="2" errors="0" skipped="0">/);
+    const cases = [...xml.matchAll(/<testcase classname="[^"]*" name="([^"]*)"/g)].map((m) => m[1]);
+    assert.deepEqual(cases, ['POST /payouts (createPayout)', 'POST /refunds (createRefund)', 'GET /payouts/{id} (getPayout)']);
+    assert.match(xml, /<testcase classname="api\/open api\.yaml" name="GET \/payouts\/\{id\} \(getPayout\)"\/>/);
+    assert.match(xml, /<failure message="2 findings, first: No ttl\." type="ttl-missing">/);
+    assert.match(xml, /api\/open api\.yaml:12:7 error scope-too-wide: Scope 100% global: keys, of &lt;tenants&gt; &amp; &quot;owners&quot; collide\nacross accounts \| `x`/);
+    assert.match(xml, /<system-out>suppressed \(owned by the ledger team\): api\/open api\.yaml:10:5 info effect-owner-missing: Owner\?<\/system-out>/);
+  });
+
+  it('is well-formed: every opened element is closed', () => {
+    const xml = formatJunit(report());
+    const stack: string[] = [];
+    for (const match of xml.matchAll(/<(\/?)([a-z-]+)[^>]*?(\/?)>/g)) {
+      const [, closing, name, selfClosing] = match;
+      if (selfClosing) continue;
+      if (closing) assert.equal(stack.pop(), name);
+      else stack.push(name!);
+    }
+    assert.deepEqual(stack, []);
+  });
+
+  it('passes every operation of a clean report', () => {
+    const xml = formatJunit(report({ findings: [] }));
+    assert.match(xml, /tests="3" failures="0"/);
+    assert.doesNotMatch(xml, /<failure/);
+  });
+});

@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { escapeMarkdown, formatMarkdown } from '../../../src/lint/formatters/markdown.js';
+import { fakeContract, withContract } from '../fake-document.js';
+import { payout, refund, report } from './fixture.js';
+
+describe('markdown formatter', () => {
+  it('answers the five questions for each contracted operation, with ✔/✘', () => {
+    const md = formatMarkdown(report());
+    assert.match(md, /^## Idempotency readiness: 0 of 1 contracted operation ready/);
+    assert.match(md, /### ✘ `POST \/payouts \(createPayout\)`/);
+    assert.match(md, /\| ✘ \| Scope — which scope binds the attempts\? \| operation \+ `principal` \+ `header:X-Tenant-Id` — `scope-too-wide` \|/);
+    assert.match(md, /\| ✔ \| Same payload — which payload counts as the same\? \| `\/amount`, `\/currency` \|/);
+    // The owner finding is suppressed, so the answer stands.
+    assert.match(md, /\| ✔ \| Effect owner — who owns the effect\? \| `payouts` \(external effect, provider key: `forward`\) \|/);
+    assert.match(md, /\| ✘ \| Replay answer — what does a replay get\? \| the stored status and body, marked `Idempotent-Replayed` — `ttl-missing` \|/);
+    assert.match(md, /\| ✔ \| Unknown outcome — what happens when no answer came\? \| read the status route `getPayout` after the `PT30S` deadline \|/);
+  });
+
+  it('lists findings under their card, escaped, and suppressed ones with the reason', () => {
+    const md = formatMarkdown(report());
+    assert.ok(md.includes('- ✘ **error** `scope-too-wide` `api/open api.yaml:12:7` Scope 100% global: keys, of \\<tenants\\> & "owners" collide across accounts \\| \\`x\\`'));
+    assert.match(md, /- ~ \*\*info\*\* `effect-owner-missing` .* Owner\? _\(suppressed: owned by the ledger team\)_/);
+  });
+
+  it('lists findings of operations without a contract after the cards', () => {
+    const md = formatMarkdown(report());
+    const [, tail] = md.split('### Operations without a contract');
+    assert.ok(tail, 'section present');
+    assert.match(tail!, /`contract-missing` `api\/open api\.yaml:30:5` POST \/refunds takes Idempotency-Key/);
+    assert.ok(!tail!.includes('scope-too-wide'));
+    assert.ok(refund.length > 0);
+  });
+
+  it('marks a fully answered operation without findings as ready, and unanswered questions as not answered', () => {
+    const base = report();
+    const document = base.documents[0]!;
+    const ready = formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, fakeContract(document.operations[0]!.at))] });
+    assert.match(ready, /^## Idempotency readiness: 1 of 1 contracted operation ready/);
+    assert.match(ready, /### ✔ `POST \/payouts \(createPayout\)`/);
+    assert.equal((ready.match(/\| ✔ \|/g) ?? []).length, 5);
+    const bare = fakeContract(document.operations[0]!.at, { scope: undefined, fingerprint: undefined, effect: undefined, unknownOutcome: undefined });
+    const empty = formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, bare)] });
+    assert.equal((empty.match(/_not answered_/g) ?? []).length, 4);
+  });
+
+  it('mentions operations that opted out with x-idempotency: false', () => {
+    const base = report();
+    const document = base.documents[0]!;
+    const off = fakeContract(document.operations[0]!.at, { enabled: false });
+    const md = formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, off)] });
+    assert.match(md, /\*\*Knowingly not idempotent\*\* .*`POST \/payouts \(createPayout\)`/);
+  });
+
+  it('escapes Markdown that could break a table or inject HTML', () => {
+    assert.equal(escapeMarkdown('a|b <img> *x* [l](u)\nnext'), 'a\\|b \\<img\\> \\*x\\* \\[l\\](u) next');
+  });
+});

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { formatSarif, FINGERPRINT_KEY } from '../../../src/lint/formatters/sarif.js';
+import { cwd, payout, report, rules, spec } from './fixture.js';
+
+// ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
+
+const schema = JSON.parse(readFileSync(new URL('../../fixtures/sarif/sarif-schema-2.1.0.json', import.meta.url), 'utf8'));
+const ajv = new Ajv({ allErrors: true, strict: false });
+addFormats(ajv);
+const validate = ajv.compile(schema);
+
+function assertValid(log: unknown): void {
+  const ok = validate(log);
+  assert.ok(ok, `SARIF schema errors: ${JSON.stringify(validate.errors, null, 2)}`);
+}
+
+interface SarifResult {
+  ruleId: string;
+  ruleIndex: number;
+  level: string;
+  message: { text: string };
+  locations: { physicalLocation: { artifactLocation: { uri: string; uriBaseId: string }; region: { startLine: number; startColumn: number } } }[];
+  partialFingerprints: Record<string, string>;
+  suppressions?: { kind: string; justification: string }[];
+}
+
+describe('sarif formatter', () => {
+  it('is valid against the official SARIF 2.1.0 schema', () => {
+    assertValid(JSON.parse(formatSarif(report())));
+    assertValid(JSON.parse(formatSarif(report({ findings: [] }))));
+  });
+
+  it('is valid with the real rule catalogue and its help pages', () => {
+    const { rules: _omit, ...rest } = report();
+    const log = JSON.parse(formatSarif(rest));
+    assertValid(log);
+    for (const descriptor of log.runs[0].tool.driver.rules as { help: { text: string; markdown: string } }[]) {
+      assert.ok(descriptor.help.markdown.length > 0);
+    }
+  });
+
+  it('catches a broken log (the schema check can fail)', () => {
+    const log = JSON.parse(formatSarif(report()));
+    log.runs[0].results[0].level = 'fatal';
+    assert.equal(validate(log), false);
+  });
+
+  it('describes every rule and maps severities to levels', () => {
+    const log = JSON.parse(formatSarif(report()));
+    const driver = log.runs[0].tool.driver;
+    assert.equal(driver.name, 'idemkit');
+    assert.deepEqual(
+      driver.rules.map((r: { id: string; defaultConfiguration: { level: string } }) => [r.id, r.defaultConfiguration.level]),
+      rules.map((r) => [r.meta.id, { error: 'error', warn: 'warning', info: 'note' }[r.meta.severity]]),
+    );
+    assert.equal(driver.rules[0].shortDescription.text, 'scope-too-wide description');
+    assert.match(driver.rules[0].help.text, /scope-too-wide/);
+    const results = log.runs[0].results as SarifResult[];
+    assert.deepEqual(
+      results.map((r) => [r.ruleId, r.level, driver.rules[r.ruleIndex].id]),
+      [
+        ['effect-owner-missing', 'note', 'effect-owner-missing'],
+        ['ttl-missing', 'warning', 'ttl-missing'],
+        ['scope-too-wide', 'error', 'scope-too-wide'],
+        ['contract-missing', 'error', 'contract-missing'],
+      ],
+    );
+  });
+
+  it('locates results relative to the working directory', () => {
+    const log = JSON.parse(formatSarif(report()));
+    const result = (log.runs[0].results as SarifResult[]).find((r) => r.ruleId === 'scope-too-wide')!;
+    assert.deepEqual(result.locations[0]!.physicalLocation, {
+      artifactLocation: { uri: 'api/open%20api.yaml', uriBaseId: '%SRCROOT%' },
+      region: { startLine: 12, startColumn: 7 },
+    });
+    assert.equal(log.runs[0].originalUriBaseIds['%SRCROOT%'].uri, `file://${cwd}/`);
+    assert.match(result.message.text, new RegExp(`\\[${payout.replace(/[()]/g, '\\$&')}\\]$`));
+  });
+
+  it('keeps fingerprints stable when lines move, and distinct per finding', () => {
+    const before = JSON.parse(formatSarif(report())).runs[0].results as SarifResult[];
+    const base = report();
+    const moved = { ...base, findings: base.findings.map((f) => ({ ...f, line: f.line + 40, column: 1 })) };
+    const after = JSON.parse(formatSarif(moved)).runs[0].results as SarifResult[];
+    const prints = (results: SarifResult[]) => results.map((r) => `${r.ruleId}:${r.partialFingerprints[FINGERPRINT_KEY]}`).sort();
+    assert.deepEqual(prints(after), prints(before));
+    assert.equal(new Set(prints(before)).size, before.length);
+  });
+
+  it('marks suppressed findings as in-source suppressions with their reason', () => {
+    const results = JSON.parse(formatSarif(report())).runs[0].results as SarifResult[];
+    const suppressed = results.filter((r) => r.suppressions);
+    assert.deepEqual(suppressed.map((r) => [r.ruleId, r.suppressions]), [['effect-owner-missing', [{ kind: 'inSource', justification: 'owned by the ledger team' }]]]);
+  });
+
+  it('puts spec paths with odd characters into valid URIs', () => {
+    const base = report();
+    const odd = { ...base, findings: base.findings.map((f) => ({ ...f, file: `${cwd}/specs/#v1 [draft]/ä%.yaml` })) };
+    const log = JSON.parse(formatSarif(odd));
+    assertValid(log);
+    assert.equal(log.runs[0].results[0].locations[0].physicalLocation.artifactLocation.uri, 'specs/%23v1%20%5Bdraft%5D/%C3%A4%25.yaml');
+    assert.ok(spec.startsWith(cwd));
+  });
+});
