@@ -1,0 +1,43 @@
+import { defineRule } from '../src/lint/rule.js';
+import { isUnsafe, keyEvidence } from '../src/lint/views.js';
+
+/** An unsafe operation that clearly handles idempotency keys but has no `x-idempotency` contract. */
+export default defineRule({
+  meta: {
+    id: 'contract-missing',
+    severity: 'warn',
+    description: 'An unsafe operation that takes an idempotency key, or is marked retryable/idempotent, has no x-idempotency contract.',
+    criterion: 'contract',
+    rationale:
+      'The header alone does not make POST idempotent: scope, fingerprint, retention and the answer for each state must be written down before an engineer can answer the five readiness questions.',
+    messages: {
+      header:
+        'accepts the idempotency key header `{name}` but has no `x-idempotency` contract: add `x-idempotency` (scope, fingerprint, ttl, responses), or `x-idempotency: false` if the operation is knowingly not idempotent',
+      body: 'takes an idempotency key in the request body field `{name}` but has no `x-idempotency` contract: add `x-idempotency` describing how that key is scoped, fingerprinted and retained, or `x-idempotency: false`',
+      parameter:
+        'takes an idempotency key in the {where} parameter `{name}` but has no `x-idempotency` contract: add `x-idempotency` (and move the key to a header), or `x-idempotency: false`',
+      extension:
+        'is marked `{name}`, so clients repeat it, but has no `x-idempotency` contract: add `x-idempotency` so a repeat cannot run the effect twice, or `x-idempotency: false` and drop the marker',
+    },
+  },
+  check(ctx) {
+    if (ctx.contract !== undefined || !isUnsafe(ctx.operation, ctx.settings.unsafeMethods)) return;
+    const evidence = keyEvidence(ctx.document, ctx.operation, ctx.settings.keyHeaders);
+    if (!evidence) return;
+    switch (evidence.kind) {
+      case 'header':
+        ctx.report('header', evidence.at, { name: evidence.name });
+        break;
+      case 'body':
+        ctx.report('body', evidence.at, { name: evidence.name });
+        break;
+      case 'query':
+      case 'form':
+        ctx.report('parameter', evidence.at, { name: evidence.name, where: evidence.kind === 'form' ? 'form' : 'query' });
+        break;
+      case 'extension':
+        ctx.report('extension', evidence.at, { name: evidence.name });
+        break;
+    }
+  },
+});

@@ -1,0 +1,64 @@
+import { defineRule } from '../src/lint/rule.js';
+import { activeContract, closest, escapePointerToken, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
+
+/** A fingerprint pointer that does not resolve in the request body schema. */
+export default defineRule({
+  meta: {
+    id: 'fingerprint-field-unknown',
+    severity: 'error',
+    description: 'A fingerprint pointer does not resolve in the request body schema ($ref, allOf, oneOf/anyOf and 3.1 type arrays followed).',
+    criterion: 'payload',
+    rationale:
+      'Readiness question 2: a fingerprint over a field that does not exist compares nothing, so two different commands look like the same payload.',
+    messages: {
+      noProperty:
+        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema: `{parent}` has no property `{token}`{hint}; fix the pointer or remove it',
+      notContainer:
+        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema: `{parent}` is not an object or array, so it has no `{token}`; point at `{parent}` itself',
+      notPointer: 'fingerprint {list} entry `{pointer}` is not a JSON Pointer into the body: write it with a leading slash, e.g. `/{pointer}`',
+      noBody:
+        'the fingerprint names body fields but the operation takes no request body: declare the request body, or drop `fingerprint.{list}`',
+    },
+  },
+  check(ctx) {
+    const contract = activeContract(ctx.contract);
+    const fingerprint = contract?.fingerprint;
+    if (!contract || !fingerprint) return;
+    const lists: ['include' | 'exclude', readonly string[]][] = [['exclude', fingerprint.exclude]];
+    if (fingerprint.include !== 'all') lists.unshift(['include', fingerprint.include]);
+    const body = requestBody(ctx.document, ctx.operation);
+    if (!body) {
+      const [first] = lists.filter(([, pointers]) => pointers.length > 0);
+      if (first) ctx.report('noBody', contract.at('fingerprint', first[0]), { list: first[0] });
+      return;
+    }
+    // A body without a declared schema (or a non-JSON one) cannot be checked.
+    const schema = body.schema;
+    if (!schema) return;
+    for (const [list, pointers] of lists) {
+      pointers.forEach((pointer, i) => {
+        const at = contract.at('fingerprint', list, i);
+        const result = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
+        if (result.ok) return;
+        if (result.reason === 'not-pointer') {
+          ctx.report('notPointer', at, { list, pointer });
+          return;
+        }
+        const token = parsePointer(pointer)![result.failedToken]!;
+        const parent = result.resolvedPrefix === '' ? '(the body)' : result.resolvedPrefix;
+        if (result.reason === 'not-container') {
+          ctx.report('notContainer', at, { list, pointer, parent, token });
+          return;
+        }
+        const near = closest(token, result.known);
+        ctx.report('noProperty', at, {
+          list,
+          pointer,
+          parent,
+          token,
+          hint: near ? ` (did you mean \`${result.resolvedPrefix}/${escapePointerToken(near)}\`?)` : '',
+        });
+      });
+    }
+  },
+});

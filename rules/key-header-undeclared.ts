@@ -1,0 +1,37 @@
+import { defineRule } from '../src/lint/rule.js';
+import { activeContract, child, closest, effectiveParameters, findParameter } from '../src/lint/views.js';
+
+/** The contract's key header must be a declared header parameter whose `required` agrees with the contract. */
+export default defineRule({
+  meta: {
+    id: 'key-header-undeclared',
+    severity: 'error',
+    description: "The key header is not a declared header parameter of the operation, or its `required` disagrees with the contract's.",
+    criterion: 'contract',
+    rationale:
+      'Clients and generated SDKs learn which header carries the intent key from the parameters; a key the document does not declare is a key nobody sends.',
+    messages: {
+      undeclared:
+        'the key header `{header}` is not a declared header parameter of this operation{hint}: add `{in: header, name: {header}, required: {required}, schema: {type: string, maxLength: 255}}` to its parameters (or to the path item)',
+      requiredMismatch:
+        'the key header parameter `{header}` says `required: {declared}` but the contract says `key.required: {contract}`: make them agree (set `required: {contract}` here)',
+    },
+  },
+  check(ctx) {
+    const contract = activeContract(ctx.contract);
+    if (!contract) return;
+    const header = contract.key.header;
+    const required = contract.key.required ?? true;
+    const param = findParameter(ctx.document, ctx.operation, 'header', header);
+    if (!param) {
+      const declared = effectiveParameters(ctx.document, ctx.operation).filter((p) => p.in === 'header').map((p) => p.name);
+      const near = closest(header, declared);
+      ctx.report('undeclared', contract.at('key', 'header'), { header, required: String(required), hint: near ? ` (did you mean \`${near}\`?)` : '' });
+      return;
+    }
+    if (param.required !== required) {
+      const at = param.node['required'] !== undefined ? child(param.valueAt, 'required') : param.valueAt;
+      ctx.report('requiredMismatch', at, { header: param.name, declared: String(param.required), contract: String(required) });
+    }
+  },
+});

@@ -1,0 +1,22 @@
+import { defineRule } from '../src/lint/rule.js';
+import { activeContract } from '../src/lint/views.js';
+
+/** `key.required: false`: a client without a key can blind-retry into a duplicate effect. */
+export default defineRule({
+  meta: {
+    id: 'key-optional',
+    severity: 'error',
+    description: '`key.required: false` lets a request without a key through, so a blind retry of it duplicates the effect.',
+    criterion: 'contract',
+    rationale:
+      'The header alone does not make POST idempotent, and neither does an optional one: a client that omits the key and retries after a lost response gets two effects.',
+    messages: {
+      optional:
+        '`key.required` is false: a client that omits `{header}` and retries after a lost response runs the effect twice; set `key.required: true` and answer a missing key with `responses.missingKey` (400)',
+    },
+  },
+  check(ctx) {
+    const contract = activeContract(ctx.contract);
+    if (contract?.key.required === false) ctx.report('optional', contract.at('key', 'required'), { header: contract.key.header });
+  },
+});

@@ -1,0 +1,52 @@
+import { defineRule } from '../src/lint/rule.js';
+import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
+
+// A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID.
+const RESULT_ID = /^(id|uuid)$|[a-z0-9](Id|ID|Uuid)$|_(id|uuid)$/;
+// Envelopes real APIs wrap the result in.
+const ENVELOPES = ['data', 'result', 'object', 'item', 'resource'];
+
+/** No replay behaviour, or nothing that identifies the result a replay must return again. */
+export default defineRule({
+  meta: {
+    id: 'replay-undefined',
+    severity: 'error',
+    description: 'The contract has no replay behaviour, or the success response carries no result id to replay.',
+    criterion: 'replay',
+    rationale:
+      'Readiness question 4: a lost response then a retry must give exactly one effect and the same result ID, so the replay answer and that ID must be part of the contract.',
+    messages: {
+      noReplay:
+        'no `responses.replay`: the contract does not say what a retry of a completed request gets; add `responses.replay: {header: Idempotent-Replayed}` (the stored status and body, marked with that header)',
+      noSuccess: 'the operation documents no 2xx response, so there is nothing to replay: document the success response and its result id',
+      noResultId:
+        'the {status} success response carries no result id (no `id`, `…Id` or `…_id` property, no `Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
+    },
+  },
+  check(ctx) {
+    const contract = activeContract(ctx.contract);
+    if (!contract) return;
+    if (!contract.responses.replay) {
+      ctx.report('noReplay', contract.at('responses', 'replay'));
+      return;
+    }
+    const { document: doc, operation: op } = ctx;
+    const successes = successResponses(doc, op);
+    if (successes.length === 0) {
+      ctx.report('noSuccess', isObject(op.node['responses']) ? child(op.at, 'responses') : op.at);
+      return;
+    }
+    const primary = [...successes].sort((a, b) => a.status.localeCompare(b.status))[0]!;
+    if (primary.status === '204' || primary.headers.has('location')) return;
+    const schema = responseSchema(doc, primary);
+    if (schema) {
+      const names = propertyNames(doc, schema.value, schema.at);
+      if (names.some((p) => RESULT_ID.test(p.name))) return;
+      for (const envelope of names.filter((p) => ENVELOPES.includes(p.name))) {
+        const inner = doc.deref(doc.get(envelope.at), envelope.at);
+        if (inner && propertyNames(doc, inner.value, inner.at).some((p) => RESULT_ID.test(p.name))) return;
+      }
+    }
+    ctx.report('noResultId', schema?.at ?? primary.valueAt, { status: primary.status });
+  },
+});

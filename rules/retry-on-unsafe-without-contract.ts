@@ -1,0 +1,53 @@
+import { defineRule } from '../src/lint/rule.js';
+import { child, declaredResponses, isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
+
+/** A retry policy on an unsafe operation that has no (enabled) idempotency contract. */
+export default defineRule({
+  meta: {
+    id: 'retry-on-unsafe-without-contract',
+    severity: 'error',
+    description:
+      'A retry policy (x-speakeasy-retries, or a 5xx response that declares Retry-After) applies to an unsafe operation without an idempotency contract.',
+    criterion: 'contract',
+    rationale:
+      'A timeout only says the response was lost, not that the effect did not happen, and 503 + Retry-After does not make a write safe to repeat: an automatic retry of an unsafe operation without a contract can run the effect twice.',
+    messages: {
+      operationRetry:
+        'enables automatic retries with `{name}` but has no `x-idempotency` contract: a retry after a lost response can run the effect twice; add an `x-idempotency` contract or set `{name}: {strategy: none}` on this operation',
+      documentRetry:
+        'inherits the document-level `{name}` retry policy but has no `x-idempotency` contract: add a contract, or switch retries off for this operation with `{name}: {strategy: none}`',
+      optedOut:
+        'says `x-idempotency: false` (not idempotent) yet `{name}` lets clients retry it automatically: set `{name}: {strategy: none}` on this operation, or give it a real contract',
+      retryAfter:
+        'declares `Retry-After` on its {status} response, which invites clients to repeat the write, but has no `x-idempotency` contract: add a contract so the repeat is deduplicated, or drop `Retry-After` from that response',
+    },
+  },
+  check(ctx) {
+    const { operation: op, document: doc, contract } = ctx;
+    if (!isUnsafe(op, ctx.settings.unsafeMethods)) return;
+    if (contract?.enabled) return;
+    // Without any x-idempotency but with a key or a retry marker, contract-missing already says it.
+    if (contract === undefined && keyEvidence(doc, op, ctx.settings.keyHeaders)) return;
+    const opRetry = retryExtension(op.node);
+    const opDisabled = op.node['x-speakeasy-retries'] !== undefined && opRetry === undefined;
+    const docRetry = opDisabled ? undefined : retryExtension(doc.root);
+    if (opRetry) {
+      ctx.report(contract ? 'optedOut' : 'operationRetry', child(op.at, opRetry), { name: opRetry });
+      return;
+    }
+    if (docRetry) {
+      if (contract) ctx.report('optedOut', contract.at(), { name: docRetry });
+      else ctx.report('documentRetry', op.at, { name: docRetry });
+      return;
+    }
+    if (contract) return;
+    for (const response of declaredResponses(doc, op)) {
+      if (!/^5(\d\d|XX)$/i.test(response.status)) continue;
+      const header = response.headers.get('retry-after');
+      if (header) {
+        ctx.report('retryAfter', header.at, { status: response.status });
+        return;
+      }
+    }
+  },
+});

@@ -1,0 +1,45 @@
+import { defineRule } from '../src/lint/rule.js';
+import type { StateName } from '../src/parser/model.js';
+import { activeContract, findResponse } from '../src/lint/views.js';
+
+const STATES: readonly { name: StateName; suggest: number; meaning: string }[] = [
+  { name: 'missingKey', suggest: 400, meaning: 'a request without a key is refused' },
+  { name: 'invalidKey', suggest: 400, meaning: 'a malformed key is refused' },
+  { name: 'mismatch', suggest: 422, meaning: 'a reused key with another payload is refused' },
+  { name: 'inProgress', suggest: 409, meaning: 'a concurrent request is told to wait' },
+  { name: 'abandoned', suggest: 409, meaning: 'a reservation past its lease goes to reconciliation' },
+  { name: 'storeUnavailable', suggest: 503, meaning: 'the store being down fails closed' },
+];
+
+/** A guard state without a status, or with one the operation does not document. */
+export default defineRule({
+  meta: {
+    id: 'state-response-missing',
+    severity: 'error',
+    description:
+      'A state (missingKey, invalidKey, mismatch, inProgress, abandoned, storeUnavailable) has no status, or its status is not a documented response of the operation.',
+    criterion: 'replay',
+    rationale:
+      'Readiness question 4: the contract must fix the response for each state, and clients can only act on an answer the operation documents.',
+    messages: {
+      noStatus:
+        'no status for the `{state}` state: clients cannot tell how {meaning}; add `responses.{state}: {status: {suggest}}` and document that response',
+      undocumented:
+        '`responses.{state}` answers {status}, which is not a documented response of this operation: add a `\'{status}\'` response (e.g. application/problem+json) to its `responses`',
+    },
+  },
+  check(ctx) {
+    const contract = activeContract(ctx.contract);
+    if (!contract) return;
+    for (const state of STATES) {
+      // An optional key never produces missingKey; key-optional reports the optional key itself.
+      if (state.name === 'missingKey' && contract.key.required === false) continue;
+      const status = contract.responses[state.name]?.status;
+      if (status === undefined) {
+        ctx.report('noStatus', contract.at('responses', state.name), { state: state.name, meaning: state.meaning, suggest: state.suggest });
+      } else if (!findResponse(ctx.document, ctx.operation, status)) {
+        ctx.report('undocumented', contract.at('responses', state.name, 'status'), { state: state.name, status });
+      }
+    }
+  },
+});

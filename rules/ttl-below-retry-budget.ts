@@ -1,0 +1,42 @@
+import { defineRule } from '../src/lint/rule.js';
+import { activeContract, formatDuration } from '../src/lint/views.js';
+
+/** A retention shorter than the client's retry budget plus the lease. */
+export default defineRule({
+  meta: {
+    id: 'ttl-below-retry-budget',
+    severity: 'error',
+    description: '`ttl` is shorter than the retry deadline plus the lease (the margin for an attempt still running when the deadline ends).',
+    criterion: 'replay',
+    rationale:
+      'TTL must cover the retry budget and intermediary delays: a retry that arrives after the record expired is treated as a new intent and runs the effect twice.',
+    messages: {
+      short:
+        '`ttl` {ttl} is shorter than the retry budget {budget} plus the lease {lease} ({needed}): a retry inside the budget could find the record gone and run the effect twice; raise `ttl` to at least {needed}',
+    },
+  },
+  check(ctx) {
+    const contract = activeContract(ctx.contract);
+    const ttlMs = contract?.ttl?.ms;
+    if (!contract || ttlMs === undefined || ttlMs <= 0) return;
+    const retry = contract.retry;
+    let budget = retry?.deadline?.ms;
+    if (budget === undefined && retry?.maxAttempts !== undefined && retry.backoff?.max?.ms !== undefined) {
+      // Without a deadline, the longest the attempts can be spread over is one maximal pause between each.
+      budget = Math.max(0, retry.maxAttempts - 1) * retry.backoff.max.ms;
+    }
+    if (budget === undefined) return;
+    const lease = contract.lease?.ms ?? 0;
+    // A lease beyond the ttl is lease-exceeds-ttl's finding; reporting it here too would say it twice.
+    if (lease > ttlMs) return;
+    const needed = budget + lease;
+    if (ttlMs < needed) {
+      ctx.report('short', contract.at('ttl'), {
+        ttl: formatDuration(ttlMs),
+        budget: formatDuration(budget),
+        lease: formatDuration(lease),
+        needed: formatDuration(needed),
+      });
+    }
+  },
+});

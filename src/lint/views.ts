@@ -1,0 +1,729 @@
+/**
+ * Cross-reference views over an {@link ApiDocument} that rules share: an operation's effective
+ * parameters, request body schema, declared responses and their headers, effective security, JSON
+ * Pointer resolution through a schema, required properties and the operationId index.
+ *
+ * Every view is location-true: it follows `$ref`s with `doc.deref`, so each returned node carries the
+ * pointer of the place it is written in the user's file (the shared component, not a dereferenced copy).
+ * Views never throw on odd input; a broken reference or a node of the wrong type simply yields nothing.
+ * Results are cached per document/operation so a rule catalogue stays linear in the number of operations.
+ */
+import type { ApiDocument, Location, OperationView } from '../parser/model.js';
+
+/** A node together with where it is written. */
+export interface Located<T = unknown> {
+  readonly value: T;
+  readonly at: Location;
+}
+
+/** Escapes one JSON Pointer reference token (RFC 6901). */
+export function escapePointerToken(token: string | number): string {
+  return String(token).replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** Splits a JSON Pointer into unescaped tokens; `undefined` when it is not a pointer (no leading `/`). */
+export function parsePointer(pointer: string): string[] | undefined {
+  if (pointer === '') return [];
+  if (!pointer.startsWith('/')) return undefined;
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+/** The location of a child of `at`, e.g. `child(op.at, 'responses', '200')`. */
+export function child(at: Location, ...tokens: (string | number)[]): Location {
+  return { file: at.file, pointer: at.pointer + tokens.map((t) => `/${escapePointerToken(t)}`).join('') };
+}
+
+/** A plain object (not an array, not null). */
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function deref(doc: ApiDocument, value: unknown, at: Location): Located | undefined {
+  try {
+    return doc.deref(value, at);
+  } catch {
+    // A reference the loader cannot follow is a document problem, reported elsewhere; views only skip it.
+    return undefined;
+  }
+}
+
+/** A per-document, per-operation memo: each view is computed once per operation. */
+function memo<T>(compute: (doc: ApiDocument, op: OperationView) => T): (doc: ApiDocument, op: OperationView) => T {
+  const cache = new WeakMap<ApiDocument, WeakMap<OperationView, T>>();
+  return (doc, op) => {
+    let perDoc = cache.get(doc);
+    if (!perDoc) {
+      perDoc = new WeakMap();
+      cache.set(doc, perDoc);
+    }
+    if (perDoc.has(op)) return perDoc.get(op) as T;
+    const result = compute(doc, op);
+    perDoc.set(op, result);
+    return result;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Parameters
+
+/** One parameter an operation accepts, after path-level and operation-level lists were merged. */
+export interface ParameterView {
+  readonly name: string;
+  /** `header`, `query`, `path`, `cookie`, `body` or `formData` (Swagger 2.0). */
+  readonly in: string;
+  readonly required: boolean;
+  /** The parameter object (after `$ref`). */
+  readonly node: Record<string, unknown>;
+  /** The entry in the operation's or path item's `parameters` list (where a `$ref` would sit). */
+  readonly at: Location;
+  /** Where the parameter object is defined (a shared component when it was referenced). */
+  readonly valueAt: Location;
+  readonly level: 'path' | 'operation';
+}
+
+function listParameters(doc: ApiDocument, owner: Record<string, unknown>, ownerAt: Location, level: 'path' | 'operation'): ParameterView[] {
+  const list = owner['parameters'];
+  if (!Array.isArray(list)) return [];
+  const out: ParameterView[] = [];
+  list.forEach((entry, index) => {
+    const usedAt = child(ownerAt, 'parameters', index);
+    const target = deref(doc, entry, usedAt);
+    if (!target || !isObject(target.value)) return;
+    const node = target.value;
+    if (typeof node['name'] !== 'string' || typeof node['in'] !== 'string') return;
+    out.push({ name: node['name'], in: node['in'], required: node['required'] === true, node, at: usedAt, valueAt: target.at, level });
+  });
+  return out;
+}
+
+function parameterKey(p: { name: string; in: string }): string {
+  // Header names are case-insensitive (RFC 9110); other names are not.
+  return `${p.in}:${p.in === 'header' ? p.name.toLowerCase() : p.name}`;
+}
+
+/**
+ * The operation's effective parameters: path-level ones overridden by operation-level ones with the
+ * same name and location (OpenAPI's rule), `$ref`s followed, path-level first then operation-level.
+ */
+export const effectiveParameters = memo((doc: ApiDocument, op: OperationView): readonly ParameterView[] => {
+  const byKey = new Map<string, ParameterView>();
+  for (const p of listParameters(doc, op.pathItem, op.pathItemAt, 'path')) byKey.set(parameterKey(p), p);
+  for (const p of listParameters(doc, op.node, op.at, 'operation')) {
+    const key = parameterKey(p);
+    byKey.delete(key); // re-insert so the overriding entry keeps operation-level order
+    byKey.set(key, p);
+  }
+  return [...byKey.values()];
+});
+
+/** A declared parameter by location and name (header names compared case-insensitively). */
+export function findParameter(doc: ApiDocument, op: OperationView, where: string, name: string): ParameterView | undefined {
+  const key = parameterKey({ in: where, name });
+  return effectiveParameters(doc, op).find((p) => parameterKey(p) === key);
+}
+
+/** The schema of a parameter: 3.x `schema` (or `content[*].schema`), or the 2.0 parameter itself. */
+export function parameterSchema(doc: ApiDocument, p: ParameterView): Located<Record<string, unknown>> | undefined {
+  if (p.node['schema'] !== undefined) {
+    const target = deref(doc, p.node['schema'], child(p.valueAt, 'schema'));
+    return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
+  }
+  const content = p.node['content'];
+  if (isObject(content)) {
+    const media = Object.keys(content)[0];
+    if (media !== undefined && isObject(content[media])) {
+      const at = child(p.valueAt, 'content', media, 'schema');
+      const target = deref(doc, (content[media] as Record<string, unknown>)['schema'], at);
+      return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
+    }
+  }
+  // Swagger 2.0 non-body parameters carry type/format/maxLength/pattern on the parameter itself.
+  return doc.version === '2.0' && p.in !== 'body' ? { value: p.node, at: p.valueAt } : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Request body
+
+/** The request body an operation accepts. */
+export interface RequestBodyView {
+  /** The media type the schema was taken from (`application/json` for a Swagger 2.0 body parameter). */
+  readonly mediaType: string | undefined;
+  readonly required: boolean;
+  /** Where the operation names it (its `requestBody`, or the parameter entry). */
+  readonly at: Location;
+  /** Where the request body object (3.x) or the `in: body` parameter (2.0) is defined. */
+  readonly valueAt: Location;
+  /** The body schema, when one is declared. */
+  readonly schema: Located<Record<string, unknown> | boolean> | undefined;
+  /** Swagger 2.0 `in: formData` parameters, by name (the form's fields). */
+  readonly formFields?: readonly ParameterView[];
+}
+
+function pickMediaType(content: Record<string, unknown>): string | undefined {
+  const types = Object.keys(content);
+  return (
+    types.find((t) => t.toLowerCase().split(';')[0]!.trim() === 'application/json') ??
+    types.find((t) => /[/+]json\b/i.test(t)) ??
+    types.find((t) => /x-www-form-urlencoded|multipart\/form-data/i.test(t)) ??
+    types[0]
+  );
+}
+
+/**
+ * The operation's request body: 3.x `requestBody.content` (JSON preferred, then `+json`, then forms),
+ * Swagger 2.0 `in: body` (or `in: formData` fields). `undefined` when the operation takes no body.
+ */
+export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBodyView | undefined => {
+  if (op.node['requestBody'] !== undefined) {
+    const target = deref(doc, op.node['requestBody'], child(op.at, 'requestBody'));
+    if (!target || !isObject(target.value)) return undefined;
+    const body = target.value;
+    const content = body['content'];
+    let schema: RequestBodyView['schema'];
+    let mediaType: string | undefined;
+    if (isObject(content)) {
+      mediaType = pickMediaType(content);
+      const media = mediaType === undefined ? undefined : content[mediaType];
+      if (mediaType !== undefined && isObject(media) && media['schema'] !== undefined) {
+        const schemaTarget = deref(doc, media['schema'], child(target.at, 'content', mediaType, 'schema'));
+        if (schemaTarget && (isObject(schemaTarget.value) || typeof schemaTarget.value === 'boolean')) {
+          schema = { value: schemaTarget.value as Record<string, unknown> | boolean, at: schemaTarget.at };
+        }
+      }
+    }
+    return { mediaType, required: body['required'] === true, at: child(op.at, 'requestBody'), valueAt: target.at, schema };
+  }
+  const params = effectiveParameters(doc, op);
+  const bodyParam = params.find((p) => p.in === 'body');
+  if (bodyParam) {
+    const schemaTarget = deref(doc, bodyParam.node['schema'], child(bodyParam.valueAt, 'schema'));
+    const schema =
+      schemaTarget && (isObject(schemaTarget.value) || typeof schemaTarget.value === 'boolean')
+        ? { value: schemaTarget.value as Record<string, unknown> | boolean, at: schemaTarget.at }
+        : undefined;
+    return { mediaType: 'application/json', required: bodyParam.required, at: bodyParam.at, valueAt: bodyParam.valueAt, schema };
+  }
+  const formFields = params.filter((p) => p.in === 'formData');
+  if (formFields.length > 0) {
+    return { mediaType: 'application/x-www-form-urlencoded', required: formFields.some((f) => f.required), at: formFields[0]!.at, valueAt: formFields[0]!.valueAt, schema: undefined, formFields };
+  }
+  return undefined;
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Responses
+
+/** One declared response of an operation. */
+export interface ResponseView {
+  /** The key under `responses`: `200`, `4XX`, `default`. */
+  readonly status: string;
+  /** The response object (after `$ref`). */
+  readonly node: Record<string, unknown>;
+  /** The entry under the operation's `responses` (where a `$ref` would sit). */
+  readonly at: Location;
+  /** Where the response object is defined (a shared component when it was referenced): where findings about it point. */
+  readonly valueAt: Location;
+  /** Declared headers by lower-case name; `at` is where each header is defined. */
+  readonly headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }>;
+}
+
+/** Every response an operation declares (2.0 and 3.x; response and header `$ref`s followed). */
+export const declaredResponses = memo((doc: ApiDocument, op: OperationView): readonly ResponseView[] => {
+  const responses = op.node['responses'];
+  if (!isObject(responses)) return [];
+  const out: ResponseView[] = [];
+  for (const status of Object.keys(responses)) {
+    if (status.startsWith('x-')) continue;
+    const usedAt = child(op.at, 'responses', status);
+    const target = deref(doc, responses[status], usedAt);
+    if (!target || !isObject(target.value)) continue;
+    const headers = new Map<string, { name: string; at: Location }>();
+    const declared = target.value['headers'];
+    if (isObject(declared)) {
+      for (const name of Object.keys(declared)) {
+        const headerAt = child(target.at, 'headers', name);
+        const header = deref(doc, declared[name], headerAt);
+        headers.set(name.toLowerCase(), { name, at: header ? header.at : headerAt });
+      }
+    }
+    out.push({ status, node: target.value, at: usedAt, valueAt: target.at, headers });
+  }
+  return out;
+});
+
+/**
+ * The response that documents `status`: the exact code, else its range (`4XX`). `default` does not
+ * count: it documents "anything else", not this state's answer.
+ */
+export function findResponse(doc: ApiDocument, op: OperationView, status: number): ResponseView | undefined {
+  const all = declaredResponses(doc, op);
+  const code = String(status);
+  return all.find((r) => r.status === code) ?? all.find((r) => r.status.toUpperCase() === `${code[0]}XX`);
+}
+
+/** The declared success responses (`2xx` codes and the `2XX` range). */
+export function successResponses(doc: ApiDocument, op: OperationView): readonly ResponseView[] {
+  return declaredResponses(doc, op).filter((r) => /^2(\d\d|XX)$/i.test(r.status));
+}
+
+/** The body schema of a response: 3.x `content` (JSON preferred), 2.0 `schema`. */
+export function responseSchema(doc: ApiDocument, response: ResponseView): Located<Record<string, unknown>> | undefined {
+  let raw: unknown;
+  let at: Location;
+  const content = response.node['content'];
+  if (isObject(content)) {
+    const media = pickMediaType(content);
+    if (media === undefined || !isObject(content[media])) return undefined;
+    raw = (content[media] as Record<string, unknown>)['schema'];
+    at = child(response.valueAt, 'content', media, 'schema');
+  } else {
+    raw = response.node['schema'];
+    at = child(response.valueAt, 'schema');
+  }
+  if (raw === undefined) return undefined;
+  const target = deref(doc, raw, at);
+  return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Security
+
+/** The security requirements that apply to an operation. */
+export interface SecurityView {
+  /** Where they come from: the operation's own `security`, the document's, or nowhere. */
+  readonly source: 'operation' | 'document' | 'none';
+  /** The `security` array that applies (`undefined` when none does). */
+  readonly at: Location | undefined;
+  /** The requirement objects (alternatives). */
+  readonly requirements: readonly Record<string, unknown>[];
+  /** At least one alternative names a scheme: requests are authenticated. */
+  readonly secured: boolean;
+  /** One alternative is `{}`: an anonymous request is also accepted. */
+  readonly anonymousAllowed: boolean;
+}
+
+/** The effective security of an operation: its own `security` (even `[]`) wins over the document's. */
+export const effectiveSecurity = memo((doc: ApiDocument, op: OperationView): SecurityView => {
+  let source: SecurityView['source'] = 'none';
+  let list: unknown;
+  let at: Location | undefined;
+  if (Array.isArray(op.node['security'])) {
+    source = 'operation';
+    list = op.node['security'];
+    at = child(op.at, 'security');
+  } else if (Array.isArray(doc.root['security'])) {
+    source = 'document';
+    list = doc.root['security'];
+    at = { file: doc.file, pointer: '/security' };
+  }
+  const requirements = Array.isArray(list) ? list.filter(isObject) : [];
+  return {
+    source,
+    at,
+    requirements,
+    secured: requirements.some((r) => Object.keys(r).length > 0),
+    anonymousAllowed: requirements.some((r) => Object.keys(r).length === 0),
+  };
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Schemas
+
+const MAX_SCHEMA_DEPTH = 64;
+
+/**
+ * A schema and every schema it is composed of (`allOf`, `oneOf`, `anyOf`, `$ref` followed), each with
+ * its location. Cycles and broken references are skipped.
+ */
+export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Location): Located<Record<string, unknown>>[] {
+  const out: Located<Record<string, unknown>>[] = [];
+  const seen = new Set<string>();
+  const visit = (value: unknown, where: Location, depth: number): void => {
+    if (depth > MAX_SCHEMA_DEPTH) return;
+    const target = deref(doc, value, where);
+    if (!target || !isObject(target.value)) return;
+    const id = `${target.at.file}#${target.at.pointer}`;
+    if (seen.has(id)) return;
+    seen.add(id);
+    const node = target.value;
+    out.push({ value: node, at: target.at });
+    for (const keyword of ['allOf', 'oneOf', 'anyOf'] as const) {
+      const members = node[keyword];
+      if (Array.isArray(members)) members.forEach((m, i) => visit(m, child(target.at, keyword, i), depth + 1));
+    }
+  };
+  visit(schema, at, 0);
+  return out;
+}
+
+function typesOf(schema: Record<string, unknown>): string[] | undefined {
+  const type = schema['type'];
+  if (typeof type === 'string') return [type];
+  if (Array.isArray(type)) return type.filter((t): t is string => typeof t === 'string');
+  return undefined;
+}
+
+function mayBe(schema: Record<string, unknown>, kind: 'object' | 'array'): boolean {
+  const types = typesOf(schema);
+  if (types === undefined) {
+    // No `type`: infer from the keywords it uses; a keyword-free schema accepts anything.
+    if (kind === 'object') return !('items' in schema || 'prefixItems' in schema);
+    return !('properties' in schema || 'additionalProperties' in schema);
+  }
+  return types.includes(kind);
+}
+
+/** How a JSON Pointer into a body resolved against the body's schema. */
+export type PointerResolution =
+  | {
+      readonly ok: true;
+      /** The schema the pointer lands on, and where it is written. */
+      readonly schema: Located<unknown> | undefined;
+      /** The pointer ran into a free-form object (a map), so any name below it may exist. */
+      readonly open: boolean;
+    }
+  | {
+      readonly ok: false;
+      /** Index of the first token that does not resolve. */
+      readonly failedToken: number;
+      /** The pointer prefix that still resolved (`''` for the body itself). */
+      readonly resolvedPrefix: string;
+      /** Why: `no-property` (the object has no such property) or `not-container` (the value is a scalar). */
+      readonly reason: 'no-property' | 'not-container' | 'not-pointer';
+      /** Property names the object at the prefix declares (for a "did you mean" hint). */
+      readonly known: readonly string[];
+    };
+
+/**
+ * Resolves a JSON Pointer into request data against the data's schema, following `$ref`, `allOf`,
+ * `oneOf`/`anyOf` (a property of any branch counts), 3.1 type arrays and `nullable`, array `items`
+ * (numeric tokens and `-`), 3.1 `prefixItems`, `additionalProperties` and `patternProperties`.
+ */
+export function resolveSchemaPointer(doc: ApiDocument, schema: unknown, at: Location, pointer: string): PointerResolution {
+  const tokens = parsePointer(pointer);
+  if (tokens === undefined) return { ok: false, failedToken: -1, resolvedPrefix: '', reason: 'not-pointer', known: [] };
+  let current: Located<unknown>[] = [{ value: schema, at }];
+  let prefix = '';
+  for (let i = 0; i < tokens.length; i += 1) {
+    const token = tokens[i]!;
+    const next: Located<unknown>[] = [];
+    const known = new Set<string>();
+    let container = false;
+    let open = false;
+    for (const candidate of current) {
+      if (candidate.value === true) {
+        open = true;
+        continue;
+      }
+      const alternatives = schemaAlternatives(doc, candidate.value, candidate.at);
+      const objects = alternatives.filter((a) => mayBe(a.value, 'object'));
+      const arrays = alternatives.filter((a) => mayBe(a.value, 'array'));
+      const typed = alternatives.some((a) => typesOf(a.value) !== undefined);
+      if (alternatives.length > 0 && typed && !alternatives.some((a) => typesOf(a.value)?.some((t) => t === 'object' || t === 'array'))) {
+        continue; // only scalar types here
+      }
+      let declaresShape = false;
+      for (const o of objects) {
+        const props = o.value['properties'];
+        if (isObject(props)) {
+          declaresShape = true;
+          for (const name of Object.keys(props)) known.add(name);
+          if (Object.hasOwn(props, token)) {
+            container = true;
+            next.push({ value: props[token], at: child(o.at, 'properties', token) });
+          }
+        }
+        const patterns = o.value['patternProperties'];
+        if (isObject(patterns)) {
+          declaresShape = true;
+          for (const [source, sub] of Object.entries(patterns)) {
+            let matches = false;
+            try {
+              matches = new RegExp(source, 'u').test(token);
+            } catch {
+              matches = false;
+            }
+            if (matches) {
+              container = true;
+              next.push({ value: sub, at: child(o.at, 'patternProperties', source) });
+            }
+          }
+        }
+        const extra = o.value['additionalProperties'];
+        if (extra === false) declaresShape = true;
+        else if (isObject(extra) && Object.keys(extra).length > 0) {
+          declaresShape = true;
+          container = true;
+          next.push({ value: extra, at: child(o.at, 'additionalProperties') });
+        }
+      }
+      if (objects.length > 0 && !declaresShape && arrays.every((a) => !('items' in a.value))) {
+        // A free-form object (a map): any member name may exist below it.
+        open = true;
+      }
+      if (/^(0|[1-9]\d*|-)$/.test(token)) {
+        for (const a of arrays) {
+          const prefixItems = a.value['prefixItems'];
+          if (token !== '-' && Array.isArray(prefixItems) && Number(token) < prefixItems.length) {
+            container = true;
+            next.push({ value: prefixItems[Number(token)], at: child(a.at, 'prefixItems', Number(token)) });
+          } else if (a.value['items'] !== undefined && typeof a.value['items'] !== 'boolean') {
+            container = true;
+            next.push({ value: a.value['items'], at: child(a.at, 'items') });
+          } else if (!('items' in a.value)) {
+            open = true;
+          }
+        }
+      }
+    }
+    if (open && next.length === 0) return { ok: true, schema: undefined, open: true };
+    if (next.length === 0) {
+      return {
+        ok: false,
+        failedToken: i,
+        resolvedPrefix: prefix,
+        reason: known.size > 0 || container ? 'no-property' : 'not-container',
+        known: [...known].sort(),
+      };
+    }
+    current = next;
+    prefix += `/${escapePointerToken(token)}`;
+  }
+  const first = current[0];
+  return { ok: true, schema: first ? (deref(doc, first.value, first.at) ?? first) : undefined, open: false };
+}
+
+/** The required top-level properties of an object schema (through `allOf`; `oneOf`/`anyOf`: required in every branch). */
+export function requiredProperties(doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] {
+  const seen = new Set<string>();
+  const collect = (value: unknown, where: Location, depth: number): Map<string, Location> => {
+    const result = new Map<string, Location>();
+    if (depth > MAX_SCHEMA_DEPTH) return result;
+    const target = deref(doc, value, where);
+    if (!target || !isObject(target.value)) return result;
+    const id = `${target.at.file}#${target.at.pointer}`;
+    if (seen.has(id)) return result;
+    seen.add(id);
+    const node = target.value;
+    if (Array.isArray(node['required'])) {
+      node['required'].forEach((name, i) => {
+        if (typeof name === 'string' && !result.has(name)) result.set(name, child(target.at, 'required', i));
+      });
+    }
+    if (Array.isArray(node['allOf'])) {
+      node['allOf'].forEach((m, i) => {
+        for (const [name, loc] of collect(m, child(target.at, 'allOf', i), depth + 1)) if (!result.has(name)) result.set(name, loc);
+      });
+    }
+    for (const keyword of ['oneOf', 'anyOf'] as const) {
+      const branches = node[keyword];
+      if (!Array.isArray(branches) || branches.length === 0) continue;
+      const perBranch = branches.map((m, i) => collect(m, child(target.at, keyword, i), depth + 1));
+      for (const [name, loc] of perBranch[0]!) {
+        if (perBranch.every((b) => b.has(name)) && !result.has(name)) result.set(name, loc);
+      }
+    }
+    return result;
+  };
+  return [...collect(schema, at, 0)].map(([name, loc]) => ({ name, at: loc }));
+}
+
+/** The top-level property names of an object schema (through `$ref`, `allOf`, `oneOf`, `anyOf`). */
+export function propertyNames(doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] {
+  const out = new Map<string, Location>();
+  for (const alt of schemaAlternatives(doc, schema, at)) {
+    const props = alt.value['properties'];
+    if (!isObject(props)) continue;
+    for (const name of Object.keys(props)) if (!out.has(name)) out.set(name, child(alt.at, 'properties', name));
+  }
+  return [...out].map(([name, loc]) => ({ name, at: loc }));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Operations
+
+const operationIndexCache = new WeakMap<ApiDocument, ReadonlyMap<string, OperationView>>();
+
+/** Operations by operationId (the first one wins when an id repeats). */
+export function operationIndex(doc: ApiDocument): ReadonlyMap<string, OperationView> {
+  let index = operationIndexCache.get(doc);
+  if (!index) {
+    const map = new Map<string, OperationView>();
+    for (const op of doc.operations) if (op.operationId !== undefined && !map.has(op.operationId)) map.set(op.operationId, op);
+    index = map;
+    operationIndexCache.set(doc, index);
+  }
+  return index;
+}
+
+/** A safe read: `GET` (or `HEAD`), which has no effect to repeat. */
+export function isSafeRead(op: OperationView): boolean {
+  return op.method === 'get' || op.method === 'head';
+}
+
+/** Whether an operation's method counts as unsafe under the settings (default `post`, `patch`). */
+export function isUnsafe(op: OperationView, unsafeMethods: readonly string[]): boolean {
+  return unsafeMethods.some((m) => m.toLowerCase() === op.method);
+}
+
+/** Formats milliseconds as an ISO 8601 duration (`PT1M30S`, `P1D`) for messages. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return String(ms);
+  let rest = Math.round(ms);
+  const days = Math.floor(rest / 86_400_000);
+  rest -= days * 86_400_000;
+  const hours = Math.floor(rest / 3_600_000);
+  rest -= hours * 3_600_000;
+  const minutes = Math.floor(rest / 60_000);
+  rest -= minutes * 60_000;
+  const seconds = rest / 1000;
+  let time = '';
+  if (hours) time += `${hours}H`;
+  if (minutes) time += `${minutes}M`;
+  if (seconds) time += `${seconds}S`;
+  if (!days && !time) return 'PT0S';
+  return `P${days ? `${days}D` : ''}${time ? `T${time}` : ''}`;
+}
+
+/** The closest candidate to `name` (edit distance ≤ a third of its length), for "did you mean" hints. */
+export function closest(name: string, candidates: Iterable<string>): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(name.length / 3)) + 1;
+  const lower = name.toLowerCase();
+  for (const candidate of candidates) {
+    if (Math.abs(candidate.length - name.length) >= bestDistance) continue;
+    const d = editDistance(lower, candidate.toLowerCase(), bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string, limit: number): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i += 1) {
+    const row = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j += 1) {
+      const value = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      row.push(value);
+      rowMin = Math.min(rowMin, value);
+    }
+    if (rowMin >= limit) return limit;
+    prev = row;
+  }
+  return prev[b.length]!;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Evidence that an operation takes an idempotency key or is retried
+
+/** Header names real APIs use for an idempotency key (lower case). */
+export const KNOWN_KEY_HEADERS: readonly string[] = [
+  'idempotency-key',
+  'x-idempotency-key',
+  'idempotency-token',
+  'x-idempotency-token',
+  'paypal-request-id',
+  'cko-idempotency-key',
+  'x-amzn-idempotency-token',
+  'x-client-request-token',
+];
+
+/** Body or query field names real APIs use for an idempotency key, normalised (lower case, no `_`/`-`). */
+export const KNOWN_KEY_FIELDS: readonly string[] = [
+  'idempotencykey',
+  'idempotencytoken',
+  'idempotencyid',
+  'clienttoken',
+  'clientrequesttoken',
+  'requestid',
+];
+
+function normaliseField(name: string): string {
+  return name.toLowerCase().replace(/[-_\s]/g, '');
+}
+
+/** Whether a header name carries an idempotency key (known names, any `*idempotenc*`, plus `extra`). */
+export function isKeyHeaderName(name: string, extra: readonly string[] = []): boolean {
+  const lower = name.toLowerCase();
+  // `X-Request-Id` names one delivery, not one intent: it is deliberately not a key header.
+  return KNOWN_KEY_HEADERS.includes(lower) || lower.includes('idempotenc') || extra.some((h) => h.toLowerCase() === lower);
+}
+
+/** Whether a body/query field name carries an idempotency key. */
+export function isKeyFieldName(name: string): boolean {
+  return KNOWN_KEY_FIELDS.includes(normaliseField(name));
+}
+
+/** A vendor extension that tells clients to retry an operation, when it is switched on. */
+export function retryExtension(node: Record<string, unknown>): string | undefined {
+  const speakeasy = node['x-speakeasy-retries'];
+  if (speakeasy === true || (isObject(speakeasy) && speakeasy['strategy'] !== 'none')) return 'x-speakeasy-retries';
+  return undefined;
+}
+
+/** What shows that an operation takes an idempotency key or is declared retryable/idempotent. */
+export type KeyEvidence =
+  | { readonly kind: 'header' | 'query' | 'form'; readonly name: string; readonly at: Location }
+  | { readonly kind: 'body'; readonly name: string; readonly at: Location }
+  | { readonly kind: 'extension'; readonly name: string; readonly at: Location };
+
+/**
+ * The first sign that an operation handles idempotency keys: a key header parameter (known names plus
+ * `keyHeaders`), a key field in the body (top level) or query, `x-fern-idempotent: true`, or an
+ * operation-level retry extension. `undefined` when there is none.
+ */
+export function keyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readonly string[]): KeyEvidence | undefined {
+  const params = effectiveParameters(doc, op);
+  const header = params.find((p) => p.in === 'header' && isKeyHeaderName(p.name, keyHeaders));
+  if (header) return { kind: 'header', name: header.name, at: header.at };
+  const body = requestBody(doc, op);
+  if (body?.schema) {
+    const field = propertyNames(doc, body.schema.value, body.schema.at).find((p) => isKeyFieldName(p.name));
+    if (field) return { kind: 'body', name: field.name, at: body.at };
+  }
+  const form = body?.formFields?.find((f) => isKeyFieldName(f.name));
+  if (form) return { kind: 'form', name: form.name, at: form.at };
+  const query = params.find((p) => p.in === 'query' && isKeyFieldName(p.name));
+  if (query) return { kind: 'query', name: query.name, at: query.at };
+  if (op.node['x-fern-idempotent'] === true) return { kind: 'extension', name: 'x-fern-idempotent', at: child(op.at, 'x-fern-idempotent') };
+  const retry = retryExtension(op.node);
+  if (retry) return { kind: 'extension', name: retry, at: child(op.at, retry) };
+  return undefined;
+}
+
+/** The contract of an operation when it has one that is switched on (`x-idempotency` present and not `false`). */
+export function activeContract<C extends { readonly enabled: boolean }>(contract: C | undefined): C | undefined {
+  return contract && contract.enabled ? contract : undefined;
+}
+
+/** How a scope part is written in a contract: `principal`, `global`, `header:NAME`. */
+export function formatScopePart(part: { readonly kind: string; readonly name?: string }): string {
+  return part.name === undefined ? part.kind : `${part.kind}:${part.name}`;
+}
+
+/**
+ * Index of a parsed scope part in the raw (merged) `scope` array, so a finding points at the exact
+ * entry even when the parser dropped a malformed entry before it.
+ */
+export function rawScopeIndex(raw: unknown, part: { readonly kind: string; readonly name?: string }, fallback: number): number {
+  const scope = isObject(raw) ? raw['scope'] : undefined;
+  if (!Array.isArray(scope)) return fallback;
+  const wanted = formatScopePart(part).toLowerCase();
+  const index = scope.findIndex((entry) => typeof entry === 'string' && entry.trim().toLowerCase().replace(/\s*:\s*/, ':') === wanted);
+  return index === -1 ? fallback : index;
+}
+
+/**
+ * Whether `contract-invalid` already reports a schema violation at `at` (e.g. a duration that is not
+ * ISO 8601), so a semantic rule does not say the same thing twice about one node.
+ */
+export function schemaFlagged(contract: { readonly schemaErrors: readonly { readonly at: Location }[] }, at: Location): boolean {
+  return contract.schemaErrors.some((e) => e.at.file === at.file && e.at.pointer === at.pointer);
+}

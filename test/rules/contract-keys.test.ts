@@ -1,0 +1,379 @@
+import contractMissing from '../../rules/contract-missing.js';
+import keyHeaderUndeclared from '../../rules/key-header-undeclared.js';
+import keyOptional from '../../rules/key-optional.js';
+import keyUnbounded from '../../rules/key-unbounded.js';
+import retryOnUnsafe from '../../rules/retry-on-unsafe-without-contract.js';
+import { CONTRACT, CREATE, payouts, type Tree } from '../helpers/api-docs.js';
+import { ruleTester } from '../helpers/rule-tester.js';
+
+const post = (t: Tree): Tree => t.paths['/payouts'].post;
+/** Drops the contract (and, with `keepKey: false`, the key header) of POST /payouts. */
+const uncontracted = (keepKey = true) =>
+  payouts((t) => {
+    delete post(t)['x-idempotency'];
+    if (!keepKey) post(t).parameters = [];
+  });
+/** A second operation, POST /refunds (createRefund), sharing the payout's parameter and responses. */
+const addRefunds = (t: Tree): Tree => {
+  t.paths['/refunds'] = { post: { ...structuredClone(post(t)), operationId: 'createRefund' } };
+  return t.paths['/refunds'].post;
+};
+
+const swagger2 = (body: string) => `swagger: '2.0'
+info: { title: Legacy payments, version: '1' }
+paths:
+  /payments:
+    post:
+      operationId: createPayment
+${body}`;
+
+ruleTester.run(contractMissing, {
+  valid: [
+    { name: 'the operation has a contract', document: payouts() },
+    { name: 'x-idempotency: false says it is knowingly not idempotent', document: payouts((t) => (post(t)['x-idempotency'] = false)) },
+    {
+      name: 'a safe GET that takes a key header is not held to it',
+      document: payouts((t) => (t.paths['/payouts/{id}'].get.parameters = [{ $ref: '#/components/parameters/IdempotencyKey' }])),
+    },
+    {
+      name: 'X-Request-Id names a delivery, not an intent',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [{ name: 'X-Request-Id', in: 'header', schema: { type: 'string' } }];
+      }),
+    },
+    {
+      name: 'PUT is not unsafe unless the config says so',
+      document: payouts((t) => {
+        t.paths['/payouts'].put = { ...post(t), 'x-idempotency': undefined };
+        delete t.paths['/payouts'].put['x-idempotency'];
+        delete t.paths['/payouts'].post;
+      }),
+    },
+    {
+      name: 'webhooks are requests the API sends, not operations',
+      document: payouts((t) => {
+        t.webhooks = { payoutPaid: { post: { parameters: [{ $ref: '#/components/parameters/IdempotencyKey' }], responses: { '200': { description: 'ok' } } } } };
+      }),
+    },
+    { name: 'an unsafe operation with no key and no retry marker', document: uncontracted(false) },
+  ],
+  invalid: [
+    {
+      name: 'Idempotency-Key header without a contract',
+      document: uncontracted(),
+      operation: 'createPayout',
+      errors: [{ messageId: 'header', pointer: `${CREATE}/parameters/0`, message: /`Idempotency-Key`.*x-idempotency: false/ }],
+    },
+    {
+      name: 'key header declared on the path item',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        t.paths['/payouts'].parameters = [{ name: 'X-Idempotency-Key', in: 'header', schema: { type: 'string' } }];
+      }),
+      errors: [{ messageId: 'header', pointer: '/paths/~1payouts/parameters/0' }],
+    },
+    {
+      name: 'PayPal-Request-Id header',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [{ name: 'PayPal-Request-Id', in: 'header', schema: { type: 'string' } }];
+      }),
+      errors: [{ messageId: 'header', pointer: `${CREATE}/parameters/0`, message: /PayPal-Request-Id/ }],
+    },
+    {
+      name: 'a header named in settings.keyHeaders',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [{ name: 'X-Dedupe-Token', in: 'header', schema: { type: 'string' } }];
+      }),
+      settings: { keyHeaders: ['x-dedupe-token'] },
+      errors: [{ messageId: 'header', pointer: `${CREATE}/parameters/0` }],
+    },
+    {
+      name: 'PATCH is unsafe by default',
+      document: payouts((t) => {
+        t.paths['/payouts/{id}'].patch = { ...post(t), operationId: 'updatePayout' };
+        delete t.paths['/payouts/{id}'].patch['x-idempotency'];
+      }),
+      operation: 'updatePayout',
+      errors: [{ messageId: 'header', pointer: '/paths/~1payouts~1{id}/patch/parameters/0' }],
+    },
+    {
+      name: 'settings.unsafeMethods adds PUT',
+      document: payouts((t) => {
+        t.paths['/payouts/{id}'].put = { ...post(t), operationId: 'replacePayout' };
+        delete t.paths['/payouts/{id}'].put['x-idempotency'];
+      }),
+      settings: { unsafeMethods: ['post', 'patch', 'put'] },
+      operation: 'replacePayout',
+      errors: [{ messageId: 'header', pointer: '/paths/~1payouts~1{id}/put/parameters/0' }],
+    },
+    {
+      name: 'idempotency_key in the JSON body',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        t.components.schemas.PayoutInput.properties.idempotency_key = { type: 'string' };
+      }),
+      errors: [{ messageId: 'body', pointer: `${CREATE}/requestBody`, message: /idempotency_key/ }],
+    },
+    {
+      name: 'ClientToken inherited through allOf',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        t.components.schemas.Tokened = { type: 'object', properties: { ClientToken: { type: 'string' } } };
+        const input = t.components.schemas.PayoutInput;
+        t.components.schemas.PayoutInput = { allOf: [{ $ref: '#/components/schemas/Tokened' }, input] };
+      }),
+      errors: [{ messageId: 'body', pointer: `${CREATE}/requestBody`, message: /ClientToken/ }],
+    },
+    {
+      name: 'request_id as a query parameter',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [{ name: 'request_id', in: 'query', schema: { type: 'string' } }];
+      }),
+      errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0`, message: /query parameter `request_id`/ }],
+    },
+    {
+      name: 'x-fern-idempotent marks it idempotent',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        post(t)['x-fern-idempotent'] = true;
+      }),
+      errors: [{ messageId: 'extension', pointer: `${CREATE}/x-fern-idempotent` }],
+    },
+    {
+      name: 'x-speakeasy-retries marks it retryable',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        post(t)['x-speakeasy-retries'] = { strategy: 'backoff', statusCodes: ['5XX'] };
+      }),
+      errors: [{ messageId: 'extension', pointer: `${CREATE}/x-speakeasy-retries` }],
+    },
+    {
+      name: 'two operations that share the key parameter are reported one by one',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        addRefunds(t);
+      }),
+      errors: [
+        { messageId: 'header', pointer: `${CREATE}/parameters/0`, operations: ['createPayout'] },
+        { messageId: 'header', pointer: '/paths/~1refunds/post/parameters/0', operations: ['createRefund'] },
+      ],
+    },
+    {
+      name: 'Swagger 2.0 body parameter with idempotencyKey',
+      document: swagger2(`      parameters:
+        - in: body
+          name: payment
+          schema: { $ref: '#/definitions/Payment' }
+      responses: { '201': { description: created } }
+definitions:
+  Payment:
+    type: object
+    properties:
+      amount: { type: integer }
+      idempotencyKey: { type: string }
+`),
+      errors: [{ messageId: 'body', pointer: '/paths/~1payments/post/parameters/0', message: /idempotencyKey/ }],
+    },
+    {
+      name: 'Swagger 2.0 Cko-Idempotency-Key header',
+      document: swagger2(`      parameters:
+        - { in: header, name: Cko-Idempotency-Key, type: string }
+      responses: { '201': { description: created } }
+`),
+      errors: [{ messageId: 'header', pointer: '/paths/~1payments/post/parameters/0' }],
+    },
+  ],
+});
+
+ruleTester.run(retryOnUnsafe, {
+  valid: [
+    { name: 'a contracted operation may be retried', document: payouts((t) => (post(t)['x-speakeasy-retries'] = { strategy: 'backoff' })) },
+    {
+      name: 'a key without a contract is contract-missing\'s finding',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t)['x-speakeasy-retries'] = { strategy: 'backoff' };
+      }),
+    },
+    {
+      name: 'retries switched off on the operation under a document-level policy',
+      document: payouts((t) => {
+        t['x-speakeasy-retries'] = { strategy: 'backoff' };
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        delete post(t).responses['503'];
+        post(t)['x-speakeasy-retries'] = { strategy: 'none' };
+      }),
+    },
+    {
+      name: 'a GET may be retried',
+      document: payouts((t) => (t.paths['/payouts/{id}'].get['x-speakeasy-retries'] = { strategy: 'backoff' })),
+    },
+    {
+      name: 'a 429 with Retry-After is rate limiting, not a 5xx',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        delete post(t).responses['503'];
+        post(t).responses['429'] = { $ref: '#/components/responses/Conflict' };
+      }),
+    },
+  ],
+  invalid: [
+    {
+      name: 'document-level retries reach an uncontracted POST',
+      document: payouts((t) => {
+        t['x-speakeasy-retries'] = { strategy: 'backoff', statusCodes: ['5XX'] };
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        delete post(t).responses['503'];
+      }),
+      operation: 'createPayout',
+      errors: [{ messageId: 'documentRetry', pointer: CREATE }],
+    },
+    {
+      name: 'x-idempotency: false with operation-level retries',
+      document: payouts((t) => {
+        post(t)['x-idempotency'] = false;
+        post(t)['x-speakeasy-retries'] = { strategy: 'backoff' };
+      }),
+      errors: [{ messageId: 'optedOut', pointer: `${CREATE}/x-speakeasy-retries` }],
+    },
+    {
+      name: 'x-idempotency: false under document-level retries',
+      document: payouts((t) => {
+        t['x-speakeasy-retries'] = { strategy: 'backoff' };
+        post(t)['x-idempotency'] = false;
+      }),
+      errors: [{ messageId: 'optedOut', pointer: CONTRACT }],
+    },
+    {
+      name: 'a shared 503 with Retry-After on two uncontracted POSTs is one finding at the header',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        addRefunds(t);
+      }),
+      errors: [{ messageId: 'retryAfter', pointer: '/components/headers/RetryAfter', operations: ['createPayout', 'createRefund'] }],
+    },
+  ],
+});
+
+ruleTester.run(keyHeaderUndeclared, {
+  valid: [
+    { name: 'the key header is a declared, required header parameter', document: payouts() },
+    {
+      name: 'declared on the path item, name in another case',
+      document: payouts((t, c) => {
+        c.key.header = 'idempotency-key';
+        t.paths['/payouts'].parameters = post(t).parameters;
+        post(t).parameters = [];
+      }),
+    },
+    { name: 'x-idempotency: false is not checked', document: payouts((t) => ((post(t)['x-idempotency'] = false), (post(t).parameters = []))) },
+  ],
+  invalid: [
+    {
+      name: 'the contract names a header the operation does not declare',
+      document: payouts((_t, c) => (c.key.header = 'Idempotency-Token')),
+      errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/key/header`, message: /`Idempotency-Token`.*did you mean `Idempotency-Key`/ }],
+    },
+    {
+      name: 'the default header, undeclared, points at the key object',
+      document: payouts((t, c) => {
+        delete c.key.header;
+        post(t).parameters = [];
+      }),
+      errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/key`, message: /`Idempotency-Key`/ }],
+    },
+    {
+      name: 'a shared parameter that says required: false, used by two operations',
+      document: payouts((t) => {
+        t.components.parameters.IdempotencyKey.required = false;
+        addRefunds(t);
+      }),
+      errors: [
+        {
+          messageId: 'requiredMismatch',
+          pointer: '/components/parameters/IdempotencyKey/required',
+          operations: ['createPayout', 'createRefund'],
+        },
+      ],
+    },
+    {
+      name: 'a parameter without required disagrees with the contract default',
+      document: payouts((t, c) => {
+        delete t.components.parameters.IdempotencyKey.required;
+        delete c.key.required;
+      }),
+      errors: [{ messageId: 'requiredMismatch', pointer: '/components/parameters/IdempotencyKey', message: /required: false.*key.required: true/ }],
+    },
+  ],
+});
+
+ruleTester.run(keyOptional, {
+  valid: [
+    { name: 'required: true', document: payouts() },
+    { name: 'required left to the default', document: payouts((_t, c) => delete c.key.required) },
+  ],
+  invalid: [
+    { name: 'required: false on the operation', document: payouts((_t, c) => (c.key.required = false)), errors: [{ messageId: 'optional', pointer: `${CONTRACT}/key/required` }] },
+    {
+      name: 'required: false in the document defaults reaches two operations once',
+      document: payouts((t, c) => {
+        delete c.key.required;
+        t['x-idempotency'] = { key: { required: false } };
+        addRefunds(t);
+      }),
+      errors: [{ messageId: 'optional', pointer: '/x-idempotency/key/required', operations: ['createPayout', 'createRefund'] }],
+    },
+  ],
+});
+
+ruleTester.run(keyUnbounded, {
+  valid: [
+    { name: 'maxLength in the contract', document: payouts() },
+    { name: 'a pattern in the contract', document: payouts((_t, c) => ((c.key.pattern = '^[a-z0-9-]{1,64}$'), delete c.key.maxLength)) },
+    { name: 'maxLength on the header parameter schema', document: payouts((_t, c) => delete c.key.maxLength) },
+    {
+      name: 'format: uuid on the header parameter',
+      document: payouts((t, c) => {
+        delete c.key.maxLength;
+        t.components.parameters.IdempotencyKey.schema = { type: 'string', format: 'uuid' };
+      }),
+    },
+  ],
+  invalid: [
+    {
+      name: 'no bound anywhere',
+      document: payouts((t, c) => {
+        delete c.key.maxLength;
+        t.components.parameters.IdempotencyKey.schema = { type: 'string' };
+      }),
+      errors: [{ messageId: 'unbounded', pointer: `${CONTRACT}/key` }],
+    },
+    {
+      name: 'Swagger 2.0 header without maxLength',
+      document: `swagger: '2.0'
+info: { title: t, version: '1' }
+paths:
+  /payments:
+    post:
+      parameters:
+        - { in: header, name: Idempotency-Key, type: string, required: true }
+      responses: { '201': { description: created } }
+      x-idempotency: { key: { required: true } }
+`,
+      errors: [{ messageId: 'unbounded', pointer: '/paths/~1payments/post/x-idempotency/key' }],
+    },
+  ],
+});
