@@ -12,9 +12,9 @@ export default defineRule({
       'Readiness question 2: a fingerprint over a field that does not exist compares nothing, so two different commands look like the same payload.',
     messages: {
       noProperty:
-        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema: `{parent}` has no property `{token}`{hint}; fix the pointer or remove it',
+        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema: {parent} has no property `{token}`{hint}; fix the pointer or remove it',
       notContainer:
-        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema: `{parent}` is not an object or array, so it has no `{token}`; point at `{parent}` itself',
+        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema: {parent} is not an object or array, so it has no `{token}`; point at {parent} itself',
       notPointer: 'fingerprint {list} entry `{pointer}` is not a JSON Pointer into the body: write it with a leading slash, e.g. `/{pointer}`',
       noBody:
         'the fingerprint names body fields but the operation takes no request body: declare the request body, or drop `fingerprint.{list}`',
@@ -45,7 +45,7 @@ export default defineRule({
           return;
         }
         const token = parsePointer(pointer)![result.failedToken]!;
-        const parent = result.resolvedPrefix === '' ? '(the body)' : result.resolvedPrefix;
+        const parent = result.resolvedPrefix === '' ? 'the body' : `\`${result.resolvedPrefix}\``;
         if (result.reason === 'not-container') {
           ctx.report('notContainer', at, { list, pointer, parent, token });
           return;

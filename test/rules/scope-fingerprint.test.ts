@@ -1,0 +1,260 @@
+import fingerprintFieldUnknown from '../../rules/fingerprint-field-unknown.js';
+import fingerprintMissing from '../../rules/fingerprint-missing.js';
+import fingerprintRequiredUncovered from '../../rules/fingerprint-required-uncovered.js';
+import scopeMissing from '../../rules/scope-missing.js';
+import scopeTooWide from '../../rules/scope-too-wide.js';
+import scopeUnresolvable from '../../rules/scope-unresolvable.js';
+import { CONTRACT, completeContract, payouts, type Tree } from '../helpers/api-docs.js';
+import { ruleTester } from '../helpers/rule-tester.js';
+
+const post = (t: Tree): Tree => t.paths['/payouts'].post;
+const tenantHeader = { name: 'X-Tenant-Id', in: 'header', required: true, schema: { type: 'string' } };
+
+ruleTester.run(scopeMissing, {
+  valid: [
+    { name: 'scope: [principal]', document: payouts() },
+    { name: 'an explicit global scope', document: payouts((_t, c) => (c.scope = ['global'])) },
+    { name: 'scope from the document defaults', document: payouts((t, c) => ((t['x-idempotency'] = { scope: ['principal'] }), delete c.scope)) },
+  ],
+  invalid: [
+    { name: 'no scope', document: payouts((_t, c) => delete c.scope), errors: [{ messageId: 'missing', pointer: CONTRACT }] },
+    { name: 'an empty scope', document: payouts((_t, c) => (c.scope = [])), errors: [{ messageId: 'missing', pointer: `${CONTRACT}/scope` }] },
+    {
+      name: 'x-idempotency: true with defaults that lack a scope',
+      document: payouts((t) => {
+        const { scope: _scope, ...rest } = completeContract();
+        t['x-idempotency'] = rest;
+        post(t)['x-idempotency'] = true;
+      }),
+      errors: [{ messageId: 'missing', pointer: CONTRACT }],
+    },
+  ],
+});
+
+ruleTester.run(scopeTooWide, {
+  valid: [
+    { name: 'principal on an authenticated operation', document: payouts() },
+    { name: 'global on an operation that says security: []', document: payouts((t, c) => ((c.scope = ['global']), (post(t).security = []))) },
+    { name: 'global on a document without security', document: payouts((t, c) => ((c.scope = ['global']), delete t.security)) },
+    {
+      name: 'a tenant header names the owner',
+      document: payouts((t, c) => {
+        c.scope = ['header:X-Tenant-Id'];
+        post(t).parameters.push(tenantHeader);
+      }),
+    },
+  ],
+  invalid: [
+    {
+      name: 'global scope under document-level security',
+      document: payouts((_t, c) => (c.scope = ['global'])),
+      errors: [{ messageId: 'global', pointer: `${CONTRACT}/scope/0` }],
+    },
+    {
+      name: 'global scope under operation-level security',
+      document: payouts((t, c) => {
+        delete t.security;
+        post(t).security = [{ bearerAuth: [] }];
+        c.scope = ['header:X-Tenant-Id', 'global'];
+        post(t).parameters.push(tenantHeader);
+      }),
+      errors: [{ messageId: 'global', pointer: `${CONTRACT}/scope/1` }],
+    },
+    {
+      name: 'a scope that names no owner',
+      document: payouts((t, c) => {
+        c.scope = ['header:X-Region'];
+        post(t).parameters.push({ name: 'X-Region', in: 'header', schema: { type: 'string' } });
+      }),
+      errors: [{ messageId: 'noOwner', pointer: `${CONTRACT}/scope`, message: /header:X-Region/ }],
+    },
+  ],
+});
+
+ruleTester.run(scopeUnresolvable, {
+  valid: [
+    { name: 'principal with document security', document: payouts() },
+    {
+      name: 'header, path and query parts that are declared (path-level too)',
+      document: payouts((t, c) => {
+        t.paths['/payouts/{id}'].post = { ...structuredClone(post(t)), operationId: 'retryPayout' };
+        t.paths['/payouts/{id}'].post['x-idempotency'].scope = ['principal', 'header:x-tenant-id', 'path:id', 'query:mode'];
+        t.paths['/payouts/{id}'].post.parameters.push(tenantHeader, { name: 'mode', in: 'query', schema: { type: 'string' } });
+        c.scope = ['principal'];
+      }),
+    },
+    { name: 'an explicit global', document: payouts((_t, c) => (c.scope = ['global'])) },
+  ],
+  invalid: [
+    {
+      name: 'an undeclared header',
+      document: payouts((_t, c) => (c.scope = ['principal', 'header:X-Tenant-Id'])),
+      errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/scope/1`, message: /`header:X-Tenant-Id`.*header parameter/ }],
+    },
+    {
+      name: 'a misspelt path parameter gets a hint',
+      document: payouts((t) => {
+        t.paths['/payouts/{id}'].post = { ...structuredClone(post(t)), operationId: 'retryPayout' };
+        t.paths['/payouts/{id}'].post['x-idempotency'].scope = ['principal', 'path:di'];
+      }),
+      operation: 'retryPayout',
+      errors: [{ messageId: 'undeclared', pointer: '/paths/~1payouts~1{id}/post/x-idempotency/scope/1', message: /did you mean `path:id`/ }],
+    },
+    {
+      name: 'principal on an operation with security: []',
+      document: payouts((t) => (post(t).security = [])),
+      errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /security: \[\]/ }],
+    },
+    {
+      name: 'principal with no security anywhere',
+      document: payouts((t) => delete t.security),
+      errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /neither/ }],
+    },
+    {
+      name: 'principal when anonymous requests are allowed',
+      document: payouts((t) => (t.security = [{}, { bearerAuth: [] }])),
+      errors: [{ messageId: 'principalAnonymous', pointer: `${CONTRACT}/scope/0` }],
+    },
+  ],
+});
+
+ruleTester.run(fingerprintMissing, {
+  valid: [
+    { name: 'a fingerprint', document: payouts() },
+    {
+      name: 'no body, no fingerprint needed',
+      document: payouts((t, c) => {
+        delete post(t).requestBody;
+        delete c.fingerprint;
+      }),
+    },
+  ],
+  invalid: [{ name: 'a body and no fingerprint', document: payouts((_t, c) => delete c.fingerprint), errors: [{ messageId: 'missing', pointer: CONTRACT }] }],
+});
+
+const swagger2 = `swagger: '2.0'
+info: { title: Legacy, version: '1' }
+paths:
+  /transfers:
+    post:
+      operationId: createTransfer
+      parameters:
+        - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 255 }
+        - { in: body, name: transfer, required: true, schema: { $ref: '#/definitions/Transfer' } }
+      responses: { '201': { description: created } }
+      x-idempotency:
+        fingerprint: { include: [/amount, /beneficiary/account, /beneficiary/acount] }
+definitions:
+  Transfer:
+    type: object
+    properties:
+      amount: { type: integer }
+      beneficiary: { $ref: '#/definitions/Beneficiary' }
+  Beneficiary:
+    type: object
+    properties:
+      account: { type: string }
+`;
+
+ruleTester.run(fingerprintFieldUnknown, {
+  valid: [
+    { name: 'pointers through $ref and a 3.1 type array', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/destination/iban', '/note'])) },
+    { name: 'include: all with an exclude', document: payouts((_t, c) => (c.fingerprint = { include: 'all', exclude: ['/note'] })) },
+    {
+      name: 'oneOf branches, allOf parts and nullable (3.0)',
+      document: payouts((t, c) => {
+        t.openapi = '3.0.3';
+        const schemas = t.components.schemas;
+        schemas.PayoutInput.properties.note = { type: 'string', nullable: true };
+        schemas.Destination = {
+          oneOf: [
+            { type: 'object', properties: { iban: { type: 'string' } } },
+            { allOf: [{ type: 'object', properties: { card: { type: 'object', properties: { last4: { type: 'string' } } } } }] },
+          ],
+        };
+        c.fingerprint.include = ['/amount', '/currency', '/destination/iban', '/destination/card/last4', '/note'];
+      }),
+    },
+    {
+      name: 'array items and a free-form map',
+      document: payouts((t, c) => {
+        const props = t.components.schemas.PayoutInput.properties;
+        props.lines = { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } };
+        props.metadata = { type: 'object', additionalProperties: { type: 'string' } };
+        props.labels = { type: 'object' };
+        c.fingerprint.include = ['/amount', '/currency', '/destination', '/lines/0/sku', '/metadata/orderRef', '/labels/any/thing'];
+      }),
+    },
+    {
+      name: 'a body defined in another file',
+      document: payouts((t) => (t.components.schemas.PayoutInput = { $ref: 'schemas/payout-input.yaml' })),
+      files: {
+        'schemas/payout-input.yaml': 'type: object\nrequired: [amount]\nproperties:\n  amount: { type: integer }\n  currency: { type: string }\n  destination: { type: object }\n  note: { type: string }\n',
+      },
+    },
+  ],
+  invalid: [
+    {
+      name: 'a misspelt top-level field',
+      document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/curency', '/destination'])),
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/1`, message: /the body has no property `curency` \(did you mean `\/currency`\?\)/ }],
+    },
+    {
+      name: 'a nested field behind $ref, and an exclude',
+      document: payouts((_t, c) => ((c.fingerprint.include = ['/amount', '/destination/bic']), (c.fingerprint.exclude = ['/notes']))),
+      errors: [
+        { messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/1`, message: /`\/destination` has no property `bic`/ },
+        { messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/exclude/0`, message: /did you mean `\/note`/ },
+      ],
+    },
+    {
+      name: 'a member of a scalar',
+      document: payouts((_t, c) => (c.fingerprint.include = ['/amount/value'])),
+      errors: [{ messageId: 'notContainer', pointer: `${CONTRACT}/fingerprint/include/0`, message: /`\/amount` is not an object/ }],
+    },
+    {
+      name: 'a field no oneOf branch has',
+      document: payouts((t, c) => {
+        t.components.schemas.Destination = { oneOf: [{ properties: { iban: { type: 'string' } } }, { properties: { card: { type: 'string' } } }] };
+        c.fingerprint.include = ['/destination/wallet'];
+      }),
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/0` }],
+    },
+    {
+      name: 'fingerprint pointers on an operation without a body',
+      document: payouts((t) => delete post(t).requestBody),
+      errors: [{ messageId: 'noBody', pointer: `${CONTRACT}/fingerprint/include` }],
+    },
+    {
+      name: 'Swagger 2.0 body parameter',
+      document: swagger2,
+      errors: [{ messageId: 'noProperty', pointer: '/paths/~1transfers/post/x-idempotency/fingerprint/include/2', message: /did you mean `\/beneficiary\/account`/ }],
+    },
+  ],
+});
+
+ruleTester.run(fingerprintRequiredUncovered, {
+  valid: [
+    { name: 'every required field included', document: payouts() },
+    { name: 'a required field explicitly excluded', document: payouts((_t, c) => ((c.fingerprint.include = ['/amount', '/currency']), (c.fingerprint.exclude = ['/destination']))) },
+    { name: 'a nested pointer covers its top-level field', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/currency', '/destination/iban'])) },
+    { name: 'include: all', document: payouts((_t, c) => (c.fingerprint = { include: 'all' })) },
+  ],
+  invalid: [
+    {
+      name: 'a required field left out',
+      document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/currency'])),
+      errors: [{ messageId: 'uncovered', pointer: `${CONTRACT}/fingerprint/include`, message: /`destination`/ }],
+    },
+    {
+      name: 'required fields through allOf',
+      document: payouts((t, c) => {
+        t.components.schemas.PayoutInput = { allOf: [{ $ref: '#/components/schemas/Base' }, { type: 'object', required: ['reference'], properties: { reference: { type: 'string' } } }] };
+        t.components.schemas.Base = { type: 'object', required: ['amount'], properties: { amount: { type: 'integer' } } };
+        c.fingerprint.include = ['/amount'];
+      }),
+      errors: [{ messageId: 'uncovered', pointer: `${CONTRACT}/fingerprint/include`, message: /`reference`/ }],
+    },
+  ],
+});
+
