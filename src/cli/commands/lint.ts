@@ -1,14 +1,18 @@
 /**
  * `idemkit lint <files..>`: load each document, run the rule catalogue, print one report, and exit 0 (nothing
- * at or above `--fail-on`), 1 (findings) or 2 (an unreadable or invalid document). The heavy modules (parser,
- * rules) are imported inside `run`, so `idemkit --help` and the other commands start without them.
+ * at or above `--fail-on`), 1 (findings) or 2 (an unreadable or invalid document). The parser loads `yaml`
+ * and `ajv` only when a document needs them, so importing this module stays cheap.
  */
 import path from 'node:path';
 import type { Argv } from 'yargs';
-import { DocumentError } from '../../errors.js';
+import { DocumentError, UsageError } from '../../errors.js';
+import { catalogue } from '../../lint/catalogue.js';
+import { compareFindings, lintDocument } from '../../lint/engine.js';
 import { formatters } from '../../lint/formatters/index.js';
 import type { Finding, Severity } from '../../lint/rule.js';
+import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
+import { SourceCache } from '../../parser/source.js';
 import type { CliIo, ExitCode } from '../io.js';
 import type { Command } from '../main.js';
 
@@ -50,14 +54,8 @@ export function hasFailures(findings: readonly Finding[], failOn: Severity): boo
 
 /** Runs a lint with parsed options; the command handler and tests call it. */
 export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
-  const [{ loadDocument }, { SourceCache }, { lintDocument, compareFindings }, { catalogue }] = await Promise.all([
-    import('../../parser/load.js'),
-    import('../../parser/source.js'),
-    import('../../lint/engine.js'),
-    import('../../lint/catalogue.js'),
-  ]);
   const formatter = formatters[options.format];
-  if (!formatter) throw new Error(`unknown format ${options.format}`);
+  if (!formatter) throw new UsageError(`unknown format '${options.format}' — use one of: ${Object.keys(formatters).join(', ')}`);
   const files = [...new Set(options.files.map((file) => path.resolve(io.cwd, file)))];
   const cache = new SourceCache();
   const documents: ApiDocument[] = [];

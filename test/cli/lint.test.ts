@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { main } from '../../src/cli/main.js';
+import { bufferIo } from '../helpers/io.js';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const bin = path.join(root, 'dist/src/cli/bin.js');
+const run = promisify(execFile);
+
+async function lint(...argv: string[]) {
+  const io = bufferIo(root);
+  const code = await main(['lint', ...argv], io);
+  return { code, out: io.out, err: io.err };
+}
+
+/** Runs the built binary; resolves with the exit code instead of rejecting on a non-zero one. */
+async function spawnLint(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, 'lint', ...argv], { cwd: root });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout: string; stderr: string };
+    return { code: failed.code ?? -1, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+describe('idemkit lint', () => {
+  describe('in process', () => {
+    it('passes the demo sample, YAML and JSON, with every rule', async () => {
+      for (const file of ['samples/demo-requests/openapi.yaml', 'samples/demo-requests/openapi.json', 'samples/external-refs/openapi.yaml']) {
+        const result = await lint(file);
+        assert.equal(result.code, 0, `${file}:\n${result.out}${result.err}`);
+        assert.equal(result.out, '');
+        assert.equal(result.err, '');
+      }
+    });
+
+    it('exits 1 and prints ESLint-style findings with paths relative to the working directory', async () => {
+      const result = await lint('test/fixtures/parser/invalid-contract.yaml');
+      assert.equal(result.code, 1);
+      const lines = result.out.split('\n');
+      assert.equal(lines[0], 'test/fixtures/parser/invalid-contract.yaml');
+      assert.match(result.out, /^ {2}11:9 +error +unknown field 'tll' in x-idempotency .* contract-invalid$/m);
+      assert.match(result.out, /^ {2}4:3 +error +x-idempotency\.ttl is "one day".*\(in a, b\) +contract-invalid$/m);
+      assert.match(result.out, /^✖ \d+ problems \(\d+ errors?, \d+ warnings?, \d+ info\)$/m);
+    });
+
+    it('prints machine-readable JSON with --format json', async () => {
+      const result = await lint('test/fixtures/parser/invalid-contract.yaml', '--format', 'json');
+      assert.equal(result.code, 1);
+      const report = JSON.parse(result.out) as {
+        files: string[];
+        findings: { ruleId: string; file: string; line: number; column: number; pointer: string }[];
+        summary: { error: number };
+      };
+      assert.deepEqual(report.files, ['test/fixtures/parser/invalid-contract.yaml']);
+      const tll = report.findings.find((finding) => finding.pointer.endsWith('/tll'));
+      assert.deepEqual(tll && { file: tll.file, line: tll.line, column: tll.column, ruleId: tll.ruleId }, {
+        file: 'test/fixtures/parser/invalid-contract.yaml',
+        line: 11,
+        column: 9,
+        ruleId: 'contract-invalid',
+      });
+      assert.equal(report.summary.error, report.findings.filter((finding) => (finding as { severity?: string }).severity === 'error').length);
+    });
+
+    it('--fail-on decides which severities fail the run', async () => {
+      const file = 'test/fixtures/parser/warn-only.yaml';
+      const lenient = await lint(file);
+      assert.equal(lenient.code, 0, lenient.out);
+      assert.match(lenient.out, /warning +the document has no 'info' object +document-invalid/);
+      assert.equal((await lint(file, '--fail-on', 'warn')).code, 1);
+      assert.equal((await lint(file, '--fail-on', 'info')).code, 1);
+      assert.equal((await lint('test/fixtures/parser/invalid-contract.yaml', '--fail-on', 'error')).code, 1);
+    });
+
+    it('lints several files in one run, sorted by file whatever the argument order', async () => {
+      const a = await lint('test/fixtures/parser/warn-only.yaml', 'test/fixtures/parser/invalid-contract.yaml', '--format', 'json');
+      const b = await lint('test/fixtures/parser/invalid-contract.yaml', 'test/fixtures/parser/warn-only.yaml', '--format', 'json');
+      assert.equal(a.code, 1);
+      const files = (out: string) => (JSON.parse(out) as { findings: { file: string }[] }).findings.map((finding) => finding.file);
+      assert.deepEqual(files(a.out), files(b.out));
+      assert.deepEqual([...new Set(files(a.out))], ['test/fixtures/parser/invalid-contract.yaml', 'test/fixtures/parser/warn-only.yaml']);
+    });
+
+    it('exits 2 on a bad file but still reports the good ones', async () => {
+      const result = await lint('test/fixtures/parser/invalid-contract.yaml', 'test/fixtures/parser/bad/syntax.json');
+      assert.equal(result.code, 2);
+      assert.match(result.out, /contract-invalid/);
+      assert.match(result.err, /^test\/fixtures\/parser\/bad\/syntax\.json:3:\d+: invalid JSON: .* — fix the syntax/);
+    });
+
+    it('exits 2 on usage errors: no file, an unknown format', async () => {
+      const none = await lint();
+      assert.equal(none.code, 2);
+      assert.match(none.err, /Not enough non-option arguments|files/);
+      const format = await lint('samples/demo-requests/openapi.yaml', '--format', 'xml');
+      assert.equal(format.code, 2);
+      assert.match(format.err, /format/);
+      assert.doesNotMatch(format.err, /internal error/);
+    });
+  });
+
+  describe('the built binary', () => {
+    before(function () {
+      assert.ok(existsSync(bin), `${bin} is missing: run \`npm run build\` first (npm test does)`);
+    });
+
+    it('exits 0 on the demo sample', async () => {
+      const result = await spawnLint('samples/demo-requests/openapi.yaml');
+      assert.deepEqual(result, { code: 0, stdout: '', stderr: '' });
+    });
+
+    const badInputs: [string, RegExp][] = [
+      ['test/fixtures/parser/bad/does-not-exist.yaml', /^test\/fixtures\/parser\/bad\/does-not-exist\.yaml:1:1: file not found — check the path/],
+      ['test/fixtures/parser/bad/empty.yaml', /^test\/fixtures\/parser\/bad\/empty\.yaml:1:1: the file is empty — /],
+      ['test/fixtures/parser/bad/truncated.yaml', /^test\/fixtures\/parser\/bad\/truncated\.yaml:3:10: invalid YAML: Missing closing "quote — close the quote/],
+      ['test/fixtures/parser/bad/syntax.json', /^test\/fixtures\/parser\/bad\/syntax\.json:3:26: invalid JSON: .* — fix the syntax/],
+      ['test/fixtures/parser/bad/truncated.json', /^test\/fixtures\/parser\/bad\/truncated\.json:3:\d+: invalid JSON: .* — fix the syntax/],
+      ['test/fixtures/parser/bad/not-openapi.yaml', /^test\/fixtures\/parser\/bad\/not-openapi\.yaml:1:1: not an OpenAPI document: .* — add `openapi: 3.1.0`/],
+      ['test/fixtures/parser/bad/missing-ref-file.yaml', /^test\/fixtures\/parser\/bad\/missing-ref-file\.yaml:10:11: \$ref '\.\/responses\.yaml#\/Created' points at a missing file '\.\/responses\.yaml' — fix the path/],
+      ['test/fixtures/parser/bad/missing-ref-pointer.yaml', /^test\/fixtures\/parser\/bad\/missing-ref-pointer\.yaml:9:11: \$ref '#\/components\/parameters\/IdempotencyKey' points at nothing: .* — fix the pointer/],
+      ['test/fixtures/parser/bad/unsupported-version.yaml', /^test\/fixtures\/parser\/bad\/unsupported-version\.yaml:1:1: unsupported openapi version "4\.0\.0" — use 3\.0\.x or 3\.1\.x/],
+    ];
+    for (const [file, expected] of badInputs) {
+      it(`exits 2 with one line and no stack trace: ${path.basename(file)}`, async () => {
+        const result = await spawnLint(file);
+        assert.equal(result.code, 2, result.stderr);
+        assert.equal(result.stdout, '');
+        assert.match(result.stderr, expected);
+        assert.equal(result.stderr.trimEnd().split('\n').length, 1, result.stderr);
+        assert.doesNotMatch(result.stderr, /\bat .*\.(js|ts):\d+/);
+      });
+    }
+  });
+});
