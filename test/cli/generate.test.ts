@@ -5,7 +5,7 @@ import path from 'node:path';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
 
-const DEMO = path.resolve('test/e2e/fixtures/demo.yaml');
+const DEMO = path.resolve('test/fixtures/server/demo.yaml');
 
 describe('cli generate', () => {
   let tmp: string;

@@ -1,0 +1,284 @@
+/**
+ * The end-to-end scenarios every generated server target runs (DESIGN §1 readiness, §4 guard algorithm),
+ * over real HTTP against the compiled app in a child process.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, rmSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import {
+  appFiles,
+  effectsFor,
+  post,
+  postAndDrop,
+  readLines,
+  sleep,
+  startServer,
+  unique,
+  waitFor,
+  type Answer,
+  type AppFiles,
+  type RunningServer,
+  type Target,
+} from './harness.js';
+
+const DEMO = '/v1/demo-requests';
+const PAYMENTS = (account: string) => `/v1/accounts/${account}/payments`;
+const PROBLEM = 'https://idemkit.dev/problems/';
+
+/** How a suite reaches its store (durable stores only). */
+export interface StoreControl {
+  /** Extra environment for the app (connection URLs). */
+  env(): Record<string, string>;
+  /** Makes the store unreachable for the app. */
+  stop(files: AppFiles): Promise<void>;
+  /** Brings it back. */
+  restart(files: AppFiles): Promise<void>;
+}
+
+export interface ScenarioOptions {
+  /**
+   * For stores that outlive the process (SQLite, PostgreSQL, Redis): the crash and outage scenarios.
+   * The memory store lives inside the app process, so a restart empties it by design and there is no
+   * separate store to stop: those two scenarios do not apply to it.
+   */
+  readonly durable?: StoreControl;
+}
+
+function assertProblem(answer: Answer, status: number, type: string): void {
+  assert.equal(answer.status, status, answer.text);
+  assert.match(String(answer.headers['content-type']), /^application\/problem\+json/);
+  assert.equal(answer.headers['cache-control'], 'no-store');
+  assert.equal(answer.json['type'], PROBLEM + type);
+  assert.equal(answer.json['status'], status);
+}
+
+/** Retries like a client would while the answer is 409 in progress, up to `ms`. */
+async function retryWhileInProgress(send: () => Promise<Answer>, ms: number): Promise<Answer> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const answer = await send();
+    if (answer.status !== 409 || answer.json['type'] !== `${PROBLEM}idempotency-request-in-progress` || Date.now() > deadline) return answer;
+    await sleep(100);
+  }
+}
+
+/**
+ * SQLite "outage": another connection holds the database's write lock (BEGIN EXCLUSIVE), so the app's
+ * store gets SQLITE_BUSY after its busy timeout — what a wedged or full disk looks like to the guard.
+ */
+export function sqliteControl(): StoreControl {
+  let holder: Database.Database | undefined;
+  return {
+    env: () => ({ SQLITE_BUSY_MS: '400' }),
+    async stop(files) {
+      holder = new Database(files.sqlite);
+      holder.exec('BEGIN EXCLUSIVE');
+    },
+    async restart() {
+      holder?.exec('ROLLBACK');
+      holder?.close();
+      holder = undefined;
+    },
+  };
+}
+
+export function describeServerScenarios(target: Target, options: ScenarioOptions = {}): void {
+  describe(`generated ${target.framework} guard on ${target.store}, over HTTP`, function () {
+    this.timeout(60_000);
+    let files: AppFiles;
+    let server: RunningServer;
+
+    before(async function () {
+      this.timeout(180_000);
+      files = appFiles();
+      server = await startServer(target, files, options.durable?.env() ?? {});
+    });
+    after(async () => {
+      await server?.stop();
+      rmSync(files.dir, { recursive: true, force: true });
+    });
+
+    it('first answer says Idempotent-Replayed: false; a retry replays the same status, headers and bytes', async () => {
+      const key = unique('first');
+      const body = { topic: unique('topic'), contact: { email: 'a@example.com' } };
+      const first = await post(server.port, DEMO, { key, user: 'alice', body, headers: { 'x-test-write': 'raw' } });
+      assert.equal(first.status, 201, first.text);
+      assert.equal(first.headers['idempotent-replayed'], 'false');
+      const again = await post(server.port, DEMO, { key, user: 'alice', body: { ...body, clientSentAt: 'later' } });
+      assert.equal(again.status, 201);
+      assert.equal(again.headers['idempotent-replayed'], 'true');
+      assert.equal(again.text, first.text);
+      assert.equal(again.headers['location'], first.headers['location']);
+      assert.match(String(again.headers['content-type']), /^application\/json/);
+      assert.equal(effectsFor(files, body.topic).length, 1);
+    });
+
+    it('lost response: the socket dies before the answer; the retry gets the stored result, one effect', async () => {
+      const key = unique('lost');
+      const body = { topic: unique('topic'), contact: { email: 'b@example.com' } };
+      const answered = await postAndDrop(server.port, DEMO, { key, user: 'alice', body, afterMs: 60, headers: { 'x-test-hold-ms': '300' } });
+      assert.equal(answered, false, 'the first answer must be lost');
+      await waitFor(() => effectsFor(files, body.topic).length === 1, 5000, 'the effect of the lost request');
+      const retry = await retryWhileInProgress(() => post(server.port, DEMO, { key, user: 'alice', body }), 5000);
+      assert.equal(retry.status, 201, retry.text);
+      assert.equal(retry.headers['idempotent-replayed'], 'true');
+      const [effect] = effectsFor(files, body.topic);
+      assert.equal(retry.json['id'], effect!['id'], 'the replay carries the result id of the one effect');
+      await sleep(100);
+      assert.equal(effectsFor(files, body.topic).length, 1);
+    });
+
+    it('50 concurrent requests with one key run the handler once; the rest get 409 + Retry-After or the replay', async () => {
+      const key = unique('burst');
+      const body = { topic: unique('topic'), contact: { email: 'c@example.com' } };
+      const answers = await Promise.all(
+        Array.from({ length: 50 }, () => post(server.port, DEMO, { key, user: 'alice', body, headers: { 'x-test-hold-ms': '400' } })),
+      );
+      assert.equal(effectsFor(files, body.topic).length, 1);
+      const firsts = answers.filter((a) => a.status === 201 && a.headers['idempotent-replayed'] === 'false');
+      assert.equal(firsts.length, 1);
+      for (const answer of answers) {
+        if (answer.status === 201) {
+          assert.equal(answer.json['id'], firsts[0]!.json['id']);
+        } else {
+          assertProblem(answer, 409, 'idempotency-request-in-progress');
+          assert.match(String(answer.headers['retry-after']), /^[1-9]\d*$/);
+        }
+      }
+    });
+
+    it('another body with the same key: 422 before the handler, while in progress and after completion', async () => {
+      const key = unique('mismatch');
+      const body = { topic: unique('topic'), contact: { email: 'd@example.com' } };
+      const other = { topic: unique('other'), contact: { email: 'd@example.com' } };
+      const running = post(server.port, DEMO, { key, user: 'alice', body, headers: { 'x-test-hold-ms': '700' } });
+      await waitFor(() => effectsFor(files, body.topic).length === 1, 5000, 'the first request to start');
+      assertProblem(await post(server.port, DEMO, { key, user: 'alice', body: other }), 422, 'idempotency-key-reused');
+      assert.equal((await running).status, 201);
+      assertProblem(await post(server.port, DEMO, { key, user: 'alice', body: other }), 422, 'idempotency-key-reused');
+      assert.equal(effectsFor(files, other.topic).length, 0, 'the handler never ran for the other body');
+      assert.equal(effectsFor(files, body.topic).length, 1);
+    });
+
+    it('missing, invalid and oversized keys: 400 problem+json, handler not run', async () => {
+      const topic = unique('topic');
+      const body = { topic, contact: { email: 'e@example.com' } };
+      assertProblem(await post(server.port, DEMO, { user: 'alice', body }), 400, 'idempotency-key-missing');
+      assertProblem(await post(server.port, DEMO, { key: '', user: 'alice', body }), 400, 'idempotency-key-invalid');
+      assertProblem(await post(server.port, DEMO, { key: 'x'.repeat(81), user: 'alice', body }), 400, 'idempotency-key-invalid');
+      assertProblem(await post(server.port, DEMO, { key: 'tab\tinside', user: 'alice', body }), 400, 'idempotency-key-invalid');
+      if (target.framework !== 'fetch') {
+        // A fetch Headers object folds repeated headers into one "a, b" value before any handler sees them.
+        assertProblem(await post(server.port, DEMO, { key: ['k1', 'k2'], user: 'alice', body }), 400, 'idempotency-key-invalid');
+      }
+      // Real clients' keys (stripe-node-retry-<uuid>: 54–57 characters) and the quoted structured-field form pass.
+      const stripeLike = `stripe-node-retry-${unique('u').padEnd(36, '0').slice(0, 36)}`;
+      const quoted = await post(server.port, DEMO, { key: `"${stripeLike}"`, user: 'alice', body });
+      assert.equal(quoted.status, 201, quoted.text);
+      const bare = await post(server.port, DEMO, { key: stripeLike, user: 'alice', body });
+      assert.equal(bare.headers['idempotent-replayed'], 'true', 'the quoted and the bare form are the same key');
+      assert.equal(effectsFor(files, topic).length, 1);
+    });
+
+    it('the same key from two principals makes two records and two effects', async () => {
+      const key = unique('shared');
+      const body = { topic: unique('topic'), contact: { email: 'f@example.com' } };
+      const alice = await post(server.port, DEMO, { key, user: 'alice', body });
+      const bob = await post(server.port, DEMO, { key, user: 'bob', body });
+      assert.equal(alice.status, 201);
+      assert.equal(bob.status, 201);
+      assert.equal(bob.headers['idempotent-replayed'], 'false', "bob never sees alice's response");
+      assert.notEqual(alice.json['id'], bob.json['id']);
+      assert.equal(effectsFor(files, body.topic).length, 2);
+      // A path scope separates accounts too.
+      const one = await post(server.port, PAYMENTS('acc-1'), { key, user: 'alice', body: { amount: 100, currency: unique('EUR') } });
+      const two = await post(server.port, PAYMENTS('acc-2'), { key, user: 'alice', body: { amount: 100, currency: unique('EUR') } });
+      assert.equal(one.status, 201, one.text);
+      assert.equal(two.headers['idempotent-replayed'], 'false');
+    });
+
+    it('a transient status releases the key: the retry runs the handler again', async () => {
+      const key = unique('transient');
+      const body = { topic: unique('topic'), contact: { email: 'g@example.com' } };
+      const busy = await post(server.port, DEMO, { key, user: 'alice', body, headers: { 'x-test-status': '503' } });
+      assert.equal(busy.status, 503);
+      const retry = await post(server.port, DEMO, { key, user: 'alice', body });
+      assert.equal(retry.status, 201);
+      assert.equal(retry.headers['idempotent-replayed'], 'false');
+      assert.equal(effectsFor(files, body.topic).length, 2);
+    });
+
+    it('logs carry a hashed key id, never the raw key or the payload', async () => {
+      const key = unique('secret-key');
+      const secret = unique('secret-payload');
+      await post(server.port, DEMO, { key, user: 'alice', body: { topic: secret, contact: { email: 'h@example.com' } } });
+      await waitFor(() => readFileSync(files.log, 'utf8').includes('"completed"'), 3000, 'the completion log line');
+      const log = readFileSync(files.log, 'utf8');
+      assert.ok(!log.includes(key), 'raw key in the guard log');
+      assert.ok(!log.includes(secret), 'payload in the guard log');
+      assert.ok(readLines(files.log).some((line) => line['decision'] === 'completed' && /^[0-9a-f]{64}$/.test(String(line['keyId']))));
+    });
+
+    if (options.durable !== undefined) {
+      const durable = options.durable;
+
+      it('SIGKILL inside the handler after the effect: after restart and lease end, 409 abandoned, reconciliation runs, no second effect', async () => {
+        const crashFiles = appFiles();
+        let crashing: RunningServer | undefined;
+        let restarted: RunningServer | undefined;
+        try {
+          crashing = await startServer(target, crashFiles, durable.env());
+          const key = unique('crash');
+          const body = { amount: 4200, currency: unique('EUR') };
+          const lost = await post(crashing.port, PAYMENTS('acc-9'), { key, user: 'alice', body, headers: { 'x-test-crash': 'after-effect' } }).then(
+            () => 'answered',
+            () => 'connection lost',
+          );
+          assert.equal(lost, 'connection lost');
+          assert.equal(await crashing.exited, 'SIGKILL');
+          assert.equal(effectsFor(crashFiles, body.currency).length, 1);
+
+          restarted = await startServer(target, crashFiles, durable.env());
+          const early = await post(restarted.port, PAYMENTS('acc-9'), { key, user: 'alice', body });
+          if (early.status === 409 && early.json['type'] === `${PROBLEM}idempotency-request-in-progress`) {
+            assert.match(String(early.headers['retry-after']), /^[1-9]\d*$/);
+          }
+          await sleep(1100); // the createPayment lease is PT1S
+          const retry = await post(restarted.port, PAYMENTS('acc-9'), { key, user: 'alice', body });
+          assertProblem(retry, 409, 'idempotency-request-abandoned');
+          assert.ok(
+            readLines(crashFiles.reconcile).some((line) => line['operation'] === 'createPayment' && line['pid'] === restarted!.child.pid),
+            'the reconciliation hook ran in the restarted process',
+          );
+          assert.equal(effectsFor(crashFiles, body.currency).length, 1, 'no second effect');
+        } finally {
+          await crashing?.stop();
+          await restarted?.stop();
+          rmSync(crashFiles.dir, { recursive: true, force: true });
+        }
+      });
+
+      it('store stopped mid-run: 503 + Retry-After in bounded time, the handler never runs, nothing hangs', async () => {
+        const key = unique('outage');
+        const body = { topic: unique('topic'), contact: { email: 'i@example.com' } };
+        await durable.stop(files);
+        try {
+          const started = Date.now();
+          const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => post(server.port, DEMO, { key: `${key}-${i}`, user: 'alice', body })));
+          const elapsed = Date.now() - started;
+          for (const answer of answers) {
+            assertProblem(answer, 503, 'idempotency-store-unavailable');
+            assert.match(String(answer.headers['retry-after']), /^[1-9]\d*$/);
+          }
+          assert.ok(elapsed < 15_000, `answered in ${elapsed} ms`);
+          assert.equal(effectsFor(files, body.topic).length, 0, 'the handler never ran without a reservation');
+        } finally {
+          await durable.restart(files);
+        }
+        const recovered = await retryWhileInProgress(() => post(server.port, DEMO, { key: `${key}-0`, user: 'alice', body }), 10_000);
+        assert.equal(recovered.status, 201, recovered.text);
+        assert.equal(effectsFor(files, body.topic).length, 1);
+      });
+    }
+  });
+}

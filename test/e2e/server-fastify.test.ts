@@ -1,0 +1,4 @@
+import { describeServerScenarios, sqliteControl } from './scenarios.js';
+
+describeServerScenarios({ framework: 'fastify', store: 'memory' });
+describeServerScenarios({ framework: 'fastify', store: 'sqlite' }, { durable: sqliteControl() });
