@@ -1,0 +1,320 @@
+/**
+ * PostgreSQL idempotency store on `pg` (node-postgres). Imports only `../store.js` and `pg`'s types;
+ * copied into users' generated code.
+ *
+ * ```ts
+ * import pg from 'pg';
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * pool.on('error', (err) => log(err));  // idle clients of a pool that loses its server emit 'error'
+ * const store = new PostgresStore(pool);
+ * await store.migrate();                // CREATE TABLE / INDEX IF NOT EXISTS; or run PostgresStore.schemaSql()
+ * ```
+ *
+ * A logged table with the record id as primary key. Reserve is one statement,
+ * `INSERT … ON CONFLICT (id) DO UPDATE … WHERE <expired completed> RETURNING`, so of any number of
+ * concurrent reservations exactly one returns a row. Completion, release and takeover are single
+ * `UPDATE`/`DELETE` statements fenced by the lease token. Time is the server's
+ * (`clock_timestamp()`, in ms) unless a `clock` is injected.
+ */
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import {
+  StoreError,
+  checkStoreName,
+  type BatchOptions,
+  type CompleteInput,
+  type IdempotencyRecord,
+  type ReserveInput,
+  type ReserveResult,
+  type TransactionStep,
+  type TransactionalStore,
+} from '../store.js';
+
+/** What the store runs queries on: a `pg.Pool` (needed for one-transaction mode), or one client. */
+export type PostgresQueryable = Pick<Pool, 'query'> & Partial<Pick<Pool, 'connect'>>;
+
+/** Options of {@link PostgresStore}. */
+export interface PostgresStoreOptions {
+  /** Table name, optionally schema-qualified (`idem.records`); letters, digits, `_` (default `idempotency_records`). */
+  readonly table?: string;
+  /** Injected clock (ms since the epoch) instead of the server's; for tests. */
+  readonly clock?: () => number;
+  /** One-transaction mode: longest wait on the row lock of a duplicate's open transaction (default 30000 ms). */
+  readonly lockTimeoutMs?: number;
+}
+
+interface Row extends QueryResultRow {
+  id: string;
+  operation: string;
+  fingerprint: string;
+  state: 'in_progress' | 'completed';
+  lease_token: string;
+  lease_until: string;
+  expires_at: string;
+  created_at: string;
+  status: number | null;
+  headers: Record<string, string> | null;
+  body: Buffer | null;
+  result_id: string | null;
+  now?: string;
+}
+
+// $1 is always the injected time or NULL for the server clock, in ms.
+const NOW = `COALESCE($1::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)`;
+
+/** PostgreSQL store. The caller creates and ends the pool; the store only borrows clients from it. */
+export class PostgresStore implements TransactionalStore<PoolClient> {
+  readonly #db: PostgresQueryable;
+  readonly #table: string;
+  readonly #clock: (() => number) | undefined;
+  readonly #lockTimeoutMs: number;
+  readonly #sql: ReturnType<typeof statements>;
+
+  constructor(db: PostgresQueryable, options: PostgresStoreOptions = {}) {
+    this.#db = db;
+    this.#table = checkStoreName(options.table ?? 'idempotency_records', 'PostgreSQL table name', /^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/);
+    this.#clock = options.clock;
+    this.#lockTimeoutMs = Math.max(1, Math.floor(options.lockTimeoutMs ?? 30_000));
+    this.#sql = statements(this.#table);
+  }
+
+  /** The schema {@link PostgresStore.migrate} creates, for review or your own migration tool. */
+  static schemaSql(table = 'idempotency_records'): string {
+    const t = checkStoreName(table, 'PostgreSQL table name', /^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$/);
+    const i = t.replace(/^.*\./, '');
+    return [
+      `CREATE TABLE IF NOT EXISTS ${t} (`,
+      `  id text PRIMARY KEY,`,
+      `  operation text NOT NULL,`,
+      `  fingerprint text NOT NULL,`,
+      `  state text NOT NULL CHECK (state IN ('in_progress', 'completed')),`,
+      `  lease_token text NOT NULL,`,
+      `  lease_until bigint NOT NULL,`,
+      `  expires_at bigint NOT NULL,`,
+      `  created_at bigint NOT NULL,`,
+      `  status integer,`,
+      `  headers jsonb,`,
+      `  body bytea,`,
+      `  result_id text`,
+      `);`,
+      `CREATE INDEX IF NOT EXISTS ${i}_expiry ON ${t} (expires_at) WHERE state = 'completed';`,
+      `CREATE INDEX IF NOT EXISTS ${i}_lease ON ${t} (lease_until) WHERE state = 'in_progress';`,
+    ].join('\n');
+  }
+
+  /** Create the table and indexes if absent. Idempotent (also when two instances race). */
+  async migrate(): Promise<void> {
+    // Concurrent CREATE … IF NOT EXISTS can still collide on the catalog; an advisory lock orders them.
+    await this.#query(`SELECT pg_advisory_lock(hashtext($1))`, [`idemkit:${this.#table}`]);
+    try {
+      await this.#query(PostgresStore.schemaSql(this.#table));
+    } finally {
+      await this.#query(`SELECT pg_advisory_unlock(hashtext($1))`, [`idemkit:${this.#table}`]);
+    }
+  }
+
+  reserve(input: ReserveInput): Promise<ReserveResult> {
+    return this.#reserveOn(this.#db, input);
+  }
+
+  async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+    return (await this.#completeOn(this.#db, id, token, input)) === 1;
+  }
+
+  async release(id: string, token: string): Promise<boolean> {
+    const result = await this.#query(this.#sql.release, [id, token]);
+    return result.rowCount === 1;
+  }
+
+  async takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
+    const result = await this.#query(this.#sql.takeover, [this.#now(), id, fingerprint, staleToken, newToken, leaseMs]);
+    const row = result.rows[0];
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  async get(id: string): Promise<IdempotencyRecord | undefined> {
+    const result = await this.#query(`SELECT * FROM ${this.#table} WHERE id = $1`, [id]);
+    const row = result.rows[0];
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
+    const result = await this.#query(this.#sql.abandoned, [this.#now(), limitOf(options)]);
+    return result.rows.map(toRecord);
+  }
+
+  async purgeExpired(options: BatchOptions = {}): Promise<number> {
+    const result = await this.#query(this.#sql.purge, [this.#now(), limitOf(options)]);
+    return result.rowCount ?? 0;
+  }
+
+  async now(): Promise<number> {
+    const clock = this.#clock;
+    if (clock !== undefined) return clock();
+    const result = await this.#query(`SELECT ${NOW} AS now`, [null]);
+    return Number(result.rows[0]!.now);
+  }
+
+  async withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: PoolClient) => Promise<TransactionStep<T>>): Promise<T> {
+    const pool = this.#db;
+    if (pool.connect === undefined) throw new StoreError('unsupported', 'one-transaction mode needs a pg.Pool (the store borrows a client per transaction)');
+    let client: PoolClient;
+    try {
+      client = await (pool as Pick<Pool, 'connect'>).connect();
+    } catch (error) {
+      throw wrap(error);
+    }
+    let broken: unknown;
+    try {
+      let reserved: ReserveResult;
+      try {
+        await client.query('BEGIN');
+        await client.query(`SET LOCAL lock_timeout = ${this.#lockTimeoutMs}`);
+        // Waits here while another open transaction holds an uncommitted reservation of the same id.
+        reserved = await this.#reserveOn(client, input);
+      } catch (error) {
+        if (!(await rollback(client))) broken = error;
+        throw wrap(error);
+      }
+      let step: TransactionStep<T>;
+      try {
+        step = await work(reserved, client);
+      } catch (error) {
+        if (!(await rollback(client))) broken = error;
+        throw error;
+      }
+      try {
+        if (step.commit) {
+          if ((await this.#completeOn(client, input.id, input.token, step.complete)) !== 1) {
+            throw new StoreError('unavailable', 'the reservation disappeared inside its own transaction');
+          }
+          await client.query('COMMIT');
+        } else {
+          await client.query('ROLLBACK');
+        }
+      } catch (error) {
+        if (!(await rollback(client))) broken = error;
+        throw wrap(error);
+      }
+      return step.value;
+    } finally {
+      // A client whose connection failed mid-transaction is destroyed rather than returned to the pool.
+      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
+    }
+  }
+
+  #now(): number | null {
+    return this.#clock === undefined ? null : this.#clock();
+  }
+
+  async #reserveOn(db: Pick<Pool, 'query'> | PoolClient, input: ReserveInput): Promise<ReserveResult> {
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const now = this.#now();
+      const inserted = await this.#query(
+        this.#sql.reserve,
+        [now, input.id, input.operation, input.fingerprint, input.token, input.leaseMs, input.ttlMs],
+        db,
+      );
+      const row = inserted.rows[0];
+      if (row !== undefined) return { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) };
+      const existing = await this.#query(`SELECT r.*, ${NOW} AS now FROM ${this.#table} r WHERE r.id = $2`, [now, input.id], db);
+      const found = existing.rows[0];
+      if (found !== undefined) return { outcome: 'existing', record: toRecord(found), now: Number(found.now) };
+      // Released or purged between the two statements: try again.
+    }
+    throw new StoreError('unavailable', 'the record kept changing under the reservation');
+  }
+
+  async #completeOn(db: Pick<Pool, 'query'> | PoolClient, id: string, token: string, input: CompleteInput): Promise<number> {
+    const result = await this.#query(
+      this.#sql.complete,
+      [this.#now(), id, token, input.response.status, JSON.stringify(input.response.headers), Buffer.from(input.response.body), input.resultId ?? null, input.ttlMs],
+      db,
+    );
+    return result.rowCount ?? 0;
+  }
+
+  async #query(text: string, values: unknown[] = [], db: Pick<Pool, 'query'> | PoolClient = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
+    try {
+      return await db.query<Row>(text, values);
+    } catch (error) {
+      throw wrap(error);
+    }
+  }
+}
+
+function statements(t: string) {
+  return {
+    reserve: `
+      INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+      SELECT $2, $3, $4, 'in_progress', $5, c.now + $6::bigint, c.now + $7::bigint, c.now FROM (SELECT ${NOW} AS now) c
+      ON CONFLICT (id) DO UPDATE SET
+        operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+        lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+        created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
+      WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
+      RETURNING r.*`,
+    complete: `
+      UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, result_id = $7, expires_at = c.now + $8::bigint
+      FROM (SELECT ${NOW} AS now) c
+      WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
+    release: `DELETE FROM ${t} WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`,
+    takeover: `
+      UPDATE ${t} AS r SET lease_token = $5, lease_until = c.now + $6::bigint, created_at = c.now
+      FROM (SELECT ${NOW} AS now) c
+      WHERE r.id = $2 AND r.fingerprint = $3 AND r.lease_token = $4 AND r.state = 'in_progress' AND r.lease_until <= c.now
+      RETURNING r.*`,
+    abandoned: `
+      SELECT r.* FROM ${t} r, (SELECT ${NOW} AS now) c
+      WHERE r.state = 'in_progress' AND r.lease_until <= c.now ORDER BY r.lease_until, r.id LIMIT $2`,
+    // Batched, and SKIP LOCKED so two purgers (or a purger and a reservation) never wait on each other.
+    purge: `
+      DELETE FROM ${t} WHERE id IN (
+        SELECT r.id FROM ${t} r, (SELECT ${NOW} AS now) c
+        WHERE r.state = 'completed' AND r.expires_at <= c.now ORDER BY r.expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED)`,
+  };
+}
+
+function limitOf(options: BatchOptions): number {
+  return Math.max(1, Math.floor(options.limit ?? 500));
+}
+
+/** Roll back; false when the connection itself is gone (the server then rolls back on its own). */
+async function rollback(client: PoolClient): Promise<boolean> {
+  try {
+    await client.query('ROLLBACK');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function wrap(error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  const code = (error as { code?: unknown }).code;
+  // 55P03 lock_not_available: lock_timeout ran out waiting for a duplicate's open transaction.
+  if (code === '55P03') return new StoreError('lock-timeout', 'waited too long for another transaction holding this key', { cause: error });
+  return new StoreError('unavailable', `PostgreSQL store operation failed${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
+}
+
+function toRecord(row: Row): IdempotencyRecord {
+  const base = {
+    id: row.id,
+    operation: row.operation,
+    fingerprint: row.fingerprint,
+    state: row.state,
+    leaseToken: row.lease_token,
+    leaseUntil: Number(row.lease_until),
+    expiresAt: Number(row.expires_at),
+    createdAt: Number(row.created_at),
+  };
+  if (row.state !== 'completed') return base;
+  return {
+    ...base,
+    response: {
+      status: Number(row.status),
+      headers: row.headers ?? {},
+      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
+    },
+    ...(row.result_id !== null ? { resultId: row.result_id } : {}),
+  };
+}

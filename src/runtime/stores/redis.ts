@@ -1,0 +1,283 @@
+/**
+ * Redis idempotency store on ioredis. Imports only `../store.js` and ioredis's types; copied into users'
+ * generated code.
+ *
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * const redis = new Redis(process.env.REDIS_URL);
+ * const store = new RedisStore(redis, { prefix: 'idem' });   // no schema: migrate() is a no-op
+ * ```
+ *
+ * Every operation that checks and writes is one Lua script (atomic on the server): reserve, fenced
+ * complete, fenced release, takeover, purge. Time is the server's (`TIME`) unless a `clock` is
+ * injected. Layout, all under one hash tag so a script's keys share a Cluster slot:
+ * `{prefix}:r:<id>` (hash: the record), `{prefix}:leases` (sorted set of `in_progress` ids by lease end),
+ * `{prefix}:expiry` (sorted set of `completed` ids by expiry). A completed record also gets a Redis TTL
+ * of its retention, so Redis drops it even if nobody calls {@link RedisStore.purgeExpired}.
+ * Bodies are stored base64-encoded, byte-exact.
+ */
+import { createHash } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import {
+  StoreError,
+  checkStoreName,
+  type BatchOptions,
+  type CompleteInput,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ReserveInput,
+  type ReserveResult,
+} from '../store.js';
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /** Key prefix (letters, digits, `_`, `-`, `:`; default `idem`). */
+  readonly prefix?: string;
+  /** Injected clock (ms since the epoch) instead of the server's `TIME`; for tests. */
+  readonly clock?: () => number;
+}
+
+// Shared prologue: ARGV[1] is the injected time in ms, or '' for the server clock.
+const NOW = `
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function ms(x) return string.format('%.0f', x) end
+`;
+
+// KEYS: record, leases, expiry. ARGV: now, id, operation, fingerprint, token, leaseMs, ttlMs.
+const RESERVE = `${NOW}
+local state = redis.call('HGET', KEYS[1], 'state')
+if state and not (state == 'completed' and tonumber(redis.call('HGET', KEYS[1], 'expires_at')) <= now) then
+  return {'existing', ms(now), redis.call('HGETALL', KEYS[1])}
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[3], ARGV[2])
+local lease_until = now + tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], 'id', ARGV[2], 'operation', ARGV[3], 'fingerprint', ARGV[4], 'state', 'in_progress',
+  'lease_token', ARGV[5], 'lease_until', ms(lease_until), 'expires_at', ms(now + tonumber(ARGV[7])), 'created_at', ms(now))
+redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
+return {'reserved', ms(now), redis.call('HGETALL', KEYS[1])}
+`;
+
+// KEYS: record, leases, expiry. ARGV: now, id, token, status, headers, body (base64), resultId ('' = none), hasResultId, ttlMs.
+const COMPLETE = `${NOW}
+if redis.call('HGET', KEYS[1], 'state') ~= 'in_progress' or redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[3] then
+  return 0
+end
+local expires_at = now + tonumber(ARGV[9])
+redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[4], 'headers', ARGV[5], 'body', ARGV[6], 'expires_at', ms(expires_at))
+if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'result_id', ARGV[7]) end
+redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ms(expires_at), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[9])
+return 1
+`;
+
+// KEYS: record, leases. ARGV: now, id, token.
+const RELEASE = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'in_progress' or redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[3] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+`;
+
+// KEYS: record, leases. ARGV: now, id, fingerprint, staleToken, newToken, leaseMs.
+const TAKEOVER = `${NOW}
+local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token', 'fingerprint', 'lease_until')
+if r[1] ~= 'in_progress' or r[2] ~= ARGV[4] or r[3] ~= ARGV[3] or tonumber(r[4]) > now then
+  return false
+end
+local lease_until = now + tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], 'lease_token', ARGV[5], 'lease_until', ms(lease_until), 'created_at', ms(now))
+redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
+return redis.call('HGETALL', KEYS[1])
+`;
+
+// KEYS: leases. ARGV: now, record key prefix, limit.
+const ABANDONED = `${NOW}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now), 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(ids) do
+  local record = redis.call('HGETALL', ARGV[2] .. id)
+  if #record > 0 then table.insert(out, record) else redis.call('ZREM', KEYS[1], id) end
+end
+return out
+`;
+
+// KEYS: expiry. ARGV: now, record key prefix, limit.
+const PURGE = `${NOW}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now), 'LIMIT', 0, tonumber(ARGV[3]))
+local deleted = 0
+for _, id in ipairs(ids) do
+  local key = ARGV[2] .. id
+  local r = redis.call('HMGET', key, 'state', 'expires_at')
+  if r[1] == 'completed' and tonumber(r[2]) <= now then
+    redis.call('DEL', key)
+    deleted = deleted + 1
+  end
+  if r[1] ~= 'completed' or tonumber(r[2]) <= now then redis.call('ZREM', KEYS[1], id) end
+end
+return deleted
+`;
+
+type RedisClient = Redis | Cluster;
+
+/** Redis store. The caller creates and closes the client; the store never does. Not transactional. */
+export class RedisStore implements IdempotencyStore {
+  readonly #redis: RedisClient;
+  readonly #clock: (() => number) | undefined;
+  readonly #recordPrefix: string;
+  readonly #leases: string;
+  readonly #expiry: string;
+
+  constructor(redis: RedisClient, options: RedisStoreOptions = {}) {
+    this.#redis = redis;
+    this.#clock = options.clock;
+    const prefix = checkStoreName(options.prefix ?? 'idem', 'Redis key prefix', /^[A-Za-z0-9_:-]{1,100}$/);
+    this.#recordPrefix = `{${prefix}}:r:`;
+    this.#leases = `{${prefix}}:leases`;
+    this.#expiry = `{${prefix}}:expiry`;
+  }
+
+  /** Redis needs no schema; present so every store can be migrated the same way. */
+  async migrate(): Promise<void> {}
+
+  async reserve(input: ReserveInput): Promise<ReserveResult> {
+    const reply = (await this.#eval(RESERVE, [this.#key(input.id), this.#leases, this.#expiry], [
+      input.id,
+      input.operation,
+      input.fingerprint,
+      input.token,
+      String(input.leaseMs),
+      String(input.ttlMs),
+    ])) as [string, string, string[]];
+    return { outcome: reply[0] === 'reserved' ? 'reserved' : 'existing', now: Number(reply[1]), record: toRecord(reply[2]) };
+  }
+
+  async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+    const reply = await this.#eval(COMPLETE, [this.#key(id), this.#leases, this.#expiry], [
+      id,
+      token,
+      String(input.response.status),
+      JSON.stringify(input.response.headers),
+      Buffer.from(input.response.body).toString('base64'),
+      input.resultId ?? '',
+      input.resultId === undefined ? '0' : '1',
+      String(input.ttlMs),
+    ]);
+    return reply === 1;
+  }
+
+  async release(id: string, token: string): Promise<boolean> {
+    return (await this.#eval(RELEASE, [this.#key(id), this.#leases], [id, token])) === 1;
+  }
+
+  async takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
+    const reply = await this.#eval(TAKEOVER, [this.#key(id), this.#leases], [id, fingerprint, staleToken, newToken, String(leaseMs)]);
+    return Array.isArray(reply) ? toRecord(reply as string[]) : undefined;
+  }
+
+  async get(id: string): Promise<IdempotencyRecord | undefined> {
+    let fields: Record<string, string>;
+    try {
+      fields = await this.#redis.hgetall(this.#key(id));
+    } catch (error) {
+      throw wrap(error);
+    }
+    return Object.keys(fields).length === 0 ? undefined : fromFields(fields);
+  }
+
+  async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
+    const reply = (await this.#eval(ABANDONED, [this.#leases], [this.#recordPrefix, String(limitOf(options))])) as string[][];
+    return reply.map(toRecord).sort((a, b) => a.leaseUntil - b.leaseUntil || (a.id < b.id ? -1 : 1));
+  }
+
+  async purgeExpired(options: BatchOptions = {}): Promise<number> {
+    return Number(await this.#eval(PURGE, [this.#expiry], [this.#recordPrefix, String(limitOf(options))]));
+  }
+
+  async now(): Promise<number> {
+    const clock = this.#clock;
+    if (clock !== undefined) return clock();
+    try {
+      const [seconds, micros] = await this.#redis.time();
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    } catch (error) {
+      throw wrap(error);
+    }
+  }
+
+  #key(id: string): string {
+    return this.#recordPrefix + id;
+  }
+
+  /** EVALSHA, loading the script with EVAL the first time the server does not know it. */
+  async #eval(script: string, keys: string[], args: string[]): Promise<unknown> {
+    const now = this.#clock === undefined ? '' : String(this.#clock());
+    const argv = [now, ...args];
+    const sha = sha1(script);
+    try {
+      try {
+        return await this.#redis.evalsha(sha, keys.length, ...keys, ...argv);
+      } catch (error) {
+        if (!String((error as Error).message).startsWith('NOSCRIPT')) throw error;
+        return await this.#redis.eval(script, keys.length, ...keys, ...argv);
+      }
+    } catch (error) {
+      throw wrap(error);
+    }
+  }
+}
+
+const shas = new Map<string, string>();
+function sha1(script: string): string {
+  let sha = shas.get(script);
+  if (sha === undefined) {
+    sha = createHash('sha1').update(script).digest('hex');
+    shas.set(script, sha);
+  }
+  return sha;
+}
+
+function limitOf(options: BatchOptions): number {
+  return Math.max(1, Math.floor(options.limit ?? 500));
+}
+
+function wrap(error: unknown): StoreError {
+  if (error instanceof StoreError) return error;
+  return new StoreError('unavailable', `Redis store operation failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+}
+
+function toRecord(flat: string[]): IdempotencyRecord {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  return fromFields(fields);
+}
+
+function fromFields(f: Record<string, string>): IdempotencyRecord {
+  const base = {
+    id: f['id']!,
+    operation: f['operation']!,
+    fingerprint: f['fingerprint']!,
+    state: f['state'] as 'in_progress' | 'completed',
+    leaseToken: f['lease_token']!,
+    leaseUntil: Number(f['lease_until']),
+    expiresAt: Number(f['expires_at']),
+    createdAt: Number(f['created_at']),
+  };
+  if (base.state !== 'completed') return base;
+  return {
+    ...base,
+    response: {
+      status: Number(f['status']),
+      headers: JSON.parse(f['headers'] ?? '{}') as Record<string, string>,
+      body: new Uint8Array(Buffer.from(f['body'] ?? '', 'base64')),
+    },
+    ...(f['result_id'] !== undefined ? { resultId: f['result_id'] } : {}),
+  };
+}
