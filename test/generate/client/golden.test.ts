@@ -16,6 +16,8 @@ const CASES: Record<string, string> = {
   'kitchen-sink-3.0': 'test/fixtures/client/kitchen-sink-3.0.yaml',
   'type-arrays-3.1': 'test/fixtures/client/type-arrays-3.1.yaml',
   'swagger-2.0': 'test/fixtures/client/swagger-2.0.yaml',
+  // The client the end-to-end tests run against the generated guard (they import its types from here).
+  e2e: 'test/fixtures/client/e2e.yaml',
 };
 
 /** The options generated clients must compile under: `--strict` plus the stricter flags users turn on. */
