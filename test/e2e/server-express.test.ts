@@ -1,4 +1,39 @@
-import { describeServerScenarios, sqliteControl } from './scenarios.js';
+import { describeMultiProcess, describeServerScenarios, sqliteControl } from './scenarios.js';
+import { requireBinary, startPostgres, startRedis, type PostgresServer, type RedisServer } from '../helpers/servers.js';
+
+const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
 
 describeServerScenarios({ framework: 'express', store: 'memory' });
 describeServerScenarios({ framework: 'express', store: 'sqlite' }, { durable: sqliteControl() });
+
+describe('express on PostgreSQL', function () {
+  let pg: PostgresServer | undefined;
+  before(async function () {
+    this.timeout(120_000);
+    requireBinary(this, 'initdb', PG_DIRS);
+    requireBinary(this, 'pg_ctl', PG_DIRS);
+    pg = await startPostgres();
+  });
+  after(async () => {
+    await pg?.stop();
+  });
+  const env = () => ({ PG_URL: pg!.connectionString });
+  describeMultiProcess({ framework: 'express', store: 'postgres' }, env);
+  // Last: its outage scenario kills the server.
+  describeServerScenarios({ framework: 'express', store: 'postgres' }, { durable: { env, stop: () => pg!.kill() } });
+});
+
+describe('express on Redis', function () {
+  let redis: RedisServer | undefined;
+  before(async function () {
+    this.timeout(60_000);
+    requireBinary(this, 'redis-server');
+    redis = await startRedis();
+  });
+  after(async () => {
+    await redis?.stop();
+  });
+  const env = () => ({ REDIS_URL: `redis://127.0.0.1:${redis!.port}` });
+  describeMultiProcess({ framework: 'express', store: 'redis' }, env);
+  describeServerScenarios({ framework: 'express', store: 'redis' }, { durable: { env, stop: () => redis!.kill() } });
+});
