@@ -4,7 +4,7 @@
  *
  * A missing binary is a loud skip locally and a failure when `CI=true` ({@link requireBinary}).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -87,9 +87,21 @@ export async function startPostgres(): Promise<PostgresServer> {
   const options = `-p ${port} -h 127.0.0.1 -k ${dir} -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
   await pgTool(asPostgres, pgCtl, ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
   let running = true;
+  // If the test process dies without `after` running, do not leave a postmaster behind.
+  const stopOnExit = () => {
+    if (!running) return;
+    const [cmd, argv] = asPostgres ? ['runuser', ['-u', 'postgres', '--', pgCtl, '-D', data, '-m', 'immediate', 'stop']] : [pgCtl, ['-D', data, '-m', 'immediate', 'stop']];
+    try {
+      execFileSync(cmd, argv as string[], { stdio: 'ignore', timeout: 30_000 });
+    } catch {
+      // Nothing more can be done while exiting.
+    }
+  };
+  process.once('exit', stopOnExit);
   const shutdown = async (mode: 'fast' | 'immediate') => {
     if (!running) return;
     running = false;
+    process.removeListener('exit', stopOnExit);
     try {
       await pgTool(asPostgres, pgCtl, ['-D', data, '-m', mode, '-w', '-t', '60', 'stop']);
     } finally {

@@ -357,6 +357,30 @@ export function describeTransactionContract<Tx>(name: string, make: () => Promis
       assert.deepEqual(await sut.businessRows(), ['second']);
     });
 
+    it('answers a duplicate that waits past its bound with 503 and never runs it', async () => {
+      const guard = createGuard<Tx>(demoContract(), { store: sut.store, storeTimeoutMs: 50, transactionWaitMs: 50 });
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      let runs = 0;
+      const slow = async (ctx: HandlerContext<Tx>) => {
+        runs += 1;
+        await sut.writeBusiness(ctx.tx!, `bounded-${runs}`);
+        await gate;
+        return jsonResponse(201, { id: `bounded-${runs}` });
+      };
+      const first = guard.handle(demoRequest('tx-7'), slow, { transaction: true });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const second = await guard.handle(demoRequest('tx-7'), slow, { transaction: true });
+      assert.equal(second.status, 503);
+      assert.equal(second.headers['retry-after'], '1');
+      open();
+      assert.equal((await first).status, 201);
+      // Let the abandoned duplicate's transaction get its turn and roll back.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(runs, 1);
+      assert.deepEqual(await sut.businessRows(), ['bounded-1']);
+    });
+
     it('answers 422 to a duplicate with another payload after the first commits', async () => {
       const guard = guardOf();
       await guard.handle(demoRequest('tx-6'), writer('one'), { transaction: true });

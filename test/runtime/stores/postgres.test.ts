@@ -4,7 +4,7 @@ import { createGuard } from '../../../src/runtime/guard.js';
 import { StoreError } from '../../../src/runtime/store.js';
 import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
 import { requireBinary, startPostgres, type PostgresServer } from '../../helpers/servers.js';
-import { demoContract, demoRequest, jsonResponse } from '../fixtures.js';
+import { bodyJson, demoContract, demoRequest, jsonResponse } from '../fixtures.js';
 import { describeStoreContract, describeTransactionContract } from '../store-contract.js';
 import { reserveFromProcesses } from './multi-process.js';
 
@@ -73,6 +73,22 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     const result = await store.reserve({ id: 'clock', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 });
     assert.equal(result.record.leaseUntil - result.record.createdAt, 1000);
     assert.ok(result.now >= serverNow);
+  });
+
+  it('answers 409 in progress when the row lock wait runs past lockTimeoutMs (one-transaction mode)', async () => {
+    const name = table();
+    const store = new PostgresStore(pool, { table: name, lockTimeoutMs: 100 });
+    await store.migrate();
+    const guard = createGuard<pg.PoolClient>(demoContract(), { store, storeTimeoutMs: 5000 });
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
+    const first = guard.handle(demoRequest('locked'), async () => { await gate; return jsonResponse(201, { id: 'one' }); }, { transaction: true });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const second = await guard.handle(demoRequest('locked'), async () => jsonResponse(201, { id: 'two' }), { transaction: true });
+    assert.equal(second.status, 409);
+    assert.ok(Number(second.headers['retry-after']) >= 1);
+    open();
+    assert.equal(bodyJson(await first).id, 'one');
   });
 
   it('refuses a table name that could inject SQL', () => {
