@@ -4,7 +4,7 @@
  * the document's own warnings once, and sorts. Pure: no I/O beyond the document's lazy positions.
  */
 import { InternalError } from '../errors.js';
-import type { ApiDocument, Location } from '../parser/model.js';
+import type { ApiDocument, Location, Position } from '../parser/model.js';
 import type { Finding, LintSettings, Rule, Severity } from './rule.js';
 
 /** Rule id under which the document's warnings (problems unrelated to idempotency) are reported. */
@@ -26,19 +26,19 @@ export interface LintOptions {
 export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] {
   const settings: LintSettings = { ...DEFAULT_LINT_SETTINGS, ...stripUndefined(options.settings ?? {}) };
   const severities = options.severities ?? {};
-  const merged = new Map<string, { finding: Omit<Finding, 'operations'>; operations: string[] }>();
-  const add = (finding: Omit<Finding, 'operations'>, operation: string | undefined) => {
-    const key = [finding.ruleId, finding.file, finding.pointer, finding.message].join('\u0000');
+  // Merge first, place later: a fault in a shared component is reported once per operation that reaches it,
+  // and its position is computed once.
+  type Pending = { ruleId: string; severity: Severity; message: string; messageId: string; at: Location; position?: Position };
+  const merged = new Map<string, { pending: Pending; operations: Set<string> }>();
+  const add = (pending: Pending, operation: string | undefined) => {
+    const where = pending.position ? `${pending.position.line}:${pending.position.column}` : '';
+    const key = `${pending.ruleId}\u0000${pending.at.file}\u0000${pending.at.pointer}\u0000${where}\u0000${pending.message}`;
     let entry = merged.get(key);
     if (!entry) {
-      entry = { finding, operations: [] };
+      entry = { pending, operations: new Set() };
       merged.set(key, entry);
     }
-    if (operation !== undefined && !entry.operations.includes(operation)) entry.operations.push(operation);
-  };
-  const place = (at: Location) => {
-    const { line, column } = doc.position(at);
-    return { file: at.file, pointer: at.pointer, line, column };
+    if (operation !== undefined) entry.operations.add(operation);
   };
 
   for (const rule of options.rules) {
@@ -55,7 +55,7 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
           report(messageId, at, data) {
             const template = (rule.meta.messages as Record<string, string>)[messageId];
             if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
-            add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, ...place(at) }, name);
+            add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, name);
           },
         });
       } catch (error) {
@@ -72,22 +72,34 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
   const warningSeverity = severities[DOCUMENT_INVALID_RULE_ID] ?? 'warn';
   if (warningSeverity !== 'off') {
     for (const warning of doc.warnings) {
-      const where = place(warning.at);
       add(
         {
           ruleId: DOCUMENT_INVALID_RULE_ID,
           severity: warningSeverity,
           message: warning.message,
           messageId: 'documentInvalid',
-          ...where,
-          ...(warning.position ? { line: warning.position.line, column: warning.position.column } : {}),
+          at: warning.at,
+          ...(warning.position ? { position: warning.position } : {}),
         },
         undefined,
       );
     }
   }
 
-  const findings: Finding[] = [...merged.values()].map(({ finding, operations }) => ({ ...finding, operations }));
+  const findings: Finding[] = [...merged.values()].map(({ pending, operations }) => {
+    const { line, column } = pending.position ?? doc.position(pending.at);
+    return {
+      ruleId: pending.ruleId,
+      severity: pending.severity,
+      message: pending.message,
+      messageId: pending.messageId,
+      file: pending.at.file,
+      pointer: pending.at.pointer,
+      line,
+      column,
+      operations: [...operations],
+    };
+  });
   return findings.sort(compareFindings);
 }
 

@@ -55,6 +55,9 @@ class DocumentLoader implements ApiDocument {
   readonly root: Record<string, unknown> = {};
   readonly operations: OperationView[] = [];
   readonly warnings: DocumentWarning[] = [];
+  // The same `$ref` string in the same file always lands on the same node; big documents repeat a few
+  // refs (`#/components/responses/Problem`) thousands of times.
+  private readonly refs = new Map<string, Followed>();
   defaultsAt: Location | undefined;
   private readonly touched: string[] = [];
 
@@ -296,6 +299,15 @@ class DocumentLoader implements ApiDocument {
   }
 
   private resolveRef(ref: string, from: Location): Followed {
+    const key = `${from.file}\u0000${ref}`;
+    const cached = this.refs.get(key);
+    if (cached) return cached.ok ? cached : { ...cached, refAt: from };
+    const result = this.resolveRefUncached(ref, from);
+    this.refs.set(key, result);
+    return result;
+  }
+
+  private resolveRefUncached(ref: string, from: Location): Followed {
     const hash = ref.indexOf('#');
     const filePart = hash === -1 ? ref : ref.slice(0, hash);
     const fragment = hash === -1 ? '' : ref.slice(hash + 1);

@@ -146,14 +146,18 @@ export class JsonPositionIndex implements PositionIndex {
     const code = text.charCodeAt(i);
     if (code === QUOTE) return this.skipString(i);
     if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+      // Jump between structural characters with a native regex scan instead of visiting every character.
+      const structural = /["{}[\]]/g;
+      structural.lastIndex = i;
       let depth = 0;
-      for (let j = i; j < text.length; j++) {
+      for (let match = structural.exec(text); match; match = structural.exec(text)) {
+        const j = match.index;
         const c = text.charCodeAt(j);
         if (c === QUOTE) {
-          j = this.skipString(j) - 1;
+          structural.lastIndex = this.skipString(j);
         } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
           depth += 1;
-        } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+        } else {
           depth -= 1;
           if (depth === 0) return j + 1;
         }

@@ -1,0 +1,229 @@
+// Lint speed benchmark (not a test): builds synthetic OpenAPI documents of N operations, contracts on a third,
+// and measures — on the built `dist/` — load time, lint time and peak RSS for JSON and YAML, the ratio to
+// JSON.parse alone on the biggest JSON, and the cold start of `idemkit lint` on the demo sample.
+// Usage: npm run build && npm run bench:lint [-- --ops 200,2000 --runs 3]
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const dist = path.join(root, 'dist');
+
+if (process.argv[2] === '--child') {
+  await child(process.argv[3], process.argv[4]);
+} else {
+  await parent();
+}
+
+async function child(mode, file) {
+  if (mode === 'json-parse') {
+    const text = readFileSync(file, 'utf8');
+    const start = performance.now();
+    JSON.parse(text);
+    const ms = performance.now() - start;
+    process.stdout.write(JSON.stringify({ parseMs: ms, rssMb: process.resourceUsage().maxRSS / 1024 }));
+    return;
+  }
+  const { loadDocument } = await import(pathToFileURL(path.join(dist, 'src/parser/load.js')).href);
+  const { lintDocument } = await import(pathToFileURL(path.join(dist, 'src/lint/engine.js')).href);
+  const { catalogue } = await import(pathToFileURL(path.join(dist, 'src/lint/catalogue.js')).href);
+  const rules = catalogue();
+  const t0 = performance.now();
+  const doc = await loadDocument(file);
+  const t1 = performance.now();
+  const findings = lintDocument(doc, { rules });
+  const t2 = performance.now();
+  process.stdout.write(
+    JSON.stringify({
+      loadMs: t1 - t0,
+      lintMs: t2 - t1,
+      totalMs: t2 - t0,
+      findings: findings.length,
+      operations: doc.operations.length,
+      rssMb: process.resourceUsage().maxRSS / 1024,
+    }),
+  );
+}
+
+async function parent() {
+  const args = process.argv.slice(2);
+  const option = (name, fallback) => {
+    const index = args.indexOf(`--${name}`);
+    return index === -1 ? fallback : args[index + 1];
+  };
+  const sizes = option('ops', '200,2000').split(',').map(Number);
+  const runs = Number(option('runs', '3'));
+  try {
+    statSync(path.join(dist, 'src/cli/bin.js'));
+  } catch {
+    console.error('dist/ is missing: run `npm run build` first');
+    process.exit(2);
+  }
+  const { stringify } = await import('yaml');
+  const dir = path.join(tmpdir(), `idemkit-bench-${process.pid}`);
+  mkdirSync(dir, { recursive: true });
+
+  console.log(`node ${process.version}, ${runs} runs each (median), figures from dist/\n`);
+  console.log('| operations | format | size | load ms | lint ms | total ms | peak RSS MB | findings |');
+  console.log('|---:|---|---:|---:|---:|---:|---:|---:|');
+  let biggestJson;
+  for (const operations of sizes) {
+    const spec = buildSpec(operations);
+    const jsonFile = path.join(dir, `spec-${operations}.json`);
+    const yamlFile = path.join(dir, `spec-${operations}.yaml`);
+    writeFileSync(jsonFile, JSON.stringify(spec, null, 2));
+    writeFileSync(yamlFile, stringify(spec, { aliasDuplicateObjects: false, lineWidth: 0 }));
+    for (const [format, file] of [['json', jsonFile], ['yaml', yamlFile]]) {
+      const samples = Array.from({ length: runs }, () => runChild('lint', file));
+      const m = (key) => median(samples.map((sample) => sample[key]));
+      console.log(
+        `| ${operations} | ${format} | ${mb(statSync(file).size)} MB | ${m('loadMs').toFixed(0)} | ${m('lintMs').toFixed(0)} | ${m('totalMs').toFixed(0)} | ${m('rssMb').toFixed(0)} | ${samples[0].findings} |`,
+      );
+      if (format === 'json') biggestJson = { file, totalMs: m('totalMs'), size: statSync(file).size };
+    }
+  }
+  const parse = median(Array.from({ length: runs }, () => runChild('json-parse', biggestJson.file).parseMs));
+  console.log(
+    `\nJSON.parse alone on the ${mb(biggestJson.size)} MB JSON: ${parse.toFixed(0)} ms; load + lint: ${biggestJson.totalMs.toFixed(0)} ms = ${(biggestJson.totalMs / parse).toFixed(2)}× JSON.parse (goal ≤ 3×)`,
+  );
+
+  const bin = path.join(dist, 'src/cli/bin.js');
+  const sample = path.join(root, 'samples/demo-requests/openapi.yaml');
+  const bare = [];
+  const cold = [];
+  for (let i = 0; i < 10; i++) {
+    bare.push(time(() => spawnSync(process.execPath, ['-e', '0'])));
+    cold.push(
+      time(() => {
+        const result = spawnSync(process.execPath, [bin, 'lint', sample], { cwd: root });
+        if (result.status !== 0) throw new Error(`idemkit lint exited ${result.status}: ${result.stdout}${result.stderr}`);
+      }),
+    );
+  }
+  console.log(
+    `cold start of \`node dist/src/cli/bin.js lint samples/demo-requests/openapi.yaml\`: median ${median(cold).toFixed(0)} ms of 10 (bare node: ${median(bare).toFixed(0)} ms; goal ≤ 200 ms)`,
+  );
+}
+
+function runChild(mode, file) {
+  const out = execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--child', mode, file], {
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return JSON.parse(out.toString());
+}
+
+function time(fn) {
+  const start = performance.now();
+  fn();
+  return performance.now() - start;
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+function mb(bytes) {
+  return (bytes / 1024 / 1024).toFixed(1);
+}
+
+/** A document of `count` resources: POST (a contract on every third) + GET each, with bulky inline schemas. */
+function buildSpec(count) {
+  const paths = {};
+  const properties = (i) =>
+    Object.fromEntries(
+      Array.from({ length: 12 }, (_, p) => [
+        `field${p}`,
+        {
+          type: p % 3 === 0 ? 'integer' : 'string',
+          description: `Field ${p} of resource ${i}: a description long enough to look like real API documentation text.`,
+          ...(p % 3 === 0 ? { minimum: 0, maximum: 1000 } : { maxLength: 200, example: `value-${i}-${p}` }),
+        },
+      ]),
+    );
+  for (let i = 0; i < count; i++) {
+    const contracted = i % 3 === 0;
+    const post = {
+      operationId: `createResource${i}`,
+      summary: `Create resource ${i}`,
+      tags: [`group${i % 20}`],
+      parameters: contracted ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : [],
+      requestBody: {
+        required: true,
+        content: { 'application/json': { schema: { type: 'object', required: ['field1', 'field2'], properties: properties(i) } } },
+      },
+      responses: {
+        201: {
+          description: 'Created',
+          headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } },
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Resource' } } },
+        },
+        400: { $ref: '#/components/responses/Problem' },
+        409: { $ref: '#/components/responses/Retry' },
+        422: { $ref: '#/components/responses/Problem' },
+        503: { $ref: '#/components/responses/Retry' },
+      },
+    };
+    if (contracted) {
+      post['x-idempotency'] = {
+        key: { header: 'Idempotency-Key', required: true, maxLength: 255 },
+        scope: ['principal'],
+        fingerprint: { include: ['/field1', '/field2'], exclude: [] },
+        ttl: 'P1D',
+        lease: 'PT30S',
+        retry: { deadline: 'PT30S', maxAttempts: 4, backoff: { initial: 'PT0.2S', max: 'PT5S', jitter: 'full' } },
+        effect: { owner: `service-${i % 7}`, external: false, statusRoute: `getResource${i}` },
+        transient: [429, 503],
+        responses: {
+          replay: { header: 'Idempotent-Replayed' },
+          missingKey: { status: 400 },
+          invalidKey: { status: 400 },
+          mismatch: { status: 422 },
+          inProgress: { status: 409 },
+          abandoned: { status: 409 },
+          storeUnavailable: { status: 503 },
+        },
+        unknownOutcome: 'status-route',
+      };
+    }
+    paths[`/v1/resources-${i}`] = { post };
+    paths[`/v1/resources-${i}/{id}`] = {
+      get: {
+        operationId: `getResource${i}`,
+        parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: { 200: { description: 'The resource', content: { 'application/json': { schema: { $ref: '#/components/schemas/Resource' } } } } },
+      },
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: `synthetic ${count}`, version: '1.0.0' },
+    security: [{ bearer: [] }],
+    paths,
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+      parameters: {
+        IdempotencyKey: { name: 'Idempotency-Key', in: 'header', required: true, schema: { type: 'string', maxLength: 255 } },
+      },
+      headers: {
+        IdempotentReplayed: { schema: { type: 'boolean' } },
+        RetryAfter: { schema: { type: 'integer', minimum: 0 } },
+      },
+      responses: {
+        Problem: { description: 'Problem', content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } } },
+        Retry: {
+          description: 'Retry later',
+          headers: { 'Retry-After': { $ref: '#/components/headers/RetryAfter' } },
+          content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+        },
+      },
+      schemas: {
+        Resource: { type: 'object', required: ['id'], properties: { id: { type: 'string' }, state: { type: 'string' } } },
+        Problem: { type: 'object', required: ['type', 'title', 'status'], properties: { type: { type: 'string' }, title: { type: 'string' }, status: { type: 'integer' } } },
+      },
+    },
+  };
+}
