@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CompiledContract } from './contract.js';
-import { computeFingerprint, computeRecordId } from './fingerprint.js';
+import { computeFingerprint, computeRecordId, parseJsonPointer } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
 import { problemResponse } from './problem.js';
 import {
@@ -227,7 +227,10 @@ type Begun =
   | Respond
   | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string>; readonly key: string | undefined };
 
-/** Build the guard of one operation. Throws `SyntaxError` when the contract's key pattern is not a valid RegExp. */
+/**
+ * Build the guard of one operation. Throws `SyntaxError` up front when the contract's key pattern is not a
+ * valid RegExp or a fingerprint pointer is not a JSON Pointer, so a bad contract fails at start-up, not per request.
+ */
 export function createGuard<Tx = unknown>(contract: CompiledContract, options: GuardOptions): Guard<Tx> {
   const store = options.store;
   const clock = options.now ?? Date.now;
@@ -238,6 +241,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   replayAllow.delete(replayHeader);
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
+  for (const pointer of [...(contract.fingerprint.include === 'all' ? [] : contract.fingerprint.include), ...contract.fingerprint.exclude]) {
+    parseJsonPointer(pointer);
+  }
   const transient = new Set(contract.transient);
   const waitMs = options.waitInProgressMs ?? 0;
   const pollMs = Math.max(1, options.pollIntervalMs ?? 50);

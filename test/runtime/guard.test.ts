@@ -113,6 +113,27 @@ describe('runtime/guard: key and scope', () => {
   });
 });
 
+describe('runtime/guard: createGuard', () => {
+  it('refuses a contract with a bad key pattern or fingerprint pointer at creation', () => {
+    const store = new MemoryStore();
+    assert.throws(() => createGuard(demoContract({ key: { ...demoContract().key, pattern: '[unclosed' } }), { store }), SyntaxError);
+    assert.throws(() => createGuard(demoContract({ fingerprint: { include: ['topic'], exclude: [], query: [] } }), { store }), SyntaxError);
+    assert.throws(() => createGuard(demoContract({ fingerprint: { include: 'all', exclude: ['/a~2'], query: [] } }), { store }), SyntaxError);
+  });
+
+  it('fingerprints the declared query parameters and path params', async () => {
+    const contract = demoContract({ fingerprint: { include: 'all', exclude: [], query: ['dryRun'] } });
+    const s = setup({}, contract);
+    await s.guard.handle(demoRequest(KEY, {}, { query: { dryRun: 'true', page: '1' }, pathParams: { id: '7' } }), s.handler);
+    const undeclared = await s.guard.handle(demoRequest(KEY, {}, { query: { dryRun: 'true', page: '2' }, pathParams: { id: '7' } }), s.handler);
+    assert.equal(undeclared.headers['idempotent-replayed'], 'true');
+    const declared = await s.guard.handle(demoRequest(KEY, {}, { query: { dryRun: 'false' }, pathParams: { id: '7' } }), s.handler);
+    assert.equal(declared.status, 422);
+    const path = await s.guard.handle(demoRequest(KEY, {}, { query: { dryRun: 'true' }, pathParams: { id: '8' } }), s.handler);
+    assert.equal(path.status, 422);
+  });
+});
+
 describe('runtime/guard: states', () => {
   it('runs once, then replays status, allow-listed headers and the byte-identical body', async () => {
     const s = setup();
