@@ -12,6 +12,7 @@ import path from 'node:path';
 import { UsageError } from '../errors.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import type { Finding } from './rule.js';
+import { findOperationByName, operationName } from './operation-name.js';
 import { writeFileAtomic } from './write-file.js';
 
 /** The stable identity of a finding. */
@@ -55,13 +56,13 @@ export interface BaselineInput {
 
 /** Key of an operation in an identity: its operationId, else `METHOD /path`. */
 export function operationKey(operation: OperationView): string {
-  return operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`;
+  return operationName(operation);
 }
 
 /** Computes the stable identity of a finding; `baseDir` anchors the relative file name. */
 export function findingIdentity(finding: Finding, documents: readonly ApiDocument[], baseDir: string): FindingIdentity {
   const operations = finding.operations
-    .map((label) => findOperation(label, finding, documents))
+    .map((name) => findOperationByName(name, documents, finding.file))
     .filter((operation): operation is OperationView => operation !== undefined);
   const file = relativeFile(baseDir, finding.file);
   if (operations.length === 1) {
@@ -106,21 +107,24 @@ export function writeBaseline(report: BaselineInput, baselineFile: string): Base
   return baseline;
 }
 
-/** Reads and checks a baseline file; a missing or malformed one is a {@link UsageError}. */
-export function readBaseline(baselineFile: string): Baseline {
+/**
+ * Reads and checks a baseline file; a missing or malformed one is a {@link UsageError}. `shownAs` is how
+ * messages name it (the path as the user wrote it).
+ */
+export function readBaseline(baselineFile: string, shownAs: string = baselineFile): Baseline {
   const file = path.resolve(baselineFile);
   if (!existsSync(file)) {
-    throw new UsageError(`baseline file ${baselineFile} does not exist (create it with --write-baseline ${baselineFile})`);
+    throw new UsageError(`baseline file ${shownAs} does not exist (create it with --write-baseline ${shownAs})`);
   }
   let value: unknown;
   try {
     value = JSON.parse(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new UsageError(`baseline file is not valid JSON: ${(error as Error).message}`, file);
+    throw new UsageError(`baseline file is not valid JSON: ${(error as Error).message}`, shownAs);
   }
   const entries = (value as { entries?: unknown } | null)?.entries;
   if ((value as { version?: unknown } | null)?.version !== 1 || !Array.isArray(entries)) {
-    throw new UsageError('not an idemkit baseline (expected { "version": 1, "entries": [...] }); regenerate it with --write-baseline', file);
+    throw new UsageError('not an idemkit baseline (expected { "version": 1, "entries": [...] }); regenerate it with --write-baseline', shownAs);
   }
   entries.forEach((entry: unknown, index) => {
     const e = entry as Record<string, unknown> | null;
@@ -129,7 +133,7 @@ export function readBaseline(baselineFile: string): Baseline {
       typeof e === 'object' &&
       ['rule', 'file', 'operation', 'pointer'].every((field) => typeof e[field] === 'string') &&
       (e.count === undefined || (Number.isInteger(e.count) && (e.count as number) > 0));
-    if (!ok) throw new UsageError(`baseline entry ${index} needs string rule, file, operation, pointer and a positive count; regenerate it with --write-baseline`, file);
+    if (!ok) throw new UsageError(`baseline entry ${index} needs string rule, file, operation, pointer and a positive count; regenerate it with --write-baseline`, shownAs);
   });
   return {
     version: 1,
@@ -173,16 +177,6 @@ export function applyBaseline(report: BaselineInput, baseline: Baseline, baselin
   }
   const stale = [...remaining.values()].filter((slot) => slot.left > 0).map((slot) => ({ ...slot.entry, count: slot.left }));
   return { file, findings, matched, stale };
-}
-
-function findOperation(label: string, finding: Finding, documents: readonly ApiDocument[]): OperationView | undefined {
-  // Prefer the document that holds the finding's file, so equal labels in two specs do not mix.
-  const ordered = [...documents].sort((a, b) => Number(b.file === finding.file) - Number(a.file === finding.file));
-  for (const document of ordered) {
-    const operation = document.operations.find((candidate) => candidate.label === label);
-    if (operation) return operation;
-  }
-  return undefined;
 }
 
 function relativeFile(baseDir: string, file: string): string {

@@ -3,10 +3,11 @@
  * at load. A config file that cannot be used is a {@link UsageError} that names the bad line.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import { Ajv } from 'ajv';
-import type { ErrorObject } from 'ajv';
-import { isMap, isSeq, LineCounter, parseDocument } from 'yaml';
+import type * as AjvModule from 'ajv';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import type * as YamlModule from 'yaml';
 import type { Document, Node as YamlNode } from 'yaml';
 import { UsageError } from '../errors.js';
 import { suggestionSuffix } from './did-you-mean.js';
@@ -43,7 +44,20 @@ const configSchema = {
   },
 } as const;
 
-const validateShape = new Ajv({ allErrors: false, strict: true }).compile(configSchema);
+// yaml and ajv are loaded (and the schema compiled) on first use: runs without a config never pay for them.
+const require = createRequire(import.meta.url);
+let yamlModule: typeof YamlModule | undefined;
+let compiled: ValidateFunction | undefined;
+
+function yaml(): typeof YamlModule {
+  return (yamlModule ??= require('yaml') as typeof YamlModule);
+}
+
+function validateShape(value: unknown): ValidateFunction {
+  compiled ??= new (require('ajv') as typeof AjvModule).Ajv({ allErrors: false, strict: true }).compile(configSchema);
+  compiled(value);
+  return compiled;
+}
 
 /** The built-in configuration (no file). */
 export function defaultConfig(): LintConfig {
@@ -98,6 +112,7 @@ export function loadConfig(options: LoadConfigOptions): LintConfig {
 
 /** Parses and validates config text (YAML or JSON); `file` is used for positions in errors. */
 export function parseConfig(text: string, file: string, knownRuleIds: readonly string[]): LintConfig {
+  const { LineCounter, parseDocument } = yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
   const fail = (message: string, offset: number | undefined): never => {
@@ -115,8 +130,9 @@ export function parseConfig(text: string, file: string, knownRuleIds: readonly s
     }
   }
   const value: unknown = doc.toJS() ?? {};
-  if (!validateShape(value)) {
-    const error = validateShape.errors![0]!;
+  const validated = validateShape(value);
+  if (validated.errors && validated.errors.length > 0) {
+    const error = validated.errors[0]!;
     fail(describeSchemaError(error), offsetOf(doc, error));
   }
   const config = value as { rules?: Record<string, RuleLevel>; unsafeMethods?: string[]; keyHeaders?: string[] };
@@ -182,6 +198,7 @@ function offsetOf(doc: Document, target: ErrorObject | (string | number)[], pref
       key = true;
     }
   }
+  const { isMap, isSeq } = yaml();
   let node: YamlNode | null | undefined = doc.contents as YamlNode | null;
   let keyNode: YamlNode | undefined;
   for (const segment of segments) {

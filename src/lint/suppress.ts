@@ -8,6 +8,7 @@
  */
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import { suggestionSuffix } from './did-you-mean.js';
+import { operationName } from './operation-name.js';
 import { defineRule } from './rule.js';
 import type { Finding, Rule } from './rule.js';
 
@@ -92,17 +93,20 @@ export function createSuppressionRule(knownRuleIds: readonly string[]): Rule {
  * operations (a shared component) is suppressed only when every one of them silences its rule.
  */
 export function applySuppressions(document: ApiDocument, findings: readonly Finding[]): Finding[] {
-  const byLabel = new Map<string, Suppression>();
+  const byName = new Map<string, Suppression>();
   for (const operation of document.operations) {
     const suppression = readSuppression(operation);
-    if (suppression) byLabel.set(operation.label, suppression);
+    if (suppression) {
+      byName.set(operationName(operation), suppression);
+      byName.set(operation.label, suppression);
+    }
   }
-  if (byLabel.size === 0) return [...findings];
+  if (byName.size === 0) return [...findings];
   return findings.map((finding) => {
     if (finding.ruleId === SUPPRESSION_RULE_ID || finding.operations.length === 0 || finding.suppressed) return finding;
     const reasons: string[] = [];
     for (const label of finding.operations) {
-      const suppression = byLabel.get(label);
+      const suppression = byName.get(label);
       if (!suppression || !suppression.ignore.includes(finding.ruleId)) return finding;
       if (!reasons.includes(suppression.reason)) reasons.push(suppression.reason);
     }

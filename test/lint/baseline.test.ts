@@ -26,7 +26,8 @@ describe('baseline', () => {
       },
     });
   }
-  const payout = 'POST /payouts (createPayout)';
+  // How the engine names operations: the operationId, else METHOD /path.
+  const payout = 'createPayout';
   const refund = 'PATCH /refunds/{id}';
 
   it('keys a finding by rule, relative file, operation and pointer inside the operation', () => {

@@ -7,7 +7,9 @@ import path from 'node:path';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../../errors.js';
 import { catalogue } from '../../lint/catalogue.js';
-import { compareFindings, lintDocument } from '../../lint/engine.js';
+import { compareFindings } from '../../lint/engine.js';
+import { baselineStep, createConfigResolver, lintWithConfig } from '../../lint/pipeline.js';
+import { writeFileAtomic } from '../../lint/write-file.js';
 import { formatters } from '../../lint/formatters/index.js';
 import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
@@ -24,6 +26,14 @@ export interface LintArgs {
   readonly format: string;
   readonly failOn: Severity;
   readonly verbose: boolean;
+  /** `--config FILE`: use this config for every spec instead of discovering one. */
+  readonly config?: string;
+  /** `--baseline FILE`: report only findings the baseline does not know. */
+  readonly baseline?: string;
+  /** `--write-baseline FILE`: record today's findings as the baseline. */
+  readonly writeBaseline?: string;
+  /** `--output FILE`: write the report there (atomically) instead of stdout. */
+  readonly output?: string;
 }
 
 /** Reads yargs' result into {@link LintArgs}. */
@@ -33,7 +43,15 @@ export function readLintArgs(args: Record<string, unknown>): LintArgs {
     format: String(args.format ?? 'stylish'),
     failOn: (args.failOn ?? args['fail-on'] ?? 'error') as Severity,
     verbose: args.verbose === true,
+    config: optionalString(args.config),
+    baseline: optionalString(args.baseline),
+    writeBaseline: optionalString(args.writeBaseline ?? args['write-baseline']),
+    output: optionalString(args.output),
   };
+}
+
+function optionalString(value: unknown): string | undefined {
+  return value === undefined || value === null ? undefined : String(value);
 }
 
 /** One line for an input that could not be read: `file:line:column: what is wrong — how to fix`. */
@@ -56,11 +74,16 @@ export function hasFailures(findings: readonly Finding[], failOn: Severity): boo
 export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   const formatter = formatters[options.format];
   if (!formatter) throw new UsageError(`unknown format '${options.format}' — use one of: ${Object.keys(formatters).join(', ')}`);
+  if (options.baseline !== undefined && options.writeBaseline !== undefined) {
+    throw new UsageError('use --baseline FILE or --write-baseline FILE, not both');
+  }
+  const configFor = createConfigResolver({ cwd: io.cwd, configFile: options.config, knownRuleIds: catalogue().map((rule) => rule.meta.id) });
   const files = [...new Set(options.files.map((file) => path.resolve(io.cwd, file)))];
   const cache = new SourceCache();
   const documents: ApiDocument[] = [];
   const failures: DocumentError[] = [];
   for (const file of files) {
+    configFor(file); // a broken config is a usage error before any document is read
     try {
       documents.push(await loadDocument(file, { cache }));
     } catch (error) {
@@ -69,9 +92,26 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
     }
   }
   const rules = catalogue();
-  const findings = documents.flatMap((doc) => lintDocument(doc, { rules })).sort(compareFindings);
-  const output = formatter({ cwd: io.cwd, files, findings, documents });
-  if (output !== '') io.stdout(output);
+  const linted = documents.flatMap((doc) => lintWithConfig(doc, rules, configFor(doc.file))).sort(compareFindings);
+  // A baseline written from a run that could not read every document would be wrong: write none then.
+  const step =
+    failures.length > 0 && options.writeBaseline !== undefined
+      ? { findings: linted, compared: undefined, written: undefined }
+      : baselineStep({ findings: linted, documents }, { cwd: io.cwd, baseline: options.baseline, writeBaseline: options.writeBaseline });
+  const findings = step.findings;
+  const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
+  const output = formatter({ cwd: io.cwd, files, findings, documents, rules, ...(baseline ? { baseline } : {}) });
+  if (options.output === undefined) {
+    if (output !== '') io.stdout(output);
+  } else if (failures.length === 0) {
+    writeFileAtomic(path.resolve(io.cwd, options.output), output);
+  } else {
+    io.stderr(`${options.output} not written: ${failures.length} document(s) could not be read\n`);
+  }
+  if (step.written) {
+    const { file, findings: recorded, entries } = step.written;
+    io.stderr(`wrote baseline ${displayFile(io.cwd, file)}: ${recorded} finding(s) in ${entries} entr${entries === 1 ? 'y' : 'ies'}\n`);
+  }
   for (const failure of failures) io.stderr(`${describeDocumentError(failure, io.cwd)}\n`);
   if (failures.length > 0) return 2;
   return hasFailures(findings, options.failOn) ? 1 : 0;
@@ -96,8 +136,14 @@ export const lintCommand: Command = {
         default: 'error',
         describe: 'Lowest severity that makes the exit code 1',
       })
+      .option('config', { alias: 'c', type: 'string', describe: 'Config file (default: .idemkitrc.yaml, .idemkitrc.json or idemkit.config.json found upward from each spec)' })
+      .option('baseline', { type: 'string', describe: 'Report only findings not recorded in this baseline file, and list its stale entries' })
+      .option('write-baseline', { type: 'string', describe: "Record today's findings in this baseline file (exit 0 unless a document is unreadable)" })
+      .option('output', { alias: 'o', type: 'string', describe: 'Write the report to this file (atomically) instead of stdout' })
       .example('$0 lint openapi.yaml', 'lint one document')
-      .example('$0 lint api/*.yaml --format json --fail-on warn', 'machine-readable output; warnings fail too'),
+      .example('$0 lint api/*.yaml --format json --fail-on warn', 'machine-readable output; warnings fail too')
+      .example('$0 lint openapi.yaml --format sarif --output idemkit.sarif', 'for code scanning')
+      .example('$0 lint openapi.yaml --write-baseline .idemkit-baseline.json', 'adopt on an existing API, then lint with --baseline'),
   async run(args, io) {
     return runLint(readLintArgs(args), io);
   },

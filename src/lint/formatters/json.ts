@@ -18,6 +18,12 @@ export interface JsonReport {
     readonly suppressed?: { readonly reason: string };
   }[];
   readonly summary: { readonly error: number; readonly warn: number; readonly info: number; readonly suppressed: number };
+  /** With `--baseline`: how many known findings it hid, and its entries that no longer occur. */
+  readonly baseline?: {
+    readonly file: string;
+    readonly matched: number;
+    readonly stale: readonly { readonly rule: string; readonly file: string; readonly operation: string; readonly pointer: string; readonly count: number }[];
+  };
 }
 
 export function formatJson(report: LintReport): string {
@@ -41,6 +47,15 @@ export function formatJson(report: LintReport): string {
       info: active.filter((finding) => finding.severity === 'info').length,
       suppressed: report.findings.length - active.length,
     },
+    ...(report.baseline
+      ? {
+          baseline: {
+            file: displayPath(report.cwd, report.baseline.file),
+            matched: report.baseline.matched,
+            stale: report.baseline.stale.map(({ rule, file, operation, pointer, count }) => ({ rule, file, operation, pointer, count })),
+          },
+        }
+      : {}),
   };
   return `${JSON.stringify(output, null, 2)}\n`;
 }

@@ -1,5 +1,5 @@
 /** JUnit XML: one test suite per file, one test case per operation, a failure for its findings. */
-import type { OperationView } from '../../parser/model.js';
+import { operationName } from '../operation-name.js';
 import type { Finding } from '../rule.js';
 import { relativePath, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
@@ -29,18 +29,22 @@ export function formatJunit(report: FormatterInput): string {
     if (!suite) suites.set(name, (suite = new Map()));
     return suite;
   };
-  const labelToSuite = new Map<string, Map<string, Case>>();
+  // Cases are keyed by the operation's display label; findings name operations by id or label.
+  const byName = new Map<string, { suite: Map<string, Case>; label: string }>();
   for (const document of report.documents) {
     const suite = suiteOf(document.file);
     for (const operation of document.operations) {
       suite.set(operation.label, { name: operation.label, findings: [] });
-      labelToSuite.set(operation.label, suite);
+      byName.set(operation.label, { suite, label: operation.label });
+      if (!byName.has(operationName(operation))) byName.set(operationName(operation), { suite, label: operation.label });
     }
   }
   for (const finding of sortFindings(report.findings)) {
-    const labels = finding.operations.length > 0 ? finding.operations : ['(document)'];
-    for (const label of labels) {
-      const suite = labelToSuite.get(label) ?? suiteOf(documentFileFor(report, finding));
+    const names = finding.operations.length > 0 ? finding.operations : ['(document)'];
+    for (const name of names) {
+      const known = byName.get(name);
+      const suite = known?.suite ?? suiteOf(finding.file);
+      const label = known?.label ?? name;
       let testCase = suite.get(label);
       if (!testCase) suite.set(label, (testCase = { name: label, findings: [] }));
       testCase.findings.push(finding);
@@ -84,9 +88,4 @@ function renderCase(report: FormatterInput, suiteName: string, testCase: Case): 
   }
   lines.push('    </testcase>');
   return lines;
-}
-
-function documentFileFor(report: FormatterInput, finding: Finding): string {
-  const owner = report.documents.find((document) => document.operations.some((operation: OperationView) => finding.operations.includes(operation.label)));
-  return owner?.file ?? finding.file;
 }

@@ -6,6 +6,7 @@
  */
 import type { IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
 import { catalogue } from '../catalogue.js';
+import { namesOperation } from '../operation-name.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
 import { relativePath, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
@@ -91,17 +92,9 @@ export function formatMarkdown(report: FormatterInput): string {
   const rules: readonly Rule[] = report.rules ?? catalogue();
   const criterionOf = new Map(rules.map((rule) => [rule.meta.id, rule.meta.criterion]));
   const findings = sortFindings(report.findings);
-  const byLabel = new Map<string, Finding[]>();
-  for (const finding of findings) {
-    for (const label of finding.operations) {
-      const list = byLabel.get(label) ?? [];
-      list.push(finding);
-      byLabel.set(label, list);
-    }
-  }
   const cards: string[] = [];
   const optedOut: string[] = [];
-  const shown = new Set<string>();
+  const shown: OperationView[] = [];
   let ready = 0;
   let contracted = 0;
   for (const document of report.documents) {
@@ -112,8 +105,9 @@ export function formatMarkdown(report: FormatterInput): string {
         continue;
       }
       contracted += 1;
-      shown.add(operation.label);
-      const card = renderCard(report, operation, operation.contract, byLabel.get(operation.label) ?? [], criterionOf);
+      shown.push(operation);
+      const own = findings.filter((f) => f.operations.some((name) => namesOperation(name, operation)));
+      const card = renderCard(report, operation, operation.contract, own, criterionOf);
       if (card.ready) ready += 1;
       cards.push(card.text);
     }
@@ -123,7 +117,7 @@ export function formatMarkdown(report: FormatterInput): string {
   if (optedOut.length > 0) {
     out.push(`**Knowingly not idempotent** (\`x-idempotency: false\`, never auto-retried): ${optedOut.map(code).join(', ')}`, '');
   }
-  const others = findings.filter((f) => f.operations.length === 0 || !f.operations.some((label) => shown.has(label)));
+  const others = findings.filter((f) => !f.operations.some((name) => shown.some((operation) => namesOperation(name, operation))));
   if (others.length > 0) {
     out.push('### Operations without a contract', '', ...others.map((f) => findingLine(report, f)), '');
   }

@@ -7,6 +7,24 @@ const LABEL: Record<Severity, string> = { error: 'error', warn: 'warning', info:
 
 /** Prints nothing when there is nothing to report, like ESLint. */
 export function formatStylish(report: LintReport): string {
+  return formatFindings(report) + formatBaseline(report);
+}
+
+/** The baseline's part: how many known findings it hid, and each stale entry (fixed, or moved). */
+function formatBaseline(report: LintReport): string {
+  const baseline = report.baseline;
+  if (!baseline || (baseline.matched === 0 && baseline.stale.length === 0)) return '';
+  const lines = [`baseline ${displayPath(report.cwd, baseline.file)}: ${plural(baseline.matched, 'known finding')} hidden`];
+  if (baseline.stale.length > 0) {
+    lines.push(`${plural(baseline.stale.length, 'stale entry')} (no longer found; regenerate with --write-baseline):`.replace('entrys', 'entries'));
+    for (const entry of baseline.stale) {
+      lines.push(`  ${entry.file}  ${entry.operation}  ${entry.pointer || '(operation)'}  ${entry.rule}${entry.count > 1 ? ` x${entry.count}` : ''}`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function formatFindings(report: LintReport): string {
   const shown = report.findings.filter((finding) => !finding.suppressed);
   const suppressed = report.findings.length - shown.length;
   if (shown.length === 0) return suppressed > 0 ? `${plural(suppressed, 'finding')} suppressed\n` : '';

@@ -8,6 +8,9 @@ export const cwd = '/repo';
 export const spec = '/repo/api/open api.yaml';
 export const payout = 'POST /payouts (createPayout)';
 export const refund = 'POST /refunds (createRefund)';
+/** How the engine names them in `Finding.operations`. */
+export const payoutName = 'createPayout';
+export const refundName = 'createRefund';
 
 const rule = (id: string, criterion: Rule['meta']['criterion'], severity: Rule['meta']['severity']) =>
   defineRule({
@@ -40,9 +43,9 @@ export function report(overrides: Partial<FormatterInput> = {}): FormatterInput 
       line: 12,
       column: 7,
       message: 'Scope 100% global: keys, of <tenants> & "owners" collide\nacross accounts | `x`',
-      operations: [payout],
+      operations: [payoutName],
     }),
-    fakeFinding({ ruleId: 'ttl-missing', file: spec, pointer: '/paths/~1payouts/post/x-idempotency', line: 10, column: 5, severity: 'warn', message: 'No ttl.', operations: [payout] }),
+    fakeFinding({ ruleId: 'ttl-missing', file: spec, pointer: '/paths/~1payouts/post/x-idempotency', line: 10, column: 5, severity: 'warn', message: 'No ttl.', operations: [payoutName] }),
     fakeFinding({
       ruleId: 'effect-owner-missing',
       file: spec,
@@ -51,10 +54,10 @@ export function report(overrides: Partial<FormatterInput> = {}): FormatterInput 
       column: 5,
       severity: 'info',
       message: 'Owner?',
-      operations: [payout],
+      operations: [payoutName],
       suppressed: { reason: 'owned by the ledger team' },
     }),
-    fakeFinding({ ruleId: 'contract-missing', file: spec, pointer: '/paths/~1refunds/post', line: 30, column: 5, message: 'POST /refunds takes Idempotency-Key but has no x-idempotency.', operations: [refund] }),
+    fakeFinding({ ruleId: 'contract-missing', file: spec, pointer: '/paths/~1refunds/post', line: 30, column: 5, message: 'POST /refunds takes Idempotency-Key but has no x-idempotency.', operations: [refundName] }),
   ];
   return { cwd, findings, documents: [document], rules, ...overrides };
 }

@@ -11,9 +11,9 @@ describe('github formatter', () => {
   it('prints one annotation per unsuppressed finding, with file, line, col and the rule as title', () => {
     const lines = formatGithub(report()).trimEnd().split('\n');
     assert.deepEqual(lines, [
-      '::warning file=api/open api.yaml,line=10,col=5,title=ttl-missing::No ttl. [POST /payouts (createPayout)] (ttl-missing)',
-      '::error file=api/open api.yaml,line=12,col=7,title=scope-too-wide::Scope 100%25 global: keys, of <tenants> & "owners" collide%0Aacross accounts | `x` [POST /payouts (createPayout)] (scope-too-wide)',
-      '::error file=api/open api.yaml,line=30,col=5,title=contract-missing::POST /refunds takes Idempotency-Key but has no x-idempotency. [POST /refunds (createRefund)] (contract-missing)',
+      '::warning file=api/open api.yaml,line=10,col=5,title=ttl-missing::No ttl. [createPayout] (ttl-missing)',
+      '::error file=api/open api.yaml,line=12,col=7,title=scope-too-wide::Scope 100%25 global: keys, of <tenants> & "owners" collide%0Aacross accounts | `x` [createPayout] (scope-too-wide)',
+      '::error file=api/open api.yaml,line=30,col=5,title=contract-missing::POST /refunds takes Idempotency-Key but has no x-idempotency. [createRefund] (contract-missing)',
     ]);
   });
 
