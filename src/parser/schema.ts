@@ -1,14 +1,15 @@
 /**
- * Validation of `x-idempotency` values against the published JSON Schema. ajv is loaded and the schema
- * compiled on first use only (documents without contracts never pay for it).
+ * Validation of `x-idempotency` values against the published JSON Schema, with the validator ajv compiled
+ * from it ahead of time (`contract-validator.generated.ts`, kept fresh by a test), so no run pays for
+ * loading ajv and compiling the schema.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ErrorObject } from 'ajv';
 import { InternalError } from '../errors.js';
+import { validate as generatedValidate } from './contract-validator.generated.js';
 
-const require = createRequire(import.meta.url);
+type ValidateFunction = ((value: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
 /** One schema violation: the path inside the `x-idempotency` value and a one-line message. */
 export interface SchemaViolation {
@@ -16,7 +17,8 @@ export interface SchemaViolation {
   readonly message: string;
 }
 
-let validator: ValidateFunction | undefined;
+const validator = generatedValidate as ValidateFunction;
+let schemaCache: Record<string, unknown> | undefined;
 
 /** Absolute path of `schemas/x-idempotency.schema.json` (from `src/parser` and from `dist/src/parser`). */
 export function schemaPath(): string {
@@ -32,15 +34,8 @@ export function loadContractSchema(): Record<string, unknown> {
   return JSON.parse(readFileSync(schemaPath(), 'utf8')) as Record<string, unknown>;
 }
 
-function compile(): ValidateFunction {
-  const AjvModule = require('ajv') as { default: new (options: object) => { compile(schema: object): ValidateFunction } };
-  const ajv = new AjvModule.default({ allErrors: true, strict: true, strictTypes: false, allowUnionTypes: true, verbose: true });
-  return ajv.compile(loadContractSchema());
-}
-
 /** Validates one `x-idempotency` value (an operation's, or defaults merged with it). */
 export function validateContractValue(value: unknown): SchemaViolation[] {
-  validator ??= compile();
   if (validator(value)) return [];
   return describeErrors(validator.errors ?? [], value);
 }
@@ -120,7 +115,20 @@ function valueAtPath(value: unknown, path: readonly string[]): unknown {
   return node;
 }
 
+/** The property names the schema allows at the object an `additionalProperties` error is about (error path only). */
 function allowedProperties(error: ErrorObject): string | undefined {
-  const schema = error.parentSchema as { properties?: Record<string, unknown> } | undefined;
-  return schema?.properties ? Object.keys(schema.properties).join(', ') : undefined;
+  schemaCache ??= loadContractSchema();
+  const definitions = (schemaCache.definitions ?? {}) as Record<string, Record<string, unknown>>;
+  const resolve = (node: Record<string, unknown> | undefined) => {
+    const ref = node?.$ref;
+    return typeof ref === 'string' ? definitions[ref.replace('#/definitions/', '')] : node;
+  };
+  let node = resolve(definitions.contract);
+  const tokens = error.instancePath === '' ? [] : error.instancePath.slice(1).split('/').map(unescape);
+  for (const token of tokens) {
+    const properties = node?.properties as Record<string, Record<string, unknown>> | undefined;
+    node = resolve(properties?.[token] ?? (node?.items as Record<string, unknown> | undefined));
+  }
+  const properties = node?.properties as Record<string, unknown> | undefined;
+  return properties ? Object.keys(properties).join(', ') : undefined;
 }

@@ -3,6 +3,8 @@ import { parseDuration } from '../../src/parser/duration.js';
 import { deepMerge } from '../../src/parser/merge.js';
 import { parseScopePart } from '../../src/parser/contract.js';
 import { loadDocument } from '../../src/parser/load.js';
+import { readFileSync } from 'node:fs';
+import { GENERATED_VALIDATOR, generateValidatorSource } from '../../src/parser/schema-codegen.js';
 import { validateContractValue } from '../../src/parser/schema.js';
 import { fixture, spot } from './helpers.js';
 
@@ -37,6 +39,10 @@ describe('contract pieces', () => {
   });
 
   describe('JSON Schema', () => {
+    it('ships a validator compiled from the current schema (regenerate: npx tsx src/parser/schema-codegen.ts)', () => {
+      assert.equal(readFileSync(GENERATED_VALIDATOR, 'utf8'), generateValidatorSource());
+    });
+
     it('accepts true, false and a complete object', () => {
       assert.deepEqual(validateContractValue(true), []);
       assert.deepEqual(validateContractValue(false), []);
