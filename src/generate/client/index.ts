@@ -9,7 +9,7 @@ import { UsageError } from '../../errors.js';
 import { compileContract } from '../../parser/compile.js';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../../parser/model.js';
 import type { CompiledContract } from '../../runtime/contract.js';
-import { fileSet, generatedHeader, runtimeFiles, type OutputFile } from '../output.js';
+import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
 import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
 import { SchemaTypes } from './schema-types.js';
 
@@ -58,8 +58,7 @@ const RESERVED = [
 
 /** Runtime files (under `src/runtime/`) every client needs. */
 export function clientRuntimeFiles(): string[] {
-  // Listed by hand (and checked by a test against the files' imports): the client engine's whole closure.
-  return ['contract.ts', 'client/backoff.ts', 'client/engine.ts', 'client/intent.ts', 'client/request.ts'];
+  return runtimeClosure(['contract.ts', 'client/engine.ts', 'client/intent.ts', 'client/request.ts']);
 }
 
 type Json = Record<string, unknown>;

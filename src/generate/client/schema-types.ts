@@ -36,7 +36,8 @@ function lastSegment(pointer: string): string {
 export function toTypeName(text: string): string {
   const ident = toIdentifier(text);
   const pascal = ident.charAt(0) === '_' ? ident : ident.charAt(0).toUpperCase() + ident.slice(1);
-  return pascal.replace(/_$/, '') === '' ? 'Schema' : pascal.replace(/_$/, 'Type');
+  // `toIdentifier` suffixes reserved words with `_`; no reserved word is capitalised, so drop it.
+  return pascal.replace(/_$/, '') || 'Schema';
 }
 
 const MAX_DEPTH = 64;

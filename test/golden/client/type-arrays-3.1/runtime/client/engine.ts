@@ -54,7 +54,8 @@ export function defaultRuntime(overrides: Partial<ClientRuntime> = {}): ClientRu
         signal?.addEventListener('abort', onAbort, { once: true });
       }),
     setTimer: (ms, fn) => {
-      const timer = setTimeout(fn, ms);
+      // setTimeout fires at once beyond 2^31-1 ms; no sane deadline is that long, so clamp instead.
+      const timer = setTimeout(fn, Math.min(ms, 2_147_483_647));
       return () => clearTimeout(timer);
     },
     random: () => Math.random(),
