@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUILTIN_RULE_DOCS } from './builtin-docs.js';
 import type { Rule } from './rule.js';
 
 let root: string | undefined;
@@ -40,9 +41,9 @@ export function readRuleDoc(id: string): string | undefined {
   return existsSync(file) ? readFileSync(file, 'utf8') : undefined;
 }
 
-/** The rule's page, or one built from its `meta` when it has no page (built-in rules). */
+/** The rule's page (`rules/<id>.md`, else a built-in rule's page), or one built from its `meta`. */
 export function ruleDocOrSummary(rule: Rule): string {
-  const page = readRuleDoc(rule.meta.id);
+  const page = readRuleDoc(rule.meta.id) ?? BUILTIN_RULE_DOCS[rule.meta.id];
   if (page !== undefined) return page;
   const { meta } = rule;
   const messages = Object.values<string>(meta.messages).map((text) => `- ${text}`);
