@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Database from 'better-sqlite3';
+import express from 'express';
+import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
+import { contract } from './fixtures.js';
+import { MemoryStore } from '../../../src/runtime/stores/memory.js';
+import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
+import { post } from '../../e2e/harness.js';
+
+
+async function listen(app: express.Express): Promise<{ port: number; close(): Promise<void> }> {
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+function options(store: RouteGuardOptions['store'], extra: Partial<RouteGuardOptions> = {}): RouteGuardOptions {
+  return { store, principal: (req) => req.get('x-user'), ...extra };
+}
+
+describe('runtime/adapters/express', () => {
+  let calls = 0;
+  let server: { port: number; close(): Promise<void> };
+  beforeEach(() => {
+    calls = 0;
+  });
+  afterEach(async () => {
+    await server?.close();
+  });
+
+  it('captures writeHead(status, headers) + write + end and replays the exact bytes and allow-listed headers', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', express.json(), guard, (req, res) => {
+      calls += 1;
+      res.setHeader('set-cookie', 'session=secret');
+      res.writeHead(201, 'Made', [['content-type', 'text/plain; charset=utf-8'], ['etag', '"v1"']].flat());
+      res.write('part one, ');
+      res.write(Buffer.from('part two, '));
+      res.end(`tenant ${String(req.params['tenant'])}`, 'utf8');
+    });
+    server = await listen(app);
+    const first = await post(server.port, '/things/t1', { key: 'k1', user: 'u', body: { a: 1 } });
+    assert.equal(first.status, 201);
+    assert.equal(first.text, 'part one, part two, tenant t1');
+    assert.equal(first.headers['idempotent-replayed'], 'false');
+    assert.equal(first.headers['set-cookie']?.[0], 'session=secret');
+    const replay = await post(server.port, '/things/t1', { key: 'k1', user: 'u', body: { a: 1 } });
+    assert.equal(replay.status, 201);
+    assert.equal(replay.text, first.text);
+    assert.equal(replay.headers['etag'], '"v1"');
+    assert.equal(replay.headers['content-type'], 'text/plain; charset=utf-8');
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.headers['set-cookie'], undefined, 'cookies are never replayed');
+    assert.equal(calls, 1);
+  });
+
+  it('replays an empty 204 and a res.sendStatus text; path scope and declared query are part of the record', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', express.json(), guard, (req, res) => {
+      calls += 1;
+      if (req.query['mode'] === 'empty') res.status(204).end();
+      else res.sendStatus(202);
+    });
+    server = await listen(app);
+    const empty = await post(server.port, '/things/t1?mode=empty', { key: 'k', user: 'u', body: {} });
+    assert.equal(empty.status, 204);
+    const emptyReplay = await post(server.port, '/things/t1?mode=empty', { key: 'k', user: 'u', body: {} });
+    assert.equal(emptyReplay.status, 204);
+    assert.equal(emptyReplay.headers['idempotent-replayed'], 'true');
+    // Another declared query value is another payload; another tenant is another record.
+    assert.equal((await post(server.port, '/things/t1?mode=text', { key: 'k', user: 'u', body: {} })).status, 422);
+    const other = await post(server.port, '/things/t2?mode=text', { key: 'k', user: 'u', body: {} });
+    assert.equal(other.status, 202);
+    assert.equal(other.text, 'Accepted');
+    assert.equal((await post(server.port, '/things/t2?mode=text', { key: 'k', user: 'u', body: {} })).text, 'Accepted');
+    assert.equal(calls, 2);
+  });
+
+  it('a thrown handler answers 500 through the error handler and keeps the key (no blind retry)', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', express.json(), guard, async () => {
+      calls += 1;
+      throw new Error('after the write?');
+    });
+    app.use((_error: unknown, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).json({ error: 'internal' });
+    });
+    server = await listen(app);
+    const failed = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: {} });
+    assert.equal(failed.status, 500);
+    const retry = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: {} });
+    assert.equal(retry.status, 409);
+    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress');
+    assert.equal(calls, 1);
+  });
+
+  it('refuses to guess a fingerprint when the body was not parsed', async () => {
+    const app = express();
+    app.post('/things/:tenant', createRouteGuard(contract, options(new MemoryStore())), (_req, res) => {
+      calls += 1;
+      res.sendStatus(201);
+    });
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      res.status(500).send(error.message);
+    });
+    server = await listen(app);
+    const answer = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: { a: 1 } });
+    assert.equal(answer.status, 500);
+    assert.match(answer.text, /mount express\.json\(\) before the guard/);
+    assert.equal(calls, 0);
+  });
+
+  it('gives the handler the canonical key and reservation; throws when no guard ran', async () => {
+    const app = express();
+    const seen: unknown[] = [];
+    app.post('/things/:tenant', express.json(), createRouteGuard(contract, options(new MemoryStore())), (_req, res) => {
+      const context = idempotencyOf(res);
+      seen.push(context.idempotencyKey, context.reservation.guarded);
+      res.sendStatus(201);
+    });
+    app.post('/unguarded', (_req, res) => {
+      try {
+        idempotencyOf(res);
+        res.sendStatus(200);
+      } catch (error) {
+        res.status(500).send((error as Error).message);
+      }
+    });
+    server = await listen(app);
+    await post(server.port, '/things/t1', { key: '"quoted-key"', user: 'u', body: {} });
+    assert.deepEqual(seen, ['quoted-key', true]);
+    assert.match((await post(server.port, '/unguarded', {})).text, /no idempotency guard ran/);
+  });
+
+  describe('one-transaction mode on SQLite', () => {
+    let db: Database.Database;
+    let store: SqliteStore;
+    beforeEach(async () => {
+      db = new Database(':memory:');
+      store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE things (id TEXT PRIMARY KEY, tenant TEXT NOT NULL)');
+    });
+    afterEach(() => db.close());
+
+    function txApp(fail: () => number | undefined) {
+      const app = express();
+      const guard = createRouteGuard(contract, options(store));
+      app.post('/things/:tenant', express.json(), guard.inTransaction, async (req, res) => {
+        calls += 1;
+        const { tx } = idempotencyOf<Database.Database>(res);
+        const id = `thing-${calls}`;
+        tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(id, String(req.params['tenant']));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const status = fail();
+        if (status !== undefined) {
+          res.status(status).json({ error: 'failed after the write' });
+          return;
+        }
+        res.status(201).json({ id });
+      });
+      return app;
+    }
+
+    it('commits the business row and the completed record together; duplicates replay', async () => {
+      server = await listen(txApp(() => undefined));
+      const answers = await Promise.all([1, 2, 3].map(() => post(server.port, '/things/t1', { key: 'tx-1', user: 'u', body: { n: 1 } })));
+      assert.deepEqual(answers.map((a) => a.status), [201, 201, 201]);
+      assert.equal(answers.filter((a) => a.headers['idempotent-replayed'] === 'false').length, 1);
+      assert.equal(new Set(answers.map((a) => a.json['id'])).size, 1);
+      assert.equal(calls, 1);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
+      assert.equal((db.prepare("SELECT state FROM idempotency_records").get() as { state: string }).state, 'completed');
+    });
+
+    it('a 5xx after the write rolls back the row and frees the key; the retry runs again', async () => {
+      let status: number | undefined = 500;
+      server = await listen(txApp(() => status));
+      const failed = await post(server.port, '/things/t1', { key: 'tx-2', user: 'u', body: { n: 2 } });
+      assert.equal(failed.status, 500);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 0);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM idempotency_records').get() as { n: number }).n, 0);
+      status = undefined;
+      const retry = await post(server.port, '/things/t1', { key: 'tx-2', user: 'u', body: { n: 2 } });
+      assert.equal(retry.status, 201);
+      assert.equal(retry.headers['idempotent-replayed'], 'false');
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
+    });
+  });
+});

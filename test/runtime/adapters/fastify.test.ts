@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import Database from 'better-sqlite3';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
+import { MemoryStore } from '../../../src/runtime/stores/memory.js';
+import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
+import { post } from '../../e2e/harness.js';
+import { contract } from './fixtures.js';
+
+function options(store: RouteGuardOptions['store']): RouteGuardOptions {
+  return { store, principal: (request) => (typeof request.headers['x-user'] === 'string' ? request.headers['x-user'] : undefined) };
+}
+
+async function listen(app: FastifyInstance): Promise<number> {
+  const address = await app.listen({ port: 0, host: '127.0.0.1' });
+  return Number(new URL(address).port);
+}
+
+describe('runtime/adapters/fastify', () => {
+  let app: FastifyInstance;
+  let calls = 0;
+  beforeEach(() => {
+    calls = 0;
+    app = Fastify();
+  });
+  afterEach(async () => {
+    await app.close();
+  });
+
+  it('route hooks: replays the serialized payload and headers; the handler runs once', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', { ...guard.hooks }, async (request, reply) => {
+      calls += 1;
+      reply.code(201).header('location', '/things/1').header('set-cookie', 'session=secret');
+      return { id: `thing-${calls}`, key: idempotencyOf(request).idempotencyKey, params: request.params };
+    });
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { key: 'k1', user: 'u', body: { a: 1 } });
+    assert.equal(first.status, 201);
+    assert.deepEqual(first.json, { id: 'thing-1', key: 'k1', params: { tenant: 't1' } });
+    assert.equal(first.headers['idempotent-replayed'], 'false');
+    const replay = await post(port, '/things/t1', { key: 'k1', user: 'u', body: { a: 1 } });
+    assert.equal(replay.text, first.text);
+    assert.equal(replay.headers['location'], '/things/1');
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.headers['set-cookie'], undefined);
+    assert.equal((await post(port, '/things/t1', { key: 'k1', user: 'u', body: { a: 2 } })).status, 422);
+    assert.equal((await post(port, '/things/t1', { user: 'u', body: { a: 2 } })).status, 400);
+    assert.equal(calls, 1);
+  });
+
+  it('records a streamed payload byte for byte, and a thrown handler keeps the key', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', { ...guard.hooks }, async (request, reply) => {
+      calls += 1;
+      if ((request.body as { fail?: boolean }).fail) throw new Error('boom after the effect');
+      reply.code(201).type('text/plain');
+      return Readable.from([Buffer.from('chunk-1 '), Buffer.from('chunk-2')]);
+    });
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { key: 'stream', user: 'u', body: {} });
+    assert.equal(first.text, 'chunk-1 chunk-2');
+    const replay = await post(port, '/things/t1', { key: 'stream', user: 'u', body: {} });
+    assert.equal(replay.text, 'chunk-1 chunk-2');
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    const failed = await post(port, '/things/t1', { key: 'fail', user: 'u', body: { fail: true } });
+    assert.equal(failed.status, 500);
+    const retry = await post(port, '/things/t1', { key: 'fail', user: 'u', body: { fail: true } });
+    assert.equal(retry.status, 409);
+    assert.equal(calls, 2);
+  });
+
+  it('the plugin guards exactly the route whose method and path match the contract', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    assert.equal(toFastifyPath('/things/{tenant}/x/{id}'), '/things/:tenant/x/:id');
+    await app.register(idempotencyPlugin([guard]));
+    app.post('/things/:tenant', async (_request, reply) => {
+      calls += 1;
+      reply.code(201);
+      return { id: calls };
+    });
+    app.put('/things/:tenant', async () => ({ unguarded: true }));
+    const port = await listen(app);
+    assert.equal((await post(port, '/things/t1', { user: 'u', body: {} })).status, 400, 'POST is guarded');
+    assert.equal((await post(port, '/things/t1', { key: 'p', user: 'u', body: {} })).headers['idempotent-replayed'], 'false');
+    assert.equal((await post(port, '/things/t1', { key: 'p', user: 'u', body: {} })).headers['idempotent-replayed'], 'true');
+    assert.equal(calls, 1);
+  });
+
+  it('one-transaction mode on SQLite: the row and the record commit together, or roll back together', async () => {
+    const db = new Database(':memory:');
+    try {
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE things (id TEXT PRIMARY KEY)');
+      const guard = createRouteGuard(contract, options(store));
+      let failWith: number | undefined = 503;
+      app.post(
+        '/things/:tenant',
+        guard.transactional<Database.Database>(async (_request, reply, { tx }) => {
+          calls += 1;
+          tx!.prepare('INSERT INTO things (id) VALUES (?)').run(`thing-${calls}`);
+          reply.code(failWith ?? 201);
+          return { id: `thing-${calls}` };
+        }),
+      );
+      const port = await listen(app);
+      assert.equal((await post(port, '/things/t1', { key: 'tx', user: 'u', body: {} })).status, 503);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 0);
+      failWith = undefined;
+      const answers = await Promise.all([1, 2].map(() => post(port, '/things/t1', { key: 'tx', user: 'u', body: {} })));
+      assert.deepEqual(answers.map((a) => a.status), [201, 201]);
+      assert.equal(new Set(answers.map((a) => a.json['id'])).size, 1);
+      assert.deepEqual(answers.map((a) => a.headers['idempotent-replayed']).sort(), ['false', 'true']);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
+    } finally {
+      await app.close();
+      db.close();
+    }
+  });
+});

@@ -1,0 +1,99 @@
+import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
+import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
+import { MemoryStore } from '../../../src/runtime/stores/memory.js';
+import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
+import { contract } from './fixtures.js';
+
+function options(store: RouteGuardOptions['store'], extra: Partial<RouteGuardOptions> = {}): RouteGuardOptions {
+  return { store, principal: (request) => request.headers.get('x-user') ?? undefined, ...extra };
+}
+
+function request(url: string, key: string | undefined, body: unknown, headers: Record<string, string> = {}): Request {
+  return new Request(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-user': 'u', ...(key !== undefined ? { 'idempotency-key': key } : {}), ...headers },
+    body: JSON.stringify(body),
+  });
+}
+
+describe('runtime/adapters/fetch', () => {
+  it('matches path templates at the end of the URL path, decoding parameters', () => {
+    const match = pathMatcher('/things/{tenant}/items/{id}');
+    assert.deepEqual(match('/things/t%201/items/42'), { tenant: 't 1', id: '42' });
+    assert.deepEqual(match('/api/v2/things/a/items/b/'), { tenant: 'a', id: 'b' });
+    assert.equal(match('/things/a/other/b'), undefined);
+    assert.deepEqual(pathMatcher('/a.b/{x}')('/a.b/1'), { x: '1' });
+    assert.equal(pathMatcher('/a.b/{x}')('/aXb/1'), undefined);
+  });
+
+  it('wraps a handler with the same signature; the handler still reads the body; extra arguments pass through', async () => {
+    let calls = 0;
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    const handler = guard.wrap(async (req: Request, context: { params: { tenant: string } }) => {
+      calls += 1;
+      const body = (await req.json()) as { n: number };
+      const headers = new Headers({ location: `/things/${context.params.tenant}/${calls}` });
+      headers.append('set-cookie', 'a=1');
+      headers.append('set-cookie', 'b=2');
+      return Response.json({ id: calls, n: body.n, key: idempotencyOf(req).idempotencyKey }, { status: 201, headers });
+    });
+    const first = await handler(request('http://x/things/t1', 'k1', { n: 7 }), { params: { tenant: 't1' } });
+    assert.equal(first.status, 201);
+    assert.equal(first.headers.get('idempotent-replayed'), 'false');
+    assert.deepEqual(first.headers.getSetCookie(), ['a=1', 'b=2'], 'the first answer keeps every Set-Cookie');
+    const firstText = await first.text();
+    assert.deepEqual(JSON.parse(firstText), { id: 1, n: 7, key: 'k1' });
+    const replay = await handler(request('http://x/things/t1', 'k1', { n: 7 }), { params: { tenant: 't1' } });
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replay.headers.get('location'), '/things/t1/1');
+    assert.deepEqual(replay.headers.getSetCookie(), []);
+    assert.equal(await replay.text(), firstText);
+    const mismatch = await handler(request('http://x/things/t1', 'k1', { n: 8 }), { params: { tenant: 't1' } });
+    assert.equal(mismatch.status, 422);
+    assert.equal(mismatch.headers.get('content-type'), 'application/problem+json');
+    assert.equal(calls, 1);
+  });
+
+  it('answers 204 without a body, and fails loudly on a URL that does not match the contract path', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    const handler = guard.wrap(async () => new Response(null, { status: 204 }));
+    const first = await handler(request('http://x/things/t1', 'k', {}));
+    assert.equal(first.status, 204);
+    const replay = await handler(request('http://x/things/t1', 'k', {}));
+    assert.equal(replay.status, 204);
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replay.body, null);
+    await assert.rejects(handler(request('http://x/elsewhere', 'k', {})), /does not match \/things\/\{tenant\}; pass options\.params/);
+    const routed = createRouteGuard(contract, options(new MemoryStore(), { params: () => ({ tenant: 'from-router' }) }));
+    assert.equal((await routed.wrap(async () => new Response('ok'))(request('http://x/elsewhere', 'k', {}))).status, 200);
+  });
+
+  it('one-transaction mode on SQLite', async () => {
+    const db = new Database(':memory:');
+    try {
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER)');
+      let status = 500;
+      const guard = createRouteGuard(contract, options(store));
+      const handler = guard.wrap(
+        async (req) => {
+          const { tx } = idempotencyOf<Database.Database>(req);
+          const info = tx!.prepare('INSERT INTO things (n) VALUES (?)').run(((await req.json()) as { n: number }).n);
+          return Response.json({ id: Number(info.lastInsertRowid) }, { status });
+        },
+        { transaction: true },
+      );
+      assert.equal((await handler(request('http://x/things/t', 'tx', { n: 1 }))).status, 500);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 0, 'rolled back');
+      status = 201;
+      const answers = await Promise.all([1, 2].map(() => handler(request('http://x/things/t', 'tx', { n: 1 }))));
+      assert.deepEqual(answers.map((a) => a.status), [201, 201]);
+      assert.deepEqual(answers.map((a) => a.headers.get('idempotent-replayed')).sort(), ['false', 'true']);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
+    } finally {
+      db.close();
+    }
+  });
+});

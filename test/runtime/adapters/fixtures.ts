@@ -1,0 +1,18 @@
+import type { CompiledContract } from '../../../src/runtime/contract.js';
+
+/** The contract the adapter tests guard: principal + path scope, whole-body fingerprint plus the `mode` query. */
+export const contract: CompiledContract = {
+  operationId: 'createThing',
+  method: 'POST',
+  path: '/things/{tenant}',
+  key: { header: 'Idempotency-Key', required: true, maxLength: 64 },
+  scope: [{ kind: 'principal' }, { kind: 'path', name: 'tenant' }],
+  fingerprint: { include: 'all', exclude: [], query: ['mode'] },
+  ttlMs: 60_000,
+  leaseMs: 5_000,
+  retry: { deadlineMs: 10_000, maxAttempts: 3, backoff: { initialMs: 100, maxMs: 1000, jitter: 'full' } },
+  effect: { owner: 'things', external: false, providerKey: 'none' },
+  transient: [429, 503],
+  responses: { replayHeader: 'Idempotent-Replayed', missingKey: 400, invalidKey: 400, mismatch: 422, inProgress: 409, abandoned: 409, storeUnavailable: 503 },
+  unknownOutcome: 'surface',
+};
