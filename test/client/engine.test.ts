@@ -184,6 +184,17 @@ describe('client sendIntent', () => {
     assert.deepEqual(restored.requestIds, ['req-51', 'req-1']);
   });
 
+  it("the intent's key and request id win over a caller's own copies of those headers", async () => {
+    const rt = fakeRuntime([json(201, created)]);
+    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30_000, now: rt.clock, key: 'the-intent-key' });
+    const headers = { ...request.headers, 'idempotency-key': 'other', 'X-REQUEST-ID': 'mine' };
+    await sendIntent({ contract: localContract, intent, request: { ...request, headers }, runtime: rt, checkStatus: undefined });
+    const seen = rt.seen[0]!;
+    assert.equal(seen.headers['idempotency-key'], 'the-intent-key');
+    assert.equal(seen.headers['x-request-id'], 'req-1');
+    assert.deepEqual(seen.headerNames.filter((h) => /^(idempotency-key|x-request-id)$/i.test(h)), ['Idempotency-Key', 'X-Request-Id']);
+  });
+
   it('refuses an intent of another operation (a changed command needs a new intent)', async () => {
     const rt = fakeRuntime([]);
     const intent = Intent.create({ operationId: 'other', deadlineMs: 1_000, now: rt.clock });

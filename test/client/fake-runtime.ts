@@ -5,6 +5,8 @@ export interface SeenRequest {
   readonly url: string;
   readonly method: string;
   readonly headers: Record<string, string>;
+  /** Header names exactly as sent (to catch one header sent twice in different letter case). */
+  readonly headerNames: string[];
   readonly body: string | undefined;
   /** Fake-clock time when the attempt started. */
   readonly at: number;
@@ -48,7 +50,8 @@ export function fakeRuntime(steps: Step[], options: { start?: number; random?: n
     fetch: async (url, init) => {
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries((init.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
-      const req: SeenRequest = { url, method: String(init.method), headers, body: init.body as string | undefined, at: rt.clock };
+      const headerNames = Object.keys((init.headers ?? {}) as Record<string, string>);
+      const req: SeenRequest = { url, method: String(init.method), headers, headerNames, body: init.body as string | undefined, at: rt.clock };
       rt.seen.push(req);
       const step = steps.shift();
       if (step === undefined) throw new Error(`unexpected attempt ${rt.seen.length}`);

@@ -224,6 +224,10 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     throw new TypeError(`intent of ${intent.operationId} sent to ${contract.operationId}; make a new intent for a new command`);
   }
   const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
+  // The intent owns these two headers: a caller's own copy (in any letter case) would be sent alongside
+  // and turn one key into two values.
+  const owned = new Set([contract.key.header.toLowerCase(), requestIdHeader.toLowerCase()]);
+  const baseHeaders = Object.fromEntries(Object.entries(request.headers).filter(([name]) => !owned.has(name.toLowerCase())));
   let lastStatus: number | undefined;
   let lastError: string | undefined;
   const unknown = (reason: UnknownReason): UnknownResult<TStatus> => ({
@@ -255,7 +259,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     try {
       const res = await rt.fetch(request.url, {
         method: request.method,
-        headers: { ...request.headers, [contract.key.header]: intent.key, [requestIdHeader]: requestId },
+        headers: { ...baseHeaders, [contract.key.header]: intent.key, [requestIdHeader]: requestId },
         body: request.body,
         signal: controller.signal,
       });
