@@ -414,7 +414,8 @@ export function resolveSchemaPointer(doc: ApiDocument, schema: unknown, at: Loca
     let container = false;
     let open = false;
     for (const candidate of current) {
-      if (candidate.value === true) {
+      // `true` (or a reference to it) is the schema that accepts anything.
+      if (candidate.value === true || deref(doc, candidate.value, candidate.at)?.value === true) {
         open = true;
         continue;
       }

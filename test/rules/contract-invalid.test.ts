@@ -1,0 +1,34 @@
+import contractInvalid from '../../rules/contract-invalid.js';
+import { CONTRACT, payouts } from '../helpers/api-docs.js';
+import { ruleTester } from '../helpers/rule-tester.js';
+
+ruleTester.run(contractInvalid, {
+  valid: [
+    { name: 'the complete contract', document: payouts() },
+    { name: 'x-idempotency: true with no defaults', document: payouts((t) => (t.paths['/payouts'].post['x-idempotency'] = true)) },
+  ],
+  invalid: [
+    {
+      name: 'an unknown field (a typo of ttl)',
+      document: payouts((_t, c) => ((c.tll = c.ttl), delete c.ttl)),
+      errors: [{ messageId: 'invalid', pointer: `${CONTRACT}/tll` }],
+    },
+    {
+      name: 'a duration that is not ISO 8601, and a bad enum value',
+      document: payouts((_t, c) => ((c.lease = '30s'), (c.retry.backoff.jitter = 'random'))),
+      errors: [
+        { messageId: 'invalid', pointer: `${CONTRACT}/lease`, message: /PT30S/ },
+        { messageId: 'invalid', pointer: `${CONTRACT}/retry/backoff/jitter`, message: /full, equal, none/ },
+      ],
+    },
+    {
+      name: 'a wrong type in the document defaults is reported once, at the defaults',
+      document: payouts((t, c) => {
+        delete c.key.required;
+        t['x-idempotency'] = { key: { required: 'yes' } };
+        t.paths['/refunds'] = { post: { ...structuredClone(t.paths['/payouts'].post), operationId: 'createRefund' } };
+      }),
+      errors: [{ messageId: 'invalid', pointer: '/x-idempotency/key/required', operations: ['createPayout', 'createRefund'] }],
+    },
+  ],
+});

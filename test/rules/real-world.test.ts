@@ -1,0 +1,97 @@
+/**
+ * Real documents are messy. Shapes that are invalid elsewhere in a document (a 3.1 `type: 'null'` in a 3.0
+ * document, a null schema, null entries where objects belong) must not stop the idempotency rules: every
+ * rule runs without throwing, the contract's findings still come, and the CLI exits 1 (findings), not 2.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { main } from '../../src/cli/main.js';
+import { lintDocument } from '../../src/lint/engine.js';
+import { loadDocument } from '../../src/parser/index.js';
+import { rules } from '../../rules/index.js';
+import { CONTRACT, payouts, type Tree } from '../helpers/api-docs.js';
+import { bufferIo } from '../helpers/io.js';
+import { REPO_ROOT } from '../helpers/rule-tester.js';
+
+const post = (t: Tree): Tree => t.paths['/payouts'].post;
+
+/** Shapes written for these tests (not copied from any real spec), each with one idempotency fault. */
+const shapes: { name: string; text: string; expect: string[] }[] = [
+  {
+    name: "type: 'null' in a 3.0 body, under oneOf",
+    text: payouts((t, c) => {
+      t.openapi = '3.0.3';
+      t.components.schemas.PayoutInput.properties.note = { oneOf: [{ type: 'string' }, { type: 'null' }] };
+      c.fingerprint.include = ['/amount', '/currency', '/destination', '/nott'];
+    }),
+    expect: [`fingerprint-field-unknown ${CONTRACT}/fingerprint/include/3`],
+  },
+  {
+    name: 'a null property schema and a null request body schema',
+    text: payouts((t, c) => {
+      t.openapi = '3.0.3';
+      t.components.schemas.PayoutInput.properties.extra = null;
+      t.paths['/payouts/{id}'].post = { ...structuredClone(post(t)), operationId: 'amendPayout' };
+      t.paths['/payouts/{id}'].post.requestBody.content['application/json'].schema = null;
+      delete c.lease;
+    }),
+    expect: [`lease-missing ${CONTRACT}`],
+  },
+  {
+    name: 'null parameters, responses and headers',
+    text: payouts((t, c) => {
+      post(t).parameters.push(null);
+      post(t).responses['201'].headers['X-Extra'] = null;
+      post(t).responses['418'] = null;
+      t.paths['/payouts'].parameters = [null];
+      delete c.ttl;
+    }),
+    expect: [`ttl-missing ${CONTRACT}`],
+  },
+  {
+    name: 'a schema that is a bare boolean and a type array with an unknown type',
+    text: payouts((t, c) => {
+      t.components.schemas.Destination = true;
+      t.components.schemas.PayoutInput.properties.amount = { type: ['integer', 'money'] };
+      c.fingerprint.include = ['/amount', '/currency', '/destination/anything'];
+      c.scope = [];
+    }),
+    expect: [`scope-missing ${CONTRACT}/scope`],
+  },
+];
+
+describe('real-world shapes', () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'idemkit-real-'));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  for (const [index, shape] of shapes.entries()) {
+    it(`still lints the contract: ${shape.name}`, async () => {
+      const file = path.join(dir, `shape-${index}.yaml`);
+      await writeFile(file, shape.text);
+      const findings = lintDocument(await loadDocument(file), { rules });
+      const idempotency = findings.filter((f) => f.ruleId !== 'document-invalid').map((f) => `${f.ruleId} ${f.pointer}`);
+      assert.deepEqual(idempotency, shape.expect);
+      // The unrelated invalidity, when the parser reports it, is one warning per node, never an error.
+      const warnings = findings.filter((f) => f.ruleId === 'document-invalid');
+      assert.ok(warnings.every((w) => w.severity === 'warn'));
+      assert.equal(new Set(warnings.map((w) => `${w.pointer} ${w.message}`)).size, warnings.length);
+    });
+  }
+
+  it('exits 1 with the findings, not 2, on samples/broken/real-world.yaml', async () => {
+    const io = bufferIo(REPO_ROOT);
+    const code = await main(['lint', 'samples/broken/real-world.yaml', '--format', 'json'], io);
+    assert.equal(code, 1, io.err);
+    const report = JSON.parse(io.out) as { findings: { ruleId: string; pointer: string }[] };
+    const ids = report.findings.map((f) => f.ruleId).filter((id) => id !== 'document-invalid');
+    assert.deepEqual(ids.sort(), ['fingerprint-field-unknown', 'ttl-missing']);
+    assert.equal(io.err, '');
+  });
+});
