@@ -281,7 +281,8 @@ class DocumentLoader implements ApiDocument {
   }
 
   private follow(value: unknown, at: Location): Followed {
-    let current = value;
+    if (!isPlainObject(value) || typeof value.$ref !== 'string') return { ok: true, value, at };
+    let current: unknown = value;
     let where = at;
     const visited = new Set<string>();
     for (let hop = 0; hop < MAX_REF_HOPS; hop++) {

@@ -2,11 +2,15 @@
 
 /** Escapes one reference token (`~` → `~0`, `/` → `~1`). */
 export function escapeToken(token: string | number): string {
-  return String(token).replace(/~/g, '~0').replace(/\//g, '~1');
+  const text = String(token);
+  // Most tokens need no escaping; skip the two regex passes for them.
+  if (!text.includes('~') && !text.includes('/')) return text;
+  return text.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
 /** Unescapes one reference token. */
 export function unescapeToken(token: string): string {
+  if (!token.includes('~')) return token;
   return token.replace(/~1/g, '/').replace(/~0/g, '~');
 }
 
