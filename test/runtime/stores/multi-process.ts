@@ -8,7 +8,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '../../..');
 
 /** Reserve one id from `processes` OS processes × `perProcess` concurrent calls; returns every winner token and every owner seen. */
-export async function reserveFromProcesses(kind: 'postgres' | 'redis', target: string, name: string, id: string, processes = 4, perProcess = 25): Promise<{ won: string[]; seen: string[] }> {
+export async function reserveFromProcesses(kind: 'postgres' | 'redis' | 'sqlite', target: string, name: string, id: string, processes = 4, perProcess = 25): Promise<{ won: string[]; seen: string[] }> {
   // Start all children well before the shared instant so their reservations overlap.
   const startAt = Date.now() + 4000;
   const outputs = await Promise.all(

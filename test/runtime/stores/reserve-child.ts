@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from '../../../src/runtime/store.js';
 
 interface Args {
-  kind: 'postgres' | 'redis';
-  /** PostgreSQL connection string, or Redis port. */
+  kind: 'postgres' | 'redis' | 'sqlite';
+  /** PostgreSQL connection string, Redis port, or SQLite file. */
   target: string;
   /** Table or key prefix. */
   name: string;
@@ -27,6 +27,12 @@ if (args.kind === 'postgres') {
   await pool.query('SELECT 1');
   store = new PostgresStore(pool, { table: args.name });
   close = () => pool.end();
+} else if (args.kind === 'sqlite') {
+  const { default: Database } = await import('better-sqlite3');
+  const { SqliteStore } = await import('../../../src/runtime/stores/sqlite.js');
+  const db = new Database(args.target);
+  store = new SqliteStore(db, { table: args.name });
+  close = async () => db.close();
 } else {
   const { Redis } = await import('ioredis');
   const { RedisStore } = await import('../../../src/runtime/stores/redis.js');

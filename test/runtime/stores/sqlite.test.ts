@@ -7,6 +7,7 @@ import { SqliteStore, type SqliteDatabase } from '../../../src/runtime/stores/sq
 import { StoreError } from '../../../src/runtime/store.js';
 import { createGuard } from '../../../src/runtime/guard.js';
 import { describeStoreContract, describeTransactionContract } from '../store-contract.js';
+import { reserveFromProcesses } from './multi-process.js';
 import { demoContract, demoRequest, jsonResponse } from '../fixtures.js';
 
 let dir: string;
@@ -79,6 +80,16 @@ describe('SqliteStore', () => {
     assert.equal((await b.reserve({ ...input, token: 't-b' })).outcome, 'existing');
     db.close();
     other.close();
+  });
+
+  it('gives exactly one of 4 OS processes × 25 concurrent reservations the record (one file)', async function () {
+    this.timeout(120_000);
+    const { db, file } = openDb();
+    await new SqliteStore(db).migrate();
+    db.close();
+    const { won, seen } = await reserveFromProcesses('sqlite', file, 'idempotency_records', 'multi');
+    assert.equal(won.length, 1);
+    assert.deepEqual(seen, won);
   });
 
   it('throws a typed error when the connection is closed, and the guard answers 503', async () => {
