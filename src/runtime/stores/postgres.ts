@@ -16,7 +16,7 @@
  * `UPDATE`/`DELETE` statements fenced by the lease token. Time is the server's
  * (`clock_timestamp()`, in ms) unless a `clock` is injected.
  */
-import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   StoreError,
   checkStoreName,
@@ -29,8 +29,13 @@ import {
   type TransactionalStore,
 } from '../store.js';
 
-/** What the store runs queries on: a `pg.Pool` (needed for one-transaction mode), or one client. */
-export type PostgresQueryable = Pick<Pool, 'query'> & Partial<Pick<Pool, 'connect'>>;
+/** What the store runs queries on: a `pg.Pool` (needed for one-transaction mode), or one connected `pg.Client`. */
+export type PostgresQueryable = Pool | ClientBase;
+
+// A Pool hands out clients; a Client's own connect() opens its single connection and must not be called.
+function isPool(db: PostgresQueryable): db is Pool {
+  return typeof (db as Partial<Pool>).connect === 'function' && typeof (db as Partial<Pool>).totalCount === 'number';
+}
 
 /** Options of {@link PostgresStore}. */
 export interface PostgresStoreOptions {
@@ -156,10 +161,10 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
 
   async withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: PoolClient) => Promise<TransactionStep<T>>): Promise<T> {
     const pool = this.#db;
-    if (pool.connect === undefined) throw new StoreError('unsupported', 'one-transaction mode needs a pg.Pool (the store borrows a client per transaction)');
+    if (!isPool(pool)) throw new StoreError('unsupported', 'one-transaction mode needs a pg.Pool (the store borrows a client per transaction)');
     let client: PoolClient;
     try {
-      client = await (pool as Pick<Pool, 'connect'>).connect();
+      client = await pool.connect();
     } catch (error) {
       throw wrap(error);
     }
@@ -206,7 +211,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return this.#clock === undefined ? null : this.#clock();
   }
 
-  async #reserveOn(db: Pick<Pool, 'query'> | PoolClient, input: ReserveInput): Promise<ReserveResult> {
+  async #reserveOn(db: PostgresQueryable, input: ReserveInput): Promise<ReserveResult> {
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const now = this.#now();
       const inserted = await this.#query(
@@ -224,7 +229,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     throw new StoreError('unavailable', 'the record kept changing under the reservation');
   }
 
-  async #completeOn(db: Pick<Pool, 'query'> | PoolClient, id: string, token: string, input: CompleteInput): Promise<number> {
+  async #completeOn(db: PostgresQueryable, id: string, token: string, input: CompleteInput): Promise<number> {
     const result = await this.#query(
       this.#sql.complete,
       [this.#now(), id, token, input.response.status, JSON.stringify(input.response.headers), Buffer.from(input.response.body), input.resultId ?? null, input.ttlMs],
@@ -233,7 +238,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return result.rowCount ?? 0;
   }
 
-  async #query(text: string, values: unknown[] = [], db: Pick<Pool, 'query'> | PoolClient = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
+  async #query(text: string, values: unknown[] = [], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
     try {
       return await db.query<Row>(text, values);
     } catch (error) {

@@ -91,6 +91,22 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     assert.equal(bodyJson(await first).id, 'one');
   });
 
+  it('also runs on one pg.Client, but needs a Pool for one-transaction mode', async () => {
+    const client = new pg.Client({ connectionString: server.connectionString });
+    await client.connect();
+    try {
+      const store = new PostgresStore(client, { table: table() });
+      await store.migrate();
+      assert.equal((await store.reserve({ id: 'c', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
+      await assert.rejects(
+        store.withReservation({ id: 'd', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 }, async () => ({ commit: false, value: 0 })),
+        (e: unknown) => e instanceof StoreError && e.kind === 'unsupported',
+      );
+    } finally {
+      await client.end();
+    }
+  });
+
   it('refuses a table name that could inject SQL', () => {
     assert.throws(() => new PostgresStore(pool, { table: 'x; DROP TABLE y' }), StoreError);
   });
