@@ -149,6 +149,9 @@ export interface IdempotencyStore {
 
   /** The store clock (ms since the epoch). */
   now(): Promise<number>;
+
+  /** Create the schema if absent (idempotent); a no-op where there is none. Never called implicitly. */
+  migrate?(): Promise<void>;
 }
 
 /**

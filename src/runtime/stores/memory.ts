@@ -122,6 +122,9 @@ export class MemoryStore implements IdempotencyStore {
   async now(): Promise<number> {
     return this.#clock();
   }
+
+  /** Nothing to create; present so every store can be migrated the same way. */
+  async migrate(): Promise<void> {}
 }
 
 // Callers get copies so that mutating a returned record cannot change the store.
