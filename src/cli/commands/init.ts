@@ -1,12 +1,57 @@
+/**
+ * `idemkit init <spec>`: propose `x-idempotency` contracts for operations that already take an idempotency
+ * key header. Prints what it would insert; writes (atomically) only with `--write`. Re-running is a no-op.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Argv } from 'yargs';
-import { UsageError } from '../../errors.js';
+import { catalogue } from '../../lint/catalogue.js';
+import { loadConfig } from '../../lint/config.js';
+import { scaffoldContracts } from '../../lint/scaffold.js';
+import { writeFileAtomic } from '../../lint/write-file.js';
+import { loadDocument } from '../../parser/load.js';
 import type { Command } from '../main.js';
 
 export const initCommand: Command = {
-  command: 'init',
-  describe: 'init (not built yet)',
-  builder: (y: Argv) => y,
-  async run() {
-    throw new UsageError('idemkit init is not built yet');
+  command: 'init <spec>',
+  describe: 'Scaffold x-idempotency contracts for operations that already take an idempotency key (comments and layout kept)',
+  builder: (y: Argv) =>
+    y
+      .positional('spec', { type: 'string', describe: 'OpenAPI document (YAML or JSON)', demandOption: true })
+      .option('write', { type: 'boolean', default: false, describe: 'Write the contracts into the file (default: only show them)' })
+      .option('config', { alias: 'c', type: 'string', describe: 'Config file for extra key header names (default: discovered upward from the spec)' })
+      .example('$0 init openapi.yaml', 'show the contracts it would add')
+      .example('$0 init openapi.yaml --write', 'add them, then run `idemkit lint openapi.yaml`'),
+  async run(args, io) {
+    const shown = String(args.spec);
+    const file = path.resolve(io.cwd, shown);
+    const config = loadConfig({
+      cwd: io.cwd,
+      specFile: file,
+      configFile: args.config === undefined ? undefined : String(args.config),
+      knownRuleIds: catalogue().map((rule) => rule.meta.id),
+    });
+    const document = await loadDocument(file);
+    const text = readFileSync(file, 'utf8');
+    const result = scaffoldContracts(document, text, config.settings);
+    const lines: string[] = [];
+    for (const change of result.changes) {
+      lines.push(`${shown}:${change.line}  ${change.operation}  (key header ${change.header})`);
+      for (const line of change.lines) lines.push(`+ ${line}`);
+      lines.push('');
+    }
+    for (const skip of result.skipped) lines.push(`skipped ${skip.operation}: ${skip.reason}`);
+    if (result.skipped.length > 0) lines.push('');
+    const count = result.changes.length;
+    if (count === 0) {
+      lines.push(`nothing to scaffold in ${shown}: no operation without x-idempotency takes an idempotency key header`);
+    } else if (args.write === true) {
+      writeFileAtomic(file, result.text);
+      lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${shown}; next: idemkit lint ${shown}`);
+    } else {
+      lines.push(`${count} contract${count === 1 ? '' : 's'} to add; nothing written — run again with --write to apply`);
+    }
+    io.stdout(`${lines.join('\n')}\n`);
+    return 0;
   },
 };

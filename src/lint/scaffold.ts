@@ -1,0 +1,278 @@
+/**
+ * `idemkit init`: scaffold `x-idempotency` contracts for operations that already take an idempotency key
+ * in a header, by inserting text into the spec — never by re-serialising it — so the user's comments,
+ * quoting, key order and layout survive byte for byte. The inserted block holds only what can be read off
+ * the operation (the key header, whether it is required, its maxLength, a principal scope when the
+ * operation is authenticated, the documented state responses) plus conservative defaults; everything
+ * else is left for `idemkit lint` to ask about.
+ */
+import { createRequire } from 'node:module';
+import { InternalError } from '../errors.js';
+import type { ApiDocument, OperationView } from '../parser/model.js';
+import { JsonPositionIndex } from '../parser/positions.js';
+import type { LintSettings } from './rule.js';
+import { declaredResponses, effectiveParameters, effectiveSecurity, keyEvidence, parsePointer } from './views.js';
+import type * as YamlModule from 'yaml';
+import type { Node as YamlNode, YAMLMap } from 'yaml';
+
+const require = createRequire(import.meta.url);
+
+/** One contract that was (or would be) inserted. */
+export interface ScaffoldChange {
+  readonly operation: string;
+  readonly header: string;
+  /** 1-based line of the inserted block in the new text. */
+  readonly line: number;
+  /** The inserted lines, without line breaks. */
+  readonly lines: readonly string[];
+  /** The contract object that was inserted. */
+  readonly contract: Record<string, unknown>;
+}
+
+/** An operation that looks like it wants a contract but was left alone, and why. */
+export interface ScaffoldSkip {
+  readonly operation: string;
+  readonly reason: string;
+}
+
+/** Result of {@link scaffoldContracts}. */
+export interface ScaffoldResult {
+  /** The new text (equal to the input when nothing changed). */
+  readonly text: string;
+  readonly changes: readonly ScaffoldChange[];
+  readonly skipped: readonly ScaffoldSkip[];
+}
+
+const STATE_STATUSES: readonly (readonly [string, readonly number[]])[] = [
+  ['missingKey', [400]],
+  ['invalidKey', [400]],
+  ['mismatch', [422]],
+  ['inProgress', [409]],
+  ['abandoned', [409]],
+  ['storeUnavailable', [503]],
+];
+
+const COMMENT = 'Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (effect owner, retry budget, unknown outcome).';
+
+/** The contract idemkit proposes for an operation with a key header. */
+export function proposeContract(document: ApiDocument, operation: OperationView, header: string): Record<string, unknown> {
+  const parameter = effectiveParameters(document, operation).find((p) => p.in === 'header' && p.name.toLowerCase() === header.toLowerCase());
+  const schema = parameter?.node['schema'];
+  const maxLength =
+    typeof (schema as Record<string, unknown> | undefined)?.['maxLength'] === 'number'
+      ? (schema as Record<string, number>)['maxLength']
+      : typeof parameter?.node['maxLength'] === 'number'
+        ? (parameter.node['maxLength'] as number)
+        : undefined;
+  const key: Record<string, unknown> = { header, required: parameter?.required ?? false };
+  if (maxLength !== undefined) key.maxLength = maxLength;
+  const contract: Record<string, unknown> = { key };
+  if (effectiveSecurity(document, operation).secured) contract.scope = ['principal'];
+  contract.fingerprint = { include: 'all' };
+  contract.ttl = 'P1D';
+  contract.lease = 'PT30S';
+  const declared = new Set(declaredResponses(document, operation).map((response) => response.status));
+  const responses: Record<string, unknown> = {};
+  for (const [state, statuses] of STATE_STATUSES) {
+    const status = statuses.find((candidate) => declared.has(String(candidate)));
+    if (status !== undefined) responses[state] = { status };
+  }
+  if (Object.keys(responses).length > 0) contract.responses = responses;
+  return contract;
+}
+
+/** Scaffolds contracts into `text`, the source of `document`'s entry file (YAML or JSON). */
+export function scaffoldContracts(document: ApiDocument, text: string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
+  const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
+  const planned: { operation: OperationView; header: string; contract: Record<string, unknown> }[] = [];
+  const skipped: ScaffoldSkip[] = [];
+  for (const operation of document.operations) {
+    if ('x-idempotency' in operation.node) continue;
+    const evidence = keyEvidence(document, operation, settings.keyHeaders);
+    if (!evidence) continue;
+    if (evidence.kind !== 'header') {
+      skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`; x-idempotency reads keys from a header, so write this contract by hand` });
+      continue;
+    }
+    if (operation.at.file !== document.file) {
+      skipped.push({ operation: operation.label, reason: `is defined in another file (${operation.at.file}); run idemkit init on that file` });
+      continue;
+    }
+    planned.push({ operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
+  }
+  const newline = text.includes('\r\n') ? '\r\n' : '\n';
+  const inserts: { offset: number; text: string; operation: OperationView; header: string; contract: Record<string, unknown>; lines: string[] }[] = [];
+  for (const plan of planned) {
+    const insert = format === 'json' ? planJson(text, plan.operation, plan.contract, newline) : planYaml(text, plan.operation, plan.contract, newline);
+    if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert });
+    else inserts.push({ ...insert, ...plan });
+  }
+  // Apply from the end so earlier offsets stay valid.
+  let out = text;
+  for (const insert of [...inserts].sort((a, b) => b.offset - a.offset)) out = out.slice(0, insert.offset) + insert.text + out.slice(insert.offset);
+  const changes: ScaffoldChange[] = [];
+  let shift = 0;
+  for (const insert of [...inserts].sort((a, b) => a.offset - b.offset)) {
+    const at = insert.offset + shift;
+    const firstLine = out.slice(0, at + Math.max(0, insert.text.indexOf(insert.lines[0]!))).split('\n').length;
+    changes.push({ operation: insert.operation.label, header: insert.header, line: firstLine, lines: insert.lines, contract: insert.contract });
+    shift += insert.text.length;
+  }
+  verify(out, format, document, changes.length > 0 ? inserts : []);
+  return { text: out, changes, skipped };
+}
+
+interface Insert {
+  readonly offset: number;
+  readonly text: string;
+  readonly lines: string[];
+}
+
+function yamlModule(): typeof YamlModule {
+  return require('yaml') as typeof YamlModule;
+}
+
+function planYaml(text: string, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
+  const yaml = yamlModule();
+  const lineCounter = new yaml.LineCounter();
+  const doc = yaml.parseDocument(text, { lineCounter });
+  const tokens = parsePointer(operation.at.pointer);
+  const node = tokens ? (doc.getIn(tokens, true) as YamlNode | undefined) : undefined;
+  if (!yaml.isMap(node) || (node as YAMLMap).flow || (node as YAMLMap).items.length === 0) {
+    return 'is not a block mapping in the YAML (flow style or an alias); add x-idempotency by hand';
+  }
+  const map = node as YAMLMap<YamlNode, YamlNode>;
+  const firstKey = map.items[0]!.key as YamlNode;
+  const last = map.items[map.items.length - 1]!;
+  const keyStart = firstKey.range![0];
+  const lineStart = text.lastIndexOf('\n', keyStart - 1) + 1;
+  const indent = text.slice(lineStart, keyStart);
+  if (!/^[ ]*$/.test(indent)) return 'shares a line with other YAML syntax; add x-idempotency by hand';
+  const parentIndent = parentKeyIndent(text, node.range![0], indent.length);
+  const step = Math.max(1, indent.length - parentIndent);
+  const end = ((last.value as YamlNode | null)?.range ?? (last.key as YamlNode).range)![1];
+  let offset = end;
+  let prefix = '';
+  if (text[offset - 1] !== '\n') {
+    const next = text.indexOf('\n', offset);
+    if (next === -1) {
+      offset = text.length;
+      prefix = newline;
+    } else offset = next + 1;
+  }
+  const body = yaml.stringify({ 'x-idempotency': contract }, { indent: step, lineWidth: 0, flowCollectionPadding: false }).trimEnd().split('\n');
+  // Short lists read best inline, as the DESIGN examples write them.
+  const lines = [`# ${COMMENT}`, ...inlineShortLists(body, step)].map((line) => indent + line);
+  return { offset, text: prefix + lines.join(newline) + newline, lines };
+}
+
+/** Indentation of the key that holds the operation (the method), to learn the file's indent step. */
+function parentKeyIndent(text: string, mapStart: number, childIndent: number): number {
+  let cursor = text.lastIndexOf('\n', mapStart - 1);
+  while (cursor > 0) {
+    const start = text.lastIndexOf('\n', cursor - 1) + 1;
+    const line = text.slice(start, cursor);
+    const indent = line.length - line.trimStart().length;
+    if (line.trim() !== '' && !line.trimStart().startsWith('#') && indent < childIndent) return indent;
+    cursor = start - 1;
+  }
+  return Math.max(0, childIndent - 2);
+}
+
+function inlineShortLists(lines: string[], step: number): string[] {
+  const out: string[] = [];
+  for (let index = 0; index < lines.length; index += 1) {
+    const line = lines[index]!;
+    const items: string[] = [];
+    const depth = line.length - line.trimStart().length;
+    let next = index + 1;
+    while (next < lines.length && lines[next]!.startsWith(`${' '.repeat(depth + step)}- `) && !lines[next]!.includes(': ')) {
+      items.push(lines[next]!.trim().slice(2));
+      next += 1;
+    }
+    const only = lines[index + 1];
+    const after = lines[index + 2];
+    const onlyDepth = only === undefined ? -1 : only.length - only.trimStart().length;
+    if (line.endsWith(':') && items.length > 0 && next - index - 1 === items.length) {
+      out.push(`${line} [${items.join(', ')}]`);
+      index = next - 1;
+    } else if (
+      line.endsWith(':') &&
+      only !== undefined &&
+      onlyDepth === depth + step &&
+      /^[\w-]+: [^\s{[]/.test(only.trim()) &&
+      (after === undefined || after.length - after.trimStart().length <= depth)
+    ) {
+      // A one-entry mapping (`mismatch: { status: 422 }`) reads best on one line.
+      out.push(`${line} { ${only.trim()} }`);
+      index += 1;
+    } else out.push(line);
+  }
+  return out;
+}
+
+function planJson(text: string, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
+  const tokens = parsePointer(operation.at.pointer);
+  if (!tokens) return 'cannot be located in the JSON text';
+  const located = new JsonPositionIndex(text).locate(tokens);
+  if (located.depth !== tokens.length || text[located.valueOffset] !== '{') return 'cannot be located in the JSON text';
+  const open = located.valueOffset;
+  const close = matchingBrace(text, open);
+  if (close === -1) return 'cannot be located in the JSON text';
+  let lastMember = close - 1;
+  while (lastMember > open && /\s/.test(text[lastMember]!)) lastMember -= 1;
+  const empty = lastMember === open;
+  const inner = text.slice(open + 1, close);
+  const multiline = inner.includes('\n');
+  if (!multiline) {
+    const value = JSON.stringify(contract);
+    const insertion = `${empty ? '' : ','} "x-idempotency": ${value}${empty ? ' ' : ''}`;
+    return { offset: lastMember + 1, text: insertion, lines: [`"x-idempotency": ${value}`] };
+  }
+  const closeLineStart = text.lastIndexOf('\n', close - 1) + 1;
+  const closeIndent = /^[ \t]*/.exec(text.slice(closeLineStart, close))![0];
+  const firstMember = open + 1 + (inner.length - inner.trimStart().length);
+  const memberLineStart = text.lastIndexOf('\n', firstMember - 1) + 1;
+  const memberIndent = empty ? `${closeIndent}  ` : /^[ \t]*/.exec(text.slice(memberLineStart, firstMember))![0];
+  const step = memberIndent.startsWith(closeIndent) && memberIndent.length > closeIndent.length ? memberIndent.slice(closeIndent.length) : '  ';
+  const value = JSON.stringify(contract, null, step).split('\n');
+  const block = [`"x-idempotency": ${value[0]}`, ...value.slice(1)];
+  const lines = block.map((line) => memberIndent + line);
+  const insertion = `${empty ? '' : ','}${newline}${lines.join(newline)}`;
+  return { offset: lastMember + 1, text: insertion, lines };
+}
+
+function matchingBrace(text: string, open: number): number {
+  let depth = 0;
+  for (let index = open; index < text.length; index += 1) {
+    const char = text[index];
+    if (char === '"') {
+      index += 1;
+      while (index < text.length && text[index] !== '"') index += text[index] === '\\' ? 2 : 1;
+    } else if (char === '{' || char === '[') depth += 1;
+    else if (char === '}' || char === ']') {
+      depth -= 1;
+      if (depth === 0) return index;
+    }
+  }
+  return -1;
+}
+
+/** Re-parses the new text: it must parse, and each scaffolded operation must now carry exactly its contract. */
+function verify(text: string, format: 'json' | 'yaml', document: ApiDocument, inserts: readonly { operation: OperationView; contract: Record<string, unknown> }[]): void {
+  if (inserts.length === 0) return;
+  let root: unknown;
+  try {
+    root = format === 'json' ? JSON.parse(text) : yamlModule().parse(text);
+  } catch (error) {
+    throw new InternalError(`init produced text that does not parse (${(error as Error).message}); nothing was written`);
+  }
+  for (const { operation, contract } of inserts) {
+    let node: unknown = root;
+    for (const token of parsePointer(operation.at.pointer) ?? []) node = (node as Record<string, unknown> | undefined)?.[token];
+    const written = (node as Record<string, unknown> | undefined)?.['x-idempotency'];
+    if (JSON.stringify(written) !== JSON.stringify(contract)) {
+      throw new InternalError(`init could not place the contract of ${operation.label} in ${document.file}; nothing was written`);
+    }
+  }
+}

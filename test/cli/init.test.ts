@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parse } from 'yaml';
+import { main } from '../../src/cli/main.js';
+import { bufferIo } from '../helpers/io.js';
+
+const yamlSpec = `# Payments API — hand-written; these comments must survive
+openapi: 3.0.3
+info: { title: Payments, version: "1" }
+security:
+  - bearer: []   # everyone authenticates
+paths:
+  /payouts:
+    post:   # creates a payout
+      operationId: createPayout
+      parameters:
+        - $ref: '#/components/parameters/IdemKey'
+      responses:
+        '201': { description: created }
+        '400': { description: bad key }
+        '422': { description: "mismatch"   }   # odd spacing, kept
+      # a comment after responses
+    get:
+      operationId: listPayouts
+      responses: { '200': { description: ok } }
+  /refunds:
+    post:
+      operationId: createRefund
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                idempotency_key: { type: string }
+      responses:
+        '201': { description: created }
+  /transfers:
+    put:
+      operationId: putTransfer
+      security: []
+      parameters:
+        - { name: X-Idempotency-Key, in: header, schema: { type: string } }
+      responses:
+        '200': { description: ok }
+      x-idempotency: false
+components:
+  securitySchemes:
+    bearer: { type: http, scheme: bearer }
+  parameters:
+    IdemKey:
+      name: Idempotency-Key
+      in: header
+      required: true
+      schema: { type: string, maxLength: 64 }
+`;
+
+describe('idemkit init', () => {
+  let dir: string;
+  const run = async (...argv: string[]) => {
+    const io = bufferIo(dir);
+    const code = await main(['init', ...argv], io);
+    return { code, out: io.out, err: io.err };
+  };
+  const read = (name: string) => readFileSync(path.join(dir, name), 'utf8');
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'idemkit-init-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('shows the contracts it would add and writes nothing without --write', async () => {
+    writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
+    const result = await run('api.yaml');
+    assert.equal(result.code, 0, result.err);
+    assert.equal(read('api.yaml'), yamlSpec);
+    assert.match(result.out, /^api\.yaml:16 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
+    assert.match(result.out, /\n\+ {7}x-idempotency:\n/);
+    assert.match(result.out, /skipped POST \/refunds \(createRefund\): takes its key in the body field `idempotency_key`/);
+    assert.match(result.out, /1 contract to add; nothing written — run again with --write to apply\n$/);
+  });
+
+  it('inserts the contract keeping every comment and line of the YAML, and re-running is a no-op', async () => {
+    writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
+    assert.equal((await run('api.yaml', '--write')).code, 0);
+    const written = read('api.yaml');
+    // Nothing of the user's text is lost or changed: removing the inserted block gives the original back.
+    const inserted = written.split('\n').filter((line) => !yamlSpec.split('\n').includes(line));
+    assert.equal(written.split('\n').filter((line) => !inserted.includes(line)).join('\n'), yamlSpec);
+    for (const comment of ['# Payments API — hand-written; these comments must survive', '# everyone authenticates', '# creates a payout', '# odd spacing, kept', '# a comment after responses']) {
+      assert.ok(written.includes(comment), comment);
+    }
+    assert.ok(written.includes(`'422': { description: "mismatch"   }   # odd spacing, kept`));
+    const contract = parse(written).paths['/payouts'].post['x-idempotency'];
+    assert.deepEqual(contract, {
+      key: { header: 'Idempotency-Key', required: true, maxLength: 64 },
+      scope: ['principal'],
+      fingerprint: { include: 'all' },
+      ttl: 'P1D',
+      lease: 'PT30S',
+      responses: { missingKey: { status: 400 }, invalidKey: { status: 400 }, mismatch: { status: 422 } },
+    });
+    // Inserted at the operation's indentation, after its last entry.
+    assert.match(written, /\n {8}'422': .*\n {6}# Scaffolded by `idemkit init`.*\n {6}x-idempotency:\n {8}key:\n/);
+    // The operation that said x-idempotency: false is left alone.
+    assert.equal(parse(written).paths['/transfers'].put['x-idempotency'], false);
+
+    const again = await run('api.yaml', '--write');
+    assert.equal(again.code, 0);
+    assert.match(again.out, /nothing to scaffold in api\.yaml/);
+    assert.equal(read('api.yaml'), written);
+  });
+
+  it('turns contract-missing into a contract lint can check', async () => {
+    writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
+    const lint = async () => {
+      const io = bufferIo(dir);
+      await main(['lint', 'api.yaml', '--format', 'json'], io);
+      return JSON.parse(io.out) as { findings: { ruleId: string; operations: string[] }[] };
+    };
+    const before = await lint();
+    assert.ok(before.findings.some((f) => f.ruleId === 'contract-missing' && f.operations.includes('createPayout')));
+    await run('api.yaml', '--write');
+    const after = await lint();
+    assert.ok(!after.findings.some((f) => f.ruleId === 'contract-missing' && f.operations.includes('createPayout')));
+    assert.ok(!after.findings.some((f) => f.ruleId === 'contract-invalid'), 'the scaffold is a valid contract');
+  });
+
+  it('keeps a JSON spec’s indentation and line endings', async () => {
+    const spec = JSON.stringify(parse(yamlSpec), null, 4).replace(/\n/g, '\r\n') + '\r\n';
+    writeFileSync(path.join(dir, 'api.json'), spec);
+    assert.equal((await run('api.json', '--write')).code, 0);
+    const written = read('api.json');
+    assert.ok(!/[^\r]\n/.test(written), 'CRLF kept everywhere');
+    const value = JSON.parse(written);
+    assert.equal(value.paths['/payouts'].post['x-idempotency'].key.header, 'Idempotency-Key');
+    assert.match(written, /\r\n {16}"x-idempotency": \{\r\n {20}"key": \{\r\n {24}"header": "Idempotency-Key",/);
+    // Everything else is byte-identical: drop the added member and the original comes back.
+    const start = written.indexOf(',\r\n                "x-idempotency"');
+    const end = written.indexOf('\r\n            }', start);
+    assert.equal(written.slice(0, start) + written.slice(end), spec);
+    const again = await run('api.json');
+    assert.match(again.out, /nothing to scaffold/);
+  });
+
+  it('honours extra key header names from the config', async () => {
+    const custom = yamlSpec.replace("- $ref: '#/components/parameters/IdemKey'", '- { name: X-Op-Token, in: header, required: true, schema: { type: string } }');
+    writeFileSync(path.join(dir, 'api.yaml'), custom);
+    assert.match((await run('api.yaml')).out, /nothing to scaffold/);
+    writeFileSync(path.join(dir, '.idemkitrc.yaml'), 'keyHeaders: [X-Op-Token]\n');
+    assert.match((await run('api.yaml')).out, /\(key header X-Op-Token\)/);
+  });
+
+  it('inserts after a block scalar and into a file without a final newline', async () => {
+    const spec = [
+      'openapi: 3.1.0',
+      'info: { title: t, version: "1" }',
+      'paths:',
+      '  /a:',
+      '    post:',
+      '      parameters:',
+      '        - { name: Idempotency-Key, in: header, schema: { type: string } }',
+      '      responses:',
+      "        '200': { description: ok }",
+      '      description: |',
+      '        Two lines',
+      '        of text.',
+      '  /b:',
+      '    post:',
+      '      parameters:',
+      '        - { name: Idempotency-Key, in: header, schema: { type: string } }',
+      "      responses: { '200': { description: ok } }",
+    ].join('\n');
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    assert.equal((await run('api.yaml', '--write')).code, 0);
+    const written = read('api.yaml');
+    const value = parse(written);
+    assert.equal(value.paths['/a'].post.description, 'Two lines\nof text.\n');
+    assert.equal(value.paths['/a'].post['x-idempotency'].key.required, false);
+    assert.equal(value.paths['/b'].post['x-idempotency'].key.header, 'Idempotency-Key');
+    assert.ok(written.startsWith(spec.split('  /b:')[0]!.replace(/of text\.\n$/, 'of text.\n')));
+    assert.ok(written.includes("      responses: { '200': { description: ok } }\n      # Scaffolded"));
+  });
+
+  it('exits 2 on a missing spec', async () => {
+    const result = await run('nope.yaml');
+    assert.equal(result.code, 2);
+    assert.match(result.err, /nope\.yaml/);
+  });
+});
