@@ -6,14 +6,21 @@
 import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
+import type * as JsYamlModule from 'js-yaml';
 import type * as YamlModule from 'yaml';
 import { DocumentError } from '../errors.js';
 import type { Position } from './model.js';
 import { parsePointer } from './pointer.js';
 import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
-import { YamlPositionIndex } from './yaml-positions.js';
+import { YamlEventIndex } from './yaml-positions.js';
 
 const require = createRequire(import.meta.url);
+// js-yaml reads documents (fast, with offsets on every event); `yaml` only explains syntax errors.
+let jsYamlModule: typeof JsYamlModule | undefined;
+let yamlSchema: JsYamlModule.Schema | undefined;
+function loadJsYaml(): typeof JsYamlModule {
+  return (jsYamlModule ??= require('js-yaml') as typeof JsYamlModule);
+}
 let yamlModule: typeof YamlModule | undefined;
 function loadYaml(): typeof YamlModule {
   return (yamlModule ??= require('yaml') as typeof YamlModule);
@@ -146,38 +153,46 @@ function jsonErrorOffset(message: string, text: string): number {
 }
 
 function parseYaml(file: string, text: string): SourceFile {
+  const jsYaml = loadJsYaml();
+  // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys; duplicate keys:
+  // the last one wins, as in JSON.
+  yamlSchema ??= jsYaml.CORE_SCHEMA.withTags(jsYaml.mergeTag);
+  let events: JsYamlModule.Event[];
+  let documents: unknown[];
+  try {
+    events = jsYaml.parseEvents(text, { filename: file, maxDepth: 1_000 });
+    documents = jsYaml.constructFromEvents(events, { source: text, filename: file, schema: yamlSchema, json: true, maxTotalMergeKeys: -1 });
+  } catch (error) {
+    throw yamlError(file, text, error);
+  }
+  if (documents.length > 1) {
+    throw new DocumentError('invalid YAML: the file holds several documents — keep one document per file (remove the extra ---)', file, undefined, 1, 1);
+  }
+  const value = documents[0];
+  if (value === undefined || value === null) {
+    throw new DocumentError('the file has no content (only comments or blank lines) — write an OpenAPI document (openapi: 3.1.0, info, paths)', file, '', 1, 1);
+  }
+  return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue));
+}
+
+/**
+ * The error for YAML that does not parse. The `yaml` package explains syntax errors better (and points at
+ * an unclosed quote where it opens), so it is consulted on this path only.
+ */
+function yamlError(file: string, text: string, error: unknown): DocumentError {
   const yaml = loadYaml();
-  const document = yaml.parseDocument(text, {
-    merge: true,
-    prettyErrors: false,
-    keepSourceTokens: false,
-    // Duplicate keys are a warning, not a failure: the last one wins, as in JSON.
-    uniqueKeys: false,
-  });
+  const document = yaml.parseDocument(text, { merge: true, prettyErrors: false, keepSourceTokens: false, uniqueKeys: false });
   const first = document.errors[0];
+  const lines = new LineTable(text);
   if (first) {
     const offset = (first.code === 'MISSING_CHAR' && unclosedQuoteOffset(yaml, text)) || first.pos[0];
-    const { line, column } = new LineTable(text).position(Math.min(offset, text.length));
-    throw new DocumentError(`invalid YAML: ${yamlMessage(first.message, first.code)}`, file, undefined, line, column);
+    const { line, column } = lines.position(Math.min(offset, text.length));
+    return new DocumentError(`invalid YAML: ${yamlMessage(first.message, first.code)}`, file, undefined, line, column);
   }
-  let value: unknown;
-  try {
-    value = document.toJS({ maxAliasCount: 10_000 });
-  } catch (error) {
-    throw new DocumentError(
-      `invalid YAML: ${error instanceof Error ? error.message : String(error)} — reduce alias use`,
-      file,
-      undefined,
-      1,
-      1,
-    );
-  }
-  const warnings = document.warnings.map((warning) => ({
-    pointer: '',
-    message: `YAML: ${warning.message.split('\n')[0]}`,
-    offset: warning.pos[0],
-  }));
-  return new SourceFile(file, 'yaml', text, value, new YamlPositionIndex(yaml, document), warnings);
+  const mark = (error as { mark?: { position?: number } }).mark;
+  const reason = (error as { reason?: string }).reason ?? (error instanceof Error ? error.message : String(error));
+  const { line, column } = lines.position(Math.min(mark?.position ?? 0, text.length));
+  return new DocumentError(`invalid YAML: ${reason} — fix the YAML here`, file, undefined, line, column);
 }
 
 /**

@@ -1,104 +1,195 @@
-/** Positions in YAML text, read from the node ranges of a parsed `yaml` Document (aliases and `<<` merges followed). */
-import type { Document, Node as YamlNode, Pair, YAMLMap, YAMLSeq } from 'yaml';
+/**
+ * Positions in YAML text from js-yaml's flat parser events (each carries source offsets). The events are
+ * kept from the one parse that built the document's value; the tree structure over them (where each
+ * collection ends, each mapping's key table) is built only when a finding first needs a position.
+ * Aliases and `<<` merge keys are followed to where a field is written.
+ */
+import type { Event, ScalarEvent } from 'js-yaml';
 import type { Located, PositionIndex } from './positions.js';
-import type * as YamlModule from 'yaml';
 
-export class YamlPositionIndex implements PositionIndex {
-  // Big maps (`paths`, `components/schemas`) are searched often: memoise a key → pair table for them.
-  private readonly tables = new WeakMap<YAMLMap, Map<string, Pair>>();
+const DOCUMENT = 1;
+const SEQUENCE = 2;
+const MAPPING = 3;
+const SCALAR = 4;
+const ALIAS = 5;
+const POP = 6;
+const SINGLE_QUOTED = 2;
+const DOUBLE_QUOTED = 3;
+
+type ScalarReader = (input: string, scalar: ScalarEvent) => string;
+
+export class YamlEventIndex implements PositionIndex {
+  private ends: Int32Array | undefined;
+  private anchors: Map<string, number[]> | undefined;
+  private readonly tables = new Map<number, Map<string, { key: number; value: number }>>();
+
   constructor(
-    private readonly yaml: typeof YamlModule,
-    private readonly document: Document,
+    private readonly text: string,
+    private readonly events: readonly Event[],
+    private readonly readScalar: ScalarReader,
   ) {}
 
   locate(tokens: readonly string[]): Located {
-    const { yaml } = this;
-    let node: unknown = this.document.contents;
+    this.prepare();
+    // The root node is the first event after DOCUMENT.
+    let node = this.events[0]?.type === DOCUMENT ? 1 : 0;
+    if (node >= this.events.length || this.events[node]!.type === POP) return { keyOffset: undefined, valueOffset: 0, depth: 0 };
     let keyOffset: number | undefined;
-    let valueOffset = rangeStart(node) ?? 0;
+    let valueOffset = this.start(node) ?? 0;
     let depth = 0;
     for (const token of tokens) {
-      node = this.resolve(node);
-      let next: unknown;
-      let nextKeyOffset: number | undefined;
-      if (yaml.isMap(node)) {
-        const pair = this.findPair(node, token, 0);
+      const target = this.resolve(node);
+      const event = this.events[target]!;
+      let next: number | undefined;
+      let nextKey: number | undefined;
+      if (event.type === MAPPING) {
+        const pair = this.findPair(target, token, 0);
         if (!pair) break;
         next = pair.value;
-        nextKeyOffset = rangeStart(pair.key);
-      } else if (yaml.isSeq(node)) {
+        nextKey = this.start(pair.key);
+      } else if (event.type === SEQUENCE) {
         if (!/^(0|[1-9]\d*)$/.test(token)) break;
-        next = (node as YAMLSeq).items[Number(token)];
+        next = this.child(target, Number(token));
         if (next === undefined) break;
-        nextKeyOffset = undefined;
       } else {
         break;
       }
-      const start = rangeStart(next) ?? nextKeyOffset;
+      const start = this.start(next) ?? nextKey;
       if (start === undefined) break;
       node = next;
-      keyOffset = nextKeyOffset;
+      keyOffset = nextKey;
       valueOffset = start;
       depth += 1;
     }
     return { keyOffset, valueOffset, depth };
   }
 
-  private resolve(node: unknown): unknown {
-    let current = node;
-    for (let guard = 0; guard < 100 && this.yaml.isAlias(current); guard++) {
-      current = current.resolve(this.document);
+  /** One pass over the events: where each collection ends, and where each anchor is defined. */
+  private prepare(): void {
+    if (this.ends) return;
+    const events = this.events;
+    const ends = new Int32Array(events.length);
+    const anchors = new Map<string, number[]>();
+    const stack: number[] = [];
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!;
+      if (event.type === POP) {
+        const open = stack.pop();
+        if (open !== undefined) ends[open] = i;
+        ends[i] = i;
+        continue;
+      }
+      if ((event.type === MAPPING || event.type === SEQUENCE || event.type === SCALAR) && event.anchorStart >= 0) {
+        const name = this.text.slice(event.anchorStart, event.anchorEnd);
+        const list = anchors.get(name) ?? [];
+        list.push(i);
+        anchors.set(name, list);
+      }
+      if (event.type === MAPPING || event.type === SEQUENCE || event.type === DOCUMENT) stack.push(i);
+      else ends[i] = i;
+    }
+    this.ends = ends;
+    this.anchors = anchors;
+  }
+
+  /** Index of the event after the node starting at `index` (its POP + 1 for a collection). */
+  private after(index: number): number {
+    return this.ends![index]! + 1;
+  }
+
+  /** The `position`-th child of the collection at `index`. */
+  private child(index: number, position: number): number | undefined {
+    let cursor = index + 1;
+    for (let i = 0; i < position; i++) {
+      if (this.events[cursor]?.type === POP) return undefined;
+      cursor = this.after(cursor);
+    }
+    return this.events[cursor] === undefined || this.events[cursor]!.type === POP ? undefined : cursor;
+  }
+
+  /** An alias resolves to the nearest definition of its anchor before it. */
+  private resolve(index: number): number {
+    let current = index;
+    for (let guard = 0; guard < 100; guard++) {
+      const event = this.events[current]!;
+      if (event.type !== ALIAS) return current;
+      const name = this.text.slice(event.anchorStart, event.anchorEnd);
+      const definitions = this.anchors!.get(name) ?? [];
+      let found: number | undefined;
+      for (const definition of definitions) if (definition < current) found = definition;
+      if (found === undefined) return current;
+      current = found;
     }
     return current;
   }
 
-  private findPair(map: YAMLMap, token: string, level: number): Pair | undefined {
-    let table = this.tables.get(map);
+  private findPair(mapping: number, token: string, level: number): { key: number; value: number } | undefined {
+    let table = this.tables.get(mapping);
     if (!table) {
       table = new Map();
-      for (const item of map.items) {
-        const key = keyString(this.yaml, item.key);
-        // Later duplicates win, as in the JS value.
-        if (key !== undefined) table.set(key, item as Pair);
+      let cursor = mapping + 1;
+      while (this.events[cursor] && this.events[cursor]!.type !== POP) {
+        const key = cursor;
+        const value = this.after(key);
+        if (!this.events[value] || this.events[value]!.type === POP) break;
+        const name = this.keyName(key);
+        // Later duplicates win, as in the loaded value.
+        if (name !== undefined) table.set(name, { key, value });
+        cursor = this.after(value);
       }
-      this.tables.set(map, table);
+      this.tables.set(mapping, table);
     }
     const own = table.get(token);
     if (own || level > 10) return own;
-    // `<<: *base` (YAML merge key): the field lives where the merged mapping defines it.
-    for (const item of map.items) {
-      if (!isMergeKey(item.key)) continue;
-      const sources = this.resolve(item.value);
-      const list = this.yaml.isSeq(sources) ? sources.items : [sources];
-      for (const source of list) {
-        const resolved = this.resolve(source);
-        if (this.yaml.isMap(resolved)) {
-          const found = this.findPair(resolved, token, level + 1);
-          if (found) return found;
-        }
-      }
+    const merge = table.get('<<');
+    if (!merge) return undefined;
+    const source = this.resolve(merge.value);
+    const sources: number[] = [];
+    if (this.events[source]!.type === SEQUENCE) {
+      for (let i = 0, item = this.child(source, 0); item !== undefined; i++, item = this.child(source, i)) sources.push(this.resolve(item));
+    } else {
+      sources.push(source);
+    }
+    for (const candidate of sources) {
+      if (this.events[candidate]!.type !== MAPPING) continue;
+      const found = this.findPair(candidate, token, level + 1);
+      if (found) return found;
     }
     return undefined;
   }
-}
 
-function rangeStart(node: unknown): number | undefined {
-  const range = (node as YamlNode | null | undefined)?.range;
-  return range ? range[0] : undefined;
-}
-
-function isMergeKey(key: unknown): boolean {
-  const value = (key as { value?: unknown } | null)?.value;
-  return typeof value === 'symbol' ? value.description === '<<' : false;
-}
-
-function keyString(yaml: typeof YamlModule, key: unknown): string | undefined {
-  if (yaml.isScalar(key)) {
-    const value = key.value;
-    if (typeof value === 'symbol') return undefined;
-    return String(value);
+  private keyName(index: number): string | undefined {
+    const event = this.events[this.resolve(index)]!;
+    if (event.type !== SCALAR) return undefined;
+    if (event.valueStart < 0) return '';
+    return event.fast ? this.text.slice(event.valueStart, event.valueEnd) : this.readScalar(this.text, event);
   }
-  if (key === null || key === undefined) return undefined;
-  if (typeof key !== 'object') return String(key);
-  return undefined;
+
+  /** Where a person would point at the node: its anchor or tag if it has one, else its first character. */
+  private start(index: number): number | undefined {
+    const event = this.events[index];
+    if (!event) return undefined;
+    switch (event.type) {
+      case MAPPING:
+      case SEQUENCE: {
+        const property = firstNonNegative(event.anchorStart - 1, event.tagStart);
+        return property ?? event.start;
+      }
+      case SCALAR: {
+        const property = firstNonNegative(event.anchorStart - 1, event.tagStart);
+        if (property !== undefined) return property;
+        if (event.valueStart < 0) return undefined;
+        return event.style === SINGLE_QUOTED || event.style === DOUBLE_QUOTED ? event.valueStart - 1 : event.valueStart;
+      }
+      case ALIAS:
+        return event.anchorStart - 1;
+      default:
+        return undefined;
+    }
+  }
+}
+
+function firstNonNegative(a: number, b: number): number | undefined {
+  const candidates = [a, b].filter((value) => value >= 0);
+  return candidates.length === 0 ? undefined : Math.min(...candidates);
 }
