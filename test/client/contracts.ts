@@ -35,3 +35,8 @@ export const externalForward: CompiledContract = {
   ...localContract,
   effect: { owner: 'payments', external: true, providerKey: 'forward' },
 };
+
+export const externalDerived: CompiledContract = {
+  ...localContract,
+  effect: { owner: 'payments', external: true, providerKey: 'derived' },
+};

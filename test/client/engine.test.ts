@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { sendIntent, sendOnce, type IntentResult } from '../../src/runtime/client/engine.js';
 import { Intent } from '../../src/runtime/client/intent.js';
 import type { CompiledContract } from '../../src/runtime/contract.js';
-import { externalForward, externalNoKey, localContract } from './contracts.js';
+import { externalDerived, externalForward, externalNoKey, localContract } from './contracts.js';
 import { fakeRuntime, json, type FakeRuntime, type Step } from './fake-runtime.js';
 
 const request = { url: 'http://api.test/v1/demo-requests', method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"topic":"bundle review"}' };
@@ -157,6 +157,12 @@ describe('client sendIntent', () => {
     const { rt, result } = await send([new TypeError('fetch failed'), json(201, created)], externalForward);
     assert.ok(result.kind === 'completed');
     assert.deepEqual(keysOf(rt), ['demo-key-retry-2020-06-a7f1', 'demo-key-retry-2020-06-a7f1']);
+  });
+
+  it('an external effect with a derived provider key (a stable external id) is retried too', async () => {
+    const { rt, result } = await send([json(503, { title: 'busy' }), json(201, created)], externalDerived);
+    assert.ok(result.kind === 'completed');
+    assert.equal(rt.seen.length, 2);
   });
 
   it('abandoned reservations go to reconciliation, not to a retry', async () => {

@@ -169,7 +169,11 @@ export async function readBody(res: Response): Promise<unknown> {
   return text;
 }
 
-/** `true` when repeating the request with the same key cannot duplicate the effect. */
+/**
+ * `true` when repeating the request with the same key cannot duplicate the effect: a local effect (the guard's
+ * record decides), or an external one whose provider dedupes — by our key forwarded, or by a stable id
+ * derived from it (the article's "stable external identifier"). `providerKey: none` is the unsafe case.
+ */
 export function repeatIsSafe(contract: CompiledContract): boolean {
   return !contract.effect.external || contract.effect.providerKey !== 'none';
 }
@@ -206,7 +210,6 @@ function classify(contract: CompiledContract, status: number, body: unknown): Ve
   if (status === r.inProgress) return { act: 'wait' };
   if (status === r.abandoned) return { act: 'unknown', reason: 'abandoned' };
   if (status >= 500 || status === 429 || contract.transient.includes(status)) return { act: 'retry-if-safe' };
-  if (status === r.missingKey) return { act: 'reject', reason: type === '' ? 'client-error' : 'missing-key' };
   return { act: 'reject', reason: 'client-error' };
 }
 
