@@ -1,0 +1,254 @@
+// Guard overhead benchmark (not a test): one POST handler served bare and behind the generated Express guard,
+// on each store, in one server process per store; load from this process over loopback keep-alive
+// connections, bounded in time. Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to
+// the bare handler measured in the same run (bare is measured before and after; the mean is the reference).
+// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--connections 16] [--stores memory,sqlite,postgres,redis]
+import { execFile, spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, copyFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, arg, i, all) => (arg.startsWith('--') ? [...pairs, [arg.slice(2), all[i + 1]]] : pairs), []),
+);
+const SECONDS = Number(args.seconds ?? 3);
+const CONNECTIONS = Number(args.connections ?? 16);
+const STORES = (args.stores ?? 'memory,sqlite,postgres,redis').split(',');
+const WARMUP_MS = 500;
+
+const APP = `
+import express from 'express';
+import { randomUUID } from 'node:crypto';
+import { createGuards } from './gen/guards.js';
+import { makeStore } from './store.js';
+
+const store = await makeStore();
+const guards = createGuards({ store, principal: (req) => req.get('x-user') });
+const app = express();
+app.disable('x-powered-by');
+const handler = (req: express.Request, res: express.Response) => {
+  res.status(201).json({ id: randomUUID(), topic: (req.body as { topic: string }).topic });
+};
+app.post('/bare', express.json(), handler);
+app.post('/v1/demo-requests', express.json(), guards.createDemoRequest, handler);
+process.on('SIGTERM', () => process.exit(0));
+const server = app.listen(0, '127.0.0.1', () => {
+  const address = server.address();
+  process.stdout.write('listening ' + (typeof address === 'object' && address !== null ? address.port : 0) + '\\n');
+});
+`;
+
+function findBinary(name, extra = []) {
+  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), ...extra]) {
+    if (dir && existsSync(path.join(dir, name))) return path.join(dir, name);
+  }
+  return undefined;
+}
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function startPostgres() {
+  const dirs = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
+  const initdb = findBinary('initdb', dirs);
+  const pgCtl = findBinary('pg_ctl', dirs);
+  if (!initdb || !pgCtl) return undefined;
+  const asPostgres = process.getuid?.() === 0;
+  const tool = (binary, argv) => (asPostgres ? run('runuser', ['-u', 'postgres', '--', binary, ...argv]) : run(binary, argv));
+  const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-bench-pg-'));
+  if (asPostgres) {
+    const uid = Number((await run('id', ['-u', 'postgres'])).stdout.trim());
+    const gid = Number((await run('id', ['-g', 'postgres'])).stdout.trim());
+    chownSync(dir, uid, gid);
+  }
+  const port = await freePort();
+  await tool(initdb, ['-D', path.join(dir, 'data'), '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  // Durable defaults (fsync on, synchronous commit) would measure the disk, not the guard; the ratio is what matters.
+  await tool(pgCtl, ['-D', path.join(dir, 'data'), '-l', path.join(dir, 'log'), '-w', '-o', `-p ${port} -h 127.0.0.1 -k ${dir} -c fsync=off -c synchronous_commit=off`, 'start']);
+  return {
+    env: { PG_URL: `postgres://postgres@127.0.0.1:${port}/postgres` },
+    stop: async () => {
+      await tool(pgCtl, ['-D', path.join(dir, 'data'), '-m', 'fast', '-w', 'stop']).catch(() => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function startRedis() {
+  const binary = findBinary('redis-server');
+  if (!binary) return undefined;
+  const port = await freePort();
+  const child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  for (let i = 0; i < 100; i += 1) {
+    const ok = await new Promise((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+      socket.on('error', () => resolve(false));
+    });
+    if (ok) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { env: { REDIS_URL: `redis://127.0.0.1:${port}` }, stop: async () => (child.kill('SIGTERM'), await exited) };
+}
+
+async function build(work) {
+  const cli = path.join(root, 'dist', 'src', 'cli', 'bin.js');
+  if (!existsSync(cli)) throw new Error('run `npm run build` first');
+  writeFileSync(path.join(work, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+  symlinkSync(path.join(root, 'node_modules'), path.join(work, 'node_modules'), 'dir');
+  for (const store of STORES) {
+    const dir = path.join(work, 'src', store);
+    mkdirSync(dir, { recursive: true });
+    await run(process.execPath, [cli, 'generate', 'server', path.join(root, 'test/fixtures/server/demo.yaml'), '--framework', 'express', '--store', store, '--out', path.join(dir, 'gen')]);
+    copyFileSync(path.join(root, 'test/fixtures/server/app', `store-${store}.ts`), path.join(dir, 'store.ts'));
+    writeFileSync(path.join(dir, 'app.ts'), APP);
+  }
+  const tsconfig = {
+    compilerOptions: {
+      target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true,
+      types: ['node'], typeRoots: [path.join(root, 'node_modules', '@types')], outDir: 'dist', rootDir: '.',
+    },
+    include: ['src/**/*.ts'],
+  };
+  writeFileSync(path.join(work, 'tsconfig.json'), JSON.stringify(tsconfig));
+  await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', work]);
+}
+
+async function startApp(work, store, env) {
+  // BENCH_CPU_PROF=<dir> profiles the app processes (for finding overhead, not for the figures).
+  const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...prof, path.join(work, 'dist', 'src', store, 'app.js')], {
+    env: { ...process.env, ...env, SQLITE_FILE: path.join(work, `${store}.db`) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const match = /listening (\d+)/.exec(out);
+      if (match) resolve(Number(match[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`${store} app exited ${code}`)));
+  });
+  return { port, stop: () => new Promise((resolve) => (child.once('exit', resolve), child.kill('SIGTERM'))) };
+}
+
+/**
+ * Closed-loop load over raw keep-alive sockets (an autocannon-like loop without its dependency): each
+ * connection sends the next request as soon as the previous answer is complete. `next(i)` builds request i.
+ */
+async function load(port, next, ms) {
+  const latencies = [];
+  let counter = 0;
+  let errors = 0;
+  const deadline = performance.now() + ms;
+  const warmEnd = performance.now() + Math.min(WARMUP_MS, ms / 4);
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, () =>
+      new Promise((resolve) => {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.setNoDelay(true);
+        let buffer = Buffer.alloc(0);
+        let started = 0;
+        const send = () => {
+          if (performance.now() >= deadline) return socket.end(), resolve();
+          started = performance.now();
+          socket.write(next(counter++));
+        };
+        socket.on('connect', send);
+        socket.on('error', () => resolve());
+        socket.on('data', (chunk) => {
+          buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+          for (;;) {
+            const end = buffer.indexOf('\r\n\r\n');
+            if (end < 0) return;
+            const head = buffer.subarray(0, end).toString('latin1');
+            const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+            if (buffer.length < end + 4 + length) return;
+            const status = Number(head.slice(9, 12));
+            if (status !== 201) errors += 1;
+            buffer = buffer.subarray(end + 4 + length);
+            const now = performance.now();
+            if (now >= warmEnd) latencies.push(now - started);
+            send();
+          }
+        });
+      }),
+    ),
+  );
+  latencies.sort((a, b) => a - b);
+  const measuredMs = ms - Math.min(WARMUP_MS, ms / 4);
+  return {
+    rps: latencies.length / (measuredMs / 1000),
+    p50: latencies[Math.floor(latencies.length * 0.5)] ?? NaN,
+    p99: latencies[Math.floor(latencies.length * 0.99)] ?? NaN,
+    errors,
+  };
+}
+
+function request(pathname, key, topic) {
+  const body = JSON.stringify({ topic, contact: { email: 'bench@example.com' } });
+  return (
+    `POST ${pathname} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+    `X-User: bench\r\n${key ? `Idempotency-Key: ${key}\r\n` : ''}Connection: keep-alive\r\n\r\n${body}`
+  );
+}
+
+const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+
+const work = mkdtempSync(path.join(tmpdir(), 'idemkit-bench-guard-'));
+const rows = [];
+try {
+  await build(work);
+  for (const store of STORES) {
+    const backend = store === 'postgres' ? await startPostgres() : store === 'redis' ? await startRedis() : { env: {}, stop: async () => undefined };
+    if (backend === undefined) {
+      rows.push({ store, skipped: `no ${store} server binary on PATH` });
+      continue;
+    }
+    const app = await startApp(work, store, backend.env);
+    try {
+      const ms = SECONDS * 1000;
+      const run = `${process.pid}-${Date.now().toString(36)}`;
+      const bare1 = await load(app.port, (i) => request('/bare', undefined, `bare-${i}`), ms);
+      const fresh = await load(app.port, (i) => request('/v1/demo-requests', `fresh-${run}-${i}`, `fresh-${i}`), ms);
+      // Replays: complete one key per connection first, then hit those keys only.
+      for (let c = 0; c < CONNECTIONS; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50);
+      const replay = await load(app.port, (i) => request('/v1/demo-requests', `replay-${run}-${i % CONNECTIONS}`, 'replay'), ms);
+      const bare2 = await load(app.port, (i) => request('/bare', undefined, `bare2-${i}`), ms);
+      const bare = { rps: (bare1.rps + bare2.rps) / 2, p50: (bare1.p50 + bare2.p50) / 2, p99: (bare1.p99 + bare2.p99) / 2 };
+      rows.push({ store, bare, fresh, replay, errors: bare1.errors + fresh.errors + replay.errors + bare2.errors });
+    } finally {
+      await app.stop();
+      await backend.stop();
+    }
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
+
+console.log(`guard overhead: Express, ${CONNECTIONS} keep-alive connections, ${SECONDS}s per phase, node ${process.version}`);
+console.log('store     bare req/s  p50/p99 ms   | fresh req/s (ratio)  p50/p99 ms   | replay req/s (ratio)  p50/p99 ms   | non-201');
+for (const row of rows) {
+  if (row.skipped) {
+    console.log(`${row.store.padEnd(9)} skipped: ${row.skipped}`);
+    continue;
+  }
+  const { bare, fresh, replay } = row;
+  console.log(
+    `${row.store.padEnd(9)} ${fmt(bare.rps).padStart(10)}  ${`${fmt(bare.p50, 2)}/${fmt(bare.p99, 2)}`.padEnd(12)} | ` +
+      `${fmt(fresh.rps).padStart(11)} (${fmt(fresh.rps / bare.rps, 2)})  ${`${fmt(fresh.p50, 2)}/${fmt(fresh.p99, 2)}`.padEnd(12)} | ` +
+      `${fmt(replay.rps).padStart(12)} (${fmt(replay.rps / bare.rps, 2)})  ${`${fmt(replay.p50, 2)}/${fmt(replay.p99, 2)}`.padEnd(12)} | ${row.errors}`,
+  );
+}
