@@ -350,13 +350,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
       return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key: undefined };
     }
+    return storeUnavailableResponse(req, recordId);
+  }
+
+  function storeUnavailableResponse(req: GuardRequest, recordId: string | undefined): Respond {
     log({ decision: 'store-unavailable', status: R.storeUnavailable, ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
     return {
       kind: 'respond',
       response: problemResponse(
         'idempotency-store-unavailable',
         R.storeUnavailable,
-        'The idempotency store is not answering; the request was not run. Retry later with the same key.',
+        'The idempotency store is not answering. Retry later with the same key: the retry replays the result or runs the request once.',
         { 'retry-after': storeRetryAfter },
         req.requestId,
       ),
@@ -674,8 +678,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (error instanceof StoreError && error.kind === 'lock-timeout') {
         return inProgress(prep.recordId, 1000, req.requestId).response;
       }
-      // Reservation, business writes and completion commit together or not at all, so a failed commit is safe to retry.
-      const answer = storeUnavailable(req, prep.recordId);
+      // Reservation, business writes and completion commit together or not at all, so a failed commit is safe
+      // to retry. Once the handler has run, fail-open must not run it a second time: answer 503 regardless.
+      const answer = entered ? storeUnavailableResponse(req, prep.recordId) : storeUnavailable(req, prep.recordId);
       if (answer.kind === 'respond') return answer.response;
       return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });
     }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { createGuard, type GuardLogEvent, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
 import { PROBLEM_BASE } from '../../src/runtime/problem.js';
-import { StoreError, type IdempotencyStore } from '../../src/runtime/store.js';
+import { StoreError, type IdempotencyStore, type ReserveInput, type ReserveResult, type TransactionStep, type TransactionalStore } from '../../src/runtime/store.js';
 import { MemoryStore } from '../../src/runtime/stores/memory.js';
 import { bodyJson, demoContract, demoRequest, jsonResponse } from './fixtures.js';
 
@@ -416,6 +416,22 @@ describe('runtime/guard: store failures', () => {
     const response = await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'x' }));
     assert.equal(response.status, 201);
     assert.ok(events.some((e) => e.decision === 'fail-open'));
+  });
+
+  it('never runs a transactional handler twice when the commit fails, even with failOpen', async () => {
+    const inner = new MemoryStore();
+    const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: (input: ReserveInput) => inner.reserve(input),
+      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+        await work({ outcome: 'reserved', record: (await inner.reserve(input)).record, now: Date.now() }, 'tx-handle');
+        throw new StoreError('unavailable', 'connection lost during COMMIT');
+      },
+    });
+    const guard = createGuard<string>(demoContract(), { store, failOpen: true });
+    let runs = 0;
+    const response = await guard.handle(demoRequest(KEY), async (ctx) => { runs += 1; assert.equal(ctx.tx, 'tx-handle'); return jsonResponse(201, {}); }, { transaction: true });
+    assert.equal(response.status, 503);
+    assert.equal(runs, 1);
   });
 
   it('does not throw from complete when the store fails; logs record-failed', async () => {
