@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, closest, isSafeRead, operationIndex } from '../src/lint/views.js';
+import { activeContract, isSafeRead, operationIndex, safeReadIndex } from '../src/lint/views.js';
 
 /** `statusRoute` does not name a safe read operation of the document. */
 export default defineRule({
@@ -23,8 +23,8 @@ export default defineRule({
     const index = operationIndex(ctx.document);
     const target = index.get(route);
     if (!target) {
-      const reads = [...index.values()].filter(isSafeRead).map((op) => op.operationId!);
-      const near = closest(route, reads);
+      // An index, not a scan: a document with many unresolved routes must stay linear.
+      const near = safeReadIndex(ctx.document).closest(route);
       ctx.report('unknown', contract.at('effect', 'statusRoute'), { route, hint: near ? ` (did you mean \`${near}\`?)` : '' });
     } else if (!isSafeRead(target)) {
       ctx.report('notSafe', contract.at('effect', 'statusRoute'), { route, target: `${target.method.toUpperCase()} ${target.path}` });

@@ -403,6 +403,24 @@ export type PointerResolution =
  * (numeric tokens and `-`), 3.1 `prefixItems`, `additionalProperties` and `patternProperties`.
  */
 export function resolveSchemaPointer(doc: ApiDocument, schema: unknown, at: Location, pointer: string): PointerResolution {
+  // Request bodies share schemas through `$ref`: resolve each (schema, pointer) pair once per document.
+  let perDoc = resolutionCache.get(doc);
+  if (!perDoc) {
+    perDoc = new Map();
+    resolutionCache.set(doc, perDoc);
+  }
+  const key = `${at.file}#${at.pointer}\u0000${pointer}`;
+  let result = perDoc.get(key);
+  if (!result) {
+    result = resolveUncached(doc, schema, at, pointer);
+    perDoc.set(key, result);
+  }
+  return result;
+}
+
+const resolutionCache = new WeakMap<ApiDocument, Map<string, PointerResolution>>();
+
+function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointer: string): PointerResolution {
   const tokens = parsePointer(pointer);
   if (tokens === undefined) return { ok: false, failedToken: -1, resolvedPrefix: '', reason: 'not-pointer', known: [] };
   let current: Located<unknown>[] = [{ value: schema, at }];
@@ -497,8 +515,27 @@ export function resolveSchemaPointer(doc: ApiDocument, schema: unknown, at: Loca
   return { ok: true, schema: first ? (deref(doc, first.value, first.at) ?? first) : undefined, open: false };
 }
 
+/** A per-document cache keyed by a schema's location (schemas are shared through `$ref`s). */
+function schemaMemo<T>(compute: (doc: ApiDocument, schema: unknown, at: Location) => T): (doc: ApiDocument, schema: unknown, at: Location) => T {
+  const cache = new WeakMap<ApiDocument, Map<string, T>>();
+  return (doc, schema, at) => {
+    const target = deref(doc, schema, at);
+    if (!target) return compute(doc, schema, at);
+    let perDoc = cache.get(doc);
+    if (!perDoc) {
+      perDoc = new Map();
+      cache.set(doc, perDoc);
+    }
+    const key = `${target.at.file}#${target.at.pointer}`;
+    if (perDoc.has(key)) return perDoc.get(key) as T;
+    const result = compute(doc, target.value, target.at);
+    perDoc.set(key, result);
+    return result;
+  };
+}
+
 /** The required top-level properties of an object schema (through `allOf`; `oneOf`/`anyOf`: required in every branch). */
-export function requiredProperties(doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] {
+export const requiredProperties = schemaMemo((doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] => {
   const seen = new Set<string>();
   const collect = (value: unknown, where: Location, depth: number): Map<string, Location> => {
     const result = new Map<string, Location>();
@@ -530,10 +567,10 @@ export function requiredProperties(doc: ApiDocument, schema: unknown, at: Locati
     return result;
   };
   return [...collect(schema, at, 0)].map(([name, loc]) => ({ name, at: loc }));
-}
+});
 
 /** The top-level property names of an object schema (through `$ref`, `allOf`, `oneOf`, `anyOf`). */
-export function propertyNames(doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] {
+export const propertyNames = schemaMemo((doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] => {
   const out = new Map<string, Location>();
   for (const alt of schemaAlternatives(doc, schema, at)) {
     const props = alt.value['properties'];
@@ -541,7 +578,7 @@ export function propertyNames(doc: ApiDocument, schema: unknown, at: Location): 
     for (const name of Object.keys(props)) if (!out.has(name)) out.set(name, child(alt.at, 'properties', name));
   }
   return [...out].map(([name, loc]) => ({ name, at: loc }));
-}
+});
 
 // ---------------------------------------------------------------------------------------------------
 // Operations
@@ -727,4 +764,48 @@ export function rawScopeIndex(raw: unknown, part: { readonly kind: string; reado
  */
 export function schemaFlagged(contract: { readonly schemaErrors: readonly { readonly at: Location }[] }, at: Location): boolean {
   return contract.schemaErrors.some((e) => e.at.file === at.file && e.at.pointer === at.pointer);
+}
+
+/**
+ * A "did you mean" index over many names (e.g. every operationId of a large document): each name is
+ * filed under itself and its one-character deletions, so a lookup touches only names within about one
+ * edit (a typo, a swapped pair) of the query — O(length) per lookup instead of a scan of every name.
+ */
+export class NameIndex {
+  private readonly byVariant = new Map<string, string[]>();
+
+  constructor(names: Iterable<string>) {
+    for (const name of names) {
+      for (const variant of deletionVariants(name.toLowerCase())) {
+        const list = this.byVariant.get(variant);
+        if (list) list.push(name);
+        else this.byVariant.set(variant, [name]);
+      }
+    }
+  }
+
+  /** The closest indexed name (edit distance ≤ 2), or `undefined`. */
+  closest(name: string): string | undefined {
+    const candidates = new Set<string>();
+    for (const variant of deletionVariants(name.toLowerCase())) for (const hit of this.byVariant.get(variant) ?? []) candidates.add(hit);
+    return candidates.has(name) ? name : closest(name, candidates);
+  }
+}
+
+function deletionVariants(text: string): Set<string> {
+  const out = new Set<string>([text]);
+  for (let i = 0; i < text.length; i += 1) out.add(text.slice(0, i) + text.slice(i + 1));
+  return out;
+}
+
+const readIndexCache = new WeakMap<ApiDocument, NameIndex>();
+
+/** A {@link NameIndex} over the operationIds of the document's safe reads. */
+export function safeReadIndex(doc: ApiDocument): NameIndex {
+  let index = readIndexCache.get(doc);
+  if (!index) {
+    index = new NameIndex([...operationIndex(doc).values()].filter(isSafeRead).map((op) => op.operationId!));
+    readIndexCache.set(doc, index);
+  }
+  return index;
 }
