@@ -3,8 +3,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
+
+// ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
+const sarifSchema = JSON.parse(readFileSync(new URL('../fixtures/sarif/sarif-schema-2.1.0.json', import.meta.url), 'utf8'));
 
 const demo = readFileSync(fileURLToPath(new URL('../../samples/demo-requests/openapi.yaml', import.meta.url)), 'utf8');
 // The complete demo with one fault: a global scope on an authenticated operation (scope-too-wide).
@@ -143,7 +149,13 @@ describe('idemkit lint: config, suppressions, baselines, formats and --output', 
       const text = readFileSync(path.join(dir, `report.${format}`), 'utf8');
       assert.match(text, /scope-too-wide/, format);
     }
-    const sarif = JSON.parse(readFileSync(path.join(dir, 'report.sarif'), 'utf8'));
+    type Sarif = { runs: { tool: { driver: { rules: unknown[] } }; results: { locations: { physicalLocation: { artifactLocation: { uri: string } } }[] }[] }[] };
+    const sarif = JSON.parse(readFileSync(path.join(dir, 'report.sarif'), 'utf8')) as Sarif;
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    addFormats(ajv);
+    const validate = ajv.compile(sarifSchema);
+    assert.equal(validate(sarif), true, JSON.stringify(validate.errors));
+    assert.ok(sarif.runs[0].tool.driver.rules.length >= 27, 'the whole catalogue is described');
     assert.equal(sarif.runs[0].results[0].locations[0].physicalLocation.artifactLocation.uri, 'api.yaml');
     assert.match(readFileSync(path.join(dir, 'report.github'), 'utf8'), /^::error file=api\.yaml,line=\d+,col=\d+,title=scope-too-wide::/);
     assert.match(readFileSync(path.join(dir, 'report.markdown'), 'utf8'), /### ✘ `POST \/v1\/demo-requests \(createDemoRequest\)`/);
