@@ -199,10 +199,11 @@ export function post(port: number, urlPath: string, options: PostOptions = {}): 
 }
 
 /**
- * Sends a POST and destroys the socket after `afterMs`, before the answer arrives: the lost response.
- * Resolves once the socket is closed, with whether any answer had arrived by then.
+ * Sends a POST and destroys the socket as soon as `dropWhen()` holds (checked every 5 ms; e.g. "the
+ * handler's effect is visible"), before the answer arrives: the lost response. Resolves once the socket is
+ * closed, with whether any answer had arrived by then.
  */
-export function postAndDrop(port: number, urlPath: string, options: PostOptions & { afterMs: number }): Promise<boolean> {
+export function postAndDrop(port: number, urlPath: string, options: PostOptions & { dropWhen: () => boolean }): Promise<boolean> {
   const payload = JSON.stringify(options.body);
   return new Promise((resolve) => {
     const request = http.request({
@@ -227,7 +228,12 @@ export function postAndDrop(port: number, urlPath: string, options: PostOptions 
     request.on('error', () => undefined);
     request.on('close', () => resolve(answered));
     request.end(payload);
-    setTimeout(() => request.destroy(), options.afterMs);
+    const poll = setInterval(() => {
+      if (!options.dropWhen()) return;
+      clearInterval(poll);
+      request.destroy();
+    }, 5);
+    request.on('close', () => clearInterval(poll));
   });
 }
 

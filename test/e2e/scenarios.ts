@@ -116,7 +116,8 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
     it('lost response: the socket dies before the answer; the retry gets the stored result, one effect', async () => {
       const key = unique('lost');
       const body = { topic: unique('topic'), contact: { email: 'b@example.com' } };
-      const answered = await postAndDrop(server.port, DEMO, { key, user: 'alice', body, afterMs: 60, headers: { 'x-test-hold-ms': '300' } });
+      const dropWhen = () => effectsFor(files, body.topic).length === 1;
+      const answered = await postAndDrop(server.port, DEMO, { key, user: 'alice', body, dropWhen, headers: { 'x-test-hold-ms': '500' } });
       assert.equal(answered, false, 'the first answer must be lost');
       await waitFor(() => effectsFor(files, body.topic).length === 1, 5000, 'the effect of the lost request');
       const retry = await retryWhileInProgress(() => post(server.port, DEMO, { key, user: 'alice', body }), 5000);
@@ -329,7 +330,8 @@ export function describeMultiProcess(target: Target, env: () => Record<string, s
     it('a lost response on one process is replayed by another', async () => {
       const key = unique('lost-multi');
       const body = { topic: unique('topic'), contact: { email: 'n@example.com' } };
-      assert.equal(await postAndDrop(servers[0]!.port, DEMO, { key, user: 'alice', body, afterMs: 60, headers: { 'x-test-hold-ms': '300' } }), false);
+      const dropWhen = () => effectsFor(files, body.topic).length === 1;
+      assert.equal(await postAndDrop(servers[0]!.port, DEMO, { key, user: 'alice', body, dropWhen, headers: { 'x-test-hold-ms': '500' } }), false);
       await waitFor(() => effectsFor(files, body.topic).length === 1, 5000, 'the effect of the lost request');
       const retry = await retryWhileInProgress(() => post(servers[1]!.port, DEMO, { key, user: 'alice', body }), 5000);
       assert.equal(retry.status, 201, retry.text);
