@@ -19,6 +19,16 @@ export function escapeMarkdown(text: string): string {
   return text.replace(/[\\`*_[\]<>|#~]/g, (char) => `\\${char}`).replace(/\r?\n/g, ' ');
 }
 
+/**
+ * A finding message as Markdown: its backtick spans stay code spans (rule messages quote names that way),
+ * everything else is escaped. With an unbalanced backtick the whole message is escaped as text.
+ */
+export function messageMarkdown(text: string): string {
+  const parts = text.split('`');
+  if (parts.length % 2 === 0) return escapeMarkdown(text);
+  return parts.map((part, index) => (index % 2 === 1 ? (part === '' ? '' : code(part)) : escapeMarkdown(part))).join('');
+}
+
 /** An inline code span that cannot be broken out of. */
 function code(text: string): string {
   const clean = text.replace(/\r?\n/g, ' ');
@@ -168,5 +178,5 @@ function findingLine(report: FormatterInput, finding: Finding): string {
   const where = code(`${relativePath(report.cwd, finding.file)}:${finding.line}:${finding.column}`);
   const suppressed = finding.suppressed ? ` _(suppressed: ${escapeMarkdown(finding.suppressed.reason)})_` : '';
   const mark = finding.suppressed ? '~' : finding.severity === 'error' ? NO : '!';
-  return `- ${mark} **${finding.severity}** ${code(finding.ruleId)} ${where} ${escapeMarkdown(finding.message)}${suppressed}`;
+  return `- ${mark} **${finding.severity}** ${code(finding.ruleId)} ${where} ${messageMarkdown(finding.message)}${suppressed}`;
 }

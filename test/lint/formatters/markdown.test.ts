@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { escapeMarkdown, formatMarkdown } from '../../../src/lint/formatters/markdown.js';
+import { escapeMarkdown, formatMarkdown, messageMarkdown } from '../../../src/lint/formatters/markdown.js';
 import { fakeContract, withContract } from '../fake-document.js';
 import { payout, refund, report } from './fixture.js';
 
@@ -18,7 +18,7 @@ describe('markdown formatter', () => {
 
   it('lists findings under their card, escaped, and suppressed ones with the reason', () => {
     const md = formatMarkdown(report());
-    assert.ok(md.includes('- ✘ **error** `scope-too-wide` `api/open api.yaml:12:7` Scope 100% global: keys, of \\<tenants\\> & "owners" collide across accounts \\| \\`x\\`'));
+    assert.ok(md.includes('- ✘ **error** `scope-too-wide` `api/open api.yaml:12:7` Scope 100% global: keys, of \\<tenants\\> & "owners" collide across accounts \\| `x`'));
     assert.match(md, /- ~ \*\*info\*\* `effect-owner-missing` .* Owner\? _\(suppressed: owned by the ledger team\)_/);
   });
 
@@ -49,6 +49,11 @@ describe('markdown formatter', () => {
     const off = fakeContract(document.operations[0]!.at, { enabled: false });
     const md = formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, off)] });
     assert.match(md, /\*\*Knowingly not idempotent\*\* .*`POST \/payouts \(createPayout\)`/);
+  });
+
+  it('keeps the code spans of messages and escapes the rest', () => {
+    assert.equal(messageMarkdown('no `effect.owner`: add <b>*it*</b>'), 'no `effect.owner`: add \\<b\\>\\*it\\*\\</b\\>');
+    assert.equal(messageMarkdown('odd ` tick <i>'), 'odd \\` tick \\<i\\>');
   });
 
   it('escapes Markdown that could break a table or inject HTML', () => {
