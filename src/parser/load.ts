@@ -212,24 +212,23 @@ class DocumentLoader implements ApiDocument {
     const list = (owner: Record<string, unknown>, ownerAt: Location) => {
       if (!Array.isArray(owner.parameters)) return;
       owner.parameters.forEach((parameter, index) => {
-        const followed = this.need(parameter, { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) });
+        const followed = this.need(parameter, lazyChild(ownerAt, 'parameters', index));
         if (isPlainObject(followed.value) && followed.value.in === 'body') this.needSchema(followed.value, followed.at);
       });
     };
     list(pathItem, pathItemAt);
     list(node, at);
     if (node.requestBody !== undefined) {
-      const body = this.need(node.requestBody, { file: at.file, pointer: appendPointer(at.pointer, 'requestBody') });
+      const body = this.need(node.requestBody, lazyChild(at, 'requestBody'));
       this.needContentSchemas(body.value, body.at);
     }
     if (isPlainObject(node.responses)) {
-      for (const [code, value] of Object.entries(node.responses)) {
-        const response = this.need(value, { file: at.file, pointer: appendPointer(at.pointer, 'responses', code) });
+      for (const code in node.responses) {
+        const response = this.need(node.responses[code], lazyChild(at, 'responses', code));
         if (!isPlainObject(response.value)) continue;
-        if (isPlainObject(response.value.headers)) {
-          for (const [name, header] of Object.entries(response.value.headers)) {
-            this.need(header, { file: response.at.file, pointer: appendPointer(response.at.pointer, 'headers', name) });
-          }
+        const headers = response.value.headers;
+        if (isPlainObject(headers)) {
+          for (const name in headers) this.need(headers[name], lazyChild(response.at, 'headers', name));
         }
         if (this.version === '2.0') this.needSchema(response.value, response.at);
         else this.needContentSchemas(response.value, response.at);
@@ -239,13 +238,14 @@ class DocumentLoader implements ApiDocument {
 
   private needContentSchemas(value: unknown, at: Location): void {
     if (!isPlainObject(value) || !isPlainObject(value.content)) return;
-    for (const [mediaType, media] of Object.entries(value.content)) {
-      if (isPlainObject(media)) this.needSchema(media, { file: at.file, pointer: appendPointer(at.pointer, 'content', mediaType) });
+    for (const mediaType in value.content) {
+      const media = value.content[mediaType];
+      if (isPlainObject(media)) this.needSchema(media, lazyChild(at, 'content', mediaType));
     }
   }
 
   private needSchema(owner: Record<string, unknown>, at: Location): void {
-    if (owner.schema !== undefined) this.need(owner.schema, { file: at.file, pointer: appendPointer(at.pointer, 'schema') });
+    if (owner.schema !== undefined) this.need(owner.schema, lazyChild(at, 'schema'));
   }
 
   private documentedResponse(node: Record<string, unknown>, at: Location, status: number): DocumentedResponse | undefined {
@@ -406,5 +406,19 @@ function lazyParameters(
     }
     cached = [...byKey.values()];
     return cached;
+  };
+}
+
+/**
+ * A child location whose pointer is built only when read: checking thousands of nodes for `$ref`s must not
+ * escape and join a pointer for each of them.
+ */
+function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
+  let pointer: string | undefined;
+  return {
+    file: parent.file,
+    get pointer() {
+      return (pointer ??= appendPointer(parent.pointer, ...tokens));
+    },
   };
 }
