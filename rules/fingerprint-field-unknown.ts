@@ -51,13 +51,16 @@ export default defineRule({
           return;
         }
         const near = closest(token, result.known);
-        ctx.report('noProperty', at, {
-          list,
-          pointer,
-          parent,
-          token,
-          hint: near ? ` (did you mean \`${result.resolvedPrefix}/${escapePointerToken(near)}\`?)` : '',
-        });
+        let suggestion = near === undefined ? undefined : `${result.resolvedPrefix}/${escapePointerToken(near)}`;
+        if (suggestion === undefined) {
+          // The field may sit one level deeper than written (`/card/number` for `/source/card/number`).
+          const rest = pointer.split('/').slice(result.failedToken + 1).join('/');
+          const deeper = result.known
+            .map((name) => `${result.resolvedPrefix}/${escapePointerToken(name)}/${rest}`)
+            .filter((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok);
+          if (deeper.length === 1) suggestion = deeper[0];
+        }
+        ctx.report('noProperty', at, { list, pointer, parent, token, hint: suggestion ? ` (did you mean \`${suggestion}\`?)` : '' });
       });
     }
   },

@@ -213,6 +213,14 @@ ruleTester.run(fingerprintFieldUnknown, {
       errors: [{ messageId: 'notContainer', pointer: `${CONTRACT}/fingerprint/include/0`, message: /`\/amount` is not an object/ }],
     },
     {
+      name: 'a field one level deeper than written gets a hint',
+      document: payouts((t, c) => {
+        t.components.schemas.PayoutInput.properties.source = { type: 'object', properties: { card: { type: 'object', properties: { number: { type: 'string' } } } } };
+        c.fingerprint.include = ['/amount', '/currency', '/destination', '/card/number'];
+      }),
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/3`, message: /did you mean `\/source\/card\/number`/ }],
+    },
+    {
       name: 'a field no oneOf branch has',
       document: payouts((t, c) => {
         t.components.schemas.Destination = { oneOf: [{ properties: { iban: { type: 'string' } } }, { properties: { card: { type: 'string' } } }] };
