@@ -226,8 +226,11 @@ function planJson(text: string, operation: OperationView, contract: Record<strin
   const multiline = inner.includes('\n');
   if (!multiline) {
     const value = JSON.stringify(contract);
-    const insertion = `${empty ? '' : ','} "x-idempotency": ${value}${empty ? ' ' : ''}`;
-    return { offset: lastMember + 1, text: insertion, lines: [`"x-idempotency": ${value}`] };
+    // Minified JSON stays minified; a one-line object written with spaces gets spaces.
+    const space = /":\s/.test(inner) || empty ? ' ' : '';
+    const member = `"x-idempotency":${space}${value}`;
+    const insertion = `${empty ? '' : `,${space}`}${member}`;
+    return { offset: lastMember + 1, text: insertion, lines: [member] };
   }
   const closeLineStart = text.lastIndexOf('\n', close - 1) + 1;
   const closeIndent = /^[ \t]*/.exec(text.slice(closeLineStart, close))![0];

@@ -183,6 +183,21 @@ describe('idemkit init', () => {
     assert.ok(written.includes("      responses: { '200': { description: ok } }\n      # Scaffolded"));
   });
 
+  it('keeps minified JSON minified (Swagger 2.0)', async () => {
+    const spec =
+      '{"swagger":"2.0","info":{"title":"t","version":"1"},"paths":{"/a":{"post":{"parameters":[{"name":"Idempotency-Key","in":"header","type":"string","maxLength":80}],"responses":{"200":{"description":"ok"},"409":{"description":"busy"}}}}}}';
+    writeFileSync(path.join(dir, 's.json'), spec);
+    assert.equal((await run('s.json', '--write')).code, 0);
+    const written = read('s.json');
+    assert.ok(!written.includes('\n') && !written.includes(': '), written);
+    const contract = JSON.parse(written).paths['/a'].post['x-idempotency'];
+    assert.deepEqual(contract.key, { header: 'Idempotency-Key', required: false, maxLength: 80 });
+    assert.deepEqual(contract.responses, { inProgress: { status: 409 }, abandoned: { status: 409 } });
+    const start = written.indexOf(',"x-idempotency":');
+    const end = start + ',"x-idempotency":'.length + JSON.stringify(contract).length;
+    assert.equal(written.slice(0, start) + written.slice(end), spec);
+  });
+
   it('exits 2 on a missing spec', async () => {
     const result = await run('nope.yaml');
     assert.equal(result.code, 2);
