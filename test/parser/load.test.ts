@@ -177,6 +177,18 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/missing-ref-file.yaml'), "$ref: './responses.yaml", '$ref'));
     });
 
+    it('a $ref into another file whose pointer is missing, at the $ref in the referring file', async () => {
+      const error = await loadError('bad/external-missing-pointer.yaml');
+      assert.match(error.message, /\$ref '\.\.\/external\/components\/paths\.yaml#\/nothing' points at nothing: '#\/nothing' does not exist in \.\.\/external\/components\/paths\.yaml/);
+      assert.equal(error.file, fixture('bad/external-missing-pointer.yaml'));
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/external-missing-pointer.yaml'), '$ref:', '$ref'));
+    });
+
+    it('several YAML documents in one file', async () => {
+      const error = await loadError('bad/two-documents.yaml');
+      assert.match(error.message, /several documents|one document per file/);
+    });
+
     it('a $ref a contract needs that points at a missing node, at the $ref', async () => {
       const error = await loadError('bad/missing-ref-pointer.yaml');
       assert.match(error.message, /'#\/components\/parameters\/IdempotencyKey' does not exist in this file/);

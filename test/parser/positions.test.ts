@@ -56,6 +56,10 @@ describe('parser positions', () => {
       assert.deepEqual(doc.position(aliased.at()), spot(file, 'x-idempotency: *defaults'));
     });
 
+    it('points a quoted key at its opening quote', () => {
+      assert.deepEqual(doc.position({ file, pointer: '/paths/~1flow/post/responses/201' }), spot(file, 'operationId: flow', "'201'"));
+    });
+
     it('maps an absent field to the nearest node that exists', () => {
       const contract = op(doc, 'block').contract!;
       assert.deepEqual(doc.position(contract.at('retry', 'deadline')), spot(file, /^ {6}x-idempotency:$/));
