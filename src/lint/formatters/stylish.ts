@@ -16,7 +16,8 @@ function formatBaseline(report: LintReport): string {
   if (!baseline || (baseline.matched === 0 && baseline.stale.length === 0)) return '';
   const lines = [`baseline ${displayPath(report.cwd, baseline.file)}: ${plural(baseline.matched, 'known finding')} hidden`];
   if (baseline.stale.length > 0) {
-    lines.push(`${plural(baseline.stale.length, 'stale entry')} (no longer found; regenerate with --write-baseline):`.replace('entrys', 'entries'));
+    const stale = baseline.stale.length;
+    lines.push(`${stale} stale ${stale === 1 ? 'entry' : 'entries'} (no longer found; regenerate with --write-baseline):`);
     for (const entry of baseline.stale) {
       lines.push(`  ${entry.file}  ${entry.operation}  ${entry.pointer || '(operation)'}  ${entry.rule}${entry.count > 1 ? ` x${entry.count}` : ''}`);
     }
