@@ -3,7 +3,7 @@ import keyHeaderUndeclared from '../../rules/key-header-undeclared.js';
 import keyOptional from '../../rules/key-optional.js';
 import keyUnbounded from '../../rules/key-unbounded.js';
 import retryOnUnsafe from '../../rules/retry-on-unsafe-without-contract.js';
-import { CONTRACT, CREATE, payouts, type Tree } from '../helpers/api-docs.js';
+import { CONTRACT, CREATE, payouts, payoutsTree, yamlOf, type Tree } from '../helpers/api-docs.js';
 import { ruleTester } from '../helpers/rule-tester.js';
 
 const post = (t: Tree): Tree => t.paths['/payouts'].post;
@@ -184,6 +184,16 @@ definitions:
       errors: [{ messageId: 'body', pointer: '/paths/~1payments/post/parameters/0', message: /idempotencyKey/ }],
     },
     {
+      name: 'Swagger 2.0 form field client_token',
+      document: swagger2(`      consumes: [application/x-www-form-urlencoded]
+      parameters:
+        - { in: formData, name: amount, type: integer }
+        - { in: formData, name: client_token, type: string }
+      responses: { '201': { description: created } }
+`),
+      errors: [{ messageId: 'parameter', pointer: '/paths/~1payments/post/parameters/1', message: /form parameter `client_token`/ }],
+    },
+    {
       name: 'Swagger 2.0 Cko-Idempotency-Key header',
       document: swagger2(`      parameters:
         - { in: header, name: Cko-Idempotency-Key, type: string }
@@ -327,6 +337,23 @@ ruleTester.run(keyOptional, {
   ],
   invalid: [
     { name: 'required: false on the operation', document: payouts((_t, c) => (c.key.required = false)), errors: [{ messageId: 'optional', pointer: `${CONTRACT}/key/required` }] },
+    {
+      name: 'a path item $ref to another file: the finding points into that file',
+      document: payouts((t) => (t.paths['/payouts'] = { $ref: 'paths/payouts.yaml' })),
+      files: {
+        'paths/payouts.yaml': yamlOf({
+          post: {
+            ...payoutsTree().paths['/payouts'].post,
+            parameters: [{ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 } }],
+            requestBody: { required: true, content: { 'application/json': { schema: { type: 'object' } } } },
+            responses: { '201': { description: 'created' } },
+            'x-idempotency': { key: { required: false } },
+          },
+        }),
+      },
+      operation: 'createPayout',
+      errors: [{ messageId: 'optional', pointer: '/post/x-idempotency/key/required', file: 'paths/payouts.yaml' }],
+    },
     {
       name: 'required: false in the document defaults reaches two operations once',
       document: payouts((t, c) => {
