@@ -2,6 +2,7 @@
  * What the framework adapters share: the options every route guard takes and small request helpers.
  * Imports only `../guard.js`; copied into users' generated code with the adapter.
  */
+import type { CompiledContract } from '../contract.js';
 import type { GuardOptions } from '../guard.js';
 
 /**
@@ -63,4 +64,24 @@ export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
     offset += chunk.length;
   }
   return out;
+}
+
+/** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */
+export function readsQuery(contract: CompiledContract): boolean {
+  return contract.fingerprint.query.length > 0 || contract.scope.some((part) => part.kind === 'query');
+}
+
+/**
+ * The guard's header map from Node's parsed headers: `headers` (repeated headers joined, as Node does)
+ * with the key header taken from `distinct`, so a key sent several times stays several values.
+ */
+export function nodeHeaders(
+  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
+  distinct: Readonly<Record<string, readonly string[] | undefined>>,
+  keyHeader: string,
+): GuardHeaders {
+  const result: GuardHeaders = { ...headers };
+  const values = distinct[keyHeader];
+  if (values !== undefined && values.length > 1) result[keyHeader] = values;
+  return result;
 }

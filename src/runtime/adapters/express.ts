@@ -13,7 +13,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { concatBytes, headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -50,18 +50,19 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const guard = createGuard(contract, options);
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
+  const withQuery = readsQuery(contract);
 
   async function toGuardRequest(req: Request): Promise<GuardRequest> {
     if (req.body === undefined && hasBody(req)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
     }
-    const headers = headersFromEntries(Object.entries(req.headersDistinct));
+    const headers = nodeHeaders(req.headers, req.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(req);
     const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
     return {
       pathParams: { ...(req.params as Record<string, string>) },
-      query: queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams),
+      query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
       headers,
       body: req.body,
       ...(principal !== undefined ? { principal } : {}),

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { concatBytes, headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a Fastify route guard: the guard core's options plus principal and request-id hooks on the request. */
 export type RouteGuardOptions = RouteGuardOptionsFor<FastifyRequest>;
@@ -65,9 +65,10 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const guard = createGuard(contract, options);
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
+  const withQuery = readsQuery(contract);
 
   async function toGuardRequest(request: FastifyRequest): Promise<GuardRequest> {
-    const headers = headersFromEntries(Object.entries(request.raw.headersDistinct));
+    const headers = nodeHeaders(request.raw.headers, request.raw.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(request);
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
     const params = (request.params ?? {}) as Record<string, unknown>;
@@ -75,7 +76,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     for (const [name, value] of Object.entries(params)) if (typeof value === 'string') pathParams[name] = value;
     return {
       pathParams,
-      query: queryFromSearchParams(new URL(request.url, 'http://localhost').searchParams),
+      query: withQuery ? queryFromSearchParams(new URL(request.url, 'http://localhost').searchParams) : {},
       headers,
       body: request.body,
       ...(principal !== undefined ? { principal } : {}),
