@@ -284,15 +284,17 @@ class DocumentLoader implements ApiDocument {
     if (!isPlainObject(value) || typeof value.$ref !== 'string') return { ok: true, value, at };
     let current: unknown = value;
     let where = at;
-    const visited = new Set<string>();
+    // Cycle check on the targets (concrete pointers), so a lazily built starting location stays unbuilt.
+    let visited: Set<string> | undefined;
     for (let hop = 0; hop < MAX_REF_HOPS; hop++) {
       if (!isPlainObject(current) || typeof current.$ref !== 'string') return { ok: true, value: current, at: where };
       const ref = current.$ref;
-      const key = `${where.file}#${where.pointer}`;
-      if (visited.has(key)) return { ok: false, ref, refAt: where, reason: `$ref '${ref}' is circular — point it at a real definition` };
-      visited.add(key);
       const target = this.resolveRef(ref, where);
       if (!target.ok) return target;
+      const key = `${target.at.file}#${target.at.pointer}`;
+      visited ??= new Set();
+      if (visited.has(key)) return { ok: false, ref, refAt: where, reason: `$ref '${ref}' is circular — point it at a real definition` };
+      visited.add(key);
       current = target.value;
       where = target.at;
     }

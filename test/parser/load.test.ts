@@ -184,6 +184,12 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/external-missing-pointer.yaml'), '$ref:', '$ref'));
     });
 
+    it('a circular $ref a contract needs', async () => {
+      const error = await loadError('bad/circular-ref.yaml');
+      assert.match(error.message, /\$ref '#\/components\/parameters\/[AB]' is circular — point it at a real definition/);
+      assert.equal(typeof error.line, 'number');
+    });
+
     it('several YAML documents in one file', async () => {
       const error = await loadError('bad/two-documents.yaml');
       assert.match(error.message, /several documents|one document per file/);
