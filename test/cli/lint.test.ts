@@ -94,6 +94,20 @@ describe('idemkit lint', () => {
       assert.match(result.err, /^test\/fixtures\/parser\/bad\/syntax\.json:3:\d+: invalid JSON: .* — fix the syntax/);
     });
 
+    it('keeps a bad document to one line even with --verbose', async () => {
+      const result = await lint('test/fixtures/parser/bad/missing-ref-pointer.yaml', '--verbose');
+      assert.equal(result.code, 2);
+      assert.equal(result.err.trimEnd().split('\n').length, 1, result.err);
+      assert.match(result.err, /^test\/fixtures\/parser\/bad\/missing-ref-pointer\.yaml:9:11: /);
+    });
+
+    it('documents its options in --help', async () => {
+      const result = await lint('--help');
+      assert.equal(result.code, 0);
+      assert.match(result.out, /--format[\s\S]*"stylish", "json"/);
+      assert.match(result.out, /--fail-on[\s\S]*"info", "warn", "error"/);
+    });
+
     it('exits 2 on usage errors: no file, an unknown format', async () => {
       const none = await lint();
       assert.equal(none.code, 2);
