@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, escapePointerToken, parsePointer, requestBody, requiredProperties } from '../src/lint/views.js';
+import { activeContract, escapePointerToken, operationPhrase, parsePointer, requestBody, requiredProperties } from '../src/lint/views.js';
 
 /** A required body property that the fingerprint neither includes nor explicitly excludes. */
 export default defineRule({
@@ -12,7 +12,7 @@ export default defineRule({
       'Readiness question 2: a required field is part of the command; if the fingerprint silently ignores it, a changed command with a reused key replays the old result instead of a conflict.',
     messages: {
       uncovered:
-        'required body property `{name}` is neither included in nor excluded from the fingerprint: requests that differ only in `{name}` count as the same payload; add `/{escaped}` to `fingerprint.include` (or to `exclude` if it never changes the effect)',
+        'required body property `{name}` of {operation} is neither included in nor excluded from the fingerprint: requests that differ only in `{name}` count as the same payload; add `/{escaped}` to `fingerprint.include` (or to `exclude` if it never changes the effect)',
     },
   },
   check(ctx) {
@@ -29,7 +29,9 @@ export default defineRule({
       covered.add(tokens[0]!);
     }
     for (const { name } of requiredProperties(ctx.document, schema.value, schema.at)) {
-      if (!covered.has(name)) ctx.report('uncovered', contract.at('fingerprint', 'include'), { name, escaped: escapePointerToken(name) });
+      if (covered.has(name)) continue;
+      const at = contract.at('fingerprint', 'include');
+      ctx.report('uncovered', at, { name, escaped: escapePointerToken(name), operation: operationPhrase(ctx.operation, at) });
     }
   },
 });

@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, child, closest, effectiveParameters, findParameter } from '../src/lint/views.js';
+import { activeContract, child, closest, effectiveParameters, findParameter, operationPhrase } from '../src/lint/views.js';
 
 /** The contract's key header must be a declared header parameter whose `required` agrees with the contract. */
 export default defineRule({
@@ -12,7 +12,7 @@ export default defineRule({
       'Clients and generated SDKs learn which header carries the intent key from the parameters; a key the document does not declare is a key nobody sends.',
     messages: {
       undeclared:
-        'the key header `{header}` is not a declared header parameter of this operation{hint}: add `{in: header, name: {header}, required: {required}, schema: {type: string, maxLength: 255}}` to its parameters (or to the path item)',
+        'the key header `{header}` is not a declared header parameter of {operation}{hint}: add `{in: header, name: {header}, required: {required}, schema: {type: string, maxLength: 255}}` to its parameters (or to the path item)',
       requiredMismatch:
         'the key header parameter `{header}` says `required: {declared}` but the contract says `key.required: {contract}`: make them agree (set `required: {contract}` here)',
     },
@@ -26,7 +26,8 @@ export default defineRule({
     if (!param) {
       const declared = effectiveParameters(ctx.document, ctx.operation).filter((p) => p.in === 'header').map((p) => p.name);
       const near = closest(header, declared);
-      ctx.report('undeclared', contract.at('key', 'header'), { header, required: String(required), hint: near ? ` (did you mean \`${near}\`?)` : '' });
+      const at = contract.at('key', 'header');
+      ctx.report('undeclared', at, { header, required: String(required), hint: near ? ` (did you mean \`${near}\`?)` : '', operation: operationPhrase(ctx.operation, at) });
       return;
     }
     if (param.required !== required) {

@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, effectiveSecurity, formatScopePart, rawScopeIndex } from '../src/lint/views.js';
+import { activeContract, effectiveSecurity, formatScopePart, operationPhrase, rawScopeIndex } from '../src/lint/views.js';
 
 // Parameter names that identify who owns a key (a tenant, an account, a user…).
 const OWNER_NAME = /tenant|account|org(ani[sz]ation)?s?\b|organi[sz]ation|customer|user|merchant|owner|workspace|team|project|client|principal|subject|company/i;
@@ -15,9 +15,9 @@ export default defineRule({
       'Readiness question 1: on an authenticated API the scope must include the owner, or keys of different callers collide and a replay can hand one caller the stored response of another.',
     messages: {
       global:
-        '`global` scope on an authenticated operation: keys of different callers collide, and a replay can return another caller\'s stored response; use `scope: [principal]` (or a tenant header/path parameter)',
+        '`global` scope on {operation}, which is authenticated: keys of different callers collide, and a replay can return another caller\'s stored response; use `scope: [principal]` (or a tenant header/path parameter)',
       noOwner:
-        'scope [{scope}] names no owner on an authenticated operation: two callers that pick the same key share one record; add `principal` (or a tenant/account parameter) to the scope',
+        'scope [{scope}] names no owner on {operation}, which is authenticated: two callers that pick the same key share one record; add `principal` (or a tenant/account parameter) to the scope',
     },
   },
   check(ctx) {
@@ -26,10 +26,14 @@ export default defineRule({
     if (!effectiveSecurity(ctx.document, ctx.operation).secured) return;
     const index = contract.scope.findIndex((p) => p.kind === 'global');
     if (index !== -1) {
-      ctx.report('global', contract.at('scope', rawScopeIndex(contract.raw, contract.scope[index]!, index)));
+      const at = contract.at('scope', rawScopeIndex(contract.raw, contract.scope[index]!, index));
+      ctx.report('global', at, { operation: operationPhrase(ctx.operation, at) });
       return;
     }
     const namesOwner = contract.scope.some((p) => p.kind === 'principal' || ('name' in p && OWNER_NAME.test(p.name)));
-    if (!namesOwner) ctx.report('noOwner', contract.at('scope'), { scope: contract.scope.map(formatScopePart).join(', ') });
+    if (!namesOwner) {
+      const at = contract.at('scope');
+      ctx.report('noOwner', at, { scope: contract.scope.map(formatScopePart).join(', '), operation: operationPhrase(ctx.operation, at) });
+    }
   },
 });

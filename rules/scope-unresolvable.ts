@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, closest, effectiveParameters, effectiveSecurity, findParameter, formatScopePart, rawScopeIndex } from '../src/lint/views.js';
+import { activeContract, closest, effectiveParameters, effectiveSecurity, findParameter, formatScopePart, operationPhrase, rawScopeIndex } from '../src/lint/views.js';
 
 /** A scope part that the server cannot evaluate from the declared request. */
 export default defineRule({
@@ -12,11 +12,11 @@ export default defineRule({
       'Readiness question 1: a scope the server cannot read from the request (an undeclared parameter, a principal on an anonymous operation) binds nothing, so every caller shares one key space.',
     messages: {
       undeclared:
-        'scope part `{part}` names a {where} parameter this operation does not declare{hint}: declare it (in the operation or its path item) or fix the name',
+        'scope part `{part}` names a {where} parameter that {operation} does not declare{hint}: declare it (in the operation or its path item) or fix the name',
       principalUnsecured:
         'scope part `principal`, but {reason}, so there is no principal to scope by: declare the security requirement, or scope by a declared parameter instead',
       principalAnonymous:
-        'scope part `principal`, but the security requirements allow anonymous requests (`{}`): every anonymous caller shares one key space; remove the `{}` alternative or add another scope part',
+        'scope part `principal`, but the security requirements of {operation} allow anonymous requests (an empty alternative): every anonymous caller shares one key space; remove the `{}` alternative or add another scope part',
     },
   },
   check(ctx) {
@@ -24,19 +24,21 @@ export default defineRule({
     if (!contract?.scope) return;
     const { document: doc, operation: op } = ctx;
     contract.scope.forEach((part, i) => {
-      const at = () => contract.at('scope', rawScopeIndex(contract.raw, part, i));
+      const where = contract.at('scope', rawScopeIndex(contract.raw, part, i));
+      const operation = operationPhrase(op, where);
+      const at = () => where;
       if (part.kind === 'principal') {
         const security = effectiveSecurity(doc, op);
         if (!security.secured) {
           const reason =
             security.source === 'operation'
-              ? 'the operation says `security: []`'
+              ? `${operation} says \`security: []\``
               : security.source === 'document'
                 ? 'the document-level `security` names no scheme'
-                : 'neither the operation nor the document declares `security`';
+                : `neither ${operation} nor the document declares \`security\``;
           ctx.report('principalUnsecured', at(), { reason });
         } else if (security.anonymousAllowed) {
-          ctx.report('principalAnonymous', at());
+          ctx.report('principalAnonymous', at(), { operation });
         }
         return;
       }
@@ -44,7 +46,7 @@ export default defineRule({
       if (findParameter(doc, op, part.kind, part.name)) return;
       const declared = effectiveParameters(doc, op).filter((p) => p.in === part.kind).map((p) => p.name);
       const near = closest(part.name, declared);
-      ctx.report('undeclared', at(), { part: formatScopePart(part), where: part.kind, hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });
+      ctx.report('undeclared', at(), { part: formatScopePart(part), where: part.kind, operation, hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });
     });
   },
 });

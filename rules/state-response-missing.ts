@@ -1,6 +1,6 @@
 import { defineRule } from '../src/lint/rule.js';
 import type { StateName } from '../src/parser/model.js';
-import { activeContract, findResponse } from '../src/lint/views.js';
+import { activeContract, findResponse, operationPhrase } from '../src/lint/views.js';
 
 const STATES: readonly { name: StateName; suggest: number; meaning: string }[] = [
   { name: 'missingKey', suggest: 400, meaning: 'a request without a key is refused' },
@@ -25,7 +25,7 @@ export default defineRule({
       noStatus:
         'no status for the `{state}` state: clients cannot tell how {meaning}; add `responses.{state}: {status: {suggest}}` and document that response',
       undocumented:
-        '`responses.{state}` answers {status}, which is not a documented response of this operation: add a `\'{status}\'` response (e.g. application/problem+json) to its `responses`',
+        '`responses.{state}` answers {status}, which is not a documented response of {operation}: add a `\'{status}\'` response (e.g. application/problem+json) to its `responses`',
     },
   },
   check(ctx) {
@@ -38,7 +38,8 @@ export default defineRule({
       if (status === undefined) {
         ctx.report('noStatus', contract.at('responses', state.name), { state: state.name, meaning: state.meaning, suggest: state.suggest });
       } else if (!findResponse(ctx.document, ctx.operation, status)) {
-        ctx.report('undocumented', contract.at('responses', state.name, 'status'), { state: state.name, status });
+        const at = contract.at('responses', state.name, 'status');
+        ctx.report('undocumented', at, { state: state.name, status, operation: operationPhrase(ctx.operation, at) });
       }
     }
   },

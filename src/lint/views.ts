@@ -809,3 +809,14 @@ export function safeReadIndex(doc: ApiDocument): NameIndex {
   }
   return index;
 }
+
+/**
+ * How a message names the operation: `this operation` when the finding's node lies inside the operation
+ * (its line already says which one), else the operation's label (`POST /payouts (createPayout)`), for a
+ * node in the document defaults whose fault is this operation's own (an undeclared header, a missing
+ * response). Faults of a shared node itself keep a label-free message, so the engine merges them.
+ */
+export function operationPhrase(op: OperationView, at: Location): string {
+  const inside = at.file === op.at.file && (at.pointer === op.at.pointer || at.pointer.startsWith(`${op.at.pointer}/`));
+  return inside ? 'this operation' : op.label;
+}

@@ -54,7 +54,16 @@ ruleTester.run(stateResponseMissing, {
     {
       name: 'a status the operation does not document',
       document: payouts((t) => delete post(t).responses['503']),
-      errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/storeUnavailable/status`, message: /503/ }],
+      errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/storeUnavailable/status`, message: /503, which is not a documented response of this operation/ }],
+    },
+    {
+      name: 'a status from the defaults names the operation that does not document it',
+      document: payouts((t, c) => {
+        t['x-idempotency'] = { responses: { mismatch: { status: 422 } } };
+        delete c.responses.mismatch;
+        delete post(t).responses['422'];
+      }),
+      errors: [{ messageId: 'undocumented', pointer: '/x-idempotency/responses/mismatch/status', operations: ['createPayout'], message: /documented response of POST \/payouts \(createPayout\)/ }],
     },
     {
       name: 'default does not document a state',

@@ -92,6 +92,18 @@ ruleTester.run(scopeUnresolvable, {
       errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/scope/1`, message: /`header:X-Tenant-Id`.*header parameter/ }],
     },
     {
+      name: 'a defaults scope part that two operations lack: one finding per operation, each named',
+      document: payouts((t, c) => {
+        delete c.scope;
+        t['x-idempotency'] = { scope: ['principal', 'header:X-Tenant-Id'] };
+        t.paths['/refunds'] = { post: { ...structuredClone(post(t)), operationId: 'createRefund' } };
+      }),
+      errors: [
+        { messageId: 'undeclared', pointer: '/x-idempotency/scope/1', operations: ['createPayout'], message: /that POST \/payouts \(createPayout\) does not declare/ },
+        { messageId: 'undeclared', pointer: '/x-idempotency/scope/1', operations: ['createRefund'], message: /that POST \/refunds \(createRefund\) does not declare/ },
+      ],
+    },
+    {
       name: 'a misspelt path parameter gets a hint',
       document: payouts((t) => {
         t.paths['/payouts/{id}'].post = { ...structuredClone(post(t)), operationId: 'retryPayout' };
