@@ -147,7 +147,7 @@ function buildSpec(count) {
   const paths = {};
   const properties = (i) =>
     Object.fromEntries(
-      Array.from({ length: 28 }, (_, p) => [
+      Array.from({ length: 20 }, (_, p) => [
         `field${p}`,
         {
           type: p % 3 === 0 ? 'integer' : 'string',

@@ -7,3 +7,4 @@ export { parseScopePart } from './contract.js';
 export { validateContractValue, loadContractSchema, schemaPath, type SchemaViolation } from './schema.js';
 export { parsePointer, formatPointer, appendPointer, escapeToken, unescapeToken, valueAt } from './pointer.js';
 export * from './model.js';
+export { compileContract, CONTRACT_DEFAULTS } from './compile.js';

@@ -58,6 +58,8 @@ class DocumentLoader implements ApiDocument {
   // The same `$ref` string in the same file always lands on the same node; big documents repeat a few
   // refs (`#/components/responses/Problem`) thousands of times.
   private readonly refs = new Map<string, Followed>();
+  // Shared components (a `#/components/responses/Problem` used by every operation) are checked once.
+  private readonly checked = new WeakSet<object>();
   defaultsAt: Location | undefined;
   private readonly touched: string[] = [];
 
@@ -225,7 +227,8 @@ class DocumentLoader implements ApiDocument {
     if (isPlainObject(node.responses)) {
       for (const code in node.responses) {
         const response = this.need(node.responses[code], lazyChild(at, 'responses', code));
-        if (!isPlainObject(response.value)) continue;
+        if (!isPlainObject(response.value) || this.checked.has(response.value)) continue;
+        this.checked.add(response.value);
         const headers = response.value.headers;
         if (isPlainObject(headers)) {
           for (const name in headers) this.need(headers[name], lazyChild(response.at, 'headers', name));
@@ -237,7 +240,8 @@ class DocumentLoader implements ApiDocument {
   }
 
   private needContentSchemas(value: unknown, at: Location): void {
-    if (!isPlainObject(value) || !isPlainObject(value.content)) return;
+    if (!isPlainObject(value) || !isPlainObject(value.content) || this.checked.has(value.content)) return;
+    this.checked.add(value.content);
     for (const mediaType in value.content) {
       const media = value.content[mediaType];
       if (isPlainObject(media)) this.needSchema(media, lazyChild(at, 'content', mediaType));
