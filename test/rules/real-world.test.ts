@@ -8,6 +8,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { main } from '../../src/cli/main.js';
+import { schemaShapeWarnings } from '../../src/lint/document-shapes.js';
 import { lintDocument } from '../../src/lint/engine.js';
 import { loadDocument } from '../../src/parser/index.js';
 import { rules } from '../../rules/index.js';
@@ -93,5 +94,39 @@ describe('real-world shapes', () => {
     const ids = report.findings.map((f) => f.ruleId).filter((id) => id !== 'document-invalid');
     assert.deepEqual(ids.sort(), ['fingerprint-field-unknown', 'ttl-missing']);
     assert.equal(io.err, '');
+  });
+
+  it('finds the unrelated schema-shape problems once each, where they are written', async () => {
+    const doc = await loadDocument(path.join(REPO_ROOT, 'samples/broken/real-world.yaml'));
+    assert.deepEqual(
+      schemaShapeWarnings(doc).map((w) => [w.at.pointer, w.message.split(':')[0]]),
+      [
+        ['/components/schemas/ListingInput/properties/extra', 'a schema is null here'],
+        ['/components/schemas/ListingInput/properties/discontinuedAt/oneOf/1/type', "type 'null' is OpenAPI 3.1 (JSON Schema 2020-12); in 3.0 mark the other alternative `nullable"],
+      ],
+    );
+    for (const clean of ['samples/demo-requests/openapi.yaml', 'samples/broken/openapi31.yaml', 'samples/broken/swagger2.yaml']) {
+      assert.deepEqual(schemaShapeWarnings(await loadDocument(path.join(REPO_ROOT, clean))), [], clean);
+    }
+  });
+
+  it('flags 3.1 type arrays in Swagger 2.0 and skips examples and extensions', async () => {
+    const file = path.join(dir, 'swagger.yaml');
+    await writeFile(
+      file,
+      `swagger: '2.0'
+info: { title: t, version: '1' }
+paths: {}
+definitions:
+  A:
+    type: [string, 'null']
+    example: { schema: null, type: 'null' }
+    x-shape: { schema: null }
+    properties:
+      b: { items: null }
+`,
+    );
+    const warnings = schemaShapeWarnings(await loadDocument(file));
+    assert.deepEqual(warnings.map((w) => w.at.pointer), ['/definitions/A/type', '/definitions/A/properties/b/items']);
   });
 });
