@@ -221,6 +221,14 @@ try {
     try {
       const ms = SECONDS * 1000;
       const run = `${process.pid}-${Date.now().toString(36)}`;
+      const only = process.env.BENCH_ONLY; // profiling aid: run one phase only
+      if (only === 'replay' || only === 'fresh' || only === 'bare') {
+        if (only === 'replay') await load(app.port, () => request('/v1/demo-requests', `replay-${run}`, 'replay'), 50);
+        const path_ = only === 'bare' ? '/bare' : '/v1/demo-requests';
+        const result = await load(app.port, (i) => request(path_, only === 'bare' ? undefined : only === 'replay' ? `replay-${run}` : `fresh-${run}-${i}`, only === 'replay' ? 'replay' : `x-${i}`), ms);
+        console.log(store, only, Math.round(result.rps), 'req/s');
+        continue;
+      }
       const bare1 = await load(app.port, (i) => request('/bare', undefined, `bare-${i}`), ms);
       const fresh = await load(app.port, (i) => request('/v1/demo-requests', `fresh-${run}-${i}`, `fresh-${i}`), ms);
       // Replays: complete one key per connection first, then hit those keys only.

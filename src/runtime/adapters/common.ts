@@ -72,16 +72,20 @@ export function readsQuery(contract: CompiledContract): boolean {
 }
 
 /**
- * The guard's header map from Node's parsed headers: `headers` (repeated headers joined, as Node does)
- * with the key header taken from `distinct`, so a key sent several times stays several values.
+ * The guard's header map from Node's parsed headers: `headers` (repeated headers joined with `, `, as Node
+ * does) with the key header's separate values from `distinct()` when it may have been sent several times —
+ * asked only then, because Node builds that map on demand.
  */
 export function nodeHeaders(
   headers: Readonly<Record<string, string | readonly string[] | undefined>>,
-  distinct: Readonly<Record<string, readonly string[] | undefined>>,
+  distinct: () => Readonly<Record<string, readonly string[] | undefined>>,
   keyHeader: string,
 ): GuardHeaders {
   const result: GuardHeaders = { ...headers };
-  const values = distinct[keyHeader];
-  if (values !== undefined && values.length > 1) result[keyHeader] = values;
+  const joined = headers[keyHeader];
+  if (typeof joined === 'string' && joined.includes(',')) {
+    const values = distinct()[keyHeader];
+    if (values !== undefined && values.length > 1) result[keyHeader] = values;
+  }
   return result;
 }

@@ -57,7 +57,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
     }
-    const headers = nodeHeaders(req.headers, req.headersDistinct, keyHeader);
+    const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(req);
     const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
     return {

@@ -68,7 +68,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const withQuery = readsQuery(contract);
 
   async function toGuardRequest(request: FastifyRequest): Promise<GuardRequest> {
-    const headers = nodeHeaders(request.raw.headers, request.raw.headersDistinct, keyHeader);
+    const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(request);
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
     const params = (request.params ?? {}) as Record<string, unknown>;
