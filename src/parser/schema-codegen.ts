@@ -2,9 +2,9 @@
  * Builds `contract-validator.generated.ts`: ajv's standalone code for `schemas/x-idempotency.schema.json`.
  * Compiling the schema with ajv at run time costs ~70 ms of every cold start; the generated validator is
  * the same code, compiled once here. A test fails when the file is stale. Regenerate with
- * `npx tsx src/parser/schema-codegen.ts`.
+ * `UPDATE_GENERATED=1 npx mocha test/parser/contract.test.ts`.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
@@ -32,8 +32,4 @@ export function generateValidatorSource(): string {
     code.replace(/^"use strict";/, ''),
     '',
   ].join('\n');
-}
-
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  writeFileSync(GENERATED_VALIDATOR, generateValidatorSource());
 }
