@@ -53,6 +53,9 @@ interface RequestState {
 
 const states = new WeakMap<FastifyRequest, RequestState>();
 
+// Marks the handlers `transactional()` returns, so the plugin does not add hooks that would reserve twice.
+const TRANSACTIONAL = Symbol.for('idemkit.fastify.transactional');
+
 /** The guard's context for a request (reservation, transaction, canonical key), or throws when no guard ran. */
 export function idempotencyOf<Tx = unknown>(request: FastifyRequest): HandlerContext<Tx> {
   const state = states.get(request);
@@ -115,7 +118,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   };
 
   function transactional<Tx>(handler: TransactionalHandler<Tx>) {
-    return async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    const routeHandler = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
       const guardRequest = await toGuardRequest(request);
       const response = await guard.handle(
         guardRequest,
@@ -128,6 +131,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       );
       return sendResponse(reply, response);
     };
+    return Object.assign(routeHandler, { [TRANSACTIONAL]: true });
   }
 
   return { contract, guard, preHandler, onSend, hooks: { preHandler, onSend }, transactional };
@@ -146,6 +150,8 @@ export function idempotencyPlugin(guards: Iterable<RouteGuard>): (instance: Fast
       for (const method of methods) {
         const guard = byRoute.get(`${String(method).toUpperCase()} ${route.url}`);
         if (guard === undefined) continue;
+        // A transactional handler runs the guard itself.
+        if ((route.handler as unknown as Record<symbol, unknown>)[TRANSACTIONAL] === true) return;
         route.preHandler = [...asArray(route.preHandler), guard.preHandler] as RouteOptions['preHandler'];
         route.onSend = [...asArray(route.onSend), guard.onSend] as RouteOptions['onSend'];
         return;

@@ -88,6 +88,33 @@ describe('runtime/adapters/fastify', () => {
     assert.equal(calls, 1);
   });
 
+  it('the plugin leaves a transactional route to its own guard (no double reservation)', async () => {
+    const db = new Database(':memory:');
+    try {
+      const store = new SqliteStore(db);
+      await store.migrate();
+      const guard = createRouteGuard(contract, options(store));
+      await app.register(idempotencyPlugin([guard]));
+      app.post(
+        '/things/:tenant',
+        guard.transactional(async (_request, reply) => {
+          calls += 1;
+          reply.code(201);
+          return { n: calls };
+        }),
+      );
+      const port = await listen(app);
+      const first = await post(port, '/things/t1', { key: 'tp', user: 'u', body: {} });
+      assert.equal(first.status, 201, first.text);
+      assert.equal(first.headers['idempotent-replayed'], 'false');
+      assert.equal((await post(port, '/things/t1', { key: 'tp', user: 'u', body: {} })).headers['idempotent-replayed'], 'true');
+      assert.equal(calls, 1);
+    } finally {
+      await app.close();
+      db.close();
+    }
+  });
+
   it('one-transaction mode on SQLite: the row and the record commit together, or roll back together', async () => {
     const db = new Database(':memory:');
     try {
