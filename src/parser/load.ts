@@ -204,7 +204,8 @@ class DocumentLoader implements ApiDocument {
     const inputs: ContractInputs = {
       own,
       defaults,
-      documentedResponse: (status) => this.documentedResponse(node, at, status),
+      // States share statuses (400 twice, 409 twice): resolve each status once per operation.
+      documentedResponse: memoizeByStatus((status) => this.documentedResponse(node, at, status)),
     };
     return buildContract(inputs);
   }
@@ -426,5 +427,13 @@ function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
     get pointer() {
       return (pointer ??= appendPointer(parent.pointer, ...tokens));
     },
+  };
+}
+
+function memoizeByStatus<T>(lookup: (status: number) => T): (status: number) => T {
+  const cache = new Map<number, T>();
+  return (status) => {
+    if (!cache.has(status)) cache.set(status, lookup(status));
+    return cache.get(status) as T;
   };
 }
