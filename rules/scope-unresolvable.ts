@@ -32,7 +32,9 @@ export default defineRule({
         if (!security.secured) {
           const reason =
             security.source === 'operation'
-              ? `${operation} says \`security: []\``
+              ? security.requirements.length === 0
+                ? `${operation} says \`security: []\``
+                : `the security of ${operation} names no scheme`
               : security.source === 'document'
                 ? 'the document-level `security` names no scheme'
                 : `neither ${operation} nor the document declares \`security\``;

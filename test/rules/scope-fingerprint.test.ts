@@ -118,6 +118,11 @@ ruleTester.run(scopeUnresolvable, {
       errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /security: \[\]/ }],
     },
     {
+      name: 'principal on an operation whose only alternative is anonymous',
+      document: payouts((t) => (post(t).security = [{}])),
+      errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /the security of this operation names no scheme/ }],
+    },
+    {
       name: 'principal with no security anywhere',
       document: payouts((t) => delete t.security),
       errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /neither/ }],
