@@ -42,6 +42,8 @@ export interface ScenarioOptions {
    * separate store to stop: those two scenarios do not apply to it.
    */
   readonly durable?: StoreControl;
+  /** The app serves the one-transaction route (Express on SQLite and PostgreSQL). */
+  readonly transactional?: boolean;
 }
 
 function assertProblem(answer: Answer, status: number, type: string): void {
@@ -219,6 +221,43 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
       assert.ok(!log.includes(secret), 'payload in the guard log');
       assert.ok(readLines(files.log).some((line) => line['decision'] === 'completed' && /^[0-9a-f]{64}$/.test(String(line['keyId']))));
     });
+
+    if (options.transactional === true) {
+      const rows = async (topic: string): Promise<number> => {
+        const answer = await fetch(`http://127.0.0.1:${server.port}/test/rows?topic=${encodeURIComponent(topic)}`);
+        return ((await answer.json()) as { n: number }).n;
+      };
+
+      it('one-transaction mode: a 500 rolls back the business row with the reservation; the retry commits both once', async () => {
+        const key = unique('tx');
+        const body = { topic: unique('topic'), contact: { email: 'tx@example.com' } };
+        const failed = await post(server.port, '/v1/tx/demo-requests', { key, user: 'alice', body, headers: { 'x-test-status': '500' } });
+        assert.equal(failed.status, 500);
+        assert.equal(await rows(body.topic), 0, 'the row was rolled back');
+        const retry = await post(server.port, '/v1/tx/demo-requests', { key, user: 'alice', body });
+        assert.equal(retry.status, 201, retry.text);
+        assert.equal(retry.headers['idempotent-replayed'], 'false');
+        const replay = await post(server.port, '/v1/tx/demo-requests', { key, user: 'alice', body });
+        assert.equal(replay.headers['idempotent-replayed'], 'true');
+        assert.equal(replay.json['id'], retry.json['id']);
+        assert.equal(await rows(body.topic), 1);
+      });
+
+      it('one-transaction mode: concurrent duplicates wait for the commit and replay it; one business row', async () => {
+        const key = unique('tx-burst');
+        const body = { topic: unique('topic'), contact: { email: 'tx2@example.com' } };
+        const answers = await Promise.all(
+          Array.from({ length: 10 }, () => post(server.port, '/v1/tx/demo-requests', { key, user: 'alice', body, headers: { 'x-test-hold-ms': '200' } })),
+        );
+        assert.equal(await rows(body.topic), 1);
+        const firsts = answers.filter((a) => a.status === 201 && a.headers['idempotent-replayed'] === 'false');
+        assert.equal(firsts.length, 1);
+        for (const answer of answers) {
+          if (answer.status === 201) assert.equal(answer.json['id'], firsts[0]!.json['id']);
+          else assertProblem(answer, 409, 'idempotency-request-in-progress');
+        }
+      });
+    }
 
     if (options.durable !== undefined) {
       const durable = options.durable;

@@ -4,7 +4,7 @@ import { requireBinary, startPostgres, startRedis, type PostgresServer, type Red
 const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
 
 describeServerScenarios({ framework: 'express', store: 'memory' });
-describeServerScenarios({ framework: 'express', store: 'sqlite' }, { durable: sqliteControl() });
+describeServerScenarios({ framework: 'express', store: 'sqlite' }, { durable: sqliteControl(), transactional: true });
 
 describe('express on PostgreSQL', function () {
   let pg: PostgresServer | undefined;
@@ -20,7 +20,7 @@ describe('express on PostgreSQL', function () {
   const env = () => ({ PG_URL: pg!.connectionString });
   describeMultiProcess({ framework: 'express', store: 'postgres' }, env);
   // Last: its outage scenario kills the server.
-  describeServerScenarios({ framework: 'express', store: 'postgres' }, { durable: { env, stop: () => pg!.kill() } });
+  describeServerScenarios({ framework: 'express', store: 'postgres' }, { durable: { env, stop: () => pg!.kill() }, transactional: true });
 });
 
 describe('express on Redis', function () {
