@@ -49,6 +49,16 @@ describe('idemkit lint', () => {
       assert.match(result.out, /^✖ \d+ problems \(\d+ errors?, \d+ warnings?, \d+ info\)$/m);
     });
 
+    it('reports a fault in an external shared contract once, in that file, naming both operations', async () => {
+      const result = await lint('test/fixtures/parser/external/broken-contract.yaml', '--format', 'json');
+      assert.equal(result.code, 1);
+      const findings = (JSON.parse(result.out) as { findings: { ruleId: string; file: string; line: number; column: number; operations: string[] }[] }).findings;
+      const invalid = findings.filter((finding) => finding.ruleId === 'contract-invalid');
+      assert.deepEqual(invalid.map(({ file, line, column, operations }) => ({ file, line, column, operations })), [
+        { file: 'test/fixtures/parser/external/components/contracts.yaml', line: 4, column: 3, operations: ['a', 'b'] },
+      ]);
+    });
+
     it('prints machine-readable JSON with --format json', async () => {
       const result = await lint('test/fixtures/parser/invalid-contract.yaml', '--format', 'json');
       assert.equal(result.code, 1);
