@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, closest, escapePointerToken, operationPhrase, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, closest, escapePointerToken, operationPhrase, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
 
 /** A fingerprint pointer that does not resolve in the request body schema. */
 export default defineRule({
@@ -12,9 +12,9 @@ export default defineRule({
       'Readiness question 2: a fingerprint over a field that does not exist compares nothing, so two different commands look like the same payload.',
     messages: {
       noProperty:
-        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema of {operation}: {parent} has no property `{token}`{hint}; fix the pointer or remove it',
+        'fingerprint {list} pointer `{pointer}` does not resolve in {schema}: {parent} has no property `{token}`{hint}; fix the pointer or remove it',
       notContainer:
-        'fingerprint {list} pointer `{pointer}` does not resolve in the request body schema of {operation}: {parent} is not an object or array, so it has no `{token}`; point at {parent} itself',
+        'fingerprint {list} pointer `{pointer}` does not resolve in {schema}: {parent} is not an object or array, so it has no `{token}`; point at {parent} itself',
       notPointer: 'fingerprint {list} entry `{pointer}` is not a JSON Pointer into the body: write it with a leading slash, e.g. `/{pointer}`',
       noBody:
         'the fingerprint names body fields but {operation} takes no request body: declare the request body, or drop `fingerprint.{list}`',
@@ -41,7 +41,7 @@ export default defineRule({
     for (const [list, pointers] of lists) {
       pointers.forEach((pointer, i) => {
         const at = contract.at('fingerprint', list, i);
-        const operation = operationPhrase(ctx.operation, at);
+        const schemaName = bodySchemaPhrase(ctx.operation, schema.at, at);
         const result = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
         if (result.ok) return;
         if (result.reason === 'not-pointer') {
@@ -51,7 +51,7 @@ export default defineRule({
         const token = parsePointer(pointer)![result.failedToken]!;
         const parent = result.resolvedPrefix === '' ? 'the body' : `\`${result.resolvedPrefix}\``;
         if (result.reason === 'not-container') {
-          ctx.report('notContainer', at, { list, pointer, parent, token, operation });
+          ctx.report('notContainer', at, { list, pointer, parent, token, schema: schemaName });
           return;
         }
         const near = closest(token, result.known);
@@ -64,7 +64,7 @@ export default defineRule({
             .filter((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok);
           if (deeper.length === 1) suggestion = deeper[0];
         }
-        ctx.report('noProperty', at, { list, pointer, parent, token, operation, hint: suggestion ? ` (did you mean \`${suggestion}\`?)` : '' });
+        ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint: suggestion ? ` (did you mean \`${suggestion}\`?)` : '' });
       });
     }
   },

@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, escapePointerToken, operationPhrase, parsePointer, requestBody, requiredProperties } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, escapePointerToken, parsePointer, requestBody, requiredProperties } from '../src/lint/views.js';
 
 /** A required body property that the fingerprint neither includes nor explicitly excludes. */
 export default defineRule({
@@ -12,7 +12,7 @@ export default defineRule({
       'Readiness question 2: a required field is part of the command; if the fingerprint silently ignores it, a changed command with a reused key replays the old result instead of a conflict.',
     messages: {
       uncovered:
-        'required body property `{name}` of {operation} is neither included in nor excluded from the fingerprint: requests that differ only in `{name}` count as the same payload; add `/{escaped}` to `fingerprint.include` (or to `exclude` if it never changes the effect)',
+        'required property `{name}` of {schema} is neither included in nor excluded from the fingerprint: requests that differ only in `{name}` count as the same payload; add `/{escaped}` to `fingerprint.include` (or to `exclude` if it never changes the effect)',
     },
   },
   check(ctx) {
@@ -31,7 +31,7 @@ export default defineRule({
     for (const { name } of requiredProperties(ctx.document, schema.value, schema.at)) {
       if (covered.has(name)) continue;
       const at = contract.at('fingerprint', 'include');
-      ctx.report('uncovered', at, { name, escaped: escapePointerToken(name), operation: operationPhrase(ctx.operation, at) });
+      ctx.report('uncovered', at, { name, escaped: escapePointerToken(name), schema: bodySchemaPhrase(ctx.operation, schema.at, at) });
     }
   },
 });

@@ -8,6 +8,7 @@
  * Views never throw on odd input; a broken reference or a node of the wrong type simply yields nothing.
  * Results are cached per document/operation so a rule catalogue stays linear in the number of operations.
  */
+import path from 'node:path';
 import type { ApiDocument, Location, OperationView } from '../parser/model.js';
 
 /** A node together with where it is written. */
@@ -819,4 +820,17 @@ export function safeReadIndex(doc: ApiDocument): NameIndex {
 export function operationPhrase(op: OperationView, at: Location): string {
   const inside = at.file === op.at.file && (at.pointer === op.at.pointer || at.pointer.startsWith(`${op.at.pointer}/`));
   return inside ? 'this operation' : op.label;
+}
+
+/**
+ * How a message names an operation's request body schema: the shared component (`schema \`PayoutInput\``)
+ * when the schema is defined outside the operation — so operations that share it get one merged finding —
+ * else the operation, as {@link operationPhrase} names it for a finding at `at`.
+ */
+export function bodySchemaPhrase(op: OperationView, schemaAt: Location, at: Location): string {
+  const insideOp = schemaAt.file === op.at.file && schemaAt.pointer.startsWith(`${op.at.pointer}/`);
+  if (insideOp) return `the request body schema of ${operationPhrase(op, at)}`;
+  const tokens = parsePointer(schemaAt.pointer) ?? [];
+  const name = tokens.length > 0 ? tokens[tokens.length - 1] : path.basename(schemaAt.file);
+  return `the request body schema \`${name}\``;
 }

@@ -225,6 +225,30 @@ ruleTester.run(fingerprintFieldUnknown, {
       ],
     },
     {
+      name: 'a defaults pointer wrong for a shared body schema: one finding naming the schema and both operations',
+      document: payouts((t, c) => {
+        delete c.fingerprint;
+        t['x-idempotency'] = { fingerprint: { include: ['/amout'] } };
+        t.paths['/refunds'] = { post: { ...structuredClone(post(t)), operationId: 'createRefund' } };
+      }),
+      errors: [
+        {
+          messageId: 'noProperty',
+          pointer: '/x-idempotency/fingerprint/include/0',
+          operations: ['createPayout', 'createRefund'],
+          message: /does not resolve in the request body schema `PayoutInput`: the body has no property `amout` \(did you mean `\/amount`\?\)/,
+        },
+      ],
+    },
+    {
+      name: 'an inline body schema is named by its operation',
+      document: payouts((t, c) => {
+        post(t).requestBody.content['application/json'].schema = { type: 'object', properties: { amount: { type: 'integer' } } };
+        c.fingerprint = { include: ['/amount', '/currency'] };
+      }),
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/1`, message: /request body schema of this operation: the body has no property `currency`/ }],
+    },
+    {
       name: 'a member of a scalar',
       document: payouts((_t, c) => (c.fingerprint.include = ['/amount/value'])),
       errors: [{ messageId: 'notContainer', pointer: `${CONTRACT}/fingerprint/include/0`, message: /`\/amount` is not an object/ }],
