@@ -2,10 +2,10 @@
  * `idemkit generate server`: the view model of a document's contracted operations, the runtime files a
  * framework + store target needs, and the rendered file set.
  */
-import type { ApiDocument, OperationView } from '../parser/model.js';
+import type { ApiDocument, Location, OperationView } from '../parser/model.js';
 import type { CompiledContract } from '../runtime/contract.js';
 import { compileContract } from '../parser/compile.js';
-import { UsageError } from '../errors.js';
+import { DocumentError, UsageError } from '../errors.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from './output.js';
 import { renderTemplate, toIdentifier } from './render.js';
 
@@ -62,11 +62,52 @@ function isContracted(op: OperationView): boolean {
   return op.contract !== undefined && op.contract.enabled;
 }
 
+/** The first reason a contract cannot become a guard (a guard must never run on silently defaulted values). */
+function contractProblem(op: OperationView): { at: Location; message: string } | undefined {
+  const contract = op.contract!;
+  const [schemaError] = contract.schemaErrors;
+  if (schemaError !== undefined) return schemaError;
+  for (const name of ['ttl', 'lease'] as const) {
+    const duration = contract[name];
+    if (duration !== undefined && duration.raw !== undefined && duration.ms === undefined) {
+      return { at: contract.at(name), message: `${name} ${JSON.stringify(duration.raw)} is not an ISO 8601 duration (e.g. PT30S, P1D)` };
+    }
+  }
+  if (contract.key.pattern !== undefined) {
+    try {
+      new RegExp(contract.key.pattern);
+    } catch (error) {
+      return { at: contract.at('key', 'pattern'), message: `key.pattern is not a valid regular expression (${(error as Error).message})` };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Throws a {@link DocumentError} (file:line:column) for the first contracted operation whose contract is
+ * invalid: generating from it would fall back to defaults the author did not choose.
+ */
+export function assertContractsGeneratable(doc: ApiDocument): void {
+  for (const op of doc.operations.filter(isContracted)) {
+    const problem = contractProblem(op);
+    if (problem === undefined) continue;
+    const position = doc.position(problem.at);
+    throw new DocumentError(
+      `${op.label}: ${problem.message} — fix the x-idempotency contract (idemkit lint lists every problem)`,
+      problem.at.file,
+      problem.at.pointer,
+      position.line,
+      position.column,
+    );
+  }
+}
+
 /**
  * Builds the view model: every operation with an enabled `x-idempotency` contract, compiled, with unique
  * identifiers, sorted by operationId so the output does not depend on document order.
  */
 export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 'source'>): ServerModel {
+  assertContractsGeneratable(doc);
   const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: compileContract(op) }));
   compiled.sort((a, b) => compare(a.contract.operationId, b.contract.operationId) || compare(a.contract.path, b.contract.path));
   const taken = new Set<string>(['contracts', 'createGuards', 'Guards', 'GuardOptions']);

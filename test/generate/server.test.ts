@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { buildServerModel, generateServer, serverRuntimeFiles } from '../../src/generate/server.js';
 import { loadDocument } from '../../src/parser/index.js';
-import { UsageError } from '../../src/errors.js';
+import { DocumentError, UsageError } from '../../src/errors.js';
 
 describe('generate/server', () => {
   let tmp: string;
@@ -45,6 +45,22 @@ describe('generate/server', () => {
     );
     assert.equal(model.adapterModule, './runtime/adapters/fetch.js');
     assert.equal(model.storeModule, './runtime/stores/memory.js');
+  });
+
+  it('refuses an invalid contract with file:line:column instead of generating from defaults', async () => {
+    for (const [contract, message] of [
+      [{ ttl: 'one day' }, /^POST \/x \(bad\): .*ttl.*"one day".*ISO 8601 duration/],
+      [{ lease: 30 }, /lease is 30/],
+      [{ key: { pattern: '([' } }, /key\.pattern is not a valid regular expression/],
+      [{ tll: 'P1D' }, /unknown field 'tll'/],
+    ] as const) {
+      const doc = await load({ '/x': op('bad', contract) });
+      assert.throws(
+        () => generateServer(doc, { framework: 'express', store: 'memory', source: 'x.json' }),
+        (error: unknown) => error instanceof DocumentError && message.test(error.message) && error.line !== undefined && error.line > 0 && error.file === doc.file,
+        JSON.stringify(contract),
+      );
+    }
   });
 
   it('copies the runtime each target needs and nothing else', () => {
