@@ -301,11 +301,19 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
       it('store stopped mid-run: 503 + Retry-After in bounded time, the handler never runs, nothing hangs', async () => {
         const key = unique('outage');
         const body = { topic: unique('topic'), contact: { email: 'i@example.com' } };
+        // One request is inside its handler (reserved, effect done) when the store goes away.
+        const inFlightBody = { topic: unique('in-flight'), contact: { email: 'i@example.com' } };
+        const inFlight = post(server.port, DEMO, { key: `${key}-in-flight`, user: 'alice', body: inFlightBody, headers: { 'x-test-hold-ms': '400' } });
+        await waitFor(() => effectsFor(files, inFlightBody.topic).length === 1, 5000, 'the in-flight handler');
         await durable.stop(files);
         try {
           const started = Date.now();
           const answers = await Promise.all(Array.from({ length: 5 }, (_, i) => post(server.port, DEMO, { key: `${key}-${i}`, user: 'alice', body })));
           const elapsed = Date.now() - started;
+          // Its effect happened, so it gets its answer although the record could not be completed.
+          const first = await inFlight;
+          assert.equal(first.status, 201, first.text);
+          assert.equal(effectsFor(files, inFlightBody.topic).length, 1);
           for (const answer of answers) {
             assertProblem(answer, 503, 'idempotency-store-unavailable');
             assert.match(String(answer.headers['retry-after']), /^[1-9]\d*$/);
