@@ -259,6 +259,26 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
       });
     }
 
+    if (options.durable === undefined) {
+      it('memory store: records live in the app process, so a restart forgets them (why crash and outage scenarios run on the durable stores)', async () => {
+        const memoryFiles = appFiles();
+        let app = await startServer(target, memoryFiles);
+        try {
+          const key = unique('restart');
+          const body = { topic: unique('topic'), contact: { email: 'r@example.com' } };
+          assert.equal((await post(app.port, DEMO, { key, user: 'alice', body })).headers['idempotent-replayed'], 'false');
+          assert.equal((await post(app.port, DEMO, { key, user: 'alice', body })).headers['idempotent-replayed'], 'true');
+          await app.stop();
+          app = await startServer(target, memoryFiles);
+          assert.equal((await post(app.port, DEMO, { key, user: 'alice', body })).headers['idempotent-replayed'], 'false');
+          assert.equal(effectsFor(memoryFiles, body.topic).length, 2);
+        } finally {
+          await app.stop();
+          rmSync(memoryFiles.dir, { recursive: true, force: true });
+        }
+      });
+    }
+
     if (options.durable !== undefined) {
       const durable = options.durable;
 
