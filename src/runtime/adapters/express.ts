@@ -144,83 +144,107 @@ function toBytes(chunk: unknown, encoding: unknown): Uint8Array {
   throw new TypeError('response chunks must be strings or bytes');
 }
 
+const HELD = Symbol('idemkit.express.held');
+
+type HeldRes = Response & { [HELD]?: Hold };
+
+/** The buffered response of one request; the interceptors below find it on `res[HELD]`. */
+class Hold implements HeldResponse {
+  readonly chunks: Uint8Array[] = [];
+  readonly callbacks: Callback[] = [];
+  ended = false;
+  readonly sent: Promise<GuardResponse>;
+  resolveSent!: (response: GuardResponse) => void;
+  // What was there before (possibly another middleware's own wrapper, e.g. on-headers): put back as found.
+  readonly original: Pick<Response, 'writeHead' | 'write' | 'end'>;
+
+  constructor(readonly res: HeldRes) {
+    this.original = { writeHead: res.writeHead, write: res.write, end: res.end };
+    this.sent = new Promise<GuardResponse>((resolve) => {
+      this.resolveSent = resolve;
+    });
+  }
+
+  restore(): void {
+    const res = this.res;
+    res.writeHead = this.original.writeHead;
+    res.write = this.original.write;
+    res.end = this.original.end;
+    res[HELD] = undefined;
+  }
+
+  flush(extraHeaders: Record<string, string>): void {
+    this.restore();
+    const res = this.res;
+    for (const name of Object.keys(extraHeaders)) res.setHeader(name, extraHeaders[name]!);
+    const body = concatBytes(this.chunks);
+    const callbacks = this.callbacks;
+    res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength), () => {
+      for (const cb of callbacks) cb(null);
+    });
+  }
+}
+
+function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
+  this.statusCode = status;
+  let headers = rest[0];
+  if (typeof headers === 'string') {
+    this.statusMessage = headers;
+    headers = rest[1];
+  }
+  if (Array.isArray(headers)) {
+    for (let i = 0; i + 1 < headers.length; i += 2) this.setHeader(String(headers[i]), headers[i + 1] as string);
+  } else if (headers !== undefined && headers !== null && typeof headers === 'object') {
+    for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
+      if (value !== undefined) this.setHeader(name, value as string | number | readonly string[]);
+    }
+  }
+  return this;
+}
+
+function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
+  const hold = this[HELD]!;
+  if (hold.ended) throw new Error('write after end');
+  const cb = typeof encoding === 'function' ? encoding : callback;
+  hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
+  if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
+  return true;
+}
+
+function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: unknown): Response {
+  const hold = this[HELD]!;
+  if (hold.ended) return this;
+  hold.ended = true;
+  let cb: unknown = callback;
+  if (typeof chunk === 'function') {
+    cb = chunk;
+    chunk = undefined;
+  } else if (typeof encoding === 'function') {
+    cb = encoding;
+    encoding = undefined;
+  }
+  if (typeof cb === 'function') hold.callbacks.push(cb as Callback);
+  hold.chunks.push(toBytes(chunk, encoding));
+  const headers: Record<string, string> = {};
+  const raw = this.getHeaders();
+  for (const name of Object.keys(raw)) {
+    const value = raw[name];
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  hold.resolveSent({ status: this.statusCode, headers, body: concatBytes(hold.chunks) });
+  return this;
+}
+
 /**
- * Replaces `writeHead`, `write` and `end` on `res` so the handler's status, headers and body are buffered
+ * Shadows `writeHead`, `write` and `end` on `res` so the handler's status, headers and body are buffered
  * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
  */
 function holdResponse(res: Response): HeldResponse {
-  const original = { writeHead: res.writeHead, write: res.write, end: res.end };
-  const chunks: Uint8Array[] = [];
-  const callbacks: Callback[] = [];
-  let resolveSent!: (response: GuardResponse) => void;
-  const sent = new Promise<GuardResponse>((resolve) => {
-    resolveSent = resolve;
-  });
-  let ended = false;
-
-  const writeHead = function (this: Response, status: number, ...rest: unknown[]): Response {
-    res.statusCode = status;
-    let headers = rest[0];
-    if (typeof headers === 'string') {
-      res.statusMessage = headers;
-      headers = rest[1];
-    }
-    if (Array.isArray(headers)) {
-      for (let i = 0; i + 1 < headers.length; i += 2) res.setHeader(String(headers[i]), headers[i + 1] as string);
-    } else if (headers !== undefined && headers !== null && typeof headers === 'object') {
-      for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
-        if (value !== undefined) res.setHeader(name, value as string | number | readonly string[]);
-      }
-    }
-    return res;
-  };
-  const write = function (this: Response, chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
-    if (ended) throw new Error('write after end');
-    const cb = typeof encoding === 'function' ? encoding : callback;
-    chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
-    if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
-    return true;
-  };
-  const end = function (this: Response, chunk?: unknown, encoding?: unknown, callback?: unknown): Response {
-    if (ended) return res;
-    ended = true;
-    let cb: unknown = callback;
-    if (typeof chunk === 'function') {
-      cb = chunk;
-      chunk = undefined;
-    } else if (typeof encoding === 'function') {
-      cb = encoding;
-      encoding = undefined;
-    }
-    if (typeof cb === 'function') callbacks.push(cb as Callback);
-    chunks.push(toBytes(chunk, encoding));
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(res.getHeaders())) {
-      if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
-    }
-    resolveSent({ status: res.statusCode, headers, body: concatBytes(chunks) });
-    return res;
-  };
-  res.writeHead = writeHead as Response['writeHead'];
-  res.write = write as Response['write'];
-  res.end = end as Response['end'];
-
-  function restore(): void {
-    res.writeHead = original.writeHead;
-    res.write = original.write;
-    res.end = original.end;
-  }
-
-  return {
-    sent,
-    restore,
-    flush(extraHeaders) {
-      restore();
-      for (const [name, value] of Object.entries(extraHeaders)) res.setHeader(name, value);
-      const body = concatBytes(chunks);
-      res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength), () => {
-        for (const cb of callbacks) cb(null);
-      });
-    },
-  };
+  const held = res as HeldRes;
+  const hold = new Hold(held);
+  held[HELD] = hold;
+  res.writeHead = heldWriteHead as Response['writeHead'];
+  res.write = heldWrite as Response['write'];
+  res.end = heldEnd as Response['end'];
+  return hold;
 }
