@@ -3,3 +3,5 @@ export * from './contracts.js';
 export * from './guards.js';
 export * from "./runtime/adapters/fastify.js";
 export * from "./runtime/stores/postgres.js";
+export { StoreError, type IdempotencyStore, type IdempotencyRecord } from './runtime/store.js';
+export type { AbandonedReservation, GuardLogEvent, HandlerContext, ReconcileHook, ReconcileVerdict } from './runtime/guard.js';

@@ -2,16 +2,19 @@
 // `@ts-expect-error` lines prove the types reject wrong wiring). Mirrors the README.
 import express from 'express';
 import Database from 'better-sqlite3';
-import { createGuards, SqliteStore, idempotencyOf } from '../express-sqlite/index.js';
+import { createGuards, SqliteStore, StoreError, idempotencyOf, type ReconcileHook } from '../express-sqlite/index.js';
 
 const db = new Database('app.db');
 const store = new SqliteStore(db);
 await store.migrate();
 
+// A reconciliation hook in its own module: look the effect up by business id before deciding.
+const reconcile: ReconcileHook = async (abandoned) => (abandoned.operation === 'createDemoRequest' ? { outcome: 'unknown' } : { outcome: 'not-happened' });
+
 const guards = createGuards({
   store,
   principal: (req) => req.get('authorization') === undefined ? undefined : 'user-from-your-auth',
-  reconcile: async (abandoned) => (abandoned.operation === 'createDemoRequest' ? { outcome: 'unknown' } : { outcome: 'not-happened' }),
+  reconcile,
   log: (event) => console.log(JSON.stringify(event)),
 });
 
@@ -25,6 +28,11 @@ app.post('/v1/demo-requests-tx', express.json(), guards.createDemoRequest.inTran
   const { tx } = idempotencyOf<Database.Database>(res);
   tx?.prepare('INSERT INTO demo_requests (id) VALUES (?)').run('dr_2');
   res.status(201).json({ id: 'dr_2' });
+});
+
+// Store failures surface as StoreError (the guard itself answers 503; this is for your own store calls).
+store.purgeExpired().catch((error: unknown) => {
+  if (!(error instanceof StoreError)) throw error;
 });
 
 // @ts-expect-error — every guard needs a store
