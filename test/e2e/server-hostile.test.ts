@@ -42,7 +42,8 @@ function hostileSpec(): Record<string, unknown> {
         ],
         requestBody: { content: { 'application/json': { schema: { type: 'object', properties: { [payload]: { type: 'string', description: payload } } } } } },
         'x-idempotency': {
-          scope: ['principal', `path:${param}`, `header:X-${index}`],
+          // The schema wants a scope part on one line; everything else in it stays hostile.
+          scope: ['principal', `path:${param.replace(/[\n\r\u2028\u2029]/g, ' ')}`, `header:X-${index}`],
           fingerprint: { include: [`/${payload.replace(/~/g, '~0').replace(/\//g, '~1')}`] },
           effect: { owner: payload, external: true, providerKey: 'forward', statusRoute: payload },
         },
