@@ -11,10 +11,12 @@ import { renderTemplate, toIdentifier } from './render.js';
 
 /** Frameworks a guard can be generated for. */
 export const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
+/** One of {@link FRAMEWORKS}. */
 export type Framework = (typeof FRAMEWORKS)[number];
 
 /** Stores a guard can keep its records in. */
 export const STORES = ['sqlite', 'postgres', 'redis', 'memory'] as const;
+/** One of {@link STORES}. */
 export type StoreKind = (typeof STORES)[number];
 
 /** Options of {@link generateServer}. */

@@ -14,6 +14,10 @@ function sourceName(specFile: string, outDir: string): string {
   return path.relative(outDir, specFile).split(path.sep).join('/');
 }
 
+/**
+ * `idemkit generate server|client <spec> --out DIR [--check]`: writes the generated files atomically, or with
+ * `--check` lists the drift and exits 1. A bad document is a DocumentError (exit 2, one line).
+ */
 export const generateCommand: Command = {
   command: 'generate <target> <spec>',
   describe: 'Generate server guards or a retrying client from the x-idempotency contracts of an OpenAPI document',
