@@ -49,8 +49,7 @@ export function buildTargets(): Promise<string> {
     const root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-e2e-'));
     buildRoot = root;
     writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
-    // A store backend not written yet is left out here; its suite then fails loudly in startServer().
-    for (const target of TARGETS.filter((t) => existsSync(path.join(REPO_ROOT, 'src', 'runtime', 'stores', `${t.store}.ts`)))) {
+    for (const target of TARGETS) {
       const dir = path.join(root, 'src', targetName(target));
       mkdirSync(dir, { recursive: true });
       const io = bufferIo();
@@ -105,7 +104,7 @@ export function appFiles(): AppFiles {
 export async function startServer(target: Target, files: AppFiles, env: Record<string, string> = {}): Promise<RunningServer> {
   const root = await buildTargets();
   const app = path.join(root, 'dist', 'src', targetName(target), 'app.js');
-  if (!existsSync(app)) throw new Error(`${targetName(target)} was not built: src/runtime/stores/${target.store}.ts is missing`);
+  if (!existsSync(app)) throw new Error(`${targetName(target)} is not one of the built TARGETS`);
   const child = spawn(process.execPath, [app], {
     env: {
       ...process.env,
