@@ -40,6 +40,13 @@ describe('cli generate', () => {
     assert.match(io.out, /adapters\/express\.ts/);
   });
 
+  it('--check on a directory that does not exist yet lists every file as missing and exits 1', async () => {
+    const io = bufferIo();
+    assert.equal(await main(['generate', 'server', DEMO, '--store', 'memory', '--out', path.join(tmp, 'never'), '--check'], io), 1);
+    assert.match(io.out, /^missing .*contracts\.ts$/m);
+    assert.match(io.err, /is stale/);
+  });
+
   it('is deterministic: two runs give byte-identical files', async () => {
     const argv = (out: string) => ['generate', 'server', DEMO, '--framework', 'express', '--store', 'memory', '--out', out];
     assert.equal(await main(argv(path.join(tmp, 'a')), bufferIo()), 0);

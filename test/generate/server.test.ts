@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { buildServerModel, generateServer, serverRuntimeFiles } from '../../src/generate/server.js';
+import { FRAMEWORKS, STORES, buildServerModel, generateServer, serverRuntimeFiles } from '../../src/generate/server.js';
 import { loadDocument } from '../../src/parser/index.js';
 import { DocumentError, UsageError } from '../../src/errors.js';
 
@@ -67,6 +67,32 @@ describe('generate/server', () => {
     const files = serverRuntimeFiles('fastify', 'postgres');
     assert.ok(files.includes('adapters/fastify.ts') && files.includes('stores/postgres.ts') && files.includes('guard.ts'));
     assert.ok(!files.some((f) => f.includes('express') || f.includes('sqlite') || f.startsWith('client/')), files.join(', '));
+  });
+
+  it('is self-contained: imports only Node built-ins, relative files, the framework and the store driver', async () => {
+    const doc = await loadDocument(path.resolve('test/fixtures/server/demo.yaml'));
+    const allowed: Record<string, string[]> = { express: ['express'], fastify: ['fastify'], fetch: [], sqlite: ['better-sqlite3'], postgres: ['pg'], redis: ['ioredis'], memory: [] };
+    let checked = 0;
+    for (const framework of FRAMEWORKS) {
+      for (const store of STORES) {
+        const files = generateServer(doc, { framework, store, source: 'demo.yaml' });
+        const paths = new Set(files.map((f) => f.path));
+        for (const file of files) {
+          const statements = [...file.contents.matchAll(/^(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]/gm), ...file.contents.matchAll(/\bimport\(\s*['"]([^'"]+)['"]/g)];
+          checked += statements.length;
+          for (const match of statements) {
+            const specifier = match[1]!;
+            if (specifier.startsWith('.')) {
+              const target = path.posix.join(path.posix.dirname(file.path), specifier).replace(/\.js$/, '.ts');
+              assert.ok(paths.has(target), `${framework}/${store}: ${file.path} imports ${specifier}, which is not in the output`);
+            } else {
+              assert.ok(specifier.startsWith('node:') || [...allowed[framework]!, ...allowed[store]!].includes(specifier), `${framework}/${store}: ${file.path} imports ${specifier}`);
+            }
+          }
+        }
+      }
+    }
+    assert.ok(checked > 12 * 10, `${checked} import statements checked`);
   });
 
   it('rejects a document without contracts and an unknown target', async () => {
