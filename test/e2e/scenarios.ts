@@ -282,7 +282,7 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
     if (options.durable !== undefined) {
       const durable = options.durable;
 
-      it('SIGKILL inside the handler after the effect: after restart and lease end, 409 abandoned, reconciliation runs, no second effect', async () => {
+      it('SIGKILL inside the handler after the effect: after restart and lease end, 409 abandoned, reconciliation runs, no second effect; a hook that finds the effect completes the intent', async () => {
         const crashFiles = appFiles();
         let crashing: RunningServer | undefined;
         let restarted: RunningServer | undefined;
@@ -311,6 +311,15 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
             'the reconciliation hook ran in the restarted process',
           );
           assert.equal(effectsFor(crashFiles, body.currency).length, 1, 'no second effect');
+
+          // A hook that can read the outcome (here: by the payment's business data) closes the intent.
+          const reconciled = await post(restarted.port, PAYMENTS('acc-9'), { key, user: 'alice', body, headers: { 'x-test-reconcile': 'lookup' } });
+          assert.equal(reconciled.status, 201, reconciled.text);
+          assert.equal(reconciled.headers['idempotent-replayed'], 'true');
+          assert.equal(reconciled.json['id'], effectsFor(crashFiles, body.currency)[0]!['id'], 'the result id of the one effect');
+          const after = await post(restarted.port, PAYMENTS('acc-9'), { key, user: 'alice', body });
+          assert.equal(after.text, reconciled.text, 'later retries replay the reconciled result');
+          assert.equal(effectsFor(crashFiles, body.currency).length, 1, 'still one effect');
         } finally {
           await crashing?.stop();
           await restarted?.stop();
