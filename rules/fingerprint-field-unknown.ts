@@ -40,10 +40,10 @@ export default defineRule({
     if (!schema) return;
     for (const [list, pointers] of lists) {
       pointers.forEach((pointer, i) => {
-        const at = contract.at('fingerprint', list, i);
-        const schemaName = bodySchemaPhrase(ctx.operation, schema.at, at);
         const result = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
         if (result.ok) return;
+        const at = contract.at('fingerprint', list, i);
+        const schemaName = bodySchemaPhrase(ctx.operation, schema.at, at);
         if (result.reason === 'not-pointer') {
           ctx.report('notPointer', at, { list, pointer });
           return;

@@ -19,7 +19,10 @@ export interface Located<T = unknown> {
 
 /** Escapes one JSON Pointer reference token (RFC 6901). */
 export function escapePointerToken(token: string | number): string {
-  return String(token).replace(/~/g, '~0').replace(/\//g, '~1');
+  const text = String(token);
+  // Most tokens need no escaping; skip the two regex passes for them.
+  if (!text.includes('~') && !text.includes('/')) return text;
+  return text.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
 /** Splits a JSON Pointer into unescaped tokens; `undefined` when it is not a pointer (no leading `/`). */
@@ -34,7 +37,9 @@ export function parsePointer(pointer: string): string[] | undefined {
 
 /** The location of a child of `at`, e.g. `child(op.at, 'responses', '200')`. */
 export function child(at: Location, ...tokens: (string | number)[]): Location {
-  return { file: at.file, pointer: at.pointer + tokens.map((t) => `/${escapePointerToken(t)}`).join('') };
+  let pointer = at.pointer;
+  for (const token of tokens) pointer += `/${escapePointerToken(token)}`;
+  return { file: at.file, pointer };
 }
 
 /** A plain object (not an array, not null). */
@@ -241,19 +246,46 @@ export const declaredResponses = memo((doc: ApiDocument, op: OperationView): rea
     const usedAt = child(op.at, 'responses', status);
     const target = deref(doc, responses[status], usedAt);
     if (!target || !isObject(target.value)) continue;
-    const headers = new Map<string, { name: string; at: Location }>();
-    const declared = target.value['headers'];
-    if (isObject(declared)) {
-      for (const name of Object.keys(declared)) {
-        const headerAt = child(target.at, 'headers', name);
-        const header = deref(doc, declared[name], headerAt);
-        headers.set(name.toLowerCase(), { name, at: header ? header.at : headerAt });
-      }
-    }
-    out.push({ status, node: target.value, at: usedAt, valueAt: target.at, headers });
+    const node = target.value;
+    const valueAt = target.at;
+    let headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }> | undefined;
+    out.push({
+      status,
+      node,
+      at: usedAt,
+      valueAt,
+      // Most rules never look at headers: build them on first read, once per shared response.
+      get headers() {
+        return (headers ??= responseHeaders(doc, node, valueAt));
+      },
+    });
   }
   return out;
 });
+
+const responseHeadersCache = new WeakMap<ApiDocument, WeakMap<object, { key: string; headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }> }>>();
+
+function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueAt: Location): ReadonlyMap<string, { readonly name: string; readonly at: Location }> {
+  let perDoc = responseHeadersCache.get(doc);
+  if (!perDoc) {
+    perDoc = new WeakMap();
+    responseHeadersCache.set(doc, perDoc);
+  }
+  const key = `${valueAt.file}#${valueAt.pointer}`;
+  const cached = perDoc.get(node);
+  if (cached && cached.key === key) return cached.headers;
+  const headers = new Map<string, { name: string; at: Location }>();
+  const declared = node['headers'];
+  if (isObject(declared)) {
+    for (const name of Object.keys(declared)) {
+      const headerAt = child(valueAt, 'headers', name);
+      const header = deref(doc, declared[name], headerAt);
+      headers.set(name.toLowerCase(), { name, at: header ? header.at : headerAt });
+    }
+  }
+  perDoc.set(node, { key, headers });
+  return headers;
+}
 
 /**
  * The response that documents `status`: the exact code, else its range (`4XX`). `default` does not
@@ -429,7 +461,8 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
   for (let i = 0; i < tokens.length; i += 1) {
     const token = tokens[i]!;
     const next: Located<unknown>[] = [];
-    const known = new Set<string>();
+    // The declared names only matter when the token does not resolve: collect them then, not per token.
+    const declared: Record<string, unknown>[] = [];
     let container = false;
     let open = false;
     for (const candidate of current) {
@@ -450,7 +483,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         const props = o.value['properties'];
         if (isObject(props)) {
           declaresShape = true;
-          for (const name of Object.keys(props)) known.add(name);
+          declared.push(props);
           if (Object.hasOwn(props, token)) {
             container = true;
             next.push({ value: props[token], at: child(o.at, 'properties', token) });
@@ -501,6 +534,8 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
     }
     if (open && next.length === 0) return { ok: true, schema: undefined, open: true };
     if (next.length === 0) {
+      const known = new Set<string>();
+      for (const props of declared) for (const name of Object.keys(props)) known.add(name);
       return {
         ok: false,
         failedToken: i,
@@ -719,13 +754,30 @@ export type KeyEvidence =
  * operation-level retry extension. `undefined` when there is none.
  */
 export function keyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readonly string[]): KeyEvidence | undefined {
+  // Two rules (contract-missing, retry-on-unsafe-without-contract) ask for every unsafe operation: once each.
+  let perDoc = keyEvidenceCache.get(doc);
+  if (!perDoc) {
+    perDoc = new WeakMap();
+    keyEvidenceCache.set(doc, perDoc);
+  }
+  const headersKey = keyHeaders.join('\u0000');
+  const cached = perDoc.get(op);
+  if (cached && cached.headersKey === headersKey) return cached.evidence;
+  const evidence = findKeyEvidence(doc, op, keyHeaders);
+  perDoc.set(op, { headersKey, evidence });
+  return evidence;
+}
+
+const keyEvidenceCache = new WeakMap<ApiDocument, WeakMap<OperationView, { headersKey: string; evidence: KeyEvidence | undefined }>>();
+
+function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readonly string[]): KeyEvidence | undefined {
   const params = effectiveParameters(doc, op);
   const header = params.find((p) => p.in === 'header' && isKeyHeaderName(p.name, keyHeaders));
   if (header) return { kind: 'header', name: header.name, at: header.at };
   const body = requestBody(doc, op);
   if (body?.schema) {
-    const field = propertyNames(doc, body.schema.value, body.schema.at).find((p) => isKeyFieldName(p.name));
-    if (field) return { kind: 'body', name: field.name, at: body.at };
+    const field = bodyKeyField(doc, body.schema);
+    if (field !== undefined) return { kind: 'body', name: field, at: body.at };
   }
   const form = body?.formFields?.find((f) => isKeyFieldName(f.name));
   if (form) return { kind: 'form', name: form.name, at: form.at };
@@ -736,6 +788,39 @@ export function keyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: rea
   if (retry) return { kind: 'extension', name: retry, at: child(op.at, retry) };
   return undefined;
 }
+
+/**
+ * The first top-level property of a body schema whose name carries an idempotency key — the first match
+ * of {@link propertyNames} in the same order, without building a location per property (an operation
+ * without a contract is asked this once, and most have no such field). Cached per schema object: bodies
+ * share schemas through `$ref`, and an object's `$ref`s resolve the same way wherever it is reached.
+ */
+function bodyKeyField(doc: ApiDocument, schema: Located<Record<string, unknown> | boolean>): string | undefined {
+  if (!isObject(schema.value)) return undefined;
+  let perDoc = bodyKeyFieldCache.get(doc);
+  if (!perDoc) {
+    perDoc = new WeakMap();
+    bodyKeyFieldCache.set(doc, perDoc);
+  }
+  const cached = perDoc.get(schema.value);
+  if (cached !== undefined) return cached === null ? undefined : cached;
+  let found: string | undefined;
+  for (const alt of schemaAlternatives(doc, schema.value, schema.at)) {
+    const props = alt.value['properties'];
+    if (!isObject(props)) continue;
+    for (const name in props) {
+      if (Object.prototype.hasOwnProperty.call(props, name) && isKeyFieldName(name)) {
+        found = name;
+        break;
+      }
+    }
+    if (found !== undefined) break;
+  }
+  perDoc.set(schema.value, found ?? null);
+  return found;
+}
+
+const bodyKeyFieldCache = new WeakMap<ApiDocument, WeakMap<object, string | null>>();
 
 /** The contract of an operation when it has one that is switched on (`x-idempotency` present and not `false`). */
 export function activeContract<C extends { readonly enabled: boolean }>(contract: C | undefined): C | undefined {

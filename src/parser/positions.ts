@@ -59,6 +59,12 @@ const CLOSE_BRACKET = 93;
 const COMMA = 44;
 const COLON = 58;
 
+/**
+ * From a position outside any string, everything up to and including the next bracket outside strings.
+ * Written unrolled (no nested alternation under `*`) so it cannot backtrack badly; `y` anchors each match.
+ */
+const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
+
 type ContainerIndex =
   | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets> }
   | { readonly kind: 'array'; readonly items: number[] };
@@ -146,16 +152,15 @@ export class JsonPositionIndex implements PositionIndex {
     const code = text.charCodeAt(i);
     if (code === QUOTE) return this.skipString(i);
     if (code === OPEN_BRACE || code === OPEN_BRACKET) {
-      // Jump between structural characters with a native regex scan instead of visiting every character.
-      const structural = /["{}[\]]/g;
-      structural.lastIndex = i;
+      // Jump from bracket to bracket with a native regex scan that also steps over whole strings (a 10 MB
+      // `paths` object is skipped in one pass without a JavaScript iteration per string or character).
+      const toBracket = BRACKET_OUTSIDE_STRINGS;
+      toBracket.lastIndex = i;
       let depth = 0;
-      for (let match = structural.exec(text); match; match = structural.exec(text)) {
-        const j = match.index;
+      while (toBracket.exec(text) !== null) {
+        const j = toBracket.lastIndex - 1;
         const c = text.charCodeAt(j);
-        if (c === QUOTE) {
-          structural.lastIndex = this.skipString(j);
-        } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+        if (c === OPEN_BRACE || c === OPEN_BRACKET) {
           depth += 1;
         } else {
           depth -= 1;
