@@ -1,0 +1,405 @@
+/**
+ * Real third-party SDKs against a generated guard (Express, SQLite store) over HTTP on 127.0.0.1.
+ *
+ * stripe-node and orb-billing (a Stainless-generated client whose `idempotencyHeader` is `Idempotency-Key`)
+ * make their own key before the first attempt (`stripe-node-retry-<uuid>`, 54 characters;
+ * `stainless-node-retry-<uuid>`, 57) and retry network errors and 409 with it. They talk to the app through
+ * a TCP proxy that can drop a response after the handler committed (the guard holds the answer until the
+ * record is written, so the first byte of an answer means "committed"): the lost response of the article.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import Orb from 'orb-billing';
+import Stripe from 'stripe';
+import { main } from '../../src/cli/main.js';
+import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
+import { bufferIo } from '../helpers/io.js';
+
+const FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
+const PROBLEM = 'https://idemkit.dev/problems/';
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+
+/** One request the proxy forwarded, and the answer it saw (unless it dropped it). */
+interface Exchange {
+  readonly method: string;
+  readonly path: string;
+  /** Header lines as sent on the wire: [name with its casing, value]. */
+  readonly headers: readonly (readonly [string, string])[];
+  readonly sentAt: number;
+  status?: number;
+  retryAfter?: string;
+  answeredAt?: number;
+  dropped?: boolean;
+}
+
+function headerOf(exchange: Exchange, name: string): string | undefined {
+  return exchange.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
+}
+
+/**
+ * A loopback TCP proxy that records each HTTP/1.1 request head and answer status, and destroys both sockets
+ * instead of forwarding an answer while `dropAnswers > 0`.
+ */
+class LossyProxy {
+  readonly exchanges: Exchange[] = [];
+  dropAnswers = 0;
+  readonly #sockets = new Set<net.Socket>();
+  readonly #server: net.Server;
+  port = 0;
+
+  constructor(private readonly upstreamPort: number) {
+    this.#server = net.createServer((client) => this.#connect(client));
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.#server.address() as net.AddressInfo).port;
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  /** The exchanges since `from` (an earlier `exchanges.length`). */
+  since(from: number): Exchange[] {
+    return this.exchanges.slice(from);
+  }
+
+  #connect(client: net.Socket): void {
+    const upstream = net.connect(this.upstreamPort, '127.0.0.1');
+    this.#sockets.add(client).add(upstream);
+    const pending: Exchange[] = [];
+    const kill = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('data', (chunk: Buffer) => {
+      // Small test requests: a head never spans two chunks, and no body holds a request line.
+      for (const match of chunk.toString('latin1').matchAll(/^([A-Z]+) (\S+) HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/gm)) {
+        const headers = match[3]!.split('\r\n').map((line) => {
+          const colon = line.indexOf(':');
+          return [line.slice(0, colon), line.slice(colon + 1).trim()] as const;
+        });
+        const exchange: Exchange = { method: match[1]!, path: match[2]!, headers, sentAt: Date.now() };
+        this.exchanges.push(exchange);
+        pending.push(exchange);
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      const head = /^HTTP\/1\.1 (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n/.exec(chunk.toString('latin1'));
+      if (head !== null) {
+        const exchange = pending.shift();
+        if (exchange !== undefined) {
+          exchange.status = Number(head[1]);
+          exchange.answeredAt = Date.now();
+          const retryAfter = /^retry-after: *(.*)$/im.exec(head[2]!)?.[1];
+          if (retryAfter !== undefined) exchange.retryAfter = retryAfter.trim();
+          if (this.dropAnswers > 0) {
+            this.dropAnswers -= 1;
+            exchange.dropped = true;
+            kill();
+            return;
+          }
+        }
+      }
+      client.write(chunk);
+    });
+    client.on('end', () => upstream.end());
+    upstream.on('end', () => client.end());
+    client.on('error', kill);
+    upstream.on('error', kill);
+    client.on('close', () => this.#sockets.delete(client));
+    upstream.on('close', () => this.#sockets.delete(upstream));
+  }
+}
+
+interface AppEffect {
+  readonly operation: string;
+  readonly id: string;
+  readonly principal?: string;
+  readonly body: Record<string, unknown>;
+}
+
+async function getJson<T>(port: number, urlPath: string): Promise<T> {
+  const response = await fetch(`http://127.0.0.1:${port}${urlPath}`);
+  return (await response.json()) as T;
+}
+
+async function effectsWith(port: number, email: string): Promise<AppEffect[]> {
+  return (await getJson<AppEffect[]>(port, '/test/effects')).filter((effect) => effect.body['email'] === email);
+}
+
+async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+let counter = 0;
+const uniqueEmail = (who: string): string => `${who}-${process.pid}-${Date.now().toString(36)}-${(counter += 1)}@example.com`;
+
+describe('real SDKs that retry with their own keys, against a generated Express guard on SQLite', function () {
+  this.timeout(60_000);
+  let root: string;
+  let child: ChildProcess | undefined;
+  let appPort: number;
+  let proxy: LossyProxy;
+  let stderr = '';
+
+  before(async function () {
+    this.timeout(180_000);
+    root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-'));
+    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    const io = bufferIo();
+    const spec = path.join(FIXTURES, 'sdk.yaml');
+    const code = await main(['generate', 'server', spec, '--framework', 'express', '--store', 'sqlite', '--out', path.join(root, 'src', 'gen')], io);
+    assert.equal(code, 0, io.err);
+    copyFileSync(path.join(FIXTURES, 'app.ts'), path.join(root, 'src', 'app.ts'));
+    const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
+    assert.equal(diagnostics, '', 'the generated guard and the app compile under tsc --strict');
+
+    child = spawn(process.execPath, [path.join(root, 'dist', 'src', 'app.js')], {
+      env: { ...process.env, SQLITE_FILE: path.join(root, 'idempotency.db') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    appPort = await new Promise<number>((resolve, reject) => {
+      let stdout = '';
+      const timer = setTimeout(() => reject(new Error(`the app did not start: ${stderr}`)), 20_000);
+      child!.stdout!.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        const match = /listening (\d+)/.exec(stdout);
+        if (match !== null) {
+          clearTimeout(timer);
+          resolve(Number(match[1]));
+        }
+      });
+      child!.once('exit', (how) => reject(new Error(`the app exited (${String(how)}): ${stderr}`)));
+    });
+    proxy = new LossyProxy(appPort);
+    await proxy.start();
+  });
+
+  after(async () => {
+    await proxy?.stop();
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((resolve) => child!.once('exit', resolve));
+      child.kill('SIGTERM');
+      await gone;
+    }
+    if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  });
+
+  afterEach(function () {
+    proxy.dropAnswers = 0;
+    if (this.currentTest?.state === 'failed' && stderr !== '') console.error(stderr);
+  });
+
+  /** The guard's log must hold hashed key ids only: never an SDK's raw key. */
+  async function assertKeyNotLogged(key: string): Promise<void> {
+    const log = JSON.stringify(await getJson<unknown[]>(appPort, '/test/log'));
+    assert.ok(log.length > 2, 'the guard logged its decisions');
+    assert.ok(!log.includes(key), 'the raw key is not in the guard log');
+    assert.ok(!log.includes(key.slice(-36)), 'no part of the raw key is in the guard log');
+  }
+
+  describe('stripe-node (form-encoded bodies, stripe-node-retry-<uuid> keys)', () => {
+    const stripeFor = (apiKey: string, maxNetworkRetries: number): Stripe =>
+      new Stripe(apiKey, { host: '127.0.0.1', port: proxy.port, protocol: 'http', maxNetworkRetries, telemetry: false });
+    const STRIPE_KEY = new RegExp(`^stripe-node-retry-${UUID}$`);
+    let lostKey = '';
+    let lostEmail = '';
+
+    it('lost response after commit: the SDK retries with its own key and gets the replay; the handler ran once', async () => {
+      const stripe = stripeFor('sk_test_alice', 2);
+      const email = uniqueEmail('stripe-lost');
+      const from = proxy.exchanges.length;
+      proxy.dropAnswers = 1;
+      const customer = await stripe.customers.create({ email, name: 'Ada Lovelace', metadata: { order_id: 'ord-1', note: 'first' } });
+
+      const attempts = proxy.since(from);
+      assert.equal(attempts.length, 2, 'one lost attempt and one retry');
+      assert.equal(attempts[0]!.dropped, true);
+      assert.equal(attempts[0]!.status, 200, 'the first attempt committed and answered 200 (then the answer was lost)');
+      assert.equal(attempts[1]!.status, 200);
+      const keys = attempts.map((a) => headerOf(a, 'idempotency-key'));
+      assert.match(keys[0]!, STRIPE_KEY);
+      assert.equal(keys[0]!.length, 54);
+      assert.equal(keys[1], keys[0], 'the retry carries the same SDK-made key');
+      assert.ok(attempts[0]!.headers.some(([name]) => name === 'Idempotency-Key'), 'stripe-node sends the header as Idempotency-Key');
+      assert.match(headerOf(attempts[0]!, 'content-type')!, /^application\/x-www-form-urlencoded/);
+
+      const effects = await effectsWith(appPort, email);
+      assert.equal(effects.length, 1, 'the handler ran once');
+      assert.equal(customer.id, effects[0]!.id, 'the replay carries the first execution result id');
+      assert.deepEqual(effects[0]!.body['metadata'], { order_id: 'ord-1', note: 'first' }, 'form fields arrive nested (metadata[order_id])');
+      assert.equal(customer.lastResponse.headers['idempotent-replayed'], 'true');
+      assert.equal(customer.email, email);
+      await assertKeyNotLogged(keys[0]!);
+      lostKey = keys[0]!;
+      lostEmail = email;
+    });
+
+    it('a concurrent duplicate gets 409 + Retry-After; the SDK retries it with the same key into the replay', async () => {
+      const stripe = stripeFor('sk_test_alice', 4);
+      const email = uniqueEmail('stripe-dup');
+      const params = { email, name: 'Grace Hopper', metadata: { order_id: 'ord-2', test_hold_ms: '1200' } };
+      const from = proxy.exchanges.length;
+      const first = stripe.customers.create(params);
+      await waitUntil(async () => (await effectsWith(appPort, email)).length === 1, 10_000, 'the first execution');
+      const key = headerOf(proxy.since(from)[0]!, 'idempotency-key')!;
+      assert.match(key, STRIPE_KEY);
+      // The same intent sent again while the first is running (e.g. a second worker), with the SDK-made key.
+      const second = await stripe.customers.create(params, { idempotencyKey: key });
+      const original = await first;
+
+      assert.equal(second.id, original.id, 'the duplicate ends in the replay of the one result');
+      assert.equal(original.lastResponse.headers['idempotent-replayed'], 'false');
+      assert.equal(second.lastResponse.headers['idempotent-replayed'], 'true');
+      const duplicates = proxy.since(from).slice(1);
+      assert.ok(duplicates.length >= 2, 'the duplicate was retried');
+      assert.equal(duplicates[0]!.status, 409);
+      assert.match(duplicates[0]!.retryAfter ?? '', /^[1-9][0-9]*$/, '409 carries Retry-After in seconds');
+      assert.equal(duplicates.at(-1)!.status, 200);
+      assert.ok(duplicates.every((d) => headerOf(d, 'idempotency-key') === key));
+      assert.equal((await effectsWith(appPort, email)).length, 1, 'the handler ran once');
+    });
+
+    it('a changed payload under the same key is answered 422 once and not retried by the SDK', async () => {
+      assert.notEqual(lostKey, '', 'needs the lost-response test');
+      const stripe = stripeFor('sk_test_alice', 3);
+      const from = proxy.exchanges.length;
+      let outcome: unknown;
+      try {
+        outcome = await stripe.customers.create({ email: lostEmail, name: 'Someone Else', metadata: { order_id: 'ord-1' } }, { idempotencyKey: lostKey });
+      } catch (error) {
+        outcome = error;
+      }
+      const attempts = proxy.since(from);
+      assert.equal(attempts.length, 1, 'no retry of a 422');
+      assert.equal(attempts[0]!.status, 422);
+      // stripe-node turns only bodies with an `error` member into exceptions; an RFC 9457 problem has none,
+      // so the SDK hands the problem to the caller as the result (status on lastResponse), it never retries it.
+      if (outcome instanceof Stripe.errors.StripeError) {
+        assert.equal(outcome.statusCode, 422);
+      } else {
+        // stripe-node turns only bodies with Stripe's `error` envelope into exceptions; an RFC 9457 problem has
+        // none, so the SDK resolves with the problem itself (status on lastResponse). It does not retry it.
+        const result = outcome as { lastResponse: { statusCode: number }; type: string };
+        assert.equal(result.lastResponse.statusCode, 422);
+        assert.equal(result.type, `${PROBLEM}idempotency-key-reused`);
+      }
+      assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
+    });
+
+    it('another API key (principal) with the same key is another record', async () => {
+      assert.notEqual(lostKey, '', 'needs the lost-response test');
+      const bob = stripeFor('sk_test_bob', 0);
+      const customer = await bob.customers.create({ email: lostEmail, name: 'Ada Lovelace', metadata: { order_id: 'ord-1' } }, { idempotencyKey: lostKey });
+      assert.equal(customer.lastResponse.headers['idempotent-replayed'], 'false');
+      const effects = await effectsWith(appPort, lostEmail);
+      assert.deepEqual(effects.map((e) => e.principal).sort(), ['sk_test_alice', 'sk_test_bob']);
+    });
+  });
+
+  describe('orb-billing, a Stainless client (JSON bodies, stainless-node-retry-<uuid> keys, Retry-After honoured)', () => {
+    const orbFor = (apiKey: string, maxRetries: number): Orb => new Orb({ apiKey, baseURL: `http://127.0.0.1:${proxy.port}/orb`, maxRetries });
+    const STAINLESS_KEY = new RegExp(`^stainless-node-retry-${UUID}$`);
+    let lostKey = '';
+    let lostEmail = '';
+
+    it('lost response after commit: the SDK retries with its own key and gets the replay; the handler ran once', async () => {
+      const orb = orbFor('orb_alice', 2);
+      const email = uniqueEmail('orb-lost');
+      const from = proxy.exchanges.length;
+      proxy.dropAnswers = 1;
+      const { data, response } = await orb.customers.create({ email, name: 'Ada Lovelace' }).withResponse();
+
+      const attempts = proxy.since(from);
+      assert.equal(attempts.length, 2, 'one lost attempt and one retry');
+      assert.equal(attempts[0]!.dropped, true);
+      assert.equal(attempts[0]!.status, 201);
+      const keys = attempts.map((a) => headerOf(a, 'idempotency-key'));
+      assert.match(keys[0]!, STAINLESS_KEY);
+      assert.equal(keys[0]!.length, 57);
+      assert.equal(keys[1], keys[0], 'the retry carries the same SDK-made key');
+      assert.equal(headerOf(attempts[1]!, 'x-stainless-retry-count'), '1', 'the second attempt is the SDK retry');
+      // Stainless sends `Idempotency-Key` next to lower-case `authorization` / `content-type` (its fetch keeps the casing given).
+      assert.ok(attempts[0]!.headers.some(([name]) => name === 'Idempotency-Key'), JSON.stringify(attempts[0]!.headers.map(([n]) => n)));
+
+      const effects = await effectsWith(appPort, email);
+      assert.equal(effects.length, 1, 'the handler ran once');
+      assert.equal(data.id, effects[0]!.id, 'the replay carries the first execution result id');
+      assert.equal(response.status, 201);
+      assert.equal(response.headers.get('idempotent-replayed'), 'true');
+      await assertKeyNotLogged(keys[0]!);
+      lostKey = keys[0]!;
+      lostEmail = email;
+    });
+
+    it('a concurrent duplicate gets 409 + Retry-After; the SDK waits that long and its retry ends in the replay', async () => {
+      const orb = orbFor('orb_alice', 3);
+      const email = uniqueEmail('orb-dup');
+      const from = proxy.exchanges.length;
+      const first = orb.customers.create({ email, name: 'Grace Hopper', metadata: { test_hold_ms: '1200' } }).withResponse();
+      await waitUntil(async () => (await effectsWith(appPort, email)).length === 1, 10_000, 'the first execution');
+      const key = headerOf(proxy.since(from)[0]!, 'idempotency-key')!;
+      assert.match(key, STAINLESS_KEY);
+      // test_hold_ms is excluded from the fingerprint: the duplicate that does not hold is the same payload.
+      const second = await orb.customers.create({ email, name: 'Grace Hopper', metadata: { test_hold_ms: '0' } }, { idempotencyKey: key }).withResponse();
+      const original = await first;
+
+      assert.equal(second.data.id, original.data.id, 'the duplicate ends in the replay of the one result');
+      assert.equal(original.response.headers.get('idempotent-replayed'), 'false');
+      assert.equal(second.response.headers.get('idempotent-replayed'), 'true');
+      const duplicates = proxy.since(from).slice(1);
+      assert.equal(duplicates[0]!.status, 409);
+      const retryAfter = Number(duplicates[0]!.retryAfter);
+      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `409 carries Retry-After in seconds (got ${String(duplicates[0]!.retryAfter)})`);
+      const next = duplicates[1]!;
+      assert.ok(next.sentAt - duplicates[0]!.answeredAt! >= retryAfter * 1000 - 50, 'the SDK waited the Retry-After before retrying');
+      assert.equal(duplicates.at(-1)!.status, 201);
+      assert.ok(duplicates.every((d) => headerOf(d, 'idempotency-key') === key));
+      assert.equal((await effectsWith(appPort, email)).length, 1, 'the handler ran once');
+    });
+
+    it('a changed payload under the same key is a 422 error the SDK does not retry', async () => {
+      assert.notEqual(lostKey, '', 'needs the lost-response test');
+      const orb = orbFor('orb_alice', 3);
+      const from = proxy.exchanges.length;
+      const error = await orb.customers.create({ email: lostEmail, name: 'Someone Else' }, { idempotencyKey: lostKey }).then(
+        () => assert.fail('a mismatch must not succeed'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof Orb.APIError, String(error));
+      assert.equal(error.status, 422);
+      assert.equal((error.error as { type?: string }).type, `${PROBLEM}idempotency-key-reused`);
+      const attempts = proxy.since(from);
+      assert.equal(attempts.length, 1, 'no retry of a 422');
+      assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
+    });
+
+    it('a key longer than the contract allows is a 400 the SDK does not retry', async () => {
+      const orb = orbFor('orb_alice', 3);
+      const from = proxy.exchanges.length;
+      const error = await orb.customers.create({ email: uniqueEmail('orb-long'), name: 'X' }, { idempotencyKey: `stainless-node-retry-${'a'.repeat(60)}` }).then(
+        () => assert.fail('an over-long key must be refused'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof Orb.APIError);
+      assert.equal(error.status, 400);
+      assert.equal((error.error as { type?: string }).type, `${PROBLEM}idempotency-key-invalid`);
+      assert.equal(proxy.since(from).length, 1);
+    });
+  });
+});
