@@ -34,6 +34,17 @@ export function describeError(error: unknown, verbose: boolean): string {
     : `internal error: ${text} (run with --verbose for details, and please report it)`;
 }
 
+/**
+ * yargs renders the running command's help after starting its handler (through cliui and string-width,
+ * ~15–20 ms of every cold start), only to print it should the handler reject. idemkit's handlers never
+ * reject (errors are caught and reported by `main`) and `--help` renders its own text, so skip it.
+ */
+function skipHelpCache(parser: Argv): void {
+  type Internals = { getInternalMethods?: () => { getUsageInstance?: () => { cacheHelpMessage?: () => void } } };
+  const usage = (parser as unknown as Internals).getInternalMethods?.().getUsageInstance?.();
+  if (usage && typeof usage.cacheHelpMessage === 'function') usage.cacheHelpMessage = () => {};
+}
+
 /** Runs the CLI on `argv` (without `node` and the script) and resolves to the exit code. */
 export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let exit: ExitCode = 0;
@@ -67,6 +78,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
       },
     });
   }
+  skipHelpCache(parser);
   let helpText = '';
   try {
     await parser.parseAsync([...argv], {}, (error, _argv, output) => {

@@ -1,13 +1,20 @@
 import path from 'node:path';
 import type { Argv } from 'yargs';
-import { loadDocument } from '../../parser/load.js';
-import { checkOutput, writeOutput } from '../../generate/output.js';
-import { generateClient } from '../../generate/client/index.js';
-import { FRAMEWORKS, STORES, generateServer, type Framework, type StoreKind } from '../../generate/server.js';
+import type { Framework, StoreKind } from '../../generate/server.js';
 import type { Command } from '../main.js';
 import type { CliIo, ExitCode } from '../io.js';
 
 const TARGETS = ['server', 'client'] as const;
+
+// The generator (and handlebars under it) loads inside `run`: `idemkit lint` never pays for it. The choice
+// lists are copied here so the builder needs no import; the checks below fail to compile if they drift.
+const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const satisfies readonly Framework[];
+const STORES = ['sqlite', 'postgres', 'redis', 'memory'] as const satisfies readonly StoreKind[];
+type Exhaustive<All, Listed> = [Exclude<All, Listed>] extends [never] ? true : never;
+const frameworksListed: Exhaustive<Framework, (typeof FRAMEWORKS)[number]> = true;
+const storesListed: Exhaustive<StoreKind, (typeof STORES)[number]> = true;
+void frameworksListed;
+void storesListed;
 
 /** The spec file name as generated headers show it: relative to the output directory, `/`-separated. */
 function sourceName(specFile: string, outDir: string): string {
@@ -37,6 +44,12 @@ export const generateCommand: Command = {
     const specFile = path.resolve(io.cwd, String(args['spec']));
     const outArg = String(args['out']);
     const outDir = path.resolve(io.cwd, outArg);
+    const [{ loadDocument }, { checkOutput, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
+      import('../../parser/load.js'),
+      import('../../generate/output.js'),
+      import('../../generate/client/index.js'),
+      import('../../generate/server.js'),
+    ]);
     const doc = await loadDocument(specFile);
     const source = sourceName(specFile, outDir);
     const files =
