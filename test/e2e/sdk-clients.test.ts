@@ -16,6 +16,7 @@ import path from 'node:path';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
 import { main } from '../../src/cli/main.js';
+import { formFields } from '../../src/runtime/adapters/common.js';
 import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
 import { bufferIo } from '../helpers/io.js';
 
@@ -146,9 +147,41 @@ async function waitUntil(check: () => Promise<boolean>, ms: number, what: string
 let counter = 0;
 const uniqueEmail = (who: string): string => `${who}-${process.pid}-${Date.now().toString(36)}-${(counter += 1)}@example.com`;
 
-describe('real SDKs that retry with their own keys, against a generated Express guard on SQLite', function () {
+/** Generates the Express and fetch guards of the SDK fixture and compiles them with both apps (one tsc run). */
+let build: Promise<string> | undefined;
+let buildRoot: string | undefined;
+process.on('exit', () => {
+  if (buildRoot !== undefined) rmSync(buildRoot, { recursive: true, force: true });
+});
+function buildApps(): Promise<string> {
+  build ??= (async () => {
+    const root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-'));
+    buildRoot = root;
+    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    const spec = path.join(FIXTURES, 'sdk.yaml');
+    for (const framework of ['express', 'fetch']) {
+      const io = bufferIo();
+      const code = await main(['generate', 'server', spec, '--framework', framework, '--store', 'sqlite', '--out', path.join(root, 'src', `gen-${framework}`)], io);
+      if (code !== 0) throw new Error(`generate server --framework ${framework} exited ${code}: ${io.err}`);
+      copyFileSync(path.join(FIXTURES, `app-${framework}.ts`), path.join(root, 'src', `app-${framework}.ts`));
+    }
+    const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
+    if (diagnostics !== '') throw new Error(`the generated guards and the apps do not compile under tsc --strict:\n${diagnostics}`);
+    return root;
+  })();
+  return build;
+}
+
+/** The servers every SDK scenario runs against. */
+const SERVERS = [
+  { title: 'Express, express.urlencoded({ extended: true })', app: 'app-express', env: {} },
+  { title: "Express, Express 5's default flat express.urlencoded()", app: 'app-express', env: { FORM_PARSER: 'flat' } },
+  { title: 'fetch handler (node:http bridge)', app: 'app-fetch', env: {} },
+] as const;
+
+for (const target of SERVERS) describe(`real SDKs that retry with their own keys, against the generated guard: ${target.title}, SQLite`, function () {
   this.timeout(60_000);
-  let root: string;
+  let dataDir: string;
   let child: ChildProcess | undefined;
   let appPort: number;
   let proxy: LossyProxy;
@@ -156,18 +189,10 @@ describe('real SDKs that retry with their own keys, against a generated Express 
 
   before(async function () {
     this.timeout(180_000);
-    root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-'));
-    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
-    const io = bufferIo();
-    const spec = path.join(FIXTURES, 'sdk.yaml');
-    const code = await main(['generate', 'server', spec, '--framework', 'express', '--store', 'sqlite', '--out', path.join(root, 'src', 'gen')], io);
-    assert.equal(code, 0, io.err);
-    copyFileSync(path.join(FIXTURES, 'app.ts'), path.join(root, 'src', 'app.ts'));
-    const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
-    assert.equal(diagnostics, '', 'the generated guard and the app compile under tsc --strict');
-
-    child = spawn(process.execPath, [path.join(root, 'dist', 'src', 'app.js')], {
-      env: { ...process.env, SQLITE_FILE: path.join(root, 'idempotency.db') },
+    const root = await buildApps();
+    dataDir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-run-'));
+    child = spawn(process.execPath, [path.join(root, 'dist', 'src', `${target.app}.js`)], {
+      env: { ...process.env, ...target.env, SQLITE_FILE: path.join(dataDir, 'idempotency.db') },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stderr!.on('data', (chunk: Buffer) => {
@@ -197,11 +222,11 @@ describe('real SDKs that retry with their own keys, against a generated Express 
       child.kill('SIGTERM');
       await gone;
     }
-    if (root !== undefined) rmSync(root, { recursive: true, force: true });
+    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
   });
 
   afterEach(function () {
-    proxy.dropAnswers = 0;
+    if (proxy !== undefined) proxy.dropAnswers = 0;
     if (this.currentTest?.state === 'failed' && stderr !== '') console.error(stderr);
   });
 
@@ -275,13 +300,14 @@ describe('real SDKs that retry with their own keys, against a generated Express 
       assert.equal((await effectsWith(appPort, email)).length, 1, 'the handler ran once');
     });
 
-    it('a changed payload under the same key is answered 422 once and not retried by the SDK', async () => {
+    it('a changed nested form field under the same key is answered 422 once and not retried by the SDK', async () => {
       assert.notEqual(lostKey, '', 'needs the lost-response test');
       const stripe = stripeFor('sk_test_alice', 3);
       const from = proxy.exchanges.length;
       let outcome: unknown;
       try {
-        outcome = await stripe.customers.create({ email: lostEmail, name: 'Someone Else', metadata: { order_id: 'ord-1' } }, { idempotencyKey: lostKey });
+        // Only the nested form field `metadata[order_id]` differs: the contract fingerprints /metadata/order_id.
+        outcome = await stripe.customers.create({ email: lostEmail, name: 'Ada Lovelace', metadata: { order_id: 'ord-9', note: 'first' } }, { idempotencyKey: lostKey });
       } catch (error) {
         outcome = error;
       }
@@ -401,5 +427,22 @@ describe('real SDKs that retry with their own keys, against a generated Express 
       assert.equal((error.error as { type?: string }).type, `${PROBLEM}idempotency-key-invalid`);
       assert.equal(proxy.since(from).length, 1);
     });
+  });
+});
+
+describe('form bodies as the guard fingerprints them (stripe-node encoding)', () => {
+  it('nests bracketed fields the same from raw text, a flat parser and a nesting parser', () => {
+    const wire = 'email=a%40example.com&metadata[order_id]=o-1&expand[]=a&expand[]=b&items[0][price]=p1&items[1][price]=p2';
+    const nested = { email: 'a@example.com', metadata: { order_id: 'o-1' }, expand: ['a', 'b'], items: [{ price: 'p1' }, { price: 'p2' }] };
+    assert.deepEqual(JSON.parse(JSON.stringify(formFields(wire))), nested);
+    const flat = { email: 'a@example.com', 'metadata[order_id]': 'o-1', 'expand[]': ['a', 'b'], 'items[0][price]': 'p1', 'items[1][price]': 'p2' };
+    assert.deepEqual(JSON.parse(JSON.stringify(formFields(flat))), nested);
+    assert.equal(formFields(nested), nested, 'an already nested body is used as it is');
+  });
+
+  it('keeps __proto__ as data and repeated plain fields as arrays', () => {
+    const fields = formFields('__proto__[polluted]=yes&tag=x&tag=y') as Record<string, unknown>;
+    assert.equal(({} as Record<string, unknown>)['polluted'], undefined);
+    assert.deepEqual(JSON.parse(JSON.stringify(fields)), { ['__proto__']: { polluted: 'yes' }, tag: ['x', 'y'] });
   });
 });

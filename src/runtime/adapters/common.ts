@@ -89,3 +89,87 @@ export function nodeHeaders(
   }
   return result;
 }
+
+/** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */
+export function isFormContentType(type: string | readonly string[] | undefined): boolean {
+  return typeof type === 'string' && /^\s*application\/x-www-form-urlencoded\s*(;|$)/i.test(type);
+}
+
+const MAX_FORM_DEPTH = 32;
+
+type FormNode = { [name: string]: FormNode | string | string[] };
+
+/** `metadata[order_id]` → `['metadata', 'order_id']`; `expand[]` → `['expand', '']`; undefined when not bracketed. */
+function bracketPath(name: string): string[] | undefined {
+  const match = /^([^[\]]+)((?:\[[^[\]]*\])+)$/.exec(name);
+  if (match === null) return undefined;
+  const tokens = [match[1]!, ...match[2]!.slice(1, -1).split('][')];
+  return tokens.length > MAX_FORM_DEPTH ? undefined : tokens;
+}
+
+/** Objects whose member names are exactly `0`…`n-1` become arrays (`a[]=x&a[]=y`, `a[0]=x`). */
+function finishForm(node: FormNode | string | string[]): unknown {
+  if (typeof node === 'string' || Array.isArray(node)) return node;
+  const names = Object.keys(node);
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const name of names) out[name] = finishForm(node[name]!);
+  if (names.length > 0 && names.every((name, index) => name === String(index))) return names.map((name) => out[name]);
+  return out;
+}
+
+/**
+ * The fields of a form body as the contract's JSON Pointers address them. Stripe-style clients send nested
+ * fields in brackets (`metadata[order_id]=1`, `expand[]=a`); `/metadata/order_id` must reach them whatever
+ * parsed the body — raw text (fetch), a flat parser (`express.urlencoded()`, `@fastify/formbody`) or a
+ * nesting one (`express.urlencoded({ extended: true })`, returned as it is). Without this a pointer would
+ * miss its field and two different payloads would share a fingerprint. Objects have no prototype, so a
+ * field named `__proto__` is data.
+ */
+export function formFields(body: unknown): unknown {
+  let entries: [string, string | readonly string[]][];
+  if (typeof body === 'string') {
+    entries = [...new URLSearchParams(body)];
+  } else if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const names = Object.keys(body);
+    if (!names.some((name) => name.includes('['))) return body;
+    entries = names.map((name) => [name, (body as Record<string, string | readonly string[]>)[name]!]);
+  } else {
+    return body;
+  }
+  const root: FormNode = Object.create(null) as FormNode;
+  for (const [name, raw] of entries) {
+    const values = typeof raw === 'string' ? [raw] : raw.map(String);
+    const tokens = bracketPath(name) ?? [name];
+    let node: FormNode = root;
+    let ok = true;
+    for (let i = 0; i < tokens.length - 1; i += 1) {
+      const token = tokens[i] === '' ? String(Object.keys(node).length) : tokens[i]!;
+      const next = node[token];
+      if (next === undefined) node = node[token] = Object.create(null) as FormNode;
+      else if (typeof next === 'object' && !Array.isArray(next)) node = next;
+      else {
+        ok = false;
+        break;
+      }
+    }
+    if (!ok) {
+      // A field both plain and nested (`a=1&a[b]=2`): keep this one under its literal name.
+      node = root;
+      tokens.splice(0, tokens.length, name);
+    }
+    const last = tokens[tokens.length - 1]!;
+    for (const value of values) {
+      const leaf = last === '' ? String(Object.keys(node).length) : last;
+      const previous = node[leaf];
+      if (previous === undefined) node[leaf] = value;
+      else if (typeof previous === 'string') node[leaf] = [previous, value];
+      else if (Array.isArray(previous)) previous.push(value);
+      else {
+        // `a[b]=1&a=2`: the plain values sit beside the nested ones, under the empty name.
+        const plain = previous[''];
+        previous[''] = plain === undefined ? value : typeof plain === 'string' ? [plain, value] : Array.isArray(plain) ? [...plain, value] : plain;
+      }
+    }
+  }
+  return finishForm(root);
+}

@@ -13,7 +13,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { concatBytes, formFields, isFormContentType, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -64,7 +64,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       pathParams: { ...(req.params as Record<string, string>) },
       query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
       headers,
-      body: req.body,
+      body: isFormContentType(req.headers['content-type']) ? formFields(req.body) : req.body,
       ...(principal !== undefined ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };
@@ -158,11 +158,35 @@ class Hold implements HeldResponse {
   // What was there before (possibly another middleware's own wrapper, e.g. on-headers): put back as found.
   readonly original: Pick<Response, 'writeHead' | 'write' | 'end'>;
 
+  /** Status and headers as they were when the handler called `end()`: exactly what is recorded and sent. */
+  snapshot: { status: number; message: string; headers: Record<string, number | string | string[]> } | undefined;
+  /** A socket `destroy()` asked for after `end()` (Express's final handler does it once `headersSent`). */
+  destroyRequested = false;
+  private socketDestroy: ((error?: Error) => unknown) | undefined;
+
   constructor(readonly res: HeldRes) {
     this.original = { writeHead: res.writeHead, write: res.write, end: res.end };
     this.sent = new Promise<GuardResponse>((resolve) => {
       this.resolveSent = resolve;
     });
+  }
+
+  /**
+   * After `end()` the response counts as sent, as in Node: `headersSent` reads true, so error handlers take
+   * their "already answered" path instead of rewriting status and headers; and a socket destroy they ask
+   * for waits until the held bytes are out (unbuffered, they would already be).
+   */
+  markEnded(): void {
+    const res = this.res;
+    Object.defineProperty(res, 'headersSent', { configurable: true, get: () => true });
+    const socket = res.socket;
+    if (socket !== null && socket !== undefined && this.socketDestroy === undefined) {
+      this.socketDestroy = socket.destroy;
+      socket.destroy = ((_error?: Error) => {
+        this.destroyRequested = true;
+        return socket;
+      }) as typeof socket.destroy;
+    }
   }
 
   restore(): void {
@@ -171,6 +195,22 @@ class Hold implements HeldResponse {
     res.write = this.original.write;
     res.end = this.original.end;
     res[HELD] = undefined;
+    if (this.snapshot === undefined) return;
+    delete (res as { headersSent?: boolean }).headersSent;
+    const snapshot = this.snapshot;
+    // Whatever ran after end() (an error handler's status, Content-Type or Content-Length) is undone.
+    res.statusCode = snapshot.status;
+    res.statusMessage = snapshot.message;
+    for (const name of res.getHeaderNames()) if (!(name in snapshot.headers)) res.removeHeader(name);
+    for (const name of Object.keys(snapshot.headers)) {
+      if (res.getHeader(name) !== snapshot.headers[name]) res.setHeader(name, snapshot.headers[name]!);
+    }
+    const socket = res.socket;
+    if (socket !== null && socket !== undefined && this.socketDestroy !== undefined) {
+      socket.destroy = this.socketDestroy as typeof socket.destroy;
+      this.socketDestroy = undefined;
+      if (this.destroyRequested) res.once('finish', () => socket.destroy());
+    }
   }
 
   flush(extraHeaders: Record<string, string>): void {
@@ -204,8 +244,12 @@ function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Respo
 
 function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
   const hold = this[HELD]!;
-  if (hold.ended) throw new Error('write after end');
   const cb = typeof encoding === 'function' ? encoding : callback;
+  if (hold.ended) {
+    // As Node does: a write after end() sends nothing; only its callback hears of it.
+    if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(new Error('write after end')));
+    return false;
+  }
   hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
   if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
   return true;
@@ -226,11 +270,16 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
   if (typeof cb === 'function') hold.callbacks.push(cb as Callback);
   hold.chunks.push(toBytes(chunk, encoding));
   const headers: Record<string, string> = {};
+  const kept: Record<string, number | string | string[]> = {};
   const raw = this.getHeaders();
   for (const name of Object.keys(raw)) {
     const value = raw[name];
-    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
+    if (value === undefined) continue;
+    kept[name] = Array.isArray(value) ? [...(value as string[])] : (value as number | string);
+    headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
   }
+  hold.snapshot = { status: this.statusCode, message: this.statusMessage, headers: kept };
+  hold.markEnded();
   hold.resolveSent({ status: this.statusCode, headers, body: concatBytes(hold.chunks) });
   return this;
 }

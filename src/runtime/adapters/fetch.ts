@@ -11,7 +11,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { formFields, headersFromEntries, isFormContentType, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a fetch route guard. */
 export interface RouteGuardOptions extends RouteGuardOptionsFor<Request> {
@@ -134,6 +134,7 @@ async function readBody(request: Request): Promise<unknown> {
   const text = await request.clone().text();
   if (text === '') return undefined;
   const type = request.headers.get('content-type') ?? '';
+  if (isFormContentType(type)) return formFields(text);
   if (/[/+]json\b/i.test(type)) {
     try {
       return JSON.parse(text) as unknown;
