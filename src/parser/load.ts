@@ -112,6 +112,10 @@ class DocumentLoader implements ApiDocument {
       if (/^3\.0(\.|$)/.test(text)) return '3.0';
       // 3.2 keeps 3.1's shape for everything idemkit reads.
       if (/^3\.[12](\.|$)/.test(text)) return '3.1';
+      // YAML reads an unquoted `openapi: 3.0` as the number 3.
+      if (typeof root.openapi === 'number') {
+        return fail('openapi', root.openapi, `YAML read it as a number: quote the version, e.g. \`openapi: "3.0.3"\``);
+      }
       return fail('openapi', root.openapi, 'use 3.0.x or 3.1.x (or swagger: "2.0")');
     }
     if (String(root.swagger) === '2' || String(root.swagger) === '2.0') return '2.0';
@@ -125,6 +129,18 @@ class DocumentLoader implements ApiDocument {
     const defaults = this.readDefaults();
     const paths = root.paths;
     if (paths === undefined) {
+      // `paths` is required before 3.1; a document cut off before it would otherwise lint clean.
+      if (this.version !== '3.1') {
+        const source = this.cache.get(this.file);
+        const { line, column } = source.positionAt(source.text.length);
+        throw new DocumentError(
+          `no \`paths\` — is the file truncated? OpenAPI ${this.version} requires a \`paths\` object (\`paths: {}\` when there are none)`,
+          this.file,
+          '',
+          line,
+          column,
+        );
+      }
       if (root.webhooks === undefined) this.warn(rootAt, "the document has no 'paths'");
       return;
     }

@@ -171,6 +171,18 @@ describe('loadDocument', () => {
       assert.equal(version.line, 1);
     });
 
+    it('an unquoted `openapi: 3.0` (a YAML number): says to quote it', async () => {
+      const error = await loadError('bad/unquoted-version.yaml');
+      assert.match(error.message, /quote the version, e\.g\. `openapi: "3\.0\.3"`/);
+      assert.equal(error.line, 1);
+    });
+
+    it('a 3.0 document without `paths` (cut off before it), at the end of the file', async () => {
+      const error = await loadError('bad/no-paths.yaml');
+      assert.match(error.message, /^no `paths` — is the file truncated\?/);
+      assert.deepEqual([error.line, error.column], [5, 28]);
+    });
+
     it('a $ref a contract needs that points at a missing file, at the $ref', async () => {
       const error = await loadError('bad/missing-ref-file.yaml');
       assert.match(error.message, /\$ref '.\/responses.yaml#\/Created' points at a missing file/);
