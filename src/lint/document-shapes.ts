@@ -5,7 +5,7 @@
  * to report as `document-invalid`.
  */
 import type { ApiDocument, DocumentWarning, Location } from '../parser/model.js';
-import { child, isObject } from './views.js';
+import { escapePointerToken, isObject } from './views.js';
 
 // Keys whose value is one schema, keys whose value maps names to schemas, keys whose value lists schemas.
 const ONE_SCHEMA = new Set(['schema', 'items', 'additionalProperties', 'not', 'additionalItems', 'contains', 'if', 'then', 'else', 'propertyNames', 'unevaluatedProperties', 'unevaluatedItems']);
@@ -14,41 +14,77 @@ const SCHEMA_LIST = new Set(['allOf', 'oneOf', 'anyOf', 'prefixItems']);
 // Subtrees that hold data, not schemas (an example may well contain a key named `schema`).
 const DATA = new Set(['example', 'examples', 'default', 'enum', 'const']);
 
-/** The schema-shape problems of a document's entry file (unordered: the engine sorts findings by position). */
+/**
+ * The schema-shape problems of a document's entry file (unordered: the engine sorts findings by position).
+ * One walk over the whole tree: the pointer of a node is built only when it gets a warning, so a 10 MB
+ * document costs a visit per object, not a string per node.
+ */
 export function schemaShapeWarnings(doc: ApiDocument): DocumentWarning[] {
   const warnings: DocumentWarning[] = [];
+  if (!mayHoldShapeProblems(doc)) return warnings;
   const pre31 = doc.version !== '3.1';
-  const checkSchema = (value: unknown, at: Location): void => {
+  const tokens: (string | number)[] = [];
+  const here = (...more: (string | number)[]): Location => {
+    let pointer = '';
+    for (const token of tokens) pointer += `/${escapePointerToken(token)}`;
+    for (const token of more) pointer += `/${escapePointerToken(token)}`;
+    return { file: doc.file, pointer };
+  };
+  // `path` is where the schema sits, relative to the object being walked.
+  const checkSchema = (value: unknown, ...path: (string | number)[]): void => {
     if (value === null) {
-      warnings.push({ at, message: 'a schema is null here: write {} for "any value" (a null schema is not a Schema Object)' });
+      warnings.push({ at: here(...path), message: 'a schema is null here: write {} for "any value" (a null schema is not a Schema Object)' });
       return;
     }
     if (!isObject(value) || !pre31) return;
     const type = value['type'];
     if (type === 'null') {
       warnings.push({
-        at: child(at, 'type'),
+        at: here(...path, 'type'),
         message: `type 'null' is OpenAPI 3.1 (JSON Schema 2020-12); in ${doc.version} mark the other alternative \`nullable: true\`${doc.version === '2.0' ? ' (x-nullable)' : ''} instead`,
       });
     } else if (Array.isArray(type)) {
-      warnings.push({ at: child(at, 'type'), message: `type arrays are OpenAPI 3.1; in ${doc.version} write one type${doc.version === '3.0' ? ' and `nullable: true` for null' : ''}` });
+      warnings.push({ at: here(...path, 'type'), message: `type arrays are OpenAPI 3.1; in ${doc.version} write one type${doc.version === '3.0' ? ' and `nullable: true` for null' : ''}` });
     }
   };
-  const walk = (value: unknown, at: Location, depth: number): void => {
-    if (depth > 256 || value === null || typeof value !== 'object') return;
+  const walk = (value: object, depth: number): void => {
+    if (depth > 256) return;
     if (Array.isArray(value)) {
-      value.forEach((item, i) => walk(item, child(at, i), depth + 1));
+      for (let i = 0; i < value.length; i++) {
+        const item: unknown = value[i];
+        if (item === null || typeof item !== 'object') continue;
+        tokens.push(i);
+        walk(item, depth + 1);
+        tokens.pop();
+      }
       return;
     }
-    for (const [key, entry] of Object.entries(value)) {
+    const node = value as Record<string, unknown>;
+    for (const key of Object.keys(node)) {
       if (DATA.has(key) || key.startsWith('x-') || key === '$ref') continue;
-      const entryAt = child(at, key);
-      if (ONE_SCHEMA.has(key) && (entry === null || isObject(entry))) checkSchema(entry, entryAt);
-      else if (SCHEMA_MAP.has(key) && isObject(entry)) for (const [name, schema] of Object.entries(entry)) checkSchema(schema, child(entryAt, name));
-      else if (SCHEMA_LIST.has(key) && Array.isArray(entry)) entry.forEach((schema, i) => checkSchema(schema, child(entryAt, i)));
-      walk(entry, entryAt, depth + 1);
+      const entry = node[key];
+      if (ONE_SCHEMA.has(key) && (entry === null || isObject(entry))) checkSchema(entry, key);
+      else if (SCHEMA_MAP.has(key) && isObject(entry)) for (const name of Object.keys(entry)) checkSchema(entry[name], key, name);
+      else if (SCHEMA_LIST.has(key) && Array.isArray(entry)) entry.forEach((schema, i) => checkSchema(schema, key, i));
+      if (entry === null || typeof entry !== 'object') continue;
+      tokens.push(key);
+      walk(entry, depth + 1);
+      tokens.pop();
     }
   };
-  walk(doc.root, { file: doc.file, pointer: '' }, 0);
+  walk(doc.root, 0);
   return warnings;
+}
+
+/**
+ * Whether the entry file's text can hold any of these shapes, decided by a native text search so a big
+ * JSON document without them is not walked at all. JSON only: every null schema and `'null'` type is
+ * spelled `null`, and a type array `"type": [` (or a key written with `\u` escapes); YAML has other
+ * spellings of null (`~`, an empty value), so YAML is always walked.
+ */
+function mayHoldShapeProblems(doc: ApiDocument): boolean {
+  const source = doc.source?.();
+  if (!source || source.format !== 'json') return true;
+  if (source.text.includes('null')) return true;
+  return doc.version !== '3.1' && /"type"\s*:\s*\[|\\u/.test(source.text);
 }

@@ -4,7 +4,8 @@
  * the document's own warnings once, and sorts. Pure: no I/O beyond the document's lazy positions.
  */
 import { InternalError } from '../errors.js';
-import type { ApiDocument, Location, Position } from '../parser/model.js';
+import type { ApiDocument, DocumentWarning, Location, Position } from '../parser/model.js';
+import { schemaShapeWarnings } from './document-shapes.js';
 import type { Finding, LintSettings, Rule, Severity } from './rule.js';
 
 /** Rule id under which the document's warnings (problems unrelated to idempotency) are reported. */
@@ -71,7 +72,7 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
 
   const warningSeverity = severities[DOCUMENT_INVALID_RULE_ID] ?? 'warn';
   if (warningSeverity !== 'off') {
-    for (const warning of doc.warnings) {
+    for (const warning of documentWarnings(doc)) {
       add(
         {
           ruleId: DOCUMENT_INVALID_RULE_ID,
@@ -101,6 +102,21 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
     };
   });
   return findings.sort(compareFindings);
+}
+
+const shapeWarnings = new WeakMap<ApiDocument, readonly DocumentWarning[]>();
+
+/**
+ * The loader's warnings plus the schema shapes the document gets wrong (a null schema, 3.1 idioms in 3.0),
+ * found once per document however often it is linted.
+ */
+function documentWarnings(doc: ApiDocument): readonly DocumentWarning[] {
+  let shapes = shapeWarnings.get(doc);
+  if (!shapes) {
+    shapes = schemaShapeWarnings(doc);
+    shapeWarnings.set(doc, shapes);
+  }
+  return shapes.length === 0 ? doc.warnings : [...doc.warnings, ...shapes];
 }
 
 /** Orders findings by file, line, column, rule id, then message: the same input always prints the same. */

@@ -385,6 +385,12 @@ class DocumentLoader implements ApiDocument {
     return followed.ok ? { value: followed.value, at: followed.at } : undefined;
   }
 
+  source(file: string = this.file): { readonly format: 'json' | 'yaml'; readonly text: string } | undefined {
+    if (!this.cache.has(file)) return undefined;
+    const { format, text } = this.cache.get(file);
+    return { format, text };
+  }
+
   position(at: Location): Position {
     try {
       return this.cache.get(at.file).position(at.pointer);

@@ -162,6 +162,8 @@ export interface ApiDocument {
   readonly warnings: readonly DocumentWarning[];
   /** Every file loaded so far (the entry file first, then external `$ref` targets), absolute paths. */
   readonly files?: readonly string[];
+  /** The format and text of a loaded file (the entry file when omitted), or `undefined` when it is not loaded. */
+  source?(file?: string): { readonly format: 'json' | 'yaml'; readonly text: string } | undefined;
 }
 
 /** A problem in a document unrelated to idempotency; it did not stop the document from loading. */

@@ -4,7 +4,7 @@
  * rule runs without throwing, the contract's findings still come, and the CLI exits 1 (findings), not 2.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { main } from '../../src/cli/main.js';
@@ -19,7 +19,7 @@ import { REPO_ROOT } from '../helpers/rule-tester.js';
 const post = (t: Tree): Tree => t.paths['/payouts'].post;
 
 /** Shapes written for these tests (not copied from any real spec), each with one idempotency fault. */
-const shapes: { name: string; text: string; expect: string[] }[] = [
+const shapes: { name: string; text: string; expect: string[]; warnings: number }[] = [
   {
     name: "type: 'null' in a 3.0 body, under oneOf",
     text: payouts((t, c) => {
@@ -28,6 +28,7 @@ const shapes: { name: string; text: string; expect: string[] }[] = [
       c.fingerprint.include = ['/amount', '/currency', '/destination', '/nott'];
     }),
     expect: [`fingerprint-field-unknown ${CONTRACT}/fingerprint/include/3`],
+    warnings: 1,
   },
   {
     name: 'a null property schema and a null request body schema',
@@ -39,6 +40,8 @@ const shapes: { name: string; text: string; expect: string[] }[] = [
       delete c.lease;
     }),
     expect: [`lease-missing ${CONTRACT}`],
+    // the two null schemas, and the helper's 3.1 type array (`note`) that is invalid in 3.0
+    warnings: 3,
   },
   {
     name: 'null parameters, responses and headers',
@@ -50,6 +53,7 @@ const shapes: { name: string; text: string; expect: string[] }[] = [
       delete c.ttl;
     }),
     expect: [`ttl-missing ${CONTRACT}`],
+    warnings: 0,
   },
   {
     name: 'a schema that is a bare boolean and a type array with an unknown type',
@@ -60,6 +64,7 @@ const shapes: { name: string; text: string; expect: string[] }[] = [
       c.scope = [];
     }),
     expect: [`scope-missing ${CONTRACT}/scope`],
+    warnings: 0,
   },
 ];
 
@@ -81,6 +86,7 @@ describe('real-world shapes', () => {
       assert.deepEqual(idempotency, shape.expect);
       // The unrelated invalidity, when the parser reports it, is one warning per node, never an error.
       const warnings = findings.filter((f) => f.ruleId === 'document-invalid');
+      assert.equal(warnings.length, shape.warnings, warnings.map((w) => `${w.pointer} ${w.message}`).join('\n'));
       assert.ok(warnings.every((w) => w.severity === 'warn'));
       assert.equal(new Set(warnings.map((w) => `${w.pointer} ${w.message}`)).size, warnings.length);
     });
@@ -96,6 +102,49 @@ describe('real-world shapes', () => {
     assert.equal(io.err, '');
   });
 
+  it('reports each unrelated invalidity of samples/broken/real-world.yaml once, as a warning at its line', async () => {
+    const io = bufferIo(REPO_ROOT);
+    await main(['lint', 'samples/broken/real-world.yaml', '--format', 'json'], io);
+    const report = JSON.parse(io.out) as { findings: { ruleId: string; severity: string; pointer: string; line: number }[] };
+    const invalid = report.findings.filter((f) => f.ruleId === 'document-invalid');
+    assert.deepEqual(
+      invalid.map((f) => [f.severity, f.pointer]),
+      [
+        ['warn', '/components/schemas/ListingInput/properties/discontinuedAt/oneOf/1/type'],
+        ['warn', '/components/schemas/ListingInput/properties/extra'],
+      ],
+    );
+    const lines = (await readFile(path.join(REPO_ROOT, 'samples/broken/real-world.yaml'), 'utf8')).split('\n');
+    assert.match(lines[invalid[0]!.line - 1]!, /type: 'null'/);
+    assert.match(lines[invalid[1]!.line - 1]!, /^\s*extra:/);
+  });
+
+  it('lets --fail-on decide the exit code when the only problems are unrelated invalidities (never 2)', async () => {
+    const file = path.join(dir, 'only-shapes.yaml');
+    await writeFile(
+      file,
+      payouts((t) => {
+        t.openapi = '3.0.3';
+        t.components.schemas.PayoutInput.properties.note = { oneOf: [{ type: 'string' }, { type: 'null' }] };
+        t.components.schemas.PayoutInput.properties.extra = null;
+      }),
+    );
+    const run = async (...extra: string[]) => {
+      const io = bufferIo(dir);
+      const code = await main(['lint', 'only-shapes.yaml', ...extra], io);
+      return { code, out: io.out, err: io.err };
+    };
+    const byDefault = await run();
+    assert.equal(byDefault.code, 0, byDefault.out + byDefault.err);
+    assert.equal(byDefault.out.match(/document-invalid/g)?.length, 2, byDefault.out);
+    assert.equal(byDefault.err, '');
+    const strict = await run('--fail-on', 'warn');
+    assert.equal(strict.code, 1, strict.out + strict.err);
+    const json = await run('--format', 'json');
+    const findings = (JSON.parse(json.out) as { findings: { ruleId: string }[] }).findings;
+    assert.deepEqual(findings.map((f) => f.ruleId), ['document-invalid', 'document-invalid']);
+  });
+
   it('finds the unrelated schema-shape problems once each, where they are written', async () => {
     const doc = await loadDocument(path.join(REPO_ROOT, 'samples/broken/real-world.yaml'));
     assert.deepEqual(
@@ -108,6 +157,21 @@ describe('real-world shapes', () => {
     for (const clean of ['samples/demo-requests/openapi.yaml', 'samples/broken/openapi31.yaml', 'samples/broken/swagger2.yaml']) {
       assert.deepEqual(schemaShapeWarnings(await loadDocument(path.join(REPO_ROOT, clean))), [], clean);
     }
+  });
+
+  it('finds the shapes in JSON documents too (a type array without any null, a null schema, an escaped key)', async () => {
+    const write = async (name: string, doc: unknown) => {
+      const file = path.join(dir, name);
+      await writeFile(file, JSON.stringify(doc, null, 2));
+      return schemaShapeWarnings(await loadDocument(file)).map((w) => w.at.pointer);
+    };
+    const base = { info: { title: 't', version: '1' }, paths: {} };
+    assert.deepEqual(await write('array.json', { openapi: '3.0.3', ...base, components: { schemas: { A: { type: ['string', 'integer'] } } } }), ['/components/schemas/A/type']);
+    assert.deepEqual(await write('null.json', { openapi: '3.1.0', ...base, components: { schemas: { A: { properties: { b: null } } } } }), ['/components/schemas/A/properties/b']);
+    assert.deepEqual(await write('clean.json', { openapi: '3.0.3', ...base, components: { schemas: { A: { type: 'string' } } } }), []);
+    const escaped = path.join(dir, 'escaped.json');
+    await writeFile(escaped, '{"openapi":"3.0.3","info":{"title":"t","version":"1"},"paths":{},"components":{"schemas":{"A":{"typ\\u0065":["string","integer"]}}}}');
+    assert.deepEqual(schemaShapeWarnings(await loadDocument(escaped)).map((w) => w.at.pointer), ['/components/schemas/A/type']);
   });
 
   it('flags 3.1 type arrays in Swagger 2.0 and skips examples and extensions', async () => {
