@@ -35,6 +35,24 @@ export function describeError(error: unknown, verbose: boolean): string {
 }
 
 /**
+ * yargs' validation messages span lines ("Invalid values:\n  Argument: x, Given: …, Choices: …"); an error is
+ * one line, so each invalid value becomes `--x "given" is not one of: a, b` and other messages are joined.
+ */
+function oneLineUsage(message: string): string {
+  const invalid = [...message.matchAll(/Argument: ([^,\n]+), Given: (.*?), Choices: (.*)$/gm)];
+  if (invalid.length > 0) {
+    return invalid
+      .map(([, name, given, choices]) => `--${name} ${given} is not one of: ${choices!.split(', ').map((choice) => choice.replace(/^"(.*)"$/, '$1')).join(', ')}`)
+      .join('; ');
+  }
+  return message
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .join(' ');
+}
+
+/**
  * yargs renders the running command's help after starting its handler (through cliui and string-width,
  * ~15–20 ms of every cold start), only to print it should the handler reject. idemkit's handlers never
  * reject (errors are caught and reported by `main`) and `--help` renders its own text, so skip it.
@@ -62,7 +80,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
     .wrap(Math.min(100, process.stdout.columns ?? 100))
     .exitProcess(false)
     .fail((message, error) => {
-      failure = error ?? new UsageError(message ?? 'invalid arguments');
+      // Throwing stops yargs here: a custom fail handler that returns lets it run the command anyway.
+      throw error ?? new UsageError(oneLineUsage(message ?? 'invalid arguments'));
     });
   for (const command of commands) {
     parser = parser.command({
