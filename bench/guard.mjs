@@ -1,10 +1,16 @@
-// Guard overhead benchmark (not a test): one POST handler served bare and behind the generated Express guard,
+// Guard overhead benchmark (not a test): POST handlers served bare and behind the generated Express guard,
 // on each store, in one server process per store; load from this process over loopback keep-alive
-// connections, bounded in time. Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to
-// the bare handler measured in the same run (bare is measured before and after; the mean is the reference).
+// connections, bounded in time. Two handlers, each measured bare and guarded in the same run:
+//   no-op — answers 201 with a JSON body and does nothing else (the guard's worst case: all of its cost shows);
+//   write — the same answer after one representative business write on the same store/database
+//           (SQLite: an INSERT on the same connection; PostgreSQL: an INSERT through the same pool;
+//            Redis: one HSET; memory: a Map insert).
+// Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to the bare handler of the same kind
+// (bare is measured before and after; the mean is the reference). Replays never run the handler, so the one
+// replay figure is shown against both references.
 // Usage: npm run build && node bench/guard.mjs [--seconds 3] [--connections 16] [--stores memory,sqlite,postgres,redis]
 import { execFile, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, copyFileSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -27,21 +33,67 @@ import { randomUUID } from 'node:crypto';
 import { createGuards } from './gen/guards.js';
 import { makeStore } from './store.js';
 
-const store = await makeStore();
+const { store, write } = await makeStore();
 const guards = createGuards({ store, principal: (req) => req.get('x-user') });
 const app = express();
 app.disable('x-powered-by');
-const handler = (req: express.Request, res: express.Response) => {
-  res.status(201).json({ id: randomUUID(), topic: (req.body as { topic: string }).topic });
+type Body = { topic: string };
+const noop = (req: express.Request, res: express.Response) => {
+  res.status(201).json({ id: randomUUID(), topic: (req.body as Body).topic });
 };
-app.post('/bare', express.json(), handler);
-app.post('/v1/demo-requests', express.json(), guards.createDemoRequest, handler);
+const writing = (req: express.Request, res: express.Response, next: express.NextFunction) => {
+  const id = randomUUID();
+  write(id, (req.body as Body).topic).then(() => res.status(201).json({ id, topic: (req.body as Body).topic }), next);
+};
+app.post('/bare', express.json(), noop);
+app.post('/v1/demo-requests', express.json(), guards.createDemoRequest, noop);
+app.post('/bare-write', express.json(), writing);
+app.post('/guarded-write', express.json(), guards.createDemoRequest, writing);
 process.on('SIGTERM', () => process.exit(0));
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();
   process.stdout.write('listening ' + (typeof address === 'object' && address !== null ? address.port : 0) + '\\n');
 });
 `;
+
+// Per store: the guard's store and one representative business write on the same store/database.
+const STORE_MODULES = {
+  memory: `
+import { MemoryStore } from './gen/runtime/stores/memory.js';
+const rows = new Map<string, string>();
+export async function makeStore() {
+  return { store: new MemoryStore(), write: async (id: string, topic: string) => void rows.set(id, topic) };
+}`,
+  sqlite: `
+import Database from 'better-sqlite3';
+import { SqliteStore } from './gen/runtime/stores/sqlite.js';
+export async function makeStore() {
+  const db = new Database(process.env['SQLITE_FILE']!);
+  const store = new SqliteStore(db);
+  await store.migrate();
+  db.exec('CREATE TABLE IF NOT EXISTS demo_rows (id TEXT PRIMARY KEY, topic TEXT NOT NULL)');
+  const insert = db.prepare('INSERT INTO demo_rows (id, topic) VALUES (?, ?)');
+  return { store, write: async (id: string, topic: string) => void insert.run(id, topic) };
+}`,
+  postgres: `
+import pg from 'pg';
+import { PostgresStore } from './gen/runtime/stores/postgres.js';
+export async function makeStore() {
+  const pool = new pg.Pool({ connectionString: process.env['PG_URL'], max: 10 });
+  const store = new PostgresStore(pool);
+  await store.migrate();
+  await pool.query('CREATE TABLE IF NOT EXISTS demo_rows (id text PRIMARY KEY, topic text NOT NULL)');
+  return { store, write: async (id: string, topic: string) => void (await pool.query('INSERT INTO demo_rows (id, topic) VALUES ($1, $2)', [id, topic])) };
+}`,
+  redis: `
+import { Redis } from 'ioredis';
+import { RedisStore } from './gen/runtime/stores/redis.js';
+export async function makeStore() {
+  const redis = new Redis(process.env['REDIS_URL']!);
+  await new Promise<void>((resolve) => redis.once('ready', () => resolve()));
+  return { store: new RedisStore(redis), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)) };
+}`,
+};
 
 function findBinary(name, extra = []) {
   for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), ...extra]) {
@@ -111,7 +163,7 @@ async function build(work) {
     const dir = path.join(work, 'src', store);
     mkdirSync(dir, { recursive: true });
     await run(process.execPath, [cli, 'generate', 'server', path.join(root, 'test/fixtures/server/demo.yaml'), '--framework', 'express', '--store', store, '--out', path.join(dir, 'gen')]);
-    copyFileSync(path.join(root, 'test/fixtures/server/app', `store-${store}.ts`), path.join(dir, 'store.ts'));
+    writeFileSync(path.join(dir, 'store.ts'), STORE_MODULES[store]);
     writeFileSync(path.join(dir, 'app.ts'), APP);
   }
   const tsconfig = {
@@ -229,14 +281,19 @@ try {
         console.log(store, only, Math.round(result.rps), 'req/s');
         continue;
       }
-      const bare1 = await load(app.port, (i) => request('/bare', undefined, `bare-${i}`), ms);
-      const fresh = await load(app.port, (i) => request('/v1/demo-requests', `fresh-${run}-${i}`, `fresh-${i}`), ms);
+      const phase = (pathname, keyOf) => load(app.port, (i) => request(pathname, keyOf?.(i), `t-${run}-${i}`), ms);
+      const bare1 = await phase('/bare');
+      const bareWrite1 = await phase('/bare-write');
+      const fresh = await phase('/v1/demo-requests', (i) => `fresh-${run}-${i}`);
+      const freshWrite = await phase('/guarded-write', (i) => `fresh-write-${run}-${i}`);
       // Replays: complete one key per connection first, then hit those keys only.
       for (let c = 0; c < CONNECTIONS; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50);
       const replay = await load(app.port, (i) => request('/v1/demo-requests', `replay-${run}-${i % CONNECTIONS}`, 'replay'), ms);
-      const bare2 = await load(app.port, (i) => request('/bare', undefined, `bare2-${i}`), ms);
-      const bare = { rps: (bare1.rps + bare2.rps) / 2, p50: (bare1.p50 + bare2.p50) / 2, p99: (bare1.p99 + bare2.p99) / 2 };
-      rows.push({ store, bare, fresh, replay, errors: bare1.errors + fresh.errors + replay.errors + bare2.errors });
+      const bare2 = await phase('/bare');
+      const bareWrite2 = await phase('/bare-write');
+      const mean = (a, b) => ({ rps: (a.rps + b.rps) / 2, p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2 });
+      const all = [bare1, bareWrite1, fresh, freshWrite, replay, bare2, bareWrite2];
+      rows.push({ store, bare: mean(bare1, bare2), bareWrite: mean(bareWrite1, bareWrite2), fresh, freshWrite, replay, errors: all.reduce((n, r) => n + r.errors, 0) });
     } finally {
       await app.stop();
       await backend.stop();
@@ -246,17 +303,22 @@ try {
   rmSync(work, { recursive: true, force: true });
 }
 
+const cell = (r, ref) => `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)}`;
+const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)}`;
 console.log(`guard overhead: Express, ${CONNECTIONS} keep-alive connections, ${SECONDS}s per phase, node ${process.version}`);
-console.log('store     bare req/s  p50/p99 ms   | fresh req/s (ratio)  p50/p99 ms   | replay req/s (ratio)  p50/p99 ms   | non-201');
+console.log('req/s (ratio to the bare handler of the same kind) p50/p99 ms; replays never run the handler');
+console.log('no-op handler:');
+console.log('store    | bare   p50/p99      | fresh  (ratio) p50/p99      | replay (ratio) p50/p99      | non-201');
 for (const row of rows) {
   if (row.skipped) {
-    console.log(`${row.store.padEnd(9)} skipped: ${row.skipped}`);
+    console.log(`${row.store.padEnd(8)} | skipped: ${row.skipped}`);
     continue;
   }
-  const { bare, fresh, replay } = row;
-  console.log(
-    `${row.store.padEnd(9)} ${fmt(bare.rps).padStart(10)}  ${`${fmt(bare.p50, 2)}/${fmt(bare.p99, 2)}`.padEnd(12)} | ` +
-      `${fmt(fresh.rps).padStart(11)} (${fmt(fresh.rps / bare.rps, 2)})  ${`${fmt(fresh.p50, 2)}/${fmt(fresh.p99, 2)}`.padEnd(12)} | ` +
-      `${fmt(replay.rps).padStart(12)} (${fmt(replay.rps / bare.rps, 2)})  ${`${fmt(replay.p50, 2)}/${fmt(replay.p99, 2)}`.padEnd(12)} | ${row.errors}`,
-  );
+  console.log(`${row.store.padEnd(8)} | ${base(row.bare)} | ${cell(row.fresh, row.bare)} | ${cell(row.replay, row.bare)} | ${row.errors}`);
+}
+console.log('write handler (one business write on the same store/database):');
+console.log('store    | bare   p50/p99      | fresh  (ratio) p50/p99      | replay (ratio) p50/p99');
+for (const row of rows) {
+  if (row.skipped) continue;
+  console.log(`${row.store.padEnd(8)} | ${base(row.bareWrite)} | ${cell(row.freshWrite, row.bareWrite)} | ${cell(row.replay, row.bareWrite)}`);
 }
