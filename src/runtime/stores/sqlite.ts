@@ -9,8 +9,9 @@
  * store.migrate();                     // WAL + table + indexes, idempotent
  * ```
  *
- * Atomicity: every write is one `BEGIN IMMEDIATE` transaction (the database's write lock) around
- * `INSERT … ON CONFLICT … RETURNING`, so processes sharing the file never both win a record.
+ * Atomicity: a reservation is one `BEGIN IMMEDIATE` transaction (the database's write lock) around
+ * `INSERT … ON CONFLICT … RETURNING`, so processes sharing the file never both win a record; every other
+ * write is a single fenced statement (atomic on its own). Statements are prepared once per store.
  *
  * One-transaction mode and `await`: better-sqlite3 is synchronous and a connection has one transaction,
  * so while a handler awaits inside {@link SqliteStore.withReservation}, anything else run on that
@@ -64,21 +65,90 @@ interface Row {
   result_id: string | null;
 }
 
-// One mutex per connection, shared by every SqliteStore on it (see the file comment).
-const mutexes = new WeakMap<SqliteDatabase, { tail: Promise<unknown> }>();
+// One mutex per connection, shared by every SqliteStore on it (see the file comment). `busy` counts the
+// calls queued or running on it.
+interface Mutex {
+  tail: Promise<unknown>;
+  busy: number;
+}
+const mutexes = new WeakMap<SqliteDatabase, Mutex>();
 
-function serialise<T>(db: SqliteDatabase, work: () => Promise<T> | T): Promise<T> {
+function mutexOf(db: SqliteDatabase): Mutex {
   let mutex = mutexes.get(db);
   if (mutex === undefined) {
-    mutex = { tail: Promise.resolve() };
+    mutex = { tail: Promise.resolve(), busy: 0 };
     mutexes.set(db, mutex);
   }
+  return mutex;
+}
+
+function serialise<T>(db: SqliteDatabase, work: () => Promise<T> | T): Promise<T> {
+  const mutex = mutexOf(db);
+  mutex.busy += 1;
   const result = mutex.tail.then(work);
-  mutex.tail = result.then(
-    () => undefined,
-    () => undefined,
-  );
+  const done = (): void => {
+    mutex.busy -= 1;
+  };
+  mutex.tail = result.then(done, done);
   return result;
+}
+
+/**
+ * Run synchronous work under the mutex. When nothing is queued or in a transaction on the connection, it
+ * runs at once (better-sqlite3 is synchronous, so nothing can interleave with it) instead of waiting for a
+ * turn of the queue.
+ */
+function serialiseSync<T>(db: SqliteDatabase, work: () => T): Promise<T> {
+  const mutex = mutexOf(db);
+  if (mutex.busy !== 0) return serialise(db, work);
+  try {
+    return Promise.resolve(work());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+type Statement = BetterSqlite3.Statement<unknown[], unknown>;
+
+// Every statement of a store, prepared once (on first use, so after migrate() has created the table).
+interface Statements {
+  readonly reserve: Statement;
+  readonly select: Statement;
+  readonly complete: Statement;
+  readonly release: Statement;
+  readonly takeover: Statement;
+  readonly abandoned: Statement;
+  readonly purge: Statement;
+}
+
+function prepareStatements(db: SqliteDatabase, t: string): Statements {
+  return {
+    reserve: db.prepare(
+      `INSERT INTO ${t} (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+       VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET
+         operation = excluded.operation, fingerprint = excluded.fingerprint, state = 'in_progress',
+         lease_token = excluded.lease_token, lease_until = excluded.lease_until, expires_at = excluded.expires_at,
+         created_at = excluded.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
+       WHERE ${t}.state = 'completed' AND ${t}.expires_at <= excluded.created_at
+       RETURNING *`,
+    ),
+    select: db.prepare(`SELECT * FROM ${t} WHERE id = ?`),
+    complete: db.prepare(
+      `UPDATE ${t} SET state = 'completed', status = ?, headers = ?, body = ?, result_id = ?, expires_at = ?
+       WHERE id = ? AND lease_token = ? AND state = 'in_progress'`,
+    ),
+    release: db.prepare(`DELETE FROM ${t} WHERE id = ? AND lease_token = ? AND state = 'in_progress'`),
+    takeover: db.prepare(
+      `UPDATE ${t} SET lease_token = ?, lease_until = ?, created_at = ?
+       WHERE id = ? AND fingerprint = ? AND lease_token = ? AND state = 'in_progress' AND lease_until <= ? RETURNING *`,
+    ),
+    abandoned: db.prepare(`SELECT * FROM ${t} WHERE state = 'in_progress' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?`),
+    purge: db.prepare(
+      `DELETE FROM ${t} WHERE id IN (
+         SELECT id FROM ${t} WHERE state = 'completed' AND expires_at <= ? ORDER BY expires_at LIMIT ?)`,
+    ),
+  };
 }
 
 /** SQLite store. The caller creates, configures and closes the `Database`; the store never does. */
@@ -86,6 +156,9 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   readonly #db: SqliteDatabase;
   readonly #table: string;
   readonly #clock: () => number;
+  #statements: Statements | undefined;
+  // Transaction wrapper built once (better-sqlite3 prepares its BEGIN/COMMIT statements per wrapper).
+  readonly #reserveTx: { immediate(input: ReserveInput): ReserveResult };
 
   constructor(db: SqliteDatabase, options: SqliteStoreOptions = {}) {
     this.#db = db;
@@ -93,6 +166,12 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     this.#clock = options.clock ?? Date.now;
     const busy = options.busyTimeoutMs === undefined ? 5000 : options.busyTimeoutMs;
     if (busy !== null) db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busy))}`);
+    this.#reserveTx = db.transaction((input: ReserveInput) => this.#reserveNow(input));
+  }
+
+  // Prepared on first use: the table may not exist before migrate(). SQLite re-prepares them itself after a schema change.
+  get #sql(): Statements {
+    return (this.#statements ??= prepareStatements(this.#db, this.#table));
   }
 
   /** The schema {@link SqliteStore.migrate} creates, for review or your own migration tool. */
@@ -127,58 +206,39 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   reserve(input: ReserveInput): Promise<ReserveResult> {
-    return this.#run(() => this.#db.transaction(() => this.#reserveNow(input)).immediate());
+    return this.#run(() => this.#reserveTx.immediate(input));
   }
 
   complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
-    return this.#run(() => this.#db.transaction(() => this.#completeNow(id, token, input)).immediate());
+    // One fenced UPDATE: atomic on its own, no explicit transaction needed.
+    return this.#run(() => this.#completeNow(id, token, input));
   }
 
   release(id: string, token: string): Promise<boolean> {
-    return this.#run(
-      () => this.#db.prepare(`DELETE FROM ${this.#table} WHERE id = ? AND lease_token = ? AND state = 'in_progress'`).run(id, token).changes === 1,
-    );
+    return this.#run(() => this.#sql.release.run(id, token).changes === 1);
   }
 
   takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
     return this.#run(() => {
       const now = this.#clock();
-      const row = this.#db
-        .prepare(
-          `UPDATE ${this.#table} SET lease_token = ?, lease_until = ?, created_at = ?
-           WHERE id = ? AND fingerprint = ? AND lease_token = ? AND state = 'in_progress' AND lease_until <= ? RETURNING *`,
-        )
-        .get(newToken, now + leaseMs, now, id, fingerprint, staleToken, now) as Row | undefined;
+      const row = this.#sql.takeover.get(newToken, now + leaseMs, now, id, fingerprint, staleToken, now) as Row | undefined;
       return row === undefined ? undefined : toRecord(row);
     });
   }
 
   get(id: string): Promise<IdempotencyRecord | undefined> {
     return this.#run(() => {
-      const row = this.#db.prepare(`SELECT * FROM ${this.#table} WHERE id = ?`).get(id) as Row | undefined;
+      const row = this.#sql.select.get(id) as Row | undefined;
       return row === undefined ? undefined : toRecord(row);
     });
   }
 
   listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    return this.#run(() => {
-      const rows = this.#db
-        .prepare(`SELECT * FROM ${this.#table} WHERE state = 'in_progress' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?`)
-        .all(this.#clock(), limitOf(options)) as Row[];
-      return rows.map(toRecord);
-    });
+    return this.#run(() => (this.#sql.abandoned.all(this.#clock(), limitOf(options)) as Row[]).map(toRecord));
   }
 
   purgeExpired(options: BatchOptions = {}): Promise<number> {
-    return this.#run(
-      () =>
-        this.#db
-          .prepare(
-            `DELETE FROM ${this.#table} WHERE id IN (
-               SELECT id FROM ${this.#table} WHERE state = 'completed' AND expires_at <= ? ORDER BY expires_at LIMIT ?)`,
-          )
-          .run(this.#clock(), limitOf(options)).changes,
-    );
+    return this.#run(() => this.#sql.purge.run(this.#clock(), limitOf(options)).changes);
   }
 
   async now(): Promise<number> {
@@ -225,7 +285,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   #run<T>(work: () => T): Promise<T> {
-    return serialise(this.#db, () => {
+    return serialiseSync(this.#db, () => {
       try {
         return work();
       } catch (error) {
@@ -236,35 +296,18 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
 
   #reserveNow(input: ReserveInput): ReserveResult {
     const now = this.#clock();
-    const inserted = this.#db
-      .prepare(
-        `INSERT INTO ${this.#table} (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
-         VALUES (?, ?, ?, 'in_progress', ?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET
-           operation = excluded.operation, fingerprint = excluded.fingerprint, state = 'in_progress',
-           lease_token = excluded.lease_token, lease_until = excluded.lease_until, expires_at = excluded.expires_at,
-           created_at = excluded.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
-         WHERE ${this.#table}.state = 'completed' AND ${this.#table}.expires_at <= excluded.created_at
-         RETURNING *`,
-      )
-      .get(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now) as Row | undefined;
+    const sql = this.#sql;
+    const inserted = sql.reserve.get(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now) as Row | undefined;
     if (inserted !== undefined) return { outcome: 'reserved', record: toRecord(inserted), now };
-    const existing = this.#db.prepare(`SELECT * FROM ${this.#table} WHERE id = ?`).get(input.id) as Row | undefined;
+    const existing = sql.select.get(input.id) as Row | undefined;
     if (existing === undefined) throw new StoreError('unavailable', 'the conflicting record vanished inside the write lock');
     return { outcome: 'existing', record: toRecord(existing), now };
   }
 
   #completeNow(id: string, token: string, input: CompleteInput): boolean {
     const now = this.#clock();
-    return (
-      this.#db
-        .prepare(
-          `UPDATE ${this.#table} SET state = 'completed', status = ?, headers = ?, body = ?, result_id = ?, expires_at = ?
-           WHERE id = ? AND lease_token = ? AND state = 'in_progress'`,
-        )
-        .run(input.response.status, JSON.stringify(input.response.headers), Buffer.from(input.response.body), input.resultId ?? null, now + input.ttlMs, id, token)
-        .changes === 1
-    );
+    const r = input.response;
+    return this.#sql.complete.run(r.status, JSON.stringify(r.headers), Buffer.from(r.body), input.resultId ?? null, now + input.ttlMs, id, token).changes === 1;
   }
 }
 
