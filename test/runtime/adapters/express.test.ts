@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { Server } from 'node:http';
+import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import express from 'express';
@@ -101,6 +101,47 @@ describe('runtime/adapters/express', () => {
     assert.equal(retry.status, 409);
     assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress');
     assert.equal(calls, 1);
+  });
+
+  it('an error after res.json cannot change what was sent: the wire and the record say 201, keep-alive stays in sync', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', express.json(), guard, async (req, res) => {
+      calls += 1;
+      res.status(201).json({ id: `thing-${calls}` });
+      // A step after the answer fails: Express hands the rejection to the error handlers below.
+      if (req.body.fail === 'throw') throw new Error('post-send step failed');
+    });
+    app.use((error: Error, req: express.Request, res: express.Response, next: express.NextFunction) => {
+      // The usual guard against answering twice; with `blind` a careless handler that never looks.
+      if (res.headersSent && req.body.handler !== 'blind') return next(error);
+      res.status(500).set('x-error', 'yes').json({ error: 'internal', message: 'something went wrong, please contact support' });
+    });
+    app.set('env', 'test'); // the final handler's error log is expected noise here
+    server = await listen(app);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      for (const handler of ['checks-headers-sent', 'blind']) {
+        const body = { fail: 'throw', handler };
+        // Express's final handler closes the connection once headers were sent (as without the guard); the
+        // blind handler's connection stays open and must stay in sync.
+        const via = handler === 'blind' ? { agent } : {};
+        const first = await post(server.port, '/things/t1', { key: `k-${handler}`, user: 'u', body, ...via });
+        assert.equal(first.status, 201, handler);
+        assert.equal(first.text, `{"id":"thing-${calls}"}`);
+        assert.equal(first.headers['content-length'], String(Buffer.byteLength(first.text)));
+        assert.equal(first.headers['x-error'], undefined);
+        assert.equal(first.headers['idempotent-replayed'], 'false');
+        // The next request on the same connection parses: no leftover bytes, no length mismatch.
+        const replay = await post(server.port, '/things/t1', { key: `k-${handler}`, user: 'u', body, ...via });
+        assert.equal(replay.status, 201);
+        assert.equal(replay.text, first.text);
+        assert.equal(replay.headers['idempotent-replayed'], 'true');
+      }
+      assert.equal(calls, 2);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('refuses to guess a fingerprint when the body was not parsed', async () => {
