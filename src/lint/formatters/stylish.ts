@@ -39,7 +39,7 @@ function formatFindings(report: LintReport): string {
   for (const [file, findings] of byFile) {
     lines.push(displayPath(report.cwd, file));
     const rows = findings.map((finding) => {
-      const scope = finding.operations.length > 1 ? ` (in ${finding.operations.join(', ')})` : '';
+      const scope = namesOperation(finding) ? '' : ` (in ${finding.operations.join(', ')})`;
       return [`${finding.line}:${finding.column}`, LABEL[finding.severity], `${finding.message}${scope}`, finding.ruleId];
     });
     const width = [0, 1].map((column) => Math.max(...rows.map((row) => row[column]!.length)));
@@ -52,6 +52,19 @@ function formatFindings(report: LintReport): string {
   const parts = [plural(count('error'), 'error'), plural(count('warn'), 'warning'), plural(count('info'), 'info')];
   lines.push(`✖ ${plural(shown.length, 'problem')} (${parts.join(', ')})${suppressed > 0 ? `, ${suppressed} suppressed` : ''}`);
   return `${lines.join('\n')}\n`;
+}
+
+const OPERATION_POINTER = /^\/paths\/[^/]+\/(get|put|post|delete|options|head|patch|trace)(\/|$)/;
+
+/**
+ * Whether the finding's place already says which operation it is about: a node inside that one operation
+ * (`/paths/~1payouts/post/…`). A finding in the document defaults, a shared component, a path item's
+ * shared parameters or an external operation file (`/post/…`) gets the operation appended; so does any
+ * finding several operations share.
+ */
+function namesOperation(finding: Finding): boolean {
+  if (finding.operations.length === 0) return true;
+  return finding.operations.length === 1 && OPERATION_POINTER.test(finding.pointer);
 }
 
 function plural(count: number, noun: string): string {

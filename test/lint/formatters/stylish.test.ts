@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { formatStylish } from '../../../src/lint/formatters/stylish.js';
+import { fakeFinding } from '../fake-document.js';
+import type { Finding } from '../../../src/lint/rule.js';
+import { payoutName, refundName, report, spec } from './fixture.js';
+
+const input = (findings?: Finding[]) => ({ ...report(), files: [spec], ...(findings ? { findings } : {}) });
+
+describe('stylish formatter', () => {
+  it('prints file, aligned rows and a summary; an operation is not repeated when the line is inside it', () => {
+    assert.equal(
+      formatStylish(input()),
+      [
+        'api/open api.yaml',
+        '  12:7  error    Scope 100% global: keys, of <tenants> & "owners" collide\nacross accounts | `x`  scope-too-wide',
+        '  10:5  warning  No ttl.  ttl-missing',
+        '  30:5  error    POST /refunds takes Idempotency-Key but has no x-idempotency.  contract-missing',
+        '',
+        '✖ 3 problems (2 errors, 1 warning, 0 info), 1 suppressed',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('names the operation of a finding located in the document defaults, a shared component, a path item or another file', () => {
+    const at = (pointer: string, file = spec) => fakeFinding({ ruleId: 'ttl-missing', file, pointer, line: 3, column: 1, severity: 'warn', message: 'No ttl.', operations: [payoutName] });
+    const rows = (finding: ReturnType<typeof at>) => formatStylish(input([finding])).split('\n')[1];
+    assert.equal(rows(at('/x-idempotency')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
+    assert.equal(rows(at('/components/responses/Problem')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
+    assert.equal(rows(at('/paths/~1payouts/parameters/0')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
+    assert.equal(rows(at('/post/x-idempotency', '/repo/api/ops/payout.yaml')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
+    assert.equal(rows(at('/paths/~1payouts/post/x-idempotency')), '  3:1  warning  No ttl.  ttl-missing');
+    // Several operations always: the line alone cannot say which of them.
+    const shared = { ...at('/paths/~1payouts/post/responses/409'), operations: [payoutName, refundName] };
+    assert.equal(rows(shared), '  3:1  warning  No ttl. (in createPayout, createRefund)  ttl-missing');
+  });
+
+  it('leaves document warnings (no operation) as they are', () => {
+    const warning = fakeFinding({ ruleId: 'document-invalid', file: spec, pointer: '/components/schemas/A/type', line: 8, column: 9, severity: 'warn', message: 'type arrays are OpenAPI 3.1', operations: [] });
+    assert.equal(formatStylish(input([warning])).split('\n')[1], '  8:9  warning  type arrays are OpenAPI 3.1  document-invalid');
+  });
+});
