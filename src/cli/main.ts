@@ -13,6 +13,8 @@ export interface Command {
   readonly command: string;
   readonly describe: string;
   builder(y: Argv): Argv;
+  /** The one-line usage error when a required positional is missing (yargs' own says only how many). */
+  readonly missingArguments?: string;
   run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode>;
 }
 
@@ -36,13 +38,15 @@ export function describeError(error: unknown, verbose: boolean): string {
 
 /**
  * yargs' validation messages span lines ("Invalid values:\n  Argument: x, Given: …, Choices: …"); an error is
- * one line, so each invalid value becomes `--x "given" is not one of: a, b` and other messages are joined.
+ * one line, so each invalid value becomes `--x "given" is not one of: a, b` (no dashes for a positional of the
+ * command being parsed) and other messages are joined.
  */
-function oneLineUsage(message: string): string {
+function oneLineUsage(message: string, commandLine: string): string {
+  const positional = (name: string) => new RegExp(`[<\\[]${name.replace(/[^\w-]/g, '')}(\\.\\.)?[>\\]]`).test(commandLine);
   const invalid = [...message.matchAll(/Argument: ([^,\n]+), Given: (.*?), Choices: (.*)$/gm)];
   if (invalid.length > 0) {
     return invalid
-      .map(([, name, given, choices]) => `--${name} ${given} is not one of: ${choices!.split(', ').map((choice) => choice.replace(/^"(.*)"$/, '$1')).join(', ')}`)
+      .map(([, name, given, choices]) => `${positional(name!) ? '' : '--'}${name} ${given} is not one of: ${choices!.split(', ').map((choice) => choice.replace(/^"(.*)"$/, '$1')).join(', ')}`)
       .join('; ');
   }
   return message
@@ -67,6 +71,8 @@ function skipHelpCache(parser: Argv): void {
 export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let exit: ExitCode = 0;
   let failure: unknown;
+  // yargs runs a command's builder only when that command was named, so this is the command being parsed.
+  let active: Command | undefined;
   let parser = yargs([...argv])
     .scriptName('idemkit')
     .usage('$0 <command> [options]')
@@ -81,13 +87,19 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
     .exitProcess(false)
     .fail((message, error) => {
       // Throwing stops yargs here: a custom fail handler that returns lets it run the command anyway.
-      throw error ?? new UsageError(oneLineUsage(message ?? 'invalid arguments'));
+      if (!error && active?.missingArguments && message?.startsWith('Not enough non-option arguments')) {
+        throw new UsageError(active.missingArguments);
+      }
+      throw error ?? new UsageError(oneLineUsage(message ?? 'invalid arguments', active?.command ?? ''));
     });
   for (const command of commands) {
     parser = parser.command({
       command: command.command,
       describe: command.describe,
-      builder: (y: Argv) => command.builder(y),
+      builder: (y: Argv) => {
+        active = command;
+        return command.builder(y);
+      },
       handler: async (args: Record<string, unknown>) => {
         try {
           exit = await command.run(args, io);

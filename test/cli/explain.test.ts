@@ -37,6 +37,15 @@ describe('idemkit explain', () => {
     assert.equal(far.err, 'unknown rule "zzz"; run `idemkit rules` for the list\n');
   });
 
+  it('asks for a rule id when none is given (not "unknown rule undefined")', async () => {
+    for (const argv of [['explain'], ['explain', '']]) {
+      const io = bufferIo();
+      assert.equal(await main(argv, io), 2, argv.join(' '));
+      assert.equal(io.out, '');
+      assert.equal(io.err, 'name a rule id (idemkit rules lists them)\n');
+    }
+  });
+
   it('renders headings, code blocks, emphasis and links', () => {
     const text = renderMarkdownForTerminal('# Title\n\n**Bold** and *it* and [docs](https://x.test).\n\n## Fix\n\n```yaml\na: 1\n```\n');
     assert.equal(text, 'Title\n=====\n\nBold and it and docs (https://x.test).\n\nFix\n---\n\n    a: 1\n');

@@ -46,6 +46,18 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.equal(rules.err, '--format "xml" is not one of: table, json\n');
   });
 
+  it('names a bad positional without dashes', async () => {
+    const bad = await run('generate', 'sdk', 'api.yaml', '--out', 'gen');
+    assert.deepEqual(bad, { code: 2, out: '', err: 'target "sdk" is not one of: server, client\n' });
+    assert.ok(!existsSync(path.join(dir, 'gen')));
+  });
+
+  it('says what to name when a command misses its arguments', async () => {
+    assert.deepEqual(await run('lint'), { code: 2, out: '', err: 'name the OpenAPI documents to lint (YAML or JSON)\n' });
+    assert.deepEqual(await run('init'), { code: 2, out: '', err: 'name the OpenAPI document to scaffold contracts in\n' });
+    assert.deepEqual(await run('generate', 'server'), { code: 2, out: '', err: 'name what to generate (server or client) and the OpenAPI document\n' });
+  });
+
   it('keeps other yargs errors on one line too', async () => {
     const unknown = await run('lint', 'api.yaml', '--nope');
     assert.equal(unknown.code, 2);

@@ -45,12 +45,14 @@ function inline(text: string): string {
 export const explainCommand: Command = {
   command: 'explain <rule>',
   describe: "Show a rule's documentation: what it flags, why, and how to fix it",
+  missingArguments: 'name a rule id (idemkit rules lists them)',
   builder: (y: Argv) =>
     y
       .positional('rule', { type: 'string', describe: 'Rule id (see `idemkit rules`)', demandOption: true })
       .example('$0 explain scope-too-wide', ''),
   async run(args, io) {
-    const id = String(args.rule);
+    const id = typeof args.rule === 'string' ? args.rule.trim() : '';
+    if (id === '') throw new UsageError(explainCommand.missingArguments!);
     const rule = findRule(id);
     if (!rule) {
       const ids = catalogue().map((candidate) => candidate.meta.id);

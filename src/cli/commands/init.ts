@@ -14,6 +14,7 @@ import type { Command } from '../main.js';
 
 export const initCommand: Command = {
   command: 'init <spec>',
+  missingArguments: 'name the OpenAPI document to scaffold contracts in',
   describe: 'Scaffold x-idempotency contracts for operations that already take an idempotency key (comments and layout kept)',
   builder: (y: Argv) =>
     y

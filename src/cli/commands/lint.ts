@@ -119,6 +119,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
 
 export const lintCommand: Command = {
   command: 'lint <files..>',
+  missingArguments: 'name the OpenAPI documents to lint (YAML or JSON)',
   describe: 'Lint the x-idempotency contracts of OpenAPI documents (YAML or JSON)',
   builder: (y: Argv) =>
     y
