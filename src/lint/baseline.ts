@@ -13,7 +13,7 @@ import { UsageError } from '../errors.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import type { Finding } from './rule.js';
 import { findOperationByName, operationName } from './operation-name.js';
-import { writeFileAtomic } from './write-file.js';
+import { writeUserFile } from './output-file.js';
 
 /** The stable identity of a finding. */
 export interface FindingIdentity {
@@ -100,10 +100,13 @@ export function createBaseline(report: BaselineInput, baselineFile: string): Bas
   return { version: 1, entries: sorted };
 }
 
-/** Writes a baseline file atomically (stable order, so it diffs well in review). */
-export function writeBaseline(report: BaselineInput, baselineFile: string): Baseline {
+/**
+ * Writes a baseline file atomically (stable order, so it diffs well in review); a path that cannot be
+ * written is a {@link UsageError} naming it as `shownAs`.
+ */
+export function writeBaseline(report: BaselineInput, baselineFile: string, shownAs: string = baselineFile): Baseline {
   const baseline = createBaseline(report, baselineFile);
-  writeFileAtomic(path.resolve(baselineFile), `${JSON.stringify(baseline, null, 2)}\n`);
+  writeUserFile(path.resolve(baselineFile), `${JSON.stringify(baseline, null, 2)}\n`, '--write-baseline', shownAs);
   return baseline;
 }
 

@@ -69,7 +69,7 @@ export function baselineStep(
 ): BaselineStep {
   if (options.writeBaseline !== undefined) {
     const file = path.resolve(options.cwd, options.writeBaseline);
-    const baseline = writeBaseline(report, file);
+    const baseline = writeBaseline(report, file, options.writeBaseline);
     const recorded = baseline.entries.reduce((sum, entry) => sum + entry.count, 0);
     // Everything recorded is now known: only suppressed findings remain to show.
     return { findings: report.findings.filter((finding) => finding.suppressed), written: { file, entries: baseline.entries.length, findings: recorded } };

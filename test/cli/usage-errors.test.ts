@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../../src/cli/main.js';
+import { describeWriteError } from '../../src/lint/output-file.js';
 import { bufferIo } from '../helpers/io.js';
 
 const demo = readFileSync(fileURLToPath(new URL('../../samples/demo-requests/openapi.yaml', import.meta.url)), 'utf8');
@@ -63,5 +64,40 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.equal(unknown.code, 2);
     assert.equal(unknown.out, '');
     assert.equal(unknown.err, 'Unknown argument: nope\n');
+  });
+
+  describe('a report or baseline file that cannot be written', () => {
+    it('-o naming a directory is a one-line usage error, not an internal error', async () => {
+      mkdirSync(path.join(dir, 'odir'));
+      const result = await run('lint', 'api.yaml', '-o', 'odir');
+      assert.deepEqual(result, { code: 2, out: '', err: 'cannot write --output odir: it is a directory — name a file\n' });
+    });
+
+    it('-o under a path whose parent is a file is a one-line usage error', async () => {
+      const result = await run('lint', 'api.yaml', '-o', 'api.yaml/report.txt');
+      assert.deepEqual(result, { code: 2, out: '', err: 'cannot write --output api.yaml/report.txt: api.yaml is not a directory\n' });
+    });
+
+    it('-o into a directory that does not exist yet creates it', async () => {
+      const result = await run('lint', 'api.yaml', '-o', 'reports/lint.txt');
+      assert.equal(result.code, 1, result.err);
+      assert.match(readFileSync(path.join(dir, 'reports/lint.txt'), 'utf8'), /scope-too-wide/);
+    });
+
+    it('--write-baseline naming a directory is a one-line usage error', async () => {
+      mkdirSync(path.join(dir, 'bdir'));
+      const result = await run('lint', 'api.yaml', '--write-baseline', 'bdir');
+      assert.deepEqual(result, { code: 2, out: '', err: 'cannot write --write-baseline bdir: it is a directory — name a file\n' });
+    });
+
+    it('names permission, read-only and full-disk failures (errno mapping)', () => {
+      const fsError = (code: string) => Object.assign(new Error(`${code}: failed`), { code, syscall: 'open' });
+      assert.equal(describeWriteError(fsError('EACCES'), '--output', 'r.txt')?.message, 'cannot write --output r.txt: permission denied — choose a location you can write to');
+      assert.equal(describeWriteError(fsError('EPERM'), '--output', 'r.txt')?.message, 'cannot write --output r.txt: permission denied — choose a location you can write to');
+      assert.equal(describeWriteError(fsError('EROFS'), '--output', 'r.txt')?.message, 'cannot write --output r.txt: the file system is read-only');
+      assert.equal(describeWriteError(fsError('ENOSPC'), '--output', 'r.txt')?.message, 'cannot write --output r.txt: no space left on the device');
+      assert.equal(describeWriteError(fsError('EIO'), '--output', 'r.txt')?.message, 'cannot write --output r.txt: EIO: failed');
+      assert.equal(describeWriteError(new Error('a bug'), '--output', 'r.txt'), undefined, 'not a file system error: left to be reported as internal');
+    });
   });
 });

@@ -8,7 +8,7 @@ import type { Argv } from 'yargs';
 import { catalogue } from '../../lint/catalogue.js';
 import { loadConfig } from '../../lint/config.js';
 import { scaffoldContracts } from '../../lint/scaffold.js';
-import { writeFileAtomic } from '../../lint/write-file.js';
+import { writeUserFile } from '../../lint/output-file.js';
 import { loadDocument } from '../../parser/load.js';
 import type { Command } from '../main.js';
 
@@ -47,7 +47,7 @@ export const initCommand: Command = {
     if (count === 0) {
       lines.push(`nothing to scaffold in ${shown}: no operation without x-idempotency takes an idempotency key header`);
     } else if (args.write === true) {
-      writeFileAtomic(file, result.text);
+      writeUserFile(file, result.text, '', shown);
       lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${shown}; next: idemkit lint ${shown}`);
     } else {
       lines.push(`${count} contract${count === 1 ? '' : 's'} to add; nothing written — run again with --write to apply`);

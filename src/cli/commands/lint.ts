@@ -9,7 +9,7 @@ import { DocumentError, UsageError } from '../../errors.js';
 import { catalogue } from '../../lint/catalogue.js';
 import { compareFindings } from '../../lint/engine.js';
 import { baselineStep, createConfigResolver, lintWithConfig } from '../../lint/pipeline.js';
-import { writeFileAtomic } from '../../lint/write-file.js';
+import { writeUserFile } from '../../lint/output-file.js';
 import { formatters } from '../../lint/formatters/index.js';
 import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
@@ -104,7 +104,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   if (options.output === undefined) {
     if (output !== '') io.stdout(output);
   } else if (failures.length === 0) {
-    writeFileAtomic(path.resolve(io.cwd, options.output), output);
+    writeUserFile(path.resolve(io.cwd, options.output), output, '--output', options.output);
   } else {
     io.stderr(`${options.output} not written: ${failures.length} document(s) could not be read\n`);
   }

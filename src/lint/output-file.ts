@@ -1,0 +1,77 @@
+/**
+ * Files idemkit writes because the user named them (`--output`, `--write-baseline`, `init --write`): a file
+ * system failure there is the user's path, not idemkit's bug, so it becomes a one-line {@link UsageError}.
+ */
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { UsageError } from '../errors.js';
+import { writeFileAtomic } from './write-file.js';
+
+/**
+ * Writes `text` to `file` atomically (creating missing parent directories); a file system error becomes a
+ * {@link UsageError} naming `option` (may be empty) and the path as the user wrote it (`shown`).
+ */
+export function writeUserFile(file: string, text: string, option: string, shown: string): void {
+  try {
+    writeFileAtomic(file, text);
+  } catch (error) {
+    throw describeWriteError(error, option, shown, file) ?? error;
+  }
+}
+
+/**
+ * The usage error for a failed write of `shown`, or `undefined` when `error` is not a file system error.
+ * `file` (absolute) lets it name the part of the path that is not a directory.
+ */
+export function describeWriteError(error: unknown, option: string, shown: string, file?: string): UsageError | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (!(error instanceof Error) || typeof code !== 'string' || !/^E[A-Z]+$/.test(code)) return undefined;
+  const say = (why: string) => new UsageError(`cannot write ${option ? `${option} ` : ''}${shown}: ${why}`);
+  switch (code) {
+    case 'EISDIR':
+      return say('it is a directory — name a file');
+    case 'ENOTDIR':
+    case 'EEXIST': {
+      const blocker = file === undefined ? undefined : firstNonDirectory(file);
+      if (blocker !== undefined) return say(`${displayBlocker(blocker, file!, shown)} is not a directory`);
+      return code === 'EEXIST' ? say(error.message) : say('a part of the path is not a directory');
+    }
+    case 'EACCES':
+    case 'EPERM':
+      return say('permission denied — choose a location you can write to');
+    case 'EROFS':
+      return say('the file system is read-only');
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return say('no space left on the device');
+    case 'ENAMETOOLONG':
+      return say('the path is too long');
+    default:
+      return say(error.message);
+  }
+}
+
+/** The nearest ancestor directory of `file` that exists but is not a directory. */
+function firstNonDirectory(file: string): string | undefined {
+  const chain: string[] = [];
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    chain.unshift(dir);
+    if (path.dirname(dir) === dir) break;
+  }
+  for (const dir of chain) {
+    try {
+      if (!statSync(dir).isDirectory()) return dir;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/** `blocker` as the user would recognise it: cut from `shown` when `shown` ends like `file`. */
+function displayBlocker(blocker: string, file: string, shown: string): string {
+  const rest = path.relative(blocker, file);
+  const normalised = shown.split(path.sep).join('/');
+  const suffix = rest.split(path.sep).join('/');
+  return normalised.endsWith(`/${suffix}`) ? normalised.slice(0, -suffix.length - 1) : blocker;
+}
