@@ -21,7 +21,7 @@ import type {
   Position,
 } from './model.js';
 import { appendPointer, parsePointer, valueAt } from './pointer.js';
-import { SourceCache } from './source.js';
+import { duplicateKeyDocumentError, SourceCache } from './source.js';
 
 /** Options of {@link loadDocument}. */
 export interface LoadOptions {
@@ -174,9 +174,10 @@ class DocumentLoader implements ApiDocument {
         if (!isPlainObject(node.responses) && this.version !== '3.1') {
           this.warn(at, `operation ${method.toUpperCase()} ${path} has no 'responses'`);
         }
-        const contract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency')
-          ? this.readContract(node, at, pathItem, item.at, defaults)
-          : undefined;
+        const hasContract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency');
+        // JSON.parse keeps the last of two `x-idempotency` keys; only operations that carry one are checked.
+        if (hasContract) this.rejectDuplicateKeys(at, false);
+        const contract = hasContract ? this.readContract(node, at, pathItem, item.at, defaults) : undefined;
         const label = `${method.toUpperCase()} ${path}${operationId ? ` (${operationId})` : ''}`;
         const parameters = lazyParameters(this, pathItem, item.at, node, at);
         this.operations.push({
@@ -199,7 +200,9 @@ class DocumentLoader implements ApiDocument {
 
   private readDefaults(): { value: Record<string, unknown>; at: Location } | undefined {
     if (!Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency')) return undefined;
+    this.rejectDuplicateKeys({ file: this.file, pointer: '' }, false);
     const defaults = this.need(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' });
+    this.rejectDuplicateKeys(defaults.at, true);
     this.defaultsAt = defaults.at;
     if (!isPlainObject(defaults.value)) {
       this.warn(defaults.at, 'the document-level x-idempotency holds defaults and must be an object; it is ignored');
@@ -216,6 +219,7 @@ class DocumentLoader implements ApiDocument {
     defaults: { value: Record<string, unknown>; at: Location } | undefined,
   ): IdempotencyContract {
     const own = this.need(node['x-idempotency'], { file: at.file, pointer: appendPointer(at.pointer, 'x-idempotency') });
+    this.rejectDuplicateKeys(own.at, true);
     if (own.value !== false) this.checkNeededRefs(node, at, pathItem, pathItemAt);
     const inputs: ContractInputs = {
       own,
@@ -285,6 +289,14 @@ class DocumentLoader implements ApiDocument {
       value: followed && isPlainObject(followed.value) ? followed.value : undefined,
       valueAt: followed?.at ?? entryAt,
     };
+  }
+
+  /** A key written twice in the object at `at` (deep: in its nested objects too) is a DocumentError at the second one. */
+  private rejectDuplicateKeys(at: Location, deep: boolean): void {
+    const source = this.cache.get(at.file);
+    if (source.format !== 'json') return;
+    const found = source.duplicateKey(at.pointer, deep);
+    if (found) throw duplicateKeyDocumentError(at.file, found.key, found.first, found.second);
   }
 
   private warn(at: Location, message: string): void {

@@ -48,6 +48,18 @@ function computeLineStarts(text: string): number[] {
 /** Something that can find the offsets of a pointer's tokens in one file's text. */
 export interface PositionIndex {
   locate(tokens: readonly string[]): Located;
+  /**
+   * The first key written twice in the object at `tokens` (in its nested objects too when `deep`), with the
+   * offsets of both occurrences; `undefined` when there is none or the format rejects duplicates when parsing.
+   */
+  duplicateKey?(tokens: readonly string[], deep: boolean): DuplicateKey | undefined;
+}
+
+/** A key written twice in one object. */
+export interface DuplicateKey {
+  readonly key: string;
+  readonly firstOffset: number;
+  readonly secondOffset: number;
 }
 
 const QUOTE = 34; // "
@@ -66,7 +78,7 @@ const COLON = 58;
 const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
 
 type ContainerIndex =
-  | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets> }
+  | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets>; readonly duplicate?: DuplicateKey }
   | { readonly kind: 'array'; readonly items: number[] };
 
 /**
@@ -100,21 +112,65 @@ export class JsonPositionIndex implements PositionIndex {
     return { keyOffset, valueOffset: offset, depth };
   }
 
+  duplicateKey(tokens: readonly string[], deep: boolean): DuplicateKey | undefined {
+    const located = this.locate(tokens);
+    if (located.depth !== tokens.length) return undefined;
+    if (deep) return this.findDuplicate(located.valueOffset, true);
+    // One level: the scan that indexes the object for positions already noticed it.
+    const container = this.index(located.valueOffset);
+    return container?.kind === 'object' ? container.duplicate : undefined;
+  }
+
+  // JSON.parse keeps the last of two equal keys silently; only the objects the model reads are checked, so
+  // a 10 MB document is not scanned twice.
+  private findDuplicate(offset: number, deep: boolean): DuplicateKey | undefined {
+    const code = this.text.charCodeAt(offset);
+    if (code !== OPEN_BRACE && code !== OPEN_BRACKET) return undefined;
+    const text = this.text;
+    const seen = new Map<string, number>();
+    const children: number[] = [];
+    let i = this.skipWhitespace(offset + 1);
+    const close = code === OPEN_BRACE ? CLOSE_BRACE : CLOSE_BRACKET;
+    while (i < text.length && text.charCodeAt(i) !== close) {
+      if (code === OPEN_BRACE) {
+        const keyOffset = i;
+        const keyEnd = this.skipString(i);
+        const raw = text.slice(i + 1, keyEnd - 1);
+        const key = raw.includes('\\') ? (JSON.parse(text.slice(i, keyEnd)) as string) : raw;
+        const first = seen.get(key);
+        if (first !== undefined) return { key, firstOffset: first, secondOffset: keyOffset };
+        seen.set(key, keyOffset);
+        i = this.skipWhitespace(keyEnd);
+        if (text.charCodeAt(i) === COLON) i = this.skipWhitespace(i + 1);
+      }
+      if (deep) children.push(i);
+      i = this.skipWhitespace(this.skipValue(i));
+      if (text.charCodeAt(i) === COMMA) i = this.skipWhitespace(i + 1);
+      else break;
+    }
+    for (const child of children) {
+      const found = this.findDuplicate(child, true);
+      if (found) return found;
+    }
+    return undefined;
+  }
+
   private index(offset: number): ContainerIndex | undefined {
     const cached = this.containers.get(offset);
     if (cached) return cached;
     const code = this.text.charCodeAt(offset);
     let built: ContainerIndex;
-    if (code === OPEN_BRACE) built = { kind: 'object', members: this.scanObject(offset) };
+    if (code === OPEN_BRACE) built = { kind: 'object', ...this.scanObject(offset) };
     else if (code === OPEN_BRACKET) built = { kind: 'array', items: this.scanArray(offset) };
     else return undefined;
     this.containers.set(offset, built);
     return built;
   }
 
-  private scanObject(start: number): Map<string, NodeOffsets> {
+  private scanObject(start: number): { members: Map<string, NodeOffsets>; duplicate?: DuplicateKey } {
     const text = this.text;
     const members = new Map<string, NodeOffsets>();
+    let duplicate: DuplicateKey | undefined;
     let i = this.skipWhitespace(start + 1);
     while (i < text.length && text.charCodeAt(i) !== CLOSE_BRACE) {
       const keyOffset = i;
@@ -124,13 +180,17 @@ export class JsonPositionIndex implements PositionIndex {
       i = this.skipWhitespace(keyEnd);
       if (text.charCodeAt(i) === COLON) i = this.skipWhitespace(i + 1);
       const valueOffset = i;
-      // Later duplicates win, as they do in JSON.parse.
+      // Later duplicates win, as they do in JSON.parse; the first one found is remembered.
+      if (duplicate === undefined) {
+        const first = members.get(key);
+        if (first) duplicate = { key, firstOffset: first.keyOffset!, secondOffset: keyOffset };
+      }
       members.set(key, { keyOffset, valueOffset });
       i = this.skipWhitespace(this.skipValue(i));
       if (text.charCodeAt(i) === COMMA) i = this.skipWhitespace(i + 1);
       else break;
     }
-    return members;
+    return duplicate ? { members, duplicate } : { members };
   }
 
   private scanArray(start: number): number[] {

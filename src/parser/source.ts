@@ -64,6 +64,16 @@ export class SourceFile {
     return this.lines.position(located.keyOffset ?? located.valueOffset);
   }
 
+  /**
+   * The first key written twice in the object at `pointer` (and its nested objects when `deep`): the key,
+   * and the positions of both occurrences. YAML files never get here with one: the parser rejects them.
+   */
+  duplicateKey(pointer: string, deep: boolean): { key: string; first: Position; second: Position } | undefined {
+    const found = this.index.duplicateKey?.(parsePointer(pointer), deep);
+    if (!found) return undefined;
+    return { key: found.key, first: this.lines.position(found.firstOffset), second: this.lines.position(found.secondOffset) };
+  }
+
   /** Line/column of a character offset. */
   positionAt(offset: number): Position {
     return this.lines.position(offset);
@@ -154,16 +164,20 @@ function jsonErrorOffset(message: string, text: string): number {
 
 function parseYaml(file: string, text: string): SourceFile {
   const jsYaml = loadJsYaml();
-  // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys; duplicate keys:
-  // the last one wins, as in JSON.
+  // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys. A key written
+  // twice is an error: keeping either one silently could drop a contract (`x-idempotency: false` after it).
   yamlSchema ??= jsYaml.CORE_SCHEMA.withTags(jsYaml.mergeTag);
   let events: JsYamlModule.Event[];
   let documents: unknown[];
   try {
     events = jsYaml.parseEvents(text, { filename: file, maxDepth: 1_000 });
-    documents = jsYaml.constructFromEvents(events, { source: text, filename: file, schema: yamlSchema, json: true, maxTotalMergeKeys: -1 });
   } catch (error) {
     throw yamlError(file, text, error);
+  }
+  try {
+    documents = jsYaml.constructFromEvents(events, { source: text, filename: file, schema: yamlSchema, maxTotalMergeKeys: -1 });
+  } catch (error) {
+    throw duplicateKeyError(file, text, events, error) ?? yamlError(file, text, error);
   }
   if (documents.length > 1) {
     throw new DocumentError('invalid YAML: the file holds several documents — keep one document per file (remove the extra ---)', file, undefined, 1, 1);
@@ -173,6 +187,22 @@ function parseYaml(file: string, text: string): SourceFile {
     throw new DocumentError('the file has no content (only comments or blank lines) — write an OpenAPI document (openapi: 3.1.0, info, paths)', file, '', 1, 1);
   }
   return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue));
+}
+
+/** The error for a key js-yaml rejected as written twice: at the second key, naming the first one's line. */
+function duplicateKeyError(file: string, text: string, events: JsYamlModule.Event[], error: unknown): DocumentError | undefined {
+  const reason = (error as { reason?: string }).reason;
+  const offset = (error as { mark?: { position?: number } }).mark?.position;
+  if (reason !== 'duplicated mapping key' || offset === undefined) return undefined;
+  const found = new YamlEventIndex(text, events, loadJsYaml().getScalarValue).duplicateAt(offset);
+  if (!found) return undefined;
+  const lines = new LineTable(text);
+  return duplicateKeyDocumentError(file, found.key, lines.position(found.firstOffset), lines.position(offset));
+}
+
+/** `duplicate key `x` (first at line N) — keep one`, at the second occurrence. */
+export function duplicateKeyDocumentError(file: string, key: string, first: Position, second: Position, pointer?: string): DocumentError {
+  return new DocumentError(`duplicate key \`${key}\` (first at line ${first.line}) — keep one`, file, pointer, second.line, second.column);
 }
 
 /**

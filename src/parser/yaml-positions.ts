@@ -64,6 +64,32 @@ export class YamlEventIndex implements PositionIndex {
     return { keyOffset, valueOffset, depth };
   }
 
+  /**
+   * For a key that js-yaml rejected as a duplicate (it starts at `offset`): its name and where the same
+   * key is first written in that mapping. Runs on the error path only.
+   */
+  duplicateAt(offset: number): { readonly key: string; readonly firstOffset: number } | undefined {
+    this.prepare();
+    for (let mapping = 0; mapping < this.events.length; mapping++) {
+      if (this.events[mapping]!.type !== MAPPING) continue;
+      const seen = new Map<string, number>();
+      let cursor = mapping + 1;
+      while (this.events[cursor] && this.events[cursor]!.type !== POP) {
+        const name = this.keyName(cursor);
+        const start = this.start(cursor);
+        if (name !== undefined && start !== undefined) {
+          const first = seen.get(name);
+          if (start === offset && first !== undefined) return { key: name, firstOffset: first };
+          if (first === undefined) seen.set(name, start);
+        }
+        const value = this.after(cursor);
+        if (!this.events[value] || this.events[value]!.type === POP) break;
+        cursor = this.after(value);
+      }
+    }
+    return undefined;
+  }
+
   /** One pass over the events: where each collection ends, and where each anchor is defined. */
   private prepare(): void {
     if (this.ends) return;

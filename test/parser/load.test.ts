@@ -177,6 +177,15 @@ describe('loadDocument', () => {
       assert.equal(error.line, 1);
     });
 
+    it('a key written twice (YAML: anywhere; JSON: in an operation with a contract, and inside the contract), at the second one', async () => {
+      const yaml = await loadError('bad/duplicate-key.yaml');
+      assert.equal(yaml.message, 'duplicate key `x-idempotency` (first at line 41) — keep one');
+      assert.deepEqual([yaml.line, yaml.column], [43, 7]);
+      const json = await loadError('bad/duplicate-key.json');
+      assert.equal(json.message, 'duplicate key `ttl` (first at line 20) — keep one');
+      assert.deepEqual({ line: json.line, column: json.column }, spot(fixture('bad/duplicate-key.json'), '"ttl": "PT1H"', '"ttl"'));
+    });
+
     it('a 3.0 document without `paths` (cut off before it), at the end of the file', async () => {
       const error = await loadError('bad/no-paths.yaml');
       assert.match(error.message, /^no `paths` — is the file truncated\?/);
