@@ -424,8 +424,11 @@ export type PointerResolution =
       readonly failedToken: number;
       /** The pointer prefix that still resolved (`''` for the body itself). */
       readonly resolvedPrefix: string;
-      /** Why: `no-property` (the object has no such property) or `not-container` (the value is a scalar). */
-      readonly reason: 'no-property' | 'not-container' | 'not-pointer';
+      /**
+       * Why: `no-property` (the object has no such property), `not-container` (the value is a scalar) or
+       * `not-index` (the value is an array and the token is not an item index).
+       */
+      readonly reason: 'no-property' | 'not-container' | 'not-index' | 'not-pointer';
       /** Property names the object at the prefix declares (for a "did you mean" hint). */
       readonly known: readonly string[];
     };
@@ -465,6 +468,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
     const declared: Record<string, unknown>[] = [];
     let container = false;
     let open = false;
+    let array = false;
     for (const candidate of current) {
       // `true` (or a reference to it) is the schema that accepts anything.
       if (candidate.value === true || deref(doc, candidate.value, candidate.at)?.value === true) {
@@ -474,6 +478,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
       const alternatives = schemaAlternatives(doc, candidate.value, candidate.at);
       const objects = alternatives.filter((a) => mayBe(a.value, 'object'));
       const arrays = alternatives.filter((a) => mayBe(a.value, 'array'));
+      if (arrays.length > 0) array = true;
       const typed = alternatives.some((a) => typesOf(a.value) !== undefined);
       if (alternatives.length > 0 && typed && !alternatives.some((a) => typesOf(a.value)?.some((t) => t === 'object' || t === 'array'))) {
         continue; // only scalar types here
@@ -540,7 +545,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         ok: false,
         failedToken: i,
         resolvedPrefix: prefix,
-        reason: known.size > 0 || container ? 'no-property' : 'not-container',
+        reason: known.size > 0 || container ? 'no-property' : array ? 'not-index' : 'not-container',
         known: [...known].sort(),
       };
     }

@@ -254,6 +254,20 @@ ruleTester.run(fingerprintFieldUnknown, {
       errors: [{ messageId: 'notContainer', pointer: `${CONTRACT}/fingerprint/include/0`, message: /`\/amount` is not an object/ }],
     },
     {
+      name: 'a member of an array: names the array and suggests an item index',
+      document: payouts((t, c) => {
+        t.components.schemas.PayoutInput.properties.lines = { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } };
+        c.fingerprint.include = ['/amount', '/lines/sku'];
+      }),
+      errors: [
+        {
+          messageId: 'notIndex',
+          pointer: `${CONTRACT}/fingerprint/include/1`,
+          message: /`\/lines` is an array, and `sku` is not an item index; point at one item \(`\/lines\/0\/sku`\) or at `\/lines` itself/,
+        },
+      ],
+    },
+    {
       name: 'a field one level deeper than written gets a hint',
       document: payouts((t, c) => {
         t.components.schemas.PayoutInput.properties.source = { type: 'object', properties: { card: { type: 'object', properties: { number: { type: 'string' } } } } };
