@@ -101,12 +101,11 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   const findings = step.findings;
   const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
   const output = formatter({ cwd: io.cwd, files, findings, documents, rules, ...(baseline ? { baseline } : {}) });
+  // A report that misses an unreadable document is not written: each one's own line below says why (exit 2).
   if (options.output === undefined) {
     if (output !== '') io.stdout(output);
   } else if (failures.length === 0) {
     writeUserFile(path.resolve(io.cwd, options.output), output, '--output', options.output);
-  } else {
-    io.stderr(`${options.output} not written: ${failures.length} document(s) could not be read\n`);
   }
   if (step.written) {
     const { file, findings: recorded, entries } = step.written;
