@@ -185,14 +185,34 @@ export interface FingerprintInput {
   readonly selection: FieldSelection;
 }
 
-/** `v1:` + SHA-256 of the canonical JSON of operation, path params, declared query params and selected body fields. */
+/**
+ * The exact bytes of a body that field selection cannot see into — text or bytes (a body no parser turned
+ * into JSON), or a JSON scalar under include pointers — or undefined when the selection applies (objects,
+ * arrays, an absent body, any JSON value under `'all'`). Without this every such payload would select `{}`
+ * and share one fingerprint: a changed payload would be replayed instead of refused.
+ */
+function opaqueBody(body: unknown, selection: FieldSelection): Uint8Array | string | undefined {
+  if (body === undefined) return undefined;
+  if (body instanceof Uint8Array) return body;
+  if (body !== null && typeof body === 'object') return undefined;
+  if (selection.include === 'all') return undefined;
+  return typeof body === 'string' ? body : canonicalJson(body);
+}
+
+/**
+ * `v1:` + SHA-256 of the canonical JSON of operation, path params, declared query params and selected body
+ * fields — or, for a body the selection cannot see into, the SHA-256 of its exact bytes.
+ */
 export function computeFingerprint(input: FingerprintInput): string {
+  const opaque = opaqueBody(input.body, input.selection);
   const material = {
     v: FINGERPRINT_VERSION,
     operation: input.operationId,
     path: input.pathParams,
     query: input.query,
-    body: selectFields(input.body, input.selection),
+    ...(opaque === undefined
+      ? { body: selectFields(input.body, input.selection) }
+      : { bodyBytes: createHash('sha256').update(opaque).digest('hex') }),
   };
   return `${FINGERPRINT_VERSION}:${sha256Hex(canonicalJson(material))}`;
 }

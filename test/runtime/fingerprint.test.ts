@@ -118,6 +118,19 @@ describe('runtime/fingerprint: computeFingerprint', () => {
     copy.items[19_999].text = 'changed';
     assert.notEqual(fp(big), fp(copy));
   });
+  it('never collapses bodies the pointers cannot select from: text, bytes and scalars are fingerprinted by their exact bytes', () => {
+    const selection = { include: ['/amount'], exclude: [] };
+    assert.notEqual(fp('{"amount":1}', { selection }), fp('{"amount":999}', { selection }));
+    assert.notEqual(fp('amount=1', { selection }), fp('amount=2', { selection }));
+    assert.notEqual(fp(Buffer.from('a'), { selection }), fp(Buffer.from('b'), { selection }));
+    assert.notEqual(fp(Buffer.from('a')), fp(Buffer.from('b')));
+    assert.notEqual(fp(1, { selection }), fp(2, { selection }));
+    assert.notEqual(fp('', { selection }), fp(undefined, { selection }), 'an empty body is not an absent one');
+    assert.equal(fp('same text', { selection }), fp(Buffer.from('same text'), { selection }), 'the same bytes, however they arrived');
+    assert.equal(fp('{"amount":1}', { selection }), fp('{"amount":1}', { selection }));
+    // A parsed form (express.urlencoded, @fastify/formbody) is an object: pointers keep working on it.
+    assert.equal(fp({ amount: '1', note: 'a' }, { selection }), fp({ amount: '1', note: 'b' }, { selection }));
+  });
   it('includes operation, path params and declared query', () => {
     assert.notEqual(fp({}, { operationId: 'a' }), fp({}, { operationId: 'b' }));
     assert.notEqual(fp({}, { pathParams: { id: '1' } }), fp({}, { pathParams: { id: '2' } }));

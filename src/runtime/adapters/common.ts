@@ -90,6 +90,34 @@ export function nodeHeaders(
   return result;
 }
 
+/**
+ * A request body as the fingerprint sees it, whatever its declared `Content-Type` (clients often send JSON
+ * as `text/plain`): a form's fields for a form; the JSON value when text or bytes parse as JSON; otherwise
+ * the exact text or bytes, which the fingerprint hashes byte for byte. A body a framework already parsed
+ * (an object) is kept as it is. Never lets two different payloads look alike.
+ */
+export function bodyForFingerprint(body: unknown, contentType: string | readonly string[] | undefined): unknown {
+  const form = isFormContentType(contentType);
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) return form ? formFields(body) : body;
+  let text: string;
+  if (typeof body === 'string') {
+    text = body;
+  } else {
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+    } catch {
+      return body;
+    }
+  }
+  if (form) return formFields(text);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    // Not JSON: the exact text or bytes; the handler answers whatever is wrong with it.
+    return body;
+  }
+}
+
 /** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */
 export function isFormContentType(type: string | readonly string[] | undefined): boolean {
   return typeof type === 'string' && /^\s*application\/x-www-form-urlencoded\s*(;|$)/i.test(type);

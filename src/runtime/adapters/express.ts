@@ -13,7 +13,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { concatBytes, formFields, isFormContentType, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -64,7 +64,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       pathParams: { ...(req.params as Record<string, string>) },
       query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
       headers,
-      body: isFormContentType(req.headers['content-type']) ? formFields(req.body) : req.body,
+      body: bodyForFingerprint(req.body, req.headers['content-type']),
       ...(principal !== undefined ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { concatBytes, formFields, isFormContentType, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a Fastify route guard: the guard core's options plus principal and request-id hooks on the request. */
 export type RouteGuardOptions = RouteGuardOptionsFor<FastifyRequest>;
@@ -81,7 +81,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       pathParams,
       query: withQuery ? queryFromSearchParams(new URL(request.url, 'http://localhost').searchParams) : {},
       headers,
-      body: isFormContentType(request.headers['content-type']) ? formFields(request.body) : request.body,
+      body: bodyForFingerprint(request.body, request.headers['content-type']),
       ...(principal !== undefined ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };

@@ -11,7 +11,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { formFields, headersFromEntries, isFormContentType, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a fetch route guard. */
 export interface RouteGuardOptions extends RouteGuardOptionsFor<Request> {
@@ -130,20 +130,11 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
 async function readBody(request: Request): Promise<unknown> {
   if (request.body === null) return undefined;
-  // A clone, so the handler can still read the body itself.
-  const text = await request.clone().text();
-  if (text === '') return undefined;
-  const type = request.headers.get('content-type') ?? '';
-  if (isFormContentType(type)) return formFields(text);
-  if (/[/+]json\b/i.test(type)) {
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      // Not JSON after all: fingerprint the exact text; the handler answers the syntax error.
-      return text;
-    }
-  }
-  return text;
+  // A clone, so the handler can still read the body itself. Bytes, not text: a binary body is fingerprinted
+  // exactly, not through UTF-8 replacement characters.
+  const bytes = new Uint8Array(await request.clone().arrayBuffer());
+  if (bytes.length === 0) return undefined;
+  return bodyForFingerprint(bytes, request.headers.get('content-type') ?? undefined);
 }
 
 async function capture(response: Response): Promise<GuardResponse> {

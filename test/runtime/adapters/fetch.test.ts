@@ -4,6 +4,7 @@ import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } 
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { contract } from './fixtures.js';
+import { demoContract } from '../fixtures.js';
 
 function options(store: RouteGuardOptions['store'], extra: Partial<RouteGuardOptions> = {}): RouteGuardOptions {
   return { store, principal: (request) => request.headers.get('x-user') ?? undefined, ...extra };
@@ -53,6 +54,27 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(mismatch.status, 422);
     assert.equal(mismatch.headers.get('content-type'), 'application/problem+json');
     assert.equal(calls, 1);
+  });
+
+  it('a JSON body without a JSON content-type is still parsed for the pointers; text that is not JSON is fingerprinted by its bytes', async () => {
+    const pointers = demoContract({ scope: [{ kind: 'global' }] });
+    const seen: string[] = [];
+    const guard = createRouteGuard(pointers, options(new MemoryStore()));
+    const handler = guard.wrap(async (req: Request) => {
+      seen.push(await req.text());
+      return Response.json({ id: `demo-${seen.length}` }, { status: 201 });
+    });
+    // fetch's default type for a string body is text/plain.
+    const send = (key: string, body: string) => handler(new Request('http://x/v1/demo-requests', { method: 'POST', headers: { 'idempotency-key': key }, body }));
+    assert.equal((await send('k', JSON.stringify({ topic: 'pricing', contact: { email: 'a@example.com' } }))).status, 201);
+    const changed = await send('k', JSON.stringify({ topic: 'refund-everything', contact: { email: 'a@example.com' } }));
+    assert.equal(changed.status, 422, 'a changed payload is refused, not replayed');
+    // Parsed, so key order and unselected fields still do not matter.
+    const same = await send('k', JSON.stringify({ note: 'ignored', contact: { email: 'a@example.com' }, topic: 'pricing' }));
+    assert.equal(same.headers.get('idempotent-replayed'), 'true');
+    assert.equal((await send('t', 'plain words')).status, 201);
+    assert.equal((await send('t', 'other words')).status, 422);
+    assert.equal(seen.length, 2);
   });
 
   it('answers 204 without a body, and fails loudly on a URL that does not match the contract path', async () => {
