@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { isUnsafe, keyEvidence } from '../src/lint/views.js';
+import { isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
 
 /** An unsafe operation that clearly handles idempotency keys but has no `x-idempotency` contract. */
 export default defineRule({
@@ -36,6 +36,8 @@ export default defineRule({
         ctx.report('parameter', evidence.at, { name: evidence.name, where: evidence.kind === 'form' ? 'form' : 'query' });
         break;
       case 'extension':
+        // A retry policy without a contract is retry-on-unsafe-without-contract's fault (an error): one finding per fault.
+        if (evidence.name === retryExtension(ctx.operation.node)) break;
         ctx.report('extension', evidence.at, { name: evidence.name });
         break;
     }

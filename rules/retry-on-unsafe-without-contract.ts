@@ -26,9 +26,13 @@ export default defineRule({
     const { operation: op, document: doc, contract } = ctx;
     if (!isUnsafe(op, ctx.settings.unsafeMethods)) return;
     if (contract?.enabled) return;
-    // Without any x-idempotency but with a key or a retry marker, contract-missing already says it.
-    if (contract === undefined && keyEvidence(doc, op, ctx.settings.keyHeaders)) return;
     const opRetry = retryExtension(op.node);
+    // Without any x-idempotency but with a key (or `x-fern-idempotent`), contract-missing already says it;
+    // an operation-level retry policy as the only evidence is this rule's.
+    if (contract === undefined) {
+      const evidence = keyEvidence(doc, op, ctx.settings.keyHeaders);
+      if (evidence && !(evidence.kind === 'extension' && evidence.name === opRetry)) return;
+    }
     const opDisabled = op.node['x-speakeasy-retries'] !== undefined && opRetry === undefined;
     const docRetry = opDisabled ? undefined : retryExtension(doc.root);
     if (opRetry) {

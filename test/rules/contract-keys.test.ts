@@ -29,6 +29,14 @@ ${body}`;
 
 ruleTester.run(contractMissing, {
   valid: [
+    {
+      name: 'an operation-level x-speakeasy-retries alone is retry-on-unsafe-without-contract\'s finding (one per fault)',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        post(t)['x-speakeasy-retries'] = { strategy: 'backoff', statusCodes: ['5XX'] };
+      }),
+    },
     { name: 'the operation has a contract', document: payouts() },
     { name: 'x-idempotency: false says it is knowingly not idempotent', document: payouts((t) => (post(t)['x-idempotency'] = false)) },
     {
@@ -148,15 +156,6 @@ ruleTester.run(contractMissing, {
       errors: [{ messageId: 'extension', pointer: `${CREATE}/x-fern-idempotent` }],
     },
     {
-      name: 'x-speakeasy-retries marks it retryable',
-      document: payouts((t) => {
-        delete post(t)['x-idempotency'];
-        post(t).parameters = [];
-        post(t)['x-speakeasy-retries'] = { strategy: 'backoff', statusCodes: ['5XX'] };
-      }),
-      errors: [{ messageId: 'extension', pointer: `${CREATE}/x-speakeasy-retries` }],
-    },
-    {
       name: 'two operations that share the key parameter are reported one by one',
       document: payouts((t) => {
         delete post(t)['x-idempotency'];
@@ -239,6 +238,16 @@ ruleTester.run(retryOnUnsafe, {
     },
   ],
   invalid: [
+    {
+      name: 'operation-level retries on an uncontracted POST (an error, as at document level)',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        delete post(t).responses['503'];
+        post(t)['x-speakeasy-retries'] = { strategy: 'backoff', statusCodes: ['5XX'] };
+      }),
+      errors: [{ messageId: 'operationRetry', pointer: `${CREATE}/x-speakeasy-retries` }],
+    },
     {
       name: 'document-level retries reach an uncontracted POST',
       document: payouts((t) => {
