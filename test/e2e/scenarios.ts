@@ -374,9 +374,10 @@ export function describeMultiProcess(target: Target, env: () => Record<string, s
     before(async function () {
       this.timeout(180_000);
       files = appFiles();
-      // The first instance migrates; the others start against the existing schema, all at once.
+      // The first instance migrates alone; the others start all at once and migrate concurrently (idempotent,
+      // ordered by the store's advisory lock).
       servers.push(await startServer(target, files, env()));
-      servers.push(...(await Promise.all(Array.from({ length: processes - 1 }, () => startServer(target, files, { ...env(), PG_MIGRATE: '0' })))));
+      servers.push(...(await Promise.all(Array.from({ length: processes - 1 }, () => startServer(target, files, env())))));
     });
     after(async () => {
       await Promise.all(servers.map((server) => server.stop()));

@@ -12,10 +12,12 @@
  *
  * A logged table with the record id as primary key. Reserve is one statement,
  * `INSERT … ON CONFLICT (id) DO UPDATE … WHERE <expired completed> RETURNING`, so of any number of
- * concurrent reservations exactly one returns a row. Completion, release and takeover are single
- * `UPDATE`/`DELETE` statements fenced by the lease token. Time is the server's
- * (`clock_timestamp()`, in ms) unless a `clock` is injected.
+ * concurrent reservations exactly one returns a row; the same statement also returns the existing record
+ * (one round trip for a replay). Completion, release and takeover are single `UPDATE`/`DELETE`
+ * statements fenced by the lease token. Every statement is a named prepared statement (parsed and planned
+ * once per connection). Time is the server's (`clock_timestamp()`, in ms) unless a `clock` is injected.
  */
+import { createHash } from 'node:crypto';
 import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   StoreError,
@@ -61,6 +63,7 @@ interface Row extends QueryResultRow {
   body: Buffer | null;
   result_id: string | null;
   now?: string;
+  reserved?: boolean;
 }
 
 // $1 is always the injected time or NULL for the server clock, in ms.
@@ -108,12 +111,32 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
 
   /** Create the table and indexes if absent. Idempotent (also when two instances race). */
   async migrate(): Promise<void> {
-    // Concurrent CREATE … IF NOT EXISTS can still collide on the catalog; an advisory lock orders them.
-    await this.#query(`SELECT pg_advisory_lock(hashtext($1))`, [`idemkit:${this.#table}`]);
+    // Concurrent CREATE … IF NOT EXISTS can still collide on the catalog; an advisory lock orders them. The
+    // lock, the DDL and the unlock must share one connection: a transaction-scoped lock on one checked-out
+    // client, released by its COMMIT or ROLLBACK (a session lock taken and released through a pool could
+    // land on two connections and stay held).
+    const db = this.#db;
+    let client: ClientBase;
     try {
-      await this.#query(PostgresStore.schemaSql(this.#table));
+      client = isPool(db) ? await db.connect() : db;
+    } catch (error) {
+      throw wrap(error);
+    }
+    let broken: unknown;
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`idemkit:${this.#table}`]);
+      await client.query(PostgresStore.schemaSql(this.#table));
+      await client.query('COMMIT');
+    } catch (error) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        broken = error;
+      }
+      throw wrap(error);
     } finally {
-      await this.#query(`SELECT pg_advisory_unlock(hashtext($1))`, [`idemkit:${this.#table}`]);
+      if (client !== db) (client as PoolClient).release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
     }
   }
 
@@ -137,7 +160,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   }
 
   async get(id: string): Promise<IdempotencyRecord | undefined> {
-    const result = await this.#query(`SELECT * FROM ${this.#table} WHERE id = $1`, [id]);
+    const result = await this.#query(this.#sql.get, [id]);
     const row = result.rows[0];
     return row === undefined ? undefined : toRecord(row);
   }
@@ -155,7 +178,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   async now(): Promise<number> {
     const clock = this.#clock;
     if (clock !== undefined) return clock();
-    const result = await this.#query(`SELECT ${NOW} AS now`, [null]);
+    const result = await this.#query(this.#sql.now, [null]);
     return Number(result.rows[0]!.now);
   }
 
@@ -172,8 +195,8 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     try {
       let reserved: ReserveResult;
       try {
-        await client.query('BEGIN');
-        await client.query(`SET LOCAL lock_timeout = ${this.#lockTimeoutMs}`);
+        // One round trip for both (a simple-protocol query may hold several statements).
+        await client.query(`BEGIN; SET LOCAL lock_timeout = ${this.#lockTimeoutMs}`);
         // Waits here while another open transaction holds an uncommitted reservation of the same id.
         reserved = await this.#reserveOn(client, input);
       } catch (error) {
@@ -214,14 +237,20 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   async #reserveOn(db: PostgresQueryable, input: ReserveInput): Promise<ReserveResult> {
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const now = this.#now();
-      const inserted = await this.#query(
+      const result = await this.#query(
         this.#sql.reserve,
         [now, input.id, input.operation, input.fingerprint, input.token, input.leaseMs, input.ttlMs],
         db,
       );
-      const row = inserted.rows[0];
-      if (row !== undefined) return { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) };
-      const existing = await this.#query(`SELECT r.*, ${NOW} AS now FROM ${this.#table} r WHERE r.id = $2`, [now, input.id], db);
+      const row = result.rows[0];
+      if (row !== undefined) {
+        return row.reserved === true
+          ? { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) }
+          : { outcome: 'existing', record: toRecord(row), now: Number(row.now) };
+      }
+      // No row: the conflicting record was committed after the statement's snapshot (a concurrent
+      // reservation), so its read could not see it. Read it with a fresh snapshot.
+      const existing = await this.#query(this.#sql.existing, [now, input.id], db);
       const found = existing.rows[0];
       if (found !== undefined) return { outcome: 'existing', record: toRecord(found), now: Number(found.now) };
       // Released or purged between the two statements: try again.
@@ -238,26 +267,54 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return result.rowCount ?? 0;
   }
 
-  async #query(text: string, values: unknown[] = [], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
+  async #query(statement: Named, values: unknown[], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
     try {
-      return await db.query<Row>(text, values);
+      return await db.query<Row>({ name: statement.name, text: statement.text, values });
     } catch (error) {
       throw wrap(error);
     }
   }
 }
 
+/** A named prepared statement: `pg` parses it once per connection and then only binds and executes it. */
+interface Named {
+  readonly name: string;
+  readonly text: string;
+}
+
+// The name is derived from the text, so two stores (or tables) never reuse a name for another statement.
+function named(text: string): Named {
+  return { name: `idemkit_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text };
+}
+
 function statements(t: string) {
-  return {
+  const texts = {
+    // Inserts (or takes over an expired completed record) and returns it with reserved = true; otherwise
+    // returns the existing record with reserved = false. A record that is live in the statement's snapshot
+    // is returned without attempting the insert, so a replay takes no row lock and writes nothing. The
+    // INSERT … ON CONFLICT still arbitrates every attempt: of concurrent reservations exactly one returns a
+    // row, and an in_progress record is never overwritten. A record committed by a concurrent reservation
+    // after the snapshot is invisible to the read (no row: the caller reads again).
     reserve: `
-      INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
-      SELECT $2, $3, $4, 'in_progress', $5, c.now + $6::bigint, c.now + $7::bigint, c.now FROM (SELECT ${NOW} AS now) c
-      ON CONFLICT (id) DO UPDATE SET
-        operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
-        lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
-        created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
-      WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
-      RETURNING r.*`,
+      WITH c AS (SELECT ${NOW} AS now),
+      cur AS (
+        SELECT r.* FROM ${t} r, c WHERE r.id = $2 AND NOT (r.state = 'completed' AND r.expires_at <= c.now)),
+      ins AS (
+        INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+        SELECT $2, $3, $4, 'in_progress', $5, c.now + $6::bigint, c.now + $7::bigint, c.now FROM c
+        WHERE NOT EXISTS (SELECT 1 FROM cur)
+        ON CONFLICT (id) DO UPDATE SET
+          operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+          lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+          created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
+        WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
+        RETURNING r.*)
+      SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
+      UNION ALL
+      SELECT cur.*, c.now, false AS reserved FROM cur, c`,
+    existing: `SELECT r.*, ${NOW} AS now FROM ${t} r WHERE r.id = $2`,
+    get: `SELECT * FROM ${t} WHERE id = $1`,
+    now: `SELECT ${NOW} AS now`,
     complete: `
       UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, result_id = $7, expires_at = c.now + $8::bigint
       FROM (SELECT ${NOW} AS now) c
@@ -277,6 +334,7 @@ function statements(t: string) {
         SELECT r.id FROM ${t} r, (SELECT ${NOW} AS now) c
         WHERE r.state = 'completed' AND r.expires_at <= c.now ORDER BY r.expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED)`,
   };
+  return Object.fromEntries(Object.entries(texts).map(([key, text]) => [key, named(text)])) as { readonly [K in keyof typeof texts]: Named };
 }
 
 function limitOf(options: BatchOptions): number {

@@ -65,6 +65,26 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     assert.match(indexes.rows[2].indexdef, /UNIQUE INDEX .* \(id\)/);
   });
 
+  it('migrates concurrently from several pools without stalling, and leaves no advisory lock held', async () => {
+    const name = table();
+    const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: server.connectionString, max: 3 }));
+    try {
+      // Other queries share each pool, so a lock and an unlock sent through the pool could land on different connections.
+      const started = Date.now();
+      for (let round = 0; round < 5; round += 1) {
+        const busy = pools.flatMap((p) => Array.from({ length: 4 }, (_, i) => p.query('SELECT pg_sleep($1::float8)', [0.002 * i])));
+        await Promise.all([...pools.flatMap((p) => [new PostgresStore(p, { table: name }).migrate(), new PostgresStore(p, { table: name }).migrate()]), ...busy]);
+      }
+      assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+      const held = await pool.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'`);
+      assert.equal(held.rows[0].n, 0);
+      await new PostgresStore(pool, { table: name }).migrate();
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+      await pool.query(`DROP TABLE IF EXISTS ${name}`);
+    }
+  });
+
   it('uses the server clock when none is injected', async () => {
     const store = new PostgresStore(pool, { table: table() });
     await store.migrate();
