@@ -1,5 +1,8 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, findParameter, parameterSchema } from '../src/lint/views.js';
+import { activeContract, child, findParameter, parameterSchema } from '../src/lint/views.js';
+
+// DESIGN §4: accept at least 64 characters (SDK-generated keys are 54–57).
+const MIN_KEY_LENGTH = 64;
 
 /** The key has no length bound, pattern or format, in the contract or on its header parameter. */
 export default defineRule({
@@ -13,15 +16,32 @@ export default defineRule({
     messages: {
       unbounded:
         'the key `{header}` has no `maxLength`, `pattern` or `format`: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
+      tooShort:
+        '{where} `maxLength: {maxLength}` rejects the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): accept at least 64 (255 is a good default)',
+      disagrees:
+        '`key.maxLength` is {maxLength} but the header parameter `{header}` declares `maxLength: {declared}`: clients follow the documented limit and the guard enforces the contract one; make them agree',
     },
   },
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;
-    if (contract.key.maxLength !== undefined || contract.key.pattern !== undefined) return;
     const param = findParameter(ctx.document, ctx.operation, 'header', contract.key.header);
     const schema = param ? parameterSchema(ctx.document, param) : undefined;
-    if (schema && (typeof schema.value['maxLength'] === 'number' || typeof schema.value['pattern'] === 'string' || schema.value['format'] === 'uuid')) return;
+    const declared = typeof schema?.value['maxLength'] === 'number' ? (schema.value['maxLength'] as number) : undefined;
+    const own = contract.key.maxLength;
+    if (own !== undefined) {
+      if (own < MIN_KEY_LENGTH) ctx.report('tooShort', contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own });
+      else if (declared !== undefined && declared !== own) {
+        ctx.report('disagrees', contract.at('key', 'maxLength'), { maxLength: own, header: contract.key.header, declared });
+      }
+      return;
+    }
+    if (declared !== undefined && declared < MIN_KEY_LENGTH && contract.key.pattern === undefined) {
+      ctx.report('tooShort', child(schema!.at, 'maxLength'), { where: `the header parameter \`${contract.key.header}\`'s`, maxLength: declared });
+      return;
+    }
+    if (contract.key.pattern !== undefined) return;
+    if (schema && (declared !== undefined || typeof schema.value['pattern'] === 'string' || schema.value['format'] === 'uuid')) return;
     ctx.report('unbounded', contract.at('key'), { header: contract.key.header });
   },
 });

@@ -411,5 +411,23 @@ paths:
 `,
       errors: [{ messageId: 'unbounded', pointer: '/paths/~1payments/post/x-idempotency/key' }],
     },
+    {
+      name: 'a contract maxLength below 64 rejects SDK keys',
+      document: payouts((_t, c) => (c.key.maxLength = 20)),
+      errors: [{ messageId: 'tooShort', pointer: `${CONTRACT}/key/maxLength`, message: /the contract's `maxLength: 20` rejects the keys SDKs generate/ }],
+    },
+    {
+      name: 'a header parameter maxLength below 64 (the contract sets none)',
+      document: payouts((t, c) => {
+        delete c.key.maxLength;
+        t.components.parameters.IdempotencyKey.schema.maxLength = 40;
+      }),
+      errors: [{ messageId: 'tooShort', pointer: '/components/parameters/IdempotencyKey/schema/maxLength' }],
+    },
+    {
+      name: 'the contract and the header parameter disagree on maxLength',
+      document: payouts((_t, c) => (c.key.maxLength = 128)),
+      errors: [{ messageId: 'disagrees', pointer: `${CONTRACT}/key/maxLength`, message: /`key.maxLength` is 128 but the header parameter `Idempotency-Key` declares `maxLength: 255`/ }],
+    },
   ],
 });
