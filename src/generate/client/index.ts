@@ -31,6 +31,8 @@ export interface ClientOperation {
   readonly resultType: string;
   readonly statusCallType: string;
   readonly inputType: string;
+  /** The request body's media type when it is not plain `application/json` (form, text, `…+json`), else `null`. */
+  readonly bodyMediaType: string | null;
   /** `true` when the input has no required member (the method's input argument may be left out). */
   readonly inputOptional: boolean;
   readonly okType: string;
@@ -74,6 +76,8 @@ const MANAGED_HEADERS = new Set(['x-request-id', 'accept', 'content-type', 'auth
 
 interface OperationTypes {
   readonly input: string;
+  /** The request body's media type, when the operation has a body. */
+  readonly mediaType: string | undefined;
   readonly inputOptional: boolean;
   readonly ok: string;
   readonly error: string;
@@ -106,6 +110,7 @@ class OperationTyper {
       if (body.required) optional = false;
       members.push(`body${body.required ? '' : '?'}: ${body.type};`);
     }
+    const mediaType = body?.mediaType;
     const input = this.types.uniqueName(`${typeBase}Input`);
     this.decls.push(`/** The input of ${toJsLiteral(op.label)}. */\nexport type ${input} = ${members.length === 0 ? 'Record<string, never>' : `{ ${members.join(' ')} }`};`);
     const answers = this.#responses(op);
@@ -113,7 +118,7 @@ class OperationTyper {
     const error = this.types.uniqueName(`${typeBase}Error`);
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
     this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
-    return { input, inputOptional: optional, ok, error };
+    return { input, mediaType, inputOptional: optional, ok, error };
   }
 
   #managed(name: string, keyHeader: string | undefined): boolean {
@@ -146,17 +151,39 @@ class OperationTyper {
     return 'string';
   }
 
-  #body(op: OperationView, params: readonly ParameterView[]): { type: string; required: boolean } | undefined {
+  #body(op: OperationView, params: readonly ParameterView[]): { type: string; required: boolean; mediaType?: string } | undefined {
     if (this.doc.version === '2.0') {
+      const consumes = this.#consumes(op);
       const param = params.find((p) => p.in === 'body');
-      if (param === undefined) return undefined;
-      return { type: this.types.typeOf(param.node['schema'], child(param.valueAt, 'schema')), required: param.required };
+      if (param !== undefined) {
+        const json = consumes.find((type) => JSON_MEDIA.test(type));
+        return { type: this.types.typeOf(param.node['schema'], child(param.valueAt, 'schema')), required: param.required, ...(json !== undefined ? { mediaType: json } : {}) };
+      }
+      // 2.0 `in: formData` parameters are the fields of a form body.
+      const fields = params.filter((p) => p.in === 'formData').sort((a, b) => compare(a.name, b.name));
+      if (fields.length === 0) return undefined;
+      const members = fields.map((p) => `${toJsLiteral(p.name)}${p.required ? '' : '?'}: ${p.node['type'] === 'file' ? 'unknown' : this.types.typeOf(p.node, p.valueAt)};`);
+      const form = consumes.includes('multipart/form-data') && !consumes.includes(FORM) ? 'multipart/form-data' : FORM;
+      return { type: `{ ${members.join(' ')} }`, required: fields.some((p) => p.required), mediaType: form };
     }
     const raw = op.node['requestBody'];
     if (raw === undefined) return undefined;
     const target = this.doc.deref(raw, child(op.at, 'requestBody'));
     if (target === undefined || !isObject(target.value)) return { type: 'unknown', required: false };
-    return { type: this.#content(target.value, target.at), required: target.value['required'] === true };
+    const content = target.value['content'];
+    const media = isObject(content) ? requestMedia(Object.keys(content)) : undefined;
+    const entry = media === undefined || !isObject(content) ? undefined : content[media];
+    // JSON, form and text bodies are typed from their schema; other media (multipart, binary) stay `unknown`.
+    const typed = media !== undefined && (JSON_MEDIA.test(media) || media.toLowerCase() === FORM || /^text\//i.test(media));
+    const type = !isObject(content) || Object.keys(content).length === 0 ? 'undefined' : typed && isObject(entry) ? this.types.typeOf(entry['schema'], child(target.at, 'content', media!, 'schema')) : 'unknown';
+    return { type, required: target.value['required'] === true, ...(media !== undefined ? { mediaType: media } : {}) };
+  }
+
+  /** Swagger 2.0 media types an operation accepts (its own `consumes`, else the document's). */
+  #consumes(op: OperationView): string[] {
+    const own = op.node['consumes'];
+    const list = Array.isArray(own) ? own : this.doc.get({ file: this.doc.file, pointer: '/consumes' });
+    return Array.isArray(list) ? list.filter((t): t is string => typeof t === 'string').map((t) => t.trim().toLowerCase()) : [];
   }
 
   /** The type of a 3.x `content` map's JSON media type; `unknown` for other media types. */
@@ -189,6 +216,20 @@ class OperationTyper {
     }
     return { ok: unionOf(ok), error: unionOf(error) };
   }
+}
+
+const FORM = 'application/x-www-form-urlencoded';
+const JSON_MEDIA = /^application\/([\w.-]+\+)?json\b|\+json\b/i;
+
+/** The media type a client sends a request body in: JSON first, then a form, then text, else the first listed. */
+function requestMedia(types: readonly string[]): string | undefined {
+  return (
+    types.find((t) => /^application\/json\b/i.test(t)) ??
+    types.find((t) => JSON_MEDIA.test(t)) ??
+    types.find((t) => t.toLowerCase() === FORM) ??
+    types.find((t) => /^text\//i.test(t)) ??
+    types[0]
+  );
 }
 
 function unionOf(types: readonly string[]): string {
@@ -234,6 +275,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       resultType,
       statusCallType,
       inputType: t.input,
+      bodyMediaType: t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) ? null : t.mediaType,
       inputOptional: t.inputOptional,
       okType: t.ok,
       errorType: t.error,

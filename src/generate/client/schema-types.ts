@@ -151,7 +151,7 @@ export class SchemaTypes {
     if (typeof declared === 'string') types = [declared];
     else if (Array.isArray(declared)) types = declared.filter((t): t is string => typeof t === 'string');
     else if (isObject(schema['properties']) || schema['additionalProperties'] !== undefined) types = ['object'];
-    else if (schema['items'] !== undefined) types = ['array'];
+    else if (schema['items'] !== undefined || Array.isArray(schema['prefixItems'])) types = ['array'];
     else return undefined;
     const out = types.map((t) => {
       switch (t) {
@@ -177,6 +177,13 @@ export class SchemaTypes {
 
   #arrayType(schema: Json, at: Location, depth: number): string {
     const items = schema['items'];
+    const prefix = schema['prefixItems'];
+    if (Array.isArray(prefix)) {
+      // 3.1 / 2020-12 tuple: the positions' types, then `items` for the rest (`items: false` closes it).
+      const head = prefix.map((item, i) => this.#type(item, child(at, 'prefixItems', i), depth));
+      const rest = items === false ? undefined : items === undefined || items === true ? 'unknown' : this.#type(items, child(at, 'items'), depth);
+      return `[${[...head, ...(rest === undefined ? [] : [`...${paren(rest)}[]`])].join(', ')}]`;
+    }
     if (Array.isArray(items)) {
       // Draft-4 tuple form (rare in OpenAPI): each position's type.
       return `[${items.map((item, i) => this.#type(item, child(at, 'items', i), depth)).join(', ')}]`;

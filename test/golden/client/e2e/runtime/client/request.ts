@@ -19,10 +19,12 @@ export interface RequestParts {
 }
 
 /**
- * Fills `{name}` segments of `pathTemplate` (percent-encoded), appends the query, and serialises the body.
+ * Fills `{name}` segments of `pathTemplate` (percent-encoded), appends the query, and serialises the body
+ * for the operation's request media type (default `application/json`): JSON for `…json` types, Stripe-style
+ * bracketed fields for `application/x-www-form-urlencoded`, the text itself for `text/*`.
  * Throws `TypeError` when a path parameter is missing.
  */
-export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts): PreparedRequest {
+export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts, mediaType = 'application/json'): PreparedRequest {
   const path = pathTemplate.replace(/\{([^}]+)\}/g, (_whole, name: string) => {
     const value = parts.path?.[name];
     if (value === undefined) throw new TypeError(`path parameter "${name}" is missing`);
@@ -42,9 +44,41 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   }
   let body: string | undefined;
   if (parts.body !== undefined) {
-    headers['content-type'] = 'application/json';
-    body = JSON.stringify(parts.body);
+    headers['content-type'] = mediaType;
+    body = encodeBody(parts.body, mediaType);
   }
   const url = baseUrl.replace(/\/+$/, '') + path + (query === '' ? '' : `?${query}`);
   return body === undefined ? { url, method, headers } : { url, method, headers, body };
+}
+
+/** The request body as text in `mediaType`'s encoding. */
+function encodeBody(value: unknown, mediaType: string): string {
+  if (/^application\/x-www-form-urlencoded\b/i.test(mediaType)) {
+    const form = new URLSearchParams();
+    appendFormField(form, '', value);
+    return form.toString();
+  }
+  if (typeof value === 'string' && !/json\b/i.test(mediaType)) return value;
+  return JSON.stringify(value);
+}
+
+/**
+ * Form fields the way Stripe-style APIs and OpenAPI `deepObject` read them: `metadata[order_id]=…`,
+ * `expand[0]=…`; `null` is sent empty (Stripe's "unset"), `undefined` is left out.
+ */
+function appendFormField(form: URLSearchParams, name: string, value: unknown): void {
+  if (value === undefined) return;
+  if (value === null) {
+    if (name !== '') form.append(name, '');
+    return;
+  }
+  if (Array.isArray(value)) {
+    value.forEach((item, index) => appendFormField(form, `${name}[${index}]`, item));
+    return;
+  }
+  if (typeof value === 'object') {
+    for (const [key, item] of Object.entries(value as Record<string, unknown>)) appendFormField(form, name === '' ? key : `${name}[${key}]`, item);
+    return;
+  }
+  form.append(name, String(value));
 }

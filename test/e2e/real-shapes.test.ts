@@ -1,0 +1,218 @@
+/**
+ * Documents shaped like real public specs (test/fixtures/real-shapes: Stripe-like 3.0 JSON with form bodies
+ * and huge anyOf unions, GitHub-like 3.0 with path-level and $ref'ed parameters, PayPal-like Swagger 2.0,
+ * and a 3.1 document full of odd names) through the whole pipeline: `lint` never crashes, `generate server`
+ * for every framework and `generate client` produce code that compiles under `tsc --strict` (one run for
+ * all outputs), `--check` finds no drift, and the compiled clients send what the documents describe.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { main } from '../../src/cli/main.js';
+import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
+import { bufferIo } from '../helpers/io.js';
+
+const FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes');
+const DOCS = ['stripe-like.json', 'github-like.yaml', 'paypal-like.yaml', 'odd-31.yaml'] as const;
+const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
+const STORES = ['sqlite', 'memory', 'postgres', 'redis'] as const;
+
+const nameOf = (doc: string): string => doc.replace(/\.(json|yaml)$/, '');
+/** Every store is generated for some document: the store turns with the framework and the document. */
+const storeFor = (docIndex: number, frameworkIndex: number): string => STORES[(docIndex + frameworkIndex) % STORES.length]!;
+
+/** One request a recording server received. */
+interface Received {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/** A loopback HTTP server that records requests and answers `201 {"id":"rec-<n>"}`. */
+async function recordingServer(): Promise<{ port: number; received: Received[]; close: () => Promise<void> }> {
+  const received: Received[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: `rec-${received.length}`, ok: true }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    received,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+type Client = Record<string, (input?: unknown, call?: unknown) => Promise<Record<string, unknown>>>;
+
+describe('real-world spec shapes through lint, generate server (every framework) and generate client', function () {
+  this.timeout(120_000);
+  let root: string;
+  const lint: Record<string, { code: number; out: string; err: string }> = {};
+  let diagnostics = '';
+
+  before(async function () {
+    this.timeout(300_000);
+    root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-real-shapes-'));
+    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    for (const [d, doc] of DOCS.entries()) {
+      const spec = path.join(FIXTURES, doc);
+      const io = bufferIo();
+      lint[doc] = { code: await main(['lint', spec], io), out: io.out, err: io.err };
+      for (const [f, framework] of FRAMEWORKS.entries()) {
+        const gen = bufferIo();
+        const out = path.join(root, 'src', `${nameOf(doc)}-${framework}`);
+        const code = await main(['generate', 'server', spec, '--framework', framework, '--store', storeFor(d, f), '--out', out], gen);
+        assert.equal(code, 0, `generate server ${doc} --framework ${framework}: ${gen.err}`);
+      }
+      const gen = bufferIo();
+      const code = await main(['generate', 'client', spec, '--out', path.join(root, 'src', `${nameOf(doc)}-client`)], gen);
+      assert.equal(code, 0, `generate client ${doc}: ${gen.err}`);
+    }
+    copyFileSync(path.join(FIXTURES, 'stripe-like-app.ts'), path.join(root, 'src', 'stripe-like-app.ts'));
+    diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
+  });
+
+  after(() => {
+    if (root !== undefined) rmSync(root, { recursive: true, force: true });
+  });
+
+  const compiled = async (dir: string): Promise<{ createClient: (options: { baseUrl: string; headers?: Record<string, string> }) => Client }> =>
+    (await import(pathToFileURL(path.join(root, 'dist', 'src', dir, 'index.js')).href)) as never;
+
+  for (const doc of DOCS) {
+    it(`${doc}: lint reports findings without crashing (exit 0 or 1, no stack trace)`, () => {
+      const result = lint[doc]!;
+      assert.ok(result.code === 0 || result.code === 1, `exit ${result.code}: ${result.err}`);
+      assert.doesNotMatch(result.err, /\n\s+at /, 'no stack trace');
+      assert.match(result.out, /problems?|no problems/i);
+    });
+
+    it(`${doc}: generate --check finds the outputs deterministic (no drift)`, async () => {
+      const spec = path.join(FIXTURES, doc);
+      for (const [f, framework] of FRAMEWORKS.entries()) {
+        const io = bufferIo();
+        const code = await main(['generate', 'server', spec, '--framework', framework, '--store', storeFor(DOCS.indexOf(doc), f), '--out', path.join(root, 'src', `${nameOf(doc)}-${framework}`), '--check'], io);
+        assert.equal(code, 0, io.out + io.err);
+      }
+      const io = bufferIo();
+      assert.equal(await main(['generate', 'client', spec, '--out', path.join(root, 'src', `${nameOf(doc)}-client`), '--check'], io), 0, io.out + io.err);
+    });
+  }
+
+  it('every generated server and client compiles under tsc --strict (one run over all outputs)', () => {
+    assert.equal(diagnostics, '');
+  });
+
+  it('stripe-like: the client sends form bodies with bracketed fields; the generated Express guard replays and refuses a changed field', async function () {
+    assert.equal(diagnostics, '', 'needs the compiled output');
+    const child: ChildProcess = spawn(process.execPath, [path.join(root, 'dist', 'src', 'stripe-like-app.js')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the app did not start: ${stderr}`)), 20_000);
+        child.stdout!.on('data', (chunk: Buffer) => {
+          const match = /listening (\d+)/.exec(chunk.toString());
+          if (match !== null) {
+            clearTimeout(timer);
+            resolve(Number(match[1]));
+          }
+        });
+        child.once('exit', (how) => reject(new Error(`the app exited (${String(how)}): ${stderr}`)));
+      });
+      const { createClient } = await compiled('stripe-like-client');
+      const client = createClient({ baseUrl: `http://127.0.0.1:${port}`, headers: { authorization: 'Bearer sk_test_shapes' } }) as Client & {
+        intent: (operation: string) => unknown;
+      };
+      const intent = client.intent('postCustomers');
+      const body = { email: 'ada@example.com', name: 'Ada', metadata: { order_id: 'o-1' }, expand: ['default_source'] };
+      const first = await client['postCustomers']!({ body }, { intent });
+      assert.equal(first['kind'], 'completed', JSON.stringify(first));
+      assert.equal(first['replayed'], false);
+      assert.deepEqual((first['body'] as Record<string, unknown>)['metadata'], { order_id: 'o-1' }, 'the server read metadata[order_id] as a nested field');
+      const again = await client['postCustomers']!({ body }, { intent });
+      assert.equal(again['kind'], 'completed');
+      assert.equal(again['replayed'], true);
+      assert.equal((again['body'] as Record<string, unknown>)['id'], (first['body'] as Record<string, unknown>)['id']);
+      const changed = await client['postCustomers']!({ body: { ...body, metadata: { order_id: 'o-2' } } }, { intent });
+      assert.equal(changed['kind'], 'rejected', JSON.stringify(changed));
+      assert.equal(changed['reason'], 'mismatch');
+      const effects = (await (await fetch(`http://127.0.0.1:${port}/test/effects`)).json()) as { effects: number };
+      assert.equal(effects.effects, 1);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) {
+        const gone = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGTERM');
+        await gone;
+      }
+    }
+  });
+
+  it('paypal-like (Swagger 2.0): PayPal-Request-Id carries the key, `in: body` is JSON, formData parameters are a form', async () => {
+    assert.equal(diagnostics, '', 'needs the compiled output');
+    const server = await recordingServer();
+    try {
+      const { createClient } = await compiled('paypal-like-client');
+      const client = createClient({ baseUrl: `http://127.0.0.1:${server.port}/v2` });
+      const order = { intent: 'CAPTURE', purchase_units: [{ amount: { currency_code: 'EUR', value: '10.00' } }] };
+      const created = await client['ordersCreate']!({ body: order, headers: { Prefer: 'return=representation' } });
+      assert.equal(created['kind'], 'completed', JSON.stringify(created));
+      const [sent] = server.received;
+      assert.equal(sent!.url, '/v2/checkout/orders');
+      assert.match(String(sent!.headers['paypal-request-id']), /^\S{8,108}$/);
+      assert.equal(sent!.headers['idempotency-key'], undefined);
+      assert.equal(sent!.headers['prefer'], 'return=representation');
+      assert.match(String(sent!.headers['content-type']), /^application\/json/);
+      assert.deepEqual(JSON.parse(sent!.body), order);
+
+      const verified = await client['verifyWebhookSignaturePost']!({ body: { auth_algo: 'SHA256withRSA', transmission_id: 't "1"&x=y' } });
+      assert.equal(verified['ok'], true);
+      const form = server.received[1]!;
+      assert.equal(form.headers['content-type'], 'application/x-www-form-urlencoded');
+      assert.deepEqual(Object.fromEntries(new URLSearchParams(form.body)), { auth_algo: 'SHA256withRSA', transmission_id: 't "1"&x=y' });
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('odd 3.1 names: `{item.id}` paths, quoted enum values, a custom key header, reserved-word operations, tuples', async () => {
+    assert.equal(diagnostics, '', 'needs the compiled output');
+    const server = await recordingServer();
+    try {
+      const { createClient } = await compiled('odd-31-client');
+      const client = createClient({ baseUrl: `http://127.0.0.1:${server.port}` });
+      for (const method of ['itemsActionsRunNow', 'getItemAction', 'delete_', 'class_', 'default_']) assert.equal(typeof client[method], 'function', method);
+      const result = await client['itemsActionsRunNow']!({
+        path: { 'item.id': 'a/b c', 'action-name': 'say "hi"' },
+        query: { 'dry-run': true, 'filter[status]': ['open'] },
+        headers: { 'X-Tenant-Id': 'tenant-1' },
+        body: { delete: true, class: { interface: 'i' }, items: ['x', 1] },
+      });
+      assert.equal(result['kind'], 'completed', JSON.stringify(result));
+      const [sent] = server.received;
+      assert.equal(sent!.url, '/v1/items/a%2Fb%20c/actions/say%20%22hi%22?dry-run=true&filter%5Bstatus%5D=open');
+      assert.match(String(sent!.headers['x-idempotency-key']), /\S+/);
+      assert.equal(sent!.headers['x-tenant-id'], 'tenant-1');
+      assert.deepEqual(JSON.parse(sent!.body), { delete: true, class: { interface: 'i' }, items: ['x', 1] });
+
+      await client['delete_']!({ body: { tags: ['t'] } });
+      assert.equal(server.received[1]!.headers['content-type'], 'application/merge-patch+json');
+      await client['default_']!({ query: { 'tenant.id': 't' }, body: 'plain "text"' });
+      assert.equal(server.received[2]!.headers['content-type'], 'text/plain');
+      assert.equal(server.received[2]!.body, 'plain "text"');
+    } finally {
+      await server.close();
+    }
+  });
+});
