@@ -1,7 +1,8 @@
 /** Helpers shared by the machine-readable and review formatters (sarif, github, junit, markdown). */
 import path from 'node:path';
-import type { ApiDocument } from '../../parser/model.js';
+import type { ApiDocument, OperationView } from '../../parser/model.js';
 import type { BaselineEntry } from '../baseline.js';
+import { namesOperation } from '../operation-name.js';
 import type { Finding, Rule } from '../rule.js';
 
 /**
@@ -31,4 +32,19 @@ export function sortFindings(findings: readonly Finding[]): Finding[] {
   return [...findings].sort(
     (a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0) || a.line - b.line || a.column - b.column || (a.ruleId < b.ruleId ? -1 : a.ruleId > b.ruleId ? 1 : 0),
   );
+}
+
+/** Documents in a stable order (by file), whatever order the files were named in. */
+export function sortDocuments(documents: readonly ApiDocument[]): ApiDocument[] {
+  return [...documents].sort((a, b) => (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
+}
+
+/**
+ * Whether `finding` is about `operation` of `document`. Names repeat across documents (two specs with the same
+ * operationId), so a finding located in one linted document belongs to that document's operations only; a
+ * finding in another file (a shared component) belongs to every operation it names.
+ */
+export function findingConcerns(finding: Finding, document: ApiDocument, operation: OperationView, documents: readonly ApiDocument[]): boolean {
+  if (!finding.operations.some((name) => namesOperation(name, operation))) return false;
+  return finding.file === document.file || !documents.some((other) => other.file === finding.file);
 }

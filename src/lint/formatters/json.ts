@@ -29,7 +29,8 @@ export interface JsonReport {
 export function formatJson(report: LintReport): string {
   const active = report.findings.filter((finding) => !finding.suppressed);
   const output: JsonReport = {
-    files: report.files.map((file) => displayPath(report.cwd, file)),
+    // Sorted like the findings (by absolute path), so the report does not depend on argument order.
+    files: [...report.files].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map((file) => displayPath(report.cwd, file)),
     findings: report.findings.map((finding) => ({
       ruleId: finding.ruleId,
       severity: finding.severity,

@@ -1,7 +1,8 @@
 /** JUnit XML: one test suite per file, one test case per operation, a failure for its findings. */
-import { operationName } from '../operation-name.js';
+import type { ApiDocument, OperationView } from '../../parser/model.js';
+import { namesOperation } from '../operation-name.js';
 import type { Finding } from '../rule.js';
-import { relativePath, sortFindings } from './common.js';
+import { findingConcerns, relativePath, sortDocuments, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 
 /** Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. */
@@ -29,24 +30,25 @@ export function formatJunit(report: FormatterInput): string {
     if (!suite) suites.set(name, (suite = new Map()));
     return suite;
   };
-  // Cases are keyed by the operation's display label; findings name operations by id or label.
-  const byName = new Map<string, { suite: Map<string, Case>; label: string }>();
-  for (const document of report.documents) {
+  // Cases are keyed by the operation's display label; findings name operations by id or label, and a name
+  // can repeat across documents, so a finding goes to the operations it concerns (see findingConcerns).
+  const operations: { document: ApiDocument; operation: OperationView; suite: Map<string, Case> }[] = [];
+  for (const document of sortDocuments(report.documents)) {
     const suite = suiteOf(document.file);
     for (const operation of document.operations) {
       suite.set(operation.label, { name: operation.label, findings: [] });
-      byName.set(operation.label, { suite, label: operation.label });
-      if (!byName.has(operationName(operation))) byName.set(operationName(operation), { suite, label: operation.label });
+      operations.push({ document, operation, suite });
     }
   }
   for (const finding of sortFindings(report.findings)) {
-    const names = finding.operations.length > 0 ? finding.operations : ['(document)'];
-    for (const name of names) {
-      const known = byName.get(name);
-      const suite = known?.suite ?? suiteOf(finding.file);
-      const label = known?.label ?? name;
-      let testCase = suite.get(label);
-      if (!testCase) suite.set(label, (testCase = { name: label, findings: [] }));
+    const concerned = operations.filter(({ document, operation }) => findingConcerns(finding, document, operation, report.documents));
+    for (const { suite, operation } of concerned) suite.get(operation.label)!.findings.push(finding);
+    const named = new Set(concerned.flatMap(({ operation }) => finding.operations.filter((name) => namesOperation(name, operation))));
+    const unmatched = finding.operations.length > 0 ? finding.operations.filter((name) => !named.has(name)) : ['(document)'];
+    for (const name of unmatched) {
+      const suite = suiteOf(finding.file);
+      let testCase = suite.get(name);
+      if (!testCase) suite.set(name, (testCase = { name, findings: [] }));
       testCase.findings.push(finding);
     }
   }

@@ -4,11 +4,10 @@
  * ✔ when it is answered and no finding of that criterion stands against it, ✘ otherwise; then the
  * operation's findings. Findings about operations without a contract follow the cards.
  */
-import type { IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
+import type { ApiDocument, IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
 import { catalogue } from '../catalogue.js';
-import { namesOperation } from '../operation-name.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
-import { relativePath, sortFindings } from './common.js';
+import { findingConcerns, relativePath, sortDocuments, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 
 const YES = '✔';
@@ -104,10 +103,10 @@ export function formatMarkdown(report: FormatterInput): string {
   const findings = sortFindings(report.findings);
   const cards: string[] = [];
   const optedOut: string[] = [];
-  const shown: OperationView[] = [];
+  const shown: { document: ApiDocument; operation: OperationView }[] = [];
   let ready = 0;
   let contracted = 0;
-  for (const document of report.documents) {
+  for (const document of sortDocuments(report.documents)) {
     for (const operation of document.operations) {
       if (!operation.contract) continue;
       if (!operation.contract.enabled) {
@@ -115,8 +114,8 @@ export function formatMarkdown(report: FormatterInput): string {
         continue;
       }
       contracted += 1;
-      shown.push(operation);
-      const own = findings.filter((f) => f.operations.some((name) => namesOperation(name, operation)));
+      shown.push({ document, operation });
+      const own = findings.filter((f) => findingConcerns(f, document, operation, report.documents));
       const card = renderCard(report, operation, operation.contract, own, criterionOf);
       if (card.ready) ready += 1;
       cards.push(card.text);
@@ -127,7 +126,7 @@ export function formatMarkdown(report: FormatterInput): string {
   if (optedOut.length > 0) {
     out.push(`**Knowingly not idempotent** (\`x-idempotency: false\`, never auto-retried): ${optedOut.map(code).join(', ')}`, '');
   }
-  const others = findings.filter((f) => !f.operations.some((name) => shown.some((operation) => namesOperation(name, operation))));
+  const others = findings.filter((f) => !shown.some(({ document, operation }) => findingConcerns(f, document, operation, report.documents)));
   if (others.length > 0) {
     out.push('### Operations without a contract', '', ...others.map((f) => findingLine(report, f)), '');
   }
