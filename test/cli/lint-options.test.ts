@@ -161,6 +161,17 @@ describe('idemkit lint: config, suppressions, baselines, formats and --output', 
     assert.match(readFileSync(path.join(dir, 'report.markdown'), 'utf8'), /### ✘ `POST \/v1\/demo-requests \(createDemoRequest\)`/);
   });
 
+  it('junit agrees with the exit code: a warning fails no test case unless --fail-on warn', async () => {
+    writeFileSync(path.join(dir, '.idemkitrc.yaml'), 'rules:\n  scope-too-wide: warn\n');
+    const passing = await lint('api.yaml', '--format', 'junit');
+    assert.equal(passing.code, 0, passing.err);
+    assert.doesNotMatch(passing.out, /<failure/);
+    assert.match(passing.out, /<system-out>below --fail-on error: api\.yaml:\d+:\d+ warn scope-too-wide: /);
+    const failing = await lint('api.yaml', '--format', 'junit', '--fail-on', 'warn');
+    assert.equal(failing.code, 1);
+    assert.match(failing.out, /<failure message="[^"]*" type="scope-too-wide">/);
+  });
+
   it('does not write --output when a document cannot be read, and keeps the previous file', async () => {
     writeFileSync(path.join(dir, 'report.sarif'), 'previous');
     const result = await lint('api.yaml', 'missing.yaml', '--format', 'sarif', '--output', 'report.sarif');

@@ -100,7 +100,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
       : baselineStep({ findings: linted, documents }, { cwd: io.cwd, baseline: options.baseline, writeBaseline: options.writeBaseline });
   const findings = step.findings;
   const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
-  const output = formatter({ cwd: io.cwd, files, findings, documents, rules, ...(baseline ? { baseline } : {}) });
+  const output = formatter({ cwd: io.cwd, files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}) });
   // A report that misses an unreadable document is not written: each one's own line below says why (exit 2).
   if (options.output === undefined) {
     if (output !== '') io.stdout(output);

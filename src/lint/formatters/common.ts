@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import type { BaselineEntry } from '../baseline.js';
 import { namesOperation } from '../operation-name.js';
-import type { Finding, Rule } from '../rule.js';
+import type { Finding, Rule, Severity } from '../rule.js';
 
 /**
  * What these formatters read of a lint report. The registry's `LintReport` satisfies it; the optional
@@ -18,6 +18,8 @@ export interface FormatterInput {
   readonly rules?: readonly Rule[];
   /** Set when `--baseline` hid known findings. */
   readonly baseline?: { readonly file: string; readonly matched: number; readonly stale: readonly BaselineEntry[] };
+  /** `--fail-on` (default `error`): findings below it do not fail the run. */
+  readonly failOn?: Severity;
 }
 
 /** `file` relative to `cwd`, `/`-separated (an absolute path stays as it is when on another root). */
@@ -47,4 +49,11 @@ export function sortDocuments(documents: readonly ApiDocument[]): ApiDocument[] 
 export function findingConcerns(finding: Finding, document: ApiDocument, operation: OperationView, documents: readonly ApiDocument[]): boolean {
   if (!finding.operations.some((name) => namesOperation(name, operation))) return false;
   return finding.file === document.file || !documents.some((other) => other.file === finding.file);
+}
+
+const SEVERITY_RANK: Record<Severity, number> = { info: 0, warn: 1, error: 2 };
+
+/** Whether `finding` fails the run: not suppressed, and at or above `failOn` (default `error`). */
+export function failsRun(finding: Finding, failOn: Severity = 'error'): boolean {
+  return !finding.suppressed && SEVERITY_RANK[finding.severity] >= SEVERITY_RANK[failOn];
 }

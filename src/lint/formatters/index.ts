@@ -1,7 +1,7 @@
 /** The output formats of `idemkit lint`, by name. */
 import type { ApiDocument } from '../../parser/model.js';
 import type { BaselineEntry } from '../baseline.js';
-import type { Finding, Rule } from '../rule.js';
+import type { Finding, Rule, Severity } from '../rule.js';
 import { formatGithub } from './github.js';
 import { formatJson } from './json.js';
 import { formatJunit } from './junit.js';
@@ -22,6 +22,8 @@ export interface LintReport {
   readonly rules?: readonly Rule[];
   /** Set when `--baseline` hid known findings: how many, and the entries nothing matched any more. */
   readonly baseline?: { readonly file: string; readonly matched: number; readonly stale: readonly BaselineEntry[] };
+  /** `--fail-on`: the lowest severity that fails the run (formats with a pass/fail notion follow it; default `error`). */
+  readonly failOn?: Severity;
 }
 
 /** Renders a report as text (the whole output, ending in a newline when not empty). */

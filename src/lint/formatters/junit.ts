@@ -1,8 +1,11 @@
-/** JUnit XML: one test suite per file, one test case per operation, a failure for its findings. */
+/**
+ * JUnit XML: one test suite per file, one test case per operation. A case fails for its findings at or above
+ * `--fail-on` (so CI's test view agrees with the exit code); lower and suppressed ones are its output.
+ */
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { namesOperation } from '../operation-name.js';
 import type { Finding } from '../rule.js';
-import { findingConcerns, relativePath, sortDocuments, sortFindings } from './common.js';
+import { failsRun, findingConcerns, relativePath, sortDocuments, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 
 /** Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. */
@@ -56,7 +59,7 @@ export function formatJunit(report: FormatterInput): string {
   let failures = 0;
   const body: string[] = [];
   for (const [suiteName, cases] of [...suites].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const suiteFailures = [...cases.values()].filter((c) => c.findings.some((f) => !f.suppressed)).length;
+    const suiteFailures = [...cases.values()].filter((c) => c.findings.some((f) => failsRun(f, report.failOn))).length;
     tests += cases.size;
     failures += suiteFailures;
     body.push(`  <testsuite name="${escapeXml(suiteName)}" tests="${cases.size}" failures="${suiteFailures}" errors="0" skipped="0">`);
@@ -74,9 +77,11 @@ export function formatJunit(report: FormatterInput): string {
 
 function renderCase(report: FormatterInput, suiteName: string, testCase: Case): string[] {
   const open = `    <testcase classname="${escapeXml(suiteName)}" name="${escapeXml(testCase.name)}">`;
-  const active = testCase.findings.filter((f) => !f.suppressed);
+  const failOn = report.failOn ?? 'error';
+  const active = testCase.findings.filter((f) => failsRun(f, failOn));
+  const below = testCase.findings.filter((f) => !f.suppressed && !failsRun(f, failOn));
   const suppressed = testCase.findings.filter((f) => f.suppressed);
-  if (active.length === 0 && suppressed.length === 0) return [`    <testcase classname="${escapeXml(suiteName)}" name="${escapeXml(testCase.name)}"/>`];
+  if (testCase.findings.length === 0) return [`    <testcase classname="${escapeXml(suiteName)}" name="${escapeXml(testCase.name)}"/>`];
   const lines = [open];
   const describe = (f: Finding) => `${relativePath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}`;
   if (active.length > 0) {
@@ -84,8 +89,8 @@ function renderCase(report: FormatterInput, suiteName: string, testCase: Case): 
     const summary = active.length === 1 ? first.message : `${active.length} findings, first: ${first.message}`;
     lines.push(`      <failure message="${escapeXml(summary)}" type="${escapeXml(first.ruleId)}">${escapeXml(active.map(describe).join('\n'))}</failure>`);
   }
-  if (suppressed.length > 0) {
-    const text = suppressed.map((f) => `suppressed (${f.suppressed!.reason}): ${describe(f)}`).join('\n');
+  if (below.length > 0 || suppressed.length > 0) {
+    const text = [...below.map((f) => `below --fail-on ${failOn}: ${describe(f)}`), ...suppressed.map((f) => `suppressed (${f.suppressed!.reason}): ${describe(f)}`)].join('\n');
     lines.push(`      <system-out>${escapeXml(text)}</system-out>`);
   }
   lines.push('    </testcase>');

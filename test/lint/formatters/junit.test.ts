@@ -14,9 +14,27 @@ describe('junit formatter', () => {
     const cases = [...xml.matchAll(/<testcase classname="[^"]*" name="([^"]*)"/g)].map((m) => m[1]);
     assert.deepEqual(cases, ['POST /payouts (createPayout)', 'POST /refunds (createRefund)', 'GET /payouts/{id} (getPayout)']);
     assert.match(xml, /<testcase classname="api\/open api\.yaml" name="GET \/payouts\/\{id\} \(getPayout\)"\/>/);
-    assert.match(xml, /<failure message="2 findings, first: No ttl\." type="ttl-missing">/);
-    assert.match(xml, /api\/open api\.yaml:12:7 error scope-too-wide: Scope 100% global: keys, of &lt;tenants&gt; &amp; &quot;owners&quot; collide\nacross accounts \| `x`/);
-    assert.match(xml, /<system-out>suppressed \(owned by the ledger team\): api\/open api\.yaml:10:5 info effect-owner-missing: Owner\?<\/system-out>/);
+    assert.match(xml, /<failure message="Scope 100% global[^"]*" type="scope-too-wide">api\/open api\.yaml:12:7 error scope-too-wide: Scope 100% global: keys, of &lt;tenants&gt; &amp; &quot;owners&quot; collide\nacross accounts \| `x`<\/failure>/);
+    assert.match(
+      xml,
+      /<system-out>below --fail-on error: api\/open api\.yaml:10:5 warn ttl-missing: No ttl\.\nsuppressed \(owned by the ledger team\): api\/open api\.yaml:10:5 info effect-owner-missing: Owner\?<\/system-out>/,
+    );
+  });
+
+  it('fails a test case only for findings at or above --fail-on; lower ones are output of a passing case', () => {
+    const warnOnly = report();
+    const findings = warnOnly.findings.filter((f) => f.ruleId === 'ttl-missing');
+    const passing = formatJunit({ ...warnOnly, findings });
+    assert.match(passing, /<testsuites name="idemkit" tests="3" failures="0" errors="0">/);
+    assert.doesNotMatch(passing, /<failure/);
+    assert.match(passing, /<testcase classname="api\/open api\.yaml" name="POST \/payouts \(createPayout\)">\n\s*<system-out>below --fail-on error: api\/open api\.yaml:10:5 warn ttl-missing: No ttl\.<\/system-out>/);
+    const failing = formatJunit({ ...warnOnly, findings, failOn: 'warn' });
+    assert.match(failing, /tests="3" failures="1"/);
+    assert.match(failing, /<failure message="No ttl\." type="ttl-missing">api\/open api\.yaml:10:5 warn ttl-missing: No ttl\.<\/failure>/);
+    const both = formatJunit(report({ failOn: 'warn' }));
+    assert.match(both, /<failure message="2 findings, first: No ttl\." type="ttl-missing">/);
+    const cases = [...both.matchAll(/<testcase /g)].length;
+    assert.equal(cases, 3, 'still one test case per operation');
   });
 
   it('is well-formed: every opened element is closed', () => {
