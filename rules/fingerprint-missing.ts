@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, requestBody } from '../src/lint/views.js';
+import { activeContract, fieldInvalid, requestBody } from '../src/lint/views.js';
 
 /** The contract does not say which payload counts as the same. */
 export default defineRule({
@@ -17,7 +17,7 @@ export default defineRule({
   },
   check(ctx) {
     const contract = activeContract(ctx.contract);
-    if (!contract || contract.fingerprint !== undefined) return;
+    if (!contract || contract.fingerprint !== undefined || fieldInvalid(contract, 'fingerprint')) return;
     // An operation without a body has no payload to compare beyond its path and query.
     if (!requestBody(ctx.document, ctx.operation)) return;
     ctx.report('missing', contract.at('fingerprint'));

@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract } from '../src/lint/views.js';
+import { activeContract, fieldInvalid } from '../src/lint/views.js';
 
 /** The contract does not say which attempts share a key. */
 export default defineRule({
@@ -16,6 +16,6 @@ export default defineRule({
   },
   check(ctx) {
     const contract = activeContract(ctx.contract);
-    if (contract && (contract.scope === undefined || contract.scope.length === 0)) ctx.report('missing', contract.at('scope'));
+    if (contract && (contract.scope === undefined || contract.scope.length === 0) && !fieldInvalid(contract, 'scope')) ctx.report('missing', contract.at('scope'));
   },
 });

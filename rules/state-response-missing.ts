@@ -1,6 +1,6 @@
 import { defineRule } from '../src/lint/rule.js';
 import type { StateName } from '../src/parser/model.js';
-import { activeContract, findResponse, operationPhrase } from '../src/lint/views.js';
+import { activeContract, fieldInvalid, findResponse, operationPhrase } from '../src/lint/views.js';
 
 const STATES: readonly { name: StateName; suggest: number; meaning: string }[] = [
   { name: 'missingKey', suggest: 400, meaning: 'a request without a key is refused' },
@@ -36,6 +36,7 @@ export default defineRule({
       if (state.name === 'missingKey' && contract.key.required === false) continue;
       const status = contract.responses[state.name]?.status;
       if (status === undefined) {
+        if (fieldInvalid(contract, 'responses', state.name)) continue;
         ctx.report('noStatus', contract.at('responses', state.name), { state: state.name, meaning: state.meaning, suggest: state.suggest });
       } else if (!findResponse(ctx.document, ctx.operation, status)) {
         const at = contract.at('responses', state.name, 'status');

@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract } from '../src/lint/views.js';
+import { activeContract, fieldInvalid } from '../src/lint/views.js';
 
 /** The contract does not say what a client does when no terminal answer came within its deadline. */
 export default defineRule({
@@ -20,8 +20,9 @@ export default defineRule({
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;
-    if (contract.unknownOutcome === undefined) ctx.report('missing', contract.at('unknownOutcome'));
-    else if (contract.unknownOutcome === 'status-route' && contract.effect?.statusRoute === undefined) {
+    if (contract.unknownOutcome === undefined) {
+      if (!fieldInvalid(contract, 'unknownOutcome')) ctx.report('missing', contract.at('unknownOutcome'));
+    } else if (contract.unknownOutcome === 'status-route' && contract.effect?.statusRoute === undefined) {
       ctx.report('noStatusRoute', contract.at('unknownOutcome'));
     }
   },

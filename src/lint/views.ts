@@ -858,6 +858,26 @@ export function schemaFlagged(contract: { readonly schemaErrors: readonly { read
 }
 
 /**
+ * Whether a field is written but breaks the schema (or the whole `x-idempotency` has the wrong type):
+ * `contract-invalid` reports it, so the "missing" rules must not also call it absent.
+ */
+export function fieldInvalid(
+  contract: { readonly raw: unknown; readonly schemaErrors: readonly { readonly at: Location }[]; at(...path: (string | number)[]): Location },
+  ...path: (string | number)[]
+): boolean {
+  if (contract.schemaErrors.length === 0) return false;
+  const root = contract.at();
+  if (contract.schemaErrors.some((e) => e.at.file === root.file && e.at.pointer === root.pointer)) return true;
+  let node: unknown = contract.raw;
+  for (const token of path) {
+    if (!isObject(node) || !Object.hasOwn(node, String(token))) return false;
+    node = node[String(token)];
+  }
+  const field = contract.at(...path);
+  return contract.schemaErrors.some((e) => e.at.file === field.file && (e.at.pointer === field.pointer || e.at.pointer.startsWith(`${field.pointer}/`)));
+}
+
+/**
  * A "did you mean" index over many names (e.g. every operationId of a large document): each name is
  * filed under itself and its one-character deletions, so a lookup touches only names within about one
  * edit (a typo, a swapped pair) of the query — O(length) per lookup instead of a scan of every name.

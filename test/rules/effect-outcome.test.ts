@@ -64,6 +64,7 @@ ruleTester.run(statusRouteUnresolved, {
 ruleTester.run(unknownOutcomeUndefined, {
   valid: [
     { name: 'status-route with a route', document: payouts() },
+    { name: 'a misspelt value is contract-invalid\'s finding only', document: payouts((_t, c) => (c.unknownOutcome = 'status-rout')) },
     { name: 'surface', document: payouts((_t, c) => ((c.unknownOutcome = 'surface'), delete c.effect.statusRoute)) },
   ],
   invalid: [

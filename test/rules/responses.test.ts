@@ -36,6 +36,7 @@ responses:
 ruleTester.run(stateResponseMissing, {
   valid: [
     { name: 'every state answered and documented', document: payouts() },
+    { name: 'a status of the wrong type is contract-invalid\'s finding only', document: payouts((_t, c) => (c.responses.missingKey.status = '400')) },
     {
       name: 'a 4XX range documents the key errors',
       document: payouts((t) => {

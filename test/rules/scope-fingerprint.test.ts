@@ -14,6 +14,7 @@ ruleTester.run(scopeMissing, {
   valid: [
     { name: 'scope: [principal]', document: payouts() },
     { name: 'an explicit global scope', document: payouts((_t, c) => (c.scope = ['global'])) },
+    { name: 'a scope written but invalid is contract-invalid\'s finding only', document: payouts((_t, c) => (c.scope = ['globall'])) },
     { name: 'scope from the document defaults', document: payouts((t, c) => ((t['x-idempotency'] = { scope: ['principal'] }), delete c.scope)) },
   ],
   invalid: [
@@ -138,6 +139,7 @@ ruleTester.run(scopeUnresolvable, {
 ruleTester.run(fingerprintMissing, {
   valid: [
     { name: 'a fingerprint', document: payouts() },
+    { name: 'x-idempotency of the wrong type is contract-invalid\'s finding only', document: payouts((t) => (t.paths['/payouts'].post['x-idempotency'] = 'yes')) },
     {
       name: 'no body, no fingerprint needed',
       document: payouts((t, c) => {
