@@ -327,7 +327,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push(['principal', req.principal]);
       } else {
         const source = part.kind === 'header' ? req.headers[part.name.toLowerCase()] : part.kind === 'path' ? req.pathParams[part.name] : req.query[part.name];
-        scopeValues.push([part.kind, part.name, source ?? null]);
+        if (source === undefined || source === '') {
+          // An absent part must not become one shared key space (every caller without it would see the others' replays).
+          log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
+          const where = part.kind === 'header' ? `the ${part.name} header` : part.kind === 'path' ? `the path parameter ${part.name}` : `the query parameter ${part.name}`;
+          return {
+            kind: 'respond',
+            response: problemResponse('idempotency-scope-unresolved', R.invalidKey, `The key is scoped by ${where}, but the request does not carry it.`, {}, req.requestId),
+          };
+        }
+        scopeValues.push([part.kind, part.name, source]);
       }
     }
     const recordId = computeRecordId(scopeValues, operation, parsed.key);

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { CompiledContract } from '../../src/runtime/contract.js';
 import { createGuard, type GuardLogEvent, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
 import { PROBLEM_BASE } from '../../src/runtime/problem.js';
 import { StoreError, type IdempotencyStore, type ReserveInput, type ReserveResult, type TransactionStep, type TransactionalStore } from '../../src/runtime/store.js';
@@ -99,6 +100,23 @@ describe('runtime/guard: key and scope', () => {
     assert.equal(response.status, 400);
     assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-scope-unresolved`);
     assert.equal(s.runs(), 0);
+  });
+
+  it('answers 400 idempotency-scope-unresolved when a header, path or query scope part is absent (no shared key space)', async () => {
+    const cases: [CompiledContract['scope'], Parameters<typeof demoRequest>[2]][] = [
+      [[{ kind: 'header', name: 'X-Tenant-Id' }], { headers: { 'idempotency-key': KEY } }],
+      [[{ kind: 'header', name: 'X-Tenant-Id' }], { headers: { 'idempotency-key': KEY, 'x-tenant-id': '' } }],
+      [[{ kind: 'path', name: 'account' }], { pathParams: {} }],
+      [[{ kind: 'query', name: 'tenant' }], { query: {} }],
+    ];
+    for (const [scope, extra] of cases) {
+      const s = setup({}, demoContract({ scope }));
+      const response = await s.guard.handle(demoRequest(KEY, undefined, extra), s.handler);
+      assert.equal(response.status, 400, JSON.stringify(scope));
+      assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-scope-unresolved`);
+      assert.match(bodyJson(response).detail, /X-Tenant-Id|account|tenant/);
+      assert.equal(s.runs(), 0);
+    }
   });
 
   it('keeps the keys of different principals and tenants apart', async () => {
