@@ -28,11 +28,20 @@ export function messageMarkdown(text: string): string {
   return parts.map((part, index) => (index % 2 === 1 ? (part === '' ? '' : code(part)) : escapeMarkdown(part))).join('');
 }
 
-/** An inline code span that cannot be broken out of. */
+/** An inline code span that cannot be broken out of: its fence is longer than any run of backticks inside. */
 function code(text: string): string {
-  const clean = text.replace(/\r?\n/g, ' ');
-  const fence = clean.includes('`') ? '``' : '`';
-  return `${fence}${clean.includes('`') ? ` ${clean} ` : clean}${fence}`;
+  const clean = text.replace(/\r\n?|\n/g, ' ');
+  const longest = Math.max(0, ...(clean.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longest + 1);
+  return longest > 0 ? `${fence} ${clean} ${fence}` : `${fence}${clean}${fence}`;
+}
+
+/**
+ * A table cell: GFM splits cells on every unescaped `|`, inside code spans too (where `\|` still renders as
+ * `|`), so each is escaped; prose escaped by {@link escapeMarkdown} already has its `\|`.
+ */
+function cell(text: string): string {
+  return text.replace(/\r\n?|\n/g, ' ').replace(/(?<!\\)\|/g, '\\|');
 }
 
 interface Question {
@@ -150,7 +159,7 @@ function renderCard(
     const against = active.filter((f) => criterionOf.get(f.ruleId) === question.criterion);
     const ok = answer !== undefined && against.length === 0;
     const note = against.length > 0 ? ` — ${against.map((f) => code(f.ruleId)).join(', ')}` : '';
-    return { ok, line: `| ${ok ? YES : NO} | ${question.title} | ${answer ?? '_not answered_'}${note} |` };
+    return { ok, line: `| ${ok ? YES : NO} | ${question.title} | ${cell(`${answer ?? '_not answered_'}${note}`)} |` };
   });
   const ready = rows.every((row) => row.ok) && !active.some((f) => f.severity === 'error');
   const where = `${relativePath(report.cwd, operation.at.file)}:${positionLine(report, operation)}`;

@@ -56,6 +56,29 @@ describe('markdown formatter', () => {
     assert.equal(messageMarkdown('odd ` tick <i>'), 'odd \\` tick \\<i\\>');
   });
 
+  it('keeps every table row to its three cells when spec strings hold |, backticks and newlines', () => {
+    const base = report();
+    const document = base.documents[0]!;
+    const hostile = fakeContract(document.operations[0]!.at, {
+      scope: [{ kind: 'principal' }, { kind: 'header', name: 'X|Tenant' }],
+      fingerprint: { include: ['/a|b', '/c`d'], exclude: ['/e\nf'] },
+      ttl: { raw: 'P1D|x', ms: 86_400_000 },
+      effect: { owner: 'pay|outs``x\r\ny', external: true, providerKey: 'forward', statusRoute: 'get|Payout`' },
+    });
+    const md = formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, hostile)] });
+    const rows = md.split('\n').filter((line) => line.startsWith('| ✔') || line.startsWith('| ✘'));
+    assert.equal(rows.length, 5, md);
+    for (const row of rows) {
+      // GFM splits cells on every pipe not escaped by a backslash, inside code spans too.
+      assert.equal(row.split(/(?<!\\)\|/).length, 5, row);
+    }
+    assert.ok(rows[0]!.includes('operation + `principal` + `header:X\\|Tenant`'), rows[0]);
+    assert.ok(rows[1]!.includes('`/a\\|b`, `` /c`d ``, except `/e f`'), rows[1]);
+    assert.ok(rows[2]!.includes('``` pay\\|outs``x y ```'), rows[2]);
+    assert.ok(rows[3]!.includes('kept for `P1D\\|x`'), rows[3]);
+    assert.ok(rows[4]!.includes('read the status route `` get\\|Payout` ``'), rows[4]);
+  });
+
   it('escapes Markdown that could break a table or inject HTML', () => {
     assert.equal(escapeMarkdown('a|b <img> *x* [l](u)\nnext'), 'a\\|b \\<img\\> \\*x\\* \\[l\\](u) next');
   });
