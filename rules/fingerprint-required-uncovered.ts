@@ -1,12 +1,12 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, bodySchemaPhrase, escapePointerToken, parsePointer, requestBody, requiredProperties } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, escapePointerToken, parsePointer, requestBody, requiredProperties, resolveSchemaPointer } from '../src/lint/views.js';
 
 /** A required body property that the fingerprint neither includes nor explicitly excludes. */
 export default defineRule({
   meta: {
     id: 'fingerprint-required-uncovered',
     severity: 'warn',
-    description: 'A required top-level body property is neither included in nor explicitly excluded from the fingerprint.',
+    description: 'A required body property (top-level, or inside an object the fingerprint includes only in part) is neither included in nor explicitly excluded from the fingerprint.',
     criterion: 'payload',
     rationale:
       'Readiness question 2: a required field is part of the command; if the fingerprint silently ignores it, a changed command with a reused key replays the old result instead of a conflict.',
@@ -21,17 +21,31 @@ export default defineRule({
     if (!contract || !fingerprint || fingerprint.include === 'all') return;
     const schema = requestBody(ctx.document, ctx.operation)?.schema;
     if (!schema) return;
-    const covered = new Set<string>();
+    const covered: string[][] = [];
     for (const pointer of [...fingerprint.include, ...fingerprint.exclude]) {
       const tokens = parsePointer(pointer);
       if (tokens === undefined) continue;
       if (tokens.length === 0) return; // '' selects the whole body
-      covered.add(tokens[0]!);
+      covered.push(tokens);
     }
-    for (const { name } of requiredProperties(ctx.document, schema.value, schema.at)) {
-      if (covered.has(name)) continue;
-      const at = contract.at('fingerprint', 'include');
-      ctx.report('uncovered', at, { name, escaped: escapePointerToken(name), schema: bodySchemaPhrase(ctx.operation, schema.at, at) });
-    }
+    const at = contract.at('fingerprint', 'include');
+    const startsWith = (tokens: readonly string[], prefix: readonly string[]) => prefix.every((token, i) => tokens[i] === token);
+    // A required property is covered by a pointer at it or above it; a pointer below it covers only part of
+    // it, so its own required properties must be covered in turn (`/dest/bic` leaves `/dest/iban` out).
+    const visit = (schemaValue: unknown, schemaAt: typeof schema.at, prefix: readonly string[], depth: number) => {
+      for (const { name } of requiredProperties(ctx.document, schemaValue, schemaAt)) {
+        const path = [...prefix, name];
+        if (covered.some((tokens) => startsWith(path, tokens))) continue;
+        if (depth < 8 && covered.some((tokens) => tokens.length > path.length && startsWith(tokens, path))) {
+          const pointer = `/${path.map(escapePointerToken).join('/')}`;
+          const resolved = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
+          if (resolved.ok && resolved.schema) visit(resolved.schema.value, resolved.schema.at, path, depth + 1);
+          continue;
+        }
+        const escaped = path.map(escapePointerToken).join('/');
+        ctx.report('uncovered', at, { name: path.join('/'), escaped, schema: bodySchemaPhrase(ctx.operation, schema.at, at) });
+      }
+    };
+    visit(schema.value, schema.at, [], 0);
   },
 });

@@ -303,6 +303,13 @@ ruleTester.run(fingerprintRequiredUncovered, {
     { name: 'every required field included', document: payouts() },
     { name: 'a required field explicitly excluded', document: payouts((_t, c) => ((c.fingerprint.include = ['/amount', '/currency']), (c.fingerprint.exclude = ['/destination']))) },
     { name: 'a nested pointer covers its top-level field', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/currency', '/destination/iban'])) },
+    {
+      name: 'a partly included object whose required properties are all covered',
+      document: payouts((t, c) => {
+        t.components.schemas.Destination.required = ['iban'];
+        c.fingerprint.include = ['/amount', '/currency', '/destination/iban'];
+      }),
+    },
     { name: 'include: all', document: payouts((_t, c) => (c.fingerprint = { include: 'all' })) },
   ],
   invalid: [
@@ -310,6 +317,15 @@ ruleTester.run(fingerprintRequiredUncovered, {
       name: 'a required field left out',
       document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/currency'])),
       errors: [{ messageId: 'uncovered', pointer: `${CONTRACT}/fingerprint/include`, message: /`destination`/ }],
+    },
+    {
+      name: 'a required property of an object included only in part (through $ref and allOf)',
+      document: payouts((t, c) => {
+        t.components.schemas.Destination = { allOf: [{ $ref: '#/components/schemas/Account' }, { type: 'object', properties: { bic: { type: 'string' } } }] };
+        t.components.schemas.Account = { type: 'object', required: ['iban'], properties: { iban: { type: 'string' }, holder: { type: 'string' } } };
+        c.fingerprint.include = ['/amount', '/currency', '/destination/bic'];
+      }),
+      errors: [{ messageId: 'uncovered', pointer: `${CONTRACT}/fingerprint/include`, message: /required property `destination\/iban` .* add `\/destination\/iban`/ }],
     },
     {
       name: 'required fields through allOf',
