@@ -165,7 +165,8 @@ export interface GuardOptions {
   readonly failOpen?: boolean;
   /**
    * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
-   * content-location, location, etag, last-modified. Never put set-cookie or authorization here.
+   * content-location, location, etag, last-modified. `set-cookie`, `cookie`, `authorization` and
+   * `proxy-authorization` are refused (`createGuard` throws).
    */
   readonly replayHeaders?: readonly string[];
   /** Result id of a response, for the record and logs. Default: the JSON body's top-level `id`. */
@@ -216,6 +217,9 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
   'last-modified',
 ];
 
+/** Headers that carry credentials: refused in `replayHeaders`. */
+const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'cookie', 'authorization', 'proxy-authorization'];
+
 type Prepared =
   | { readonly kind: 'respond'; readonly response: GuardResponse }
   | { readonly kind: 'unguarded' }
@@ -237,6 +241,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const storeTimeoutMs = options.storeTimeoutMs ?? 2000;
   const storeRetryAfter = String(Math.max(1, Math.ceil(options.storeRetryAfterSeconds ?? 1)));
   const replayAllow = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
+  for (const name of NEVER_REPLAYED) {
+    // A replay goes to whoever retries with the key: recorded credentials would be handed to them.
+    if (replayAllow.has(name)) throw new TypeError(`replayHeaders must not include ${name}: credentials are never recorded or replayed`);
+  }
   const replayHeader = contract.responses.replayHeader.toLowerCase();
   replayAllow.delete(replayHeader);
   const keyHeader = contract.key.header.toLowerCase();

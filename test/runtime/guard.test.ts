@@ -139,6 +139,13 @@ describe('runtime/guard: createGuard', () => {
     assert.throws(() => createGuard(demoContract({ fingerprint: { include: 'all', exclude: ['/a~2'], query: [] } }), { store }), SyntaxError);
   });
 
+  it('refuses credentials in replayHeaders at creation (a replay would hand them to whoever retries)', () => {
+    for (const name of ['Set-Cookie', 'authorization', 'Cookie', 'Proxy-Authorization']) {
+      assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', name] }), new RegExp(name.toLowerCase()));
+    }
+    assert.doesNotThrow(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', 'x-trace'] }));
+  });
+
   it('fingerprints the declared query parameters and path params', async () => {
     const contract = demoContract({ fingerprint: { include: 'all', exclude: [], query: ['dryRun'] } });
     const s = setup({}, contract);
