@@ -90,6 +90,25 @@ function contractProblem(op: OperationView): { at: Location; message: string } |
  * invalid: generating from it would fall back to defaults the author did not choose.
  */
 export function assertContractsGeneratable(doc: ApiDocument): void {
+  // The record id hashes the operationId: two operations sharing one would share each other's keys.
+  const seen = new Map<string, OperationView>();
+  for (const op of doc.operations.filter(isContracted)) {
+    const id = op.operationId ?? `${op.method.toUpperCase()} ${op.path}`;
+    const first = seen.get(id);
+    if (first === undefined) {
+      seen.set(id, op);
+      continue;
+    }
+    const at: Location = { file: op.at.file, pointer: `${op.at.pointer}/operationId` };
+    const position = doc.position(at);
+    throw new DocumentError(
+      `${op.label}: operationId ${JSON.stringify(id)} is also the operationId of ${first.label}; the guard keys records by operationId, so the two would share idempotency keys — give each operation a unique operationId`,
+      at.file,
+      at.pointer,
+      position.line,
+      position.column,
+    );
+  }
   for (const op of doc.operations.filter(isContracted)) {
     const problem = contractProblem(op);
     if (problem === undefined) continue;

@@ -13,12 +13,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { main } from '../../src/cli/main.js';
+import { DocumentError } from '../../src/errors.js';
+import { generateServer } from '../../src/generate/server.js';
+import { loadDocument } from '../../src/parser/index.js';
 import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
 import { bufferIo } from '../helpers/io.js';
 
 const FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes');
 const DOCS = ['stripe-like.json', 'github-like.yaml', 'paypal-like.yaml', 'odd-31.yaml'] as const;
 const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
+const DUPLICATES = 'duplicate-operation-ids.yaml';
 const STORES = ['sqlite', 'memory', 'postgres', 'redis'] as const;
 
 const nameOf = (doc: string): string => doc.replace(/\.(json|yaml)$/, '');
@@ -79,6 +83,9 @@ describe('real-world spec shapes through lint, generate server (every framework)
       const code = await main(['generate', 'client', spec, '--out', path.join(root, 'src', `${nameOf(doc)}-client`)], gen);
       assert.equal(code, 0, `generate client ${doc}: ${gen.err}`);
     }
+    const dup = bufferIo();
+    const dupCode = await main(['generate', 'client', path.join(FIXTURES, DUPLICATES), '--out', path.join(root, 'src', 'duplicates-client')], dup);
+    assert.equal(dupCode, 0, dup.err);
     copyFileSync(path.join(FIXTURES, 'stripe-like-app.ts'), path.join(root, 'src', 'stripe-like-app.ts'));
     diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
   });
@@ -112,6 +119,23 @@ describe('real-world spec shapes through lint, generate server (every framework)
 
   it('every generated server and client compiles under tsc --strict (one run over all outputs)', () => {
     assert.equal(diagnostics, '');
+  });
+
+  it('generate server refuses two contracted operations with one operationId (they would share keys), at file:line:column', async () => {
+    const spec = path.join(FIXTURES, DUPLICATES);
+    const doc = await loadDocument(spec);
+    assert.throws(
+      () => generateServer(doc, { framework: 'express', store: 'memory', source: DUPLICATES }),
+      (error: unknown) =>
+        error instanceof DocumentError &&
+        error.line === 17 &&
+        error.column === 7 &&
+        /^POST \/b \(create\): operationId "create" is also the operationId of POST \/a \(create\)/.test(error.message),
+    );
+    const io = bufferIo();
+    assert.equal(await main(['generate', 'server', spec, '--framework', 'express', '--store', 'memory', '--out', path.join(root, 'refused')], io), 2);
+    assert.match(io.err, /operationId "create" is also the operationId of POST \/a \(create\)/);
+    assert.equal(io.err.trim().split('\n').length, 1, 'one line, no stack trace');
   });
 
   it('stripe-like: the client sends form bodies with bracketed fields; the generated Express guard replays and refuses a changed field', async function () {

@@ -213,6 +213,8 @@ export class SchemaTypes {
 
 function literal(value: unknown): string {
   if (value === null) return 'null';
+  // YAML `.inf` / `.nan` (or JSON `1e999`) have no literal type: the enum value is some number.
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'number';
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return toJsLiteral(value);
   return 'unknown';
 }
