@@ -6,7 +6,9 @@
 import { InternalError } from '../errors.js';
 import type { ApiDocument, DocumentWarning, Location, Position } from '../parser/model.js';
 import { schemaShapeWarnings } from './document-shapes.js';
-import type { Finding, LintSettings, Rule, Severity } from './rule.js';
+import type { Finding, LintSettings, Rule, RuleContext, Severity } from './rule.js';
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** Rule id under which the document's warnings (problems unrelated to idempotency) are reported. */
 export const DOCUMENT_INVALID_RULE_ID = 'document-invalid';
@@ -42,23 +44,33 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
     if (operation !== undefined) entry.operations.add(operation);
   };
 
+  const operations = doc.operations;
+  const names = operations.map((operation) => operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`);
   for (const rule of options.rules) {
     const severity = severities[rule.meta.id] ?? rule.meta.severity;
     if (severity === 'off') continue;
-    for (const operation of doc.operations) {
-      const name = operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`;
+    const messages = rule.meta.messages as Record<string, string>;
+    // One context per rule, pointed at each operation in turn (checks are synchronous): a 2,000-operation
+    // document would otherwise allocate a context and a closure for every rule × operation pair.
+    let name = '';
+    const ctx: Mutable<RuleContext<string>> = {
+      document: doc,
+      operation: operations[0]!,
+      contract: undefined,
+      settings,
+      report(messageId, at, data) {
+        const template = messages[messageId];
+        if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
+        add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, name);
+      },
+    };
+    for (let index = 0; index < operations.length; index++) {
+      const operation = operations[index]!;
+      name = names[index]!;
+      ctx.operation = operation;
+      ctx.contract = operation.contract;
       try {
-        rule.check({
-          document: doc,
-          operation,
-          contract: operation.contract,
-          settings,
-          report(messageId, at, data) {
-            const template = (rule.meta.messages as Record<string, string>)[messageId];
-            if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
-            add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, name);
-          },
-        });
+        rule.check(ctx);
       } catch (error) {
         if (error instanceof InternalError) throw error;
         const reason = error instanceof Error ? error.message : String(error);

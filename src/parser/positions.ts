@@ -87,6 +87,8 @@ type ContainerIndex =
  */
 export class JsonPositionIndex implements PositionIndex {
   private readonly containers = new Map<number, ContainerIndex>();
+  /** Offset just past a container, by its opening offset, for containers a scan already stepped over. */
+  private readonly ends = new Map<number, number>();
   constructor(private readonly text: string) {}
 
   locate(tokens: readonly string[]): Located {
@@ -212,19 +214,29 @@ export class JsonPositionIndex implements PositionIndex {
     const code = text.charCodeAt(i);
     if (code === QUOTE) return this.skipString(i);
     if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+      const known = this.ends.get(i);
+      if (known !== undefined) return known;
       // Jump from bracket to bracket with a native regex scan that also steps over whole strings (a 10 MB
       // `paths` object is skipped in one pass without a JavaScript iteration per string or character).
+      // The ends of the direct children are kept: indexing the container later (locating a node below it)
+      // then steps over each child at once instead of scanning the same text again, level after level.
       const toBracket = BRACKET_OUTSIDE_STRINGS;
       toBracket.lastIndex = i;
       let depth = 0;
+      let childStart = -1;
       while (toBracket.exec(text) !== null) {
         const j = toBracket.lastIndex - 1;
         const c = text.charCodeAt(j);
         if (c === OPEN_BRACE || c === OPEN_BRACKET) {
           depth += 1;
+          if (depth === 2) childStart = j;
         } else {
           depth -= 1;
-          if (depth === 0) return j + 1;
+          if (depth === 1) this.ends.set(childStart, j + 1);
+          else if (depth === 0) {
+            this.ends.set(i, j + 1);
+            return j + 1;
+          }
         }
       }
       return text.length;
