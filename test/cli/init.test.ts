@@ -78,7 +78,7 @@ describe('idemkit init', () => {
     assert.match(result.out, /^api\.yaml:16 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
     assert.match(result.out, /\n\+ {7}x-idempotency:\n/);
     assert.match(result.out, /skipped POST \/refunds \(createRefund\): takes its key in the body field `idempotency_key`/);
-    assert.match(result.out, /1 contract to add; nothing written — run again with --write to apply\n$/);
+    assert.match(result.out, /\n1 contract to add; 1 operation skipped \(see above\) — write its x-idempotency by hand; nothing written — run again with --write to apply\n$/);
   });
 
   it('inserts the contract keeping every comment and line of the YAML, and re-running is a no-op', async () => {
@@ -108,7 +108,8 @@ describe('idemkit init', () => {
 
     const again = await run('api.yaml', '--write');
     assert.equal(again.code, 0);
-    assert.match(again.out, /nothing to scaffold in api\.yaml/);
+    assert.match(again.out, /skipped POST \/refunds \(createRefund\)/);
+    assert.match(again.out, /\nnothing written to api\.yaml: 1 operation that takes an idempotency key was skipped \(see above\) — write its x-idempotency by hand\n$/);
     assert.equal(read('api.yaml'), written);
   });
 
@@ -141,13 +142,15 @@ describe('idemkit init', () => {
     const end = written.indexOf('\r\n            }', start);
     assert.equal(written.slice(0, start) + written.slice(end), spec);
     const again = await run('api.json');
-    assert.match(again.out, /nothing to scaffold/);
+    assert.match(again.out, /\nnothing written to api\.json: 1 operation that takes an idempotency key was skipped/);
   });
 
   it('honours extra key header names from the config', async () => {
     const custom = yamlSpec.replace("- $ref: '#/components/parameters/IdemKey'", '- { name: X-Op-Token, in: header, required: true, schema: { type: string } }');
     writeFileSync(path.join(dir, 'api.yaml'), custom);
-    assert.match((await run('api.yaml')).out, /nothing to scaffold/);
+    const unknown = (await run('api.yaml')).out;
+    assert.doesNotMatch(unknown, /X-Op-Token/);
+    assert.match(unknown, /\nnothing written to api\.yaml: 1 operation that takes an idempotency key was skipped/, 'only the body-key operation');
     writeFileSync(path.join(dir, '.idemkitrc.yaml'), 'keyHeaders: [X-Op-Token]\n');
     assert.match((await run('api.yaml')).out, /\(key header X-Op-Token\)/);
   });
@@ -196,6 +199,37 @@ describe('idemkit init', () => {
     const start = written.indexOf(',"x-idempotency":');
     const end = start + ',"x-idempotency":'.length + JSON.stringify(contract).length;
     assert.equal(written.slice(0, start) + written.slice(end), spec);
+  });
+
+  it('says what it skipped, not that no operation takes a key, when only hand-written contracts are left', async () => {
+    const spec = [
+      'openapi: 3.0.3',
+      "info: { title: t, version: '1' }",
+      'paths:',
+      '  /pay:',
+      '    post:',
+      '      operationId: pay',
+      '      parameters: [ { name: Idempotency-Key, in: header, required: true, schema: { type: string } } ]',
+      "      responses: { '201': { description: ok } }",
+      "  /flow: { post: { operationId: flowOp, parameters: [ { name: Idempotency-Key, in: header, required: true, schema: { type: string } } ], responses: { '201': { description: ok } } } }",
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'c.yaml'), spec);
+    const first = await run('c.yaml', '--write');
+    assert.equal(first.code, 0, first.err);
+    assert.match(first.out, /\nskipped POST \/flow \(flowOp\): is not a block mapping/);
+    assert.match(first.out, /\nwrote 1 contract to c\.yaml; 1 operation skipped \(see above\) — write its x-idempotency by hand; next: idemkit lint c\.yaml\n$/);
+    const second = await run('c.yaml', '--write');
+    assert.equal(second.code, 0, second.err);
+    assert.match(second.out, /^skipped POST \/flow \(flowOp\): is not a block mapping/);
+    assert.doesNotMatch(second.out, /no operation .* takes an idempotency key/);
+    assert.match(second.out, /\nnothing written to c\.yaml: 1 operation that takes an idempotency key was skipped \(see above\) — write its x-idempotency by hand\n$/);
+  });
+
+  it('says there is nothing to scaffold when no operation takes a key', async () => {
+    writeFileSync(path.join(dir, 'plain.yaml'), "openapi: 3.0.3\ninfo: { title: t, version: '1' }\npaths:\n  /a:\n    post:\n      responses: { '201': { description: ok } }\n");
+    const result = await run('plain.yaml');
+    assert.deepEqual(result, { code: 0, out: 'nothing to scaffold in plain.yaml: no operation without x-idempotency takes an idempotency key\n', err: '' });
   });
 
   it('exits 2 on a missing spec', async () => {

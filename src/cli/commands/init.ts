@@ -44,13 +44,20 @@ export const initCommand: Command = {
     for (const skip of result.skipped) lines.push(`skipped ${skip.operation}: ${skip.reason}`);
     if (result.skipped.length > 0) lines.push('');
     const count = result.changes.length;
-    if (count === 0) {
-      lines.push(`nothing to scaffold in ${shown}: no operation without x-idempotency takes an idempotency key header`);
+    const skipped = result.skipped.length;
+    // Skipped operations do take a key: the summary must not say that none does.
+    const byHand = `write ${skipped === 1 ? 'its' : 'their'} x-idempotency by hand`;
+    const alsoSkipped = skipped === 0 ? '' : `; ${skipped} operation${skipped === 1 ? '' : 's'} skipped (see above) — ${byHand}`;
+    if (count === 0 && skipped === 0) {
+      lines.push(`nothing to scaffold in ${shown}: no operation without x-idempotency takes an idempotency key`);
+    } else if (count === 0) {
+      const which = skipped === 1 ? '1 operation that takes an idempotency key was' : `${skipped} operations that take an idempotency key were`;
+      lines.push(`nothing written to ${shown}: ${which} skipped (see above) — ${byHand}`);
     } else if (args.write === true) {
       writeUserFile(file, result.text, '', shown);
-      lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${shown}; next: idemkit lint ${shown}`);
+      lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${shown}${alsoSkipped}; next: idemkit lint ${shown}`);
     } else {
-      lines.push(`${count} contract${count === 1 ? '' : 's'} to add; nothing written — run again with --write to apply`);
+      lines.push(`${count} contract${count === 1 ? '' : 's'} to add${alsoSkipped}; nothing written — run again with --write to apply`);
     }
     io.stdout(`${lines.join('\n')}\n`);
     return 0;
