@@ -366,6 +366,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return { kind: 'ready', recordId, fingerprint, key: parsed.key };
   }
 
+  /**
+   * The store failed. Fail-open (the opt-in) applies only here, where no record was seen yet; once the guard
+   * has read a record someone else owns, it always answers 503 ({@link storeUnavailableResponse}).
+   */
   function storeUnavailable(req: GuardRequest, recordId: string | undefined): Begun {
     if (options.failOpen === true) {
       log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
@@ -495,7 +499,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           latest = await bounded(store.get(prep.recordId));
           now = await bounded(store.now());
         } catch {
-          return storeUnavailable(req, prep.recordId);
+          // We have seen a record another request owns: fail-open would run the effect beside it. Always 503.
+          return storeUnavailableResponse(req, prep.recordId);
         }
         if (latest === undefined) return reserveAndClassify(req, prep, false);
         record = latest;
@@ -551,7 +556,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (latest.state === 'completed') return replay(latest, req.requestId);
       return inProgress(latest.id, latest.leaseUntil - now, req.requestId);
     } catch (error) {
-      if (error instanceof StoreError) return storeUnavailable(req, prep.recordId);
+      // As above: an owned (abandoned) record was seen, so never fail open here.
+      if (error instanceof StoreError) return storeUnavailableResponse(req, prep.recordId);
       throw error;
     }
   }

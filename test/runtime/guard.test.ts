@@ -459,6 +459,36 @@ describe('runtime/guard: store failures', () => {
     assert.ok(events.some((e) => e.decision === 'fail-open'));
   });
 
+  it('failOpen never runs the handler once the guard has seen a record someone else owns', async () => {
+    // The store answers the reservation (an in-progress record owned by another request), then goes away.
+    const inner = new MemoryStore();
+    await inner.reserve({ id: 'seed', operation: 'x', fingerprint: 'f', token: 't', leaseMs: 30_000, ttlMs: 60_000 });
+    let up = true;
+    const flaky: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: (input: ReserveInput) => inner.reserve(input),
+      get: (id: string) => (up ? inner.get(id) : Promise.reject(new Error('ECONNRESET'))),
+      now: () => (up ? inner.now() : Promise.reject(new Error('ECONNRESET'))),
+      takeover: () => Promise.reject(new Error('ECONNRESET')),
+    });
+    let runs = 0;
+    const handler = async () => { runs += 1; return jsonResponse(201, {}); };
+    const waiting = createGuard(demoContract(), { store: flaky, failOpen: true, waitInProgressMs: 200, pollIntervalMs: 5 });
+    const owner = await waiting.begin(demoRequest(KEY));
+    assert.equal(owner.kind, 'proceed');
+    up = false;
+    const during = await waiting.handle(demoRequest(KEY), handler);
+    assert.equal(during.status, 503, 'the wait for an owned record fails closed');
+    up = true;
+    // Past the lease, the reconcile hook says not-happened, and the takeover call fails: still closed.
+    const later = createGuard(demoContract({ leaseMs: 1 }), { store: flaky, failOpen: true, reconcile: () => ({ outcome: 'not-happened' }) });
+    const other = 'key-owned-by-an-abandoned-request';
+    assert.equal((await later.begin(demoRequest(other))).kind, 'proceed');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const taken = await later.handle(demoRequest(other), handler);
+    assert.equal(taken.status, 503);
+    assert.equal(runs, 0);
+  });
+
   it('never runs a transactional handler twice when the commit fails, even with failOpen', async () => {
     const inner = new MemoryStore();
     const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
