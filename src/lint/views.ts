@@ -782,7 +782,11 @@ function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readon
   const body = requestBody(doc, op);
   if (body?.schema) {
     const field = bodyKeyField(doc, body.schema);
-    if (field !== undefined) return { kind: 'body', name: field, at: body.at };
+    if (field !== undefined) {
+      // Point at the property that carries the key (in a shared schema, one finding names every operation).
+      const property = propertyNames(doc, body.schema.value, body.schema.at).find((p) => p.name === field);
+      return { kind: 'body', name: field, at: property?.at ?? body.at };
+    }
   }
   const form = body?.formFields?.find((f) => isKeyFieldName(f.name));
   if (form) return { kind: 'form', name: form.name, at: form.at };

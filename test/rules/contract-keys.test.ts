@@ -125,7 +125,7 @@ ruleTester.run(contractMissing, {
         post(t).parameters = [];
         t.components.schemas.PayoutInput.properties.idempotency_key = { type: 'string' };
       }),
-      errors: [{ messageId: 'body', pointer: `${CREATE}/requestBody`, message: /idempotency_key/ }],
+      errors: [{ messageId: 'body', pointer: '/components/schemas/PayoutInput/properties/idempotency_key', message: /idempotency_key/ }],
     },
     {
       name: 'ClientToken inherited through allOf',
@@ -136,7 +136,7 @@ ruleTester.run(contractMissing, {
         const input = t.components.schemas.PayoutInput;
         t.components.schemas.PayoutInput = { allOf: [{ $ref: '#/components/schemas/Tokened' }, input] };
       }),
-      errors: [{ messageId: 'body', pointer: `${CREATE}/requestBody`, message: /ClientToken/ }],
+      errors: [{ messageId: 'body', pointer: '/components/schemas/Tokened/properties/ClientToken', message: /ClientToken/ }],
     },
     {
       name: 'request_id as a query parameter',
@@ -180,7 +180,7 @@ definitions:
       amount: { type: integer }
       idempotencyKey: { type: string }
 `),
-      errors: [{ messageId: 'body', pointer: '/paths/~1payments/post/parameters/0', message: /idempotencyKey/ }],
+      errors: [{ messageId: 'body', pointer: '/definitions/Payment/properties/idempotencyKey', message: /idempotencyKey/ }],
     },
     {
       name: 'Swagger 2.0 form field client_token',
