@@ -210,6 +210,34 @@ describe('real-world spec shapes through lint, generate server (every framework)
     }
   });
 
+  it('odd 3.1 names: the generated fetch guard serves a unicode path and replays under the custom key header', async () => {
+    assert.equal(diagnostics, '', 'needs the compiled output');
+    assert.equal(storeFor(DOCS.indexOf('odd-31.yaml'), FRAMEWORKS.indexOf('fetch')), 'memory');
+    type Wrap = (handler: (request: Request) => Promise<Response>) => (request: Request) => Promise<Response>;
+    const generated = (await import(pathToFileURL(path.join(root, 'dist', 'src', 'odd-31-fetch', 'index.js')).href)) as {
+      createGuards: (options: { store: unknown; principal: (request: Request) => string | undefined }) => Record<string, { wrap: Wrap }>;
+      MemoryStore: new () => unknown;
+    };
+    const guards = generated.createGuards({ store: new generated.MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    let runs = 0;
+    const handler = guards['operation']!.wrap(async () => Response.json({ id: `run-${(runs += 1)}` }));
+    const send = (name: string) =>
+      handler(
+        new Request('http://127.0.0.1/v1/ünïcode/ресурсы', {
+          method: 'PUT',
+          headers: { 'content-type': 'application/json', 'x-idempotency-key': 'k-unicode-1', 'x-tenant-id': 't1', 'x-user': 'u1' },
+          body: JSON.stringify({ имя: name }),
+        }),
+      );
+    const first = await send('Ада');
+    assert.equal(first.status, 200, await first.clone().text());
+    const again = await send('Ада');
+    assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    assert.deepEqual(await again.json(), { id: 'run-1' });
+    assert.equal((await send('Другое')).status, 422);
+    assert.equal(runs, 1);
+  });
+
   it('odd 3.1 names: `{item.id}` paths, quoted enum values, a custom key header, reserved-word operations, tuples', async () => {
     assert.equal(diagnostics, '', 'needs the compiled output');
     const server = await recordingServer();

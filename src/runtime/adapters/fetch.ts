@@ -53,7 +53,7 @@ export function pathMatcher(template: string): (pathname: string) => Record<stri
     .split(/(\{[^}]+\})/)
     .map((part) => {
       const match = /^\{([^}]+)\}$/.exec(part);
-      if (match === null) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      if (match === null) return urlPathForm(part).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       names.push(match[1]!);
       return '([^/]+)';
     })
@@ -68,6 +68,20 @@ export function pathMatcher(template: string): (pathname: string) => Record<stri
     });
     return params;
   };
+}
+
+/**
+ * A literal part of a path template as `new URL(…).pathname` spells it: the WHATWG path percent-encode set
+ * (controls, space, `"`, `#`, `<`, `>`, `?`, `` ` ``, `{`, `}`, non-ASCII) as UTF-8 `%XX`, so `/v1/ünïcode`
+ * matches the `/v1/%C3%BCn%C3%AFcode` a request URL carries.
+ */
+function urlPathForm(literal: string): string {
+  let out = '';
+  for (const char of literal) {
+    const code = char.codePointAt(0)!;
+    out += code <= 0x20 || code >= 0x7f || '"#<>?`{}'.includes(char) ? encodeURIComponent(char) : char;
+  }
+  return out;
 }
 
 /** Builds the fetch guard of one operation. */
