@@ -42,6 +42,20 @@ export function child(at: Location, ...tokens: (string | number)[]): Location {
   return { file: at.file, pointer };
 }
 
+/**
+ * A child location whose pointer is joined only when read: views locate every parameter, response and
+ * header of thousands of operations, and only the few a finding points at need their pointer.
+ */
+function lazyChild(at: Location, ...tokens: (string | number)[]): Location {
+  let pointer: string | undefined;
+  return {
+    file: at.file,
+    get pointer() {
+      return (pointer ??= child(at, ...tokens).pointer);
+    },
+  };
+}
+
 /** A plain object (not an array, not null). */
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -58,17 +72,19 @@ function deref(doc: ApiDocument, value: unknown, at: Location): Located | undefi
 
 /** A per-document, per-operation memo: each view is computed once per operation. */
 function memo<T>(compute: (doc: ApiDocument, op: OperationView) => T): (doc: ApiDocument, op: OperationView) => T {
-  const cache = new WeakMap<ApiDocument, WeakMap<OperationView, T>>();
+  // Results are boxed so a hit costs one lookup per map (`undefined` is a valid result).
+  const cache = new WeakMap<ApiDocument, WeakMap<OperationView, { readonly value: T }>>();
   return (doc, op) => {
     let perDoc = cache.get(doc);
     if (!perDoc) {
       perDoc = new WeakMap();
       cache.set(doc, perDoc);
     }
-    if (perDoc.has(op)) return perDoc.get(op) as T;
-    const result = compute(doc, op);
-    perDoc.set(op, result);
-    return result;
+    const hit = perDoc.get(op);
+    if (hit) return hit.value;
+    const value = compute(doc, op);
+    perDoc.set(op, { value });
+    return value;
   };
 }
 
@@ -95,7 +111,7 @@ function listParameters(doc: ApiDocument, owner: Record<string, unknown>, ownerA
   if (!Array.isArray(list)) return [];
   const out: ParameterView[] = [];
   list.forEach((entry, index) => {
-    const usedAt = child(ownerAt, 'parameters', index);
+    const usedAt = lazyChild(ownerAt, 'parameters', index);
     const target = deref(doc, entry, usedAt);
     if (!target || !isObject(target.value)) return;
     const node = target.value;
@@ -243,7 +259,7 @@ export const declaredResponses = memo((doc: ApiDocument, op: OperationView): rea
   const out: ResponseView[] = [];
   for (const status of Object.keys(responses)) {
     if (status.startsWith('x-')) continue;
-    const usedAt = child(op.at, 'responses', status);
+    const usedAt = lazyChild(op.at, 'responses', status);
     const target = deref(doc, responses[status], usedAt);
     if (!target || !isObject(target.value)) continue;
     const node = target.value;
@@ -278,7 +294,7 @@ function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueA
   const declared = node['headers'];
   if (isObject(declared)) {
     for (const name of Object.keys(declared)) {
-      const headerAt = child(valueAt, 'headers', name);
+      const headerAt = lazyChild(valueAt, 'headers', name);
       const header = deref(doc, declared[name], headerAt);
       headers.set(name.toLowerCase(), { name, at: header ? header.at : headerAt });
     }
@@ -854,14 +870,6 @@ export function rawScopeIndex(raw: unknown, part: { readonly kind: string; reado
 }
 
 /**
- * Whether `contract-invalid` already reports a schema violation at `at` (e.g. a duration that is not
- * ISO 8601), so a semantic rule does not say the same thing twice about one node.
- */
-export function schemaFlagged(contract: { readonly schemaErrors: readonly { readonly at: Location }[] }, at: Location): boolean {
-  return contract.schemaErrors.some((e) => e.at.file === at.file && e.at.pointer === at.pointer);
-}
-
-/**
  * Whether a field is written but breaks the schema (or the whole `x-idempotency` has the wrong type):
  * `contract-invalid` reports it, so the "missing" rules must not also call it absent.
  */
@@ -879,6 +887,14 @@ export function fieldInvalid(
   }
   const field = contract.at(...path);
   return contract.schemaErrors.some((e) => e.at.file === field.file && (e.at.pointer === field.pointer || e.at.pointer.startsWith(`${field.pointer}/`)));
+}
+
+/**
+ * Whether `contract-invalid` already reports a schema violation at `at` (e.g. a duration that is not
+ * ISO 8601), so a semantic rule does not say the same thing twice about one node.
+ */
+export function schemaFlagged(contract: { readonly schemaErrors: readonly { readonly at: Location }[] }, at: Location): boolean {
+  return contract.schemaErrors.some((e) => e.at.file === at.file && e.at.pointer === at.pointer);
 }
 
 /**
@@ -926,14 +942,13 @@ export function safeReadIndex(doc: ApiDocument): NameIndex {
 }
 
 /**
- * How a message names the operation: `this operation` when the finding's node lies inside the operation
- * (its line already says which one), else the operation's label (`POST /payouts (createPayout)`), for a
- * node in the document defaults whose fault is this operation's own (an undeclared header, a missing
- * response). Faults of a shared node itself keep a label-free message, so the engine merges them.
+ * How a message names the operation: its label (`POST /payouts (createPayout)`), so every format says which
+ * operation a finding is about (issue 3), wherever the node lies — inside the operation, or in the document
+ * defaults whose fault is this operation's own (an undeclared header, a missing response). Faults of a
+ * shared node itself keep a label-free message, so the engine merges them.
  */
-export function operationPhrase(op: OperationView, at: Location): string {
-  const inside = at.file === op.at.file && (at.pointer === op.at.pointer || at.pointer.startsWith(`${op.at.pointer}/`));
-  return inside ? 'this operation' : op.label;
+export function operationPhrase(op: OperationView, _at: Location): string {
+  return op.label;
 }
 
 /**
