@@ -48,18 +48,21 @@ local function ms(x) return string.format('%.0f', x) end
 `;
 
 // KEYS: record, leases, expiry. ARGV: now, id, operation, fingerprint, token, leaseMs, ttlMs.
+// A reservation returns only the time: the caller knows every field it just wrote (no HGETALL, smaller reply).
 const RESERVE = `${NOW}
-local state = redis.call('HGET', KEYS[1], 'state')
-if state and not (state == 'completed' and tonumber(redis.call('HGET', KEYS[1], 'expires_at')) <= now) then
+local r = redis.call('HMGET', KEYS[1], 'state', 'expires_at')
+if r[1] and not (r[1] == 'completed' and tonumber(r[2]) <= now) then
   return {'existing', ms(now), redis.call('HGETALL', KEYS[1])}
 end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[3], ARGV[2])
+if r[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[3], ARGV[2])
+end
 local lease_until = now + tonumber(ARGV[6])
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'operation', ARGV[3], 'fingerprint', ARGV[4], 'state', 'in_progress',
   'lease_token', ARGV[5], 'lease_until', ms(lease_until), 'expires_at', ms(now + tonumber(ARGV[7])), 'created_at', ms(now))
 redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
-return {'reserved', ms(now), redis.call('HGETALL', KEYS[1])}
+return {'reserved', ms(now)}
 `;
 
 // KEYS: record, leases, expiry. ARGV: now, id, token, status, headers, body (base64), resultId ('' = none), hasResultId, ttlMs.
@@ -155,8 +158,20 @@ export class RedisStore implements IdempotencyStore {
       input.token,
       String(input.leaseMs),
       String(input.ttlMs),
-    ])) as [string, string, string[]];
-    return { outcome: reply[0] === 'reserved' ? 'reserved' : 'existing', now: Number(reply[1]), record: toRecord(reply[2]) };
+    ])) as [string, string, string[]?];
+    const now = Number(reply[1]);
+    if (reply[0] !== 'reserved') return { outcome: 'existing', now, record: toRecord(reply[2] ?? []) };
+    const record: IdempotencyRecord = {
+      id: input.id,
+      operation: input.operation,
+      fingerprint: input.fingerprint,
+      state: 'in_progress',
+      leaseToken: input.token,
+      leaseUntil: now + input.leaseMs,
+      expiresAt: now + input.ttlMs,
+      createdAt: now,
+    };
+    return { outcome: 'reserved', now, record };
   }
 
   async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
@@ -219,14 +234,15 @@ export class RedisStore implements IdempotencyStore {
   /** EVALSHA, loading the script with EVAL the first time the server does not know it. */
   async #eval(script: string, keys: string[], args: string[]): Promise<unknown> {
     const now = this.#clock === undefined ? '' : String(this.#clock());
-    const argv = [now, ...args];
+    // ioredis flattens array arguments: keys, then ARGV (the time first).
+    const argv = [...keys, now, ...args];
     const sha = sha1(script);
     try {
       try {
-        return await this.#redis.evalsha(sha, keys.length, ...keys, ...argv);
+        return await this.#redis.evalsha(sha, keys.length, argv);
       } catch (error) {
         if (!String((error as Error).message).startsWith('NOSCRIPT')) throw error;
-        return await this.#redis.eval(script, keys.length, ...keys, ...argv);
+        return await this.#redis.eval(script, keys.length, argv);
       }
     } catch (error) {
       throw wrap(error);
