@@ -10,7 +10,7 @@
 // replay figure is shown against both references.
 // Usage: npm run build && node bench/guard.mjs [--seconds 3] [--connections 16] [--stores memory,sqlite,postgres,redis]
 import { execFile, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -193,7 +193,18 @@ async function startApp(work, store, env) {
     });
     child.once('exit', (code) => reject(new Error(`${store} app exited ${code}`)));
   });
-  return { port, stop: () => new Promise((resolve) => (child.once('exit', resolve), child.kill('SIGTERM'))) };
+  return { port, pid: child.pid, stop: () => new Promise((resolve) => (child.once('exit', resolve), child.kill('SIGTERM'))) };
+}
+
+// CPU time (ms, user + system) the app process has used, from /proc (Linux; undefined elsewhere). Per request it
+// is the app's own cost, much less disturbed by other load on the machine than requests/s.
+function cpuMs(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in USER_HZ (100 on Linux)
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -281,17 +292,25 @@ try {
         console.log(store, only, Math.round(result.rps), 'req/s');
         continue;
       }
-      const phase = (pathname, keyOf) => load(app.port, (i) => request(pathname, keyOf?.(i), `t-${run}-${i}`), ms);
+      const measured = async (work) => {
+        const cpu0 = cpuMs(app.pid);
+        const result = await work();
+        const cpu1 = cpuMs(app.pid);
+        // Warm-up requests are not counted in rps, so the CPU per request is slightly overstated, equally for every phase.
+        const requests = result.rps * ((ms - Math.min(WARMUP_MS, ms / 4)) / 1000);
+        return { ...result, cpuUs: cpu0 === undefined || cpu1 === undefined ? NaN : ((cpu1 - cpu0) * 1000) / requests };
+      };
+      const phase = (pathname, keyOf) => measured(() => load(app.port, (i) => request(pathname, keyOf?.(i), `t-${run}-${i}`), ms));
       const bare1 = await phase('/bare');
       const bareWrite1 = await phase('/bare-write');
       const fresh = await phase('/v1/demo-requests', (i) => `fresh-${run}-${i}`);
       const freshWrite = await phase('/guarded-write', (i) => `fresh-write-${run}-${i}`);
       // Replays: complete one key per connection first, then hit those keys only.
       for (let c = 0; c < CONNECTIONS; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50);
-      const replay = await load(app.port, (i) => request('/v1/demo-requests', `replay-${run}-${i % CONNECTIONS}`, 'replay'), ms);
+      const replay = await measured(() => load(app.port, (i) => request('/v1/demo-requests', `replay-${run}-${i % CONNECTIONS}`, 'replay'), ms));
       const bare2 = await phase('/bare');
       const bareWrite2 = await phase('/bare-write');
-      const mean = (a, b) => ({ rps: (a.rps + b.rps) / 2, p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2 });
+      const mean = (a, b) => ({ rps: (a.rps + b.rps) / 2, p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2, cpuUs: (a.cpuUs + b.cpuUs) / 2 });
       const all = [bare1, bareWrite1, fresh, freshWrite, replay, bare2, bareWrite2];
       rows.push({ store, bare: mean(bare1, bare2), bareWrite: mean(bareWrite1, bareWrite2), fresh, freshWrite, replay, errors: all.reduce((n, r) => n + r.errors, 0) });
     } finally {
@@ -303,12 +322,12 @@ try {
   rmSync(work, { recursive: true, force: true });
 }
 
-const cell = (r, ref) => `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)}`;
-const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)}`;
+const cell = (r, ref) => `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
+const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 console.log(`guard overhead: Express, ${CONNECTIONS} keep-alive connections, ${SECONDS}s per phase, node ${process.version}`);
-console.log('req/s (ratio to the bare handler of the same kind) p50/p99 ms; replays never run the handler');
+console.log('req/s (ratio to the bare handler of the same kind), p50/p99 ms, app-process CPU µs per request; replays never run the handler');
 console.log('no-op handler:');
-console.log('store    | bare   p50/p99      | fresh  (ratio) p50/p99      | replay (ratio) p50/p99      | non-201');
+console.log('store    | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu  | non-201');
 for (const row of rows) {
   if (row.skipped) {
     console.log(`${row.store.padEnd(8)} | skipped: ${row.skipped}`);
@@ -317,7 +336,7 @@ for (const row of rows) {
   console.log(`${row.store.padEnd(8)} | ${base(row.bare)} | ${cell(row.fresh, row.bare)} | ${cell(row.replay, row.bare)} | ${row.errors}`);
 }
 console.log('write handler (one business write on the same store/database):');
-console.log('store    | bare   p50/p99      | fresh  (ratio) p50/p99      | replay (ratio) p50/p99');
+console.log('store    | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
 for (const row of rows) {
   if (row.skipped) continue;
   console.log(`${row.store.padEnd(8)} | ${base(row.bareWrite)} | ${cell(row.freshWrite, row.bareWrite)} | ${cell(row.replay, row.bareWrite)}`);
