@@ -55,7 +55,7 @@ ruleTester.run(stateResponseMissing, {
     {
       name: 'a status the operation does not document',
       document: payouts((t) => delete post(t).responses['503']),
-      errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/storeUnavailable/status`, message: /503, which is not a documented response of this operation/ }],
+      errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/storeUnavailable/status`, message: /503, which is not a documented response of POST \/payouts \(createPayout\)/ }],
     },
     {
       name: 'a status from the defaults names the operation that does not document it',

@@ -121,7 +121,7 @@ ruleTester.run(scopeUnresolvable, {
     {
       name: 'principal on an operation whose only alternative is anonymous',
       document: payouts((t) => (post(t).security = [{}])),
-      errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /the security of this operation names no scheme/ }],
+      errors: [{ messageId: 'principalUnsecured', pointer: `${CONTRACT}/scope/0`, message: /the security of POST \/payouts \(createPayout\) names no scheme/ }],
     },
     {
       name: 'principal with no security anywhere',
@@ -248,7 +248,7 @@ ruleTester.run(fingerprintFieldUnknown, {
         post(t).requestBody.content['application/json'].schema = { type: 'object', properties: { amount: { type: 'integer' } } };
         c.fingerprint = { include: ['/amount', '/currency'] };
       }),
-      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/1`, message: /request body schema of this operation: the body has no property `currency`/ }],
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/1`, message: /request body schema of POST \/payouts \(createPayout\): the body has no property `currency`/ }],
     },
     {
       name: 'a member of a scalar',
