@@ -99,9 +99,18 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
     }
   }
 
-  const findings: Finding[] = [...merged.values()].map(({ pending, operations }) => {
+  // A YAML alias (`x-idempotency: *contract`) reaches one written node through several pointers: the same
+  // fault at the same line and column is one finding (at the first pointer) naming every operation.
+  const placed = new Map<string, Finding & { operations: string[] }>();
+  for (const { pending, operations } of merged.values()) {
     const { line, column } = pending.position ?? doc.position(pending.at);
-    return {
+    const key = `${pending.ruleId}\u0000${pending.at.file}\u0000${line}:${column}\u0000${pending.message}`;
+    const existing = placed.get(key);
+    if (existing) {
+      for (const operation of operations) if (!existing.operations.includes(operation)) existing.operations.push(operation);
+      continue;
+    }
+    placed.set(key, {
       ruleId: pending.ruleId,
       severity: pending.severity,
       message: pending.message,
@@ -111,9 +120,9 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
       line,
       column,
       operations: [...operations],
-    };
-  });
-  return findings.sort(compareFindings);
+    });
+  }
+  return [...placed.values()].sort(compareFindings);
 }
 
 const shapeWarnings = new WeakMap<ApiDocument, readonly DocumentWarning[]>();

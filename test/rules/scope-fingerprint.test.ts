@@ -243,6 +243,15 @@ ruleTester.run(fingerprintFieldUnknown, {
       ],
     },
     {
+      name: 'a contract aliased into two operations (YAML &anchor / *alias): one finding at the anchor naming both',
+      document: payouts((t, c) => {
+        c.fingerprint.include = ['/amout'];
+        // The same object twice: the YAML writer emits an anchor and an alias.
+        t.paths['/refunds'] = { post: { ...structuredClone(post(t)), operationId: 'createRefund', 'x-idempotency': c } };
+      }),
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/0`, operations: ['createPayout', 'createRefund'] }],
+    },
+    {
       name: 'an inline body schema is named by its operation',
       document: payouts((t, c) => {
         post(t).requestBody.content['application/json'].schema = { type: 'object', properties: { amount: { type: 'integer' } } };
