@@ -121,6 +121,7 @@ export type GuardDecisionName =
   | 'reconciled'
   | 'taken-over'
   | 'store-unavailable'
+  | 'outcome-unknown'
   | 'fail-open'
   | 'completed'
   | 'released'
@@ -392,6 +393,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     };
   }
 
+  function outcomeUnknown(req: GuardRequest, recordId: string): Respond {
+    log({ decision: 'outcome-unknown', status: R.storeUnavailable, keyId: recordId }, req.requestId);
+    return {
+      kind: 'respond',
+      response: problemResponse(
+        'idempotency-outcome-unknown',
+        R.storeUnavailable,
+        'The request ran, but recording its result failed: it may or may not have taken effect. Retry with the same key only if a repeat is safe; otherwise check the operation status.',
+        { 'retry-after': storeRetryAfter },
+        req.requestId,
+      ),
+    };
+  }
+
   function replay(record: IdempotencyRecord, requestId: string | undefined): Respond {
     const stored = record.response!;
     log({ decision: 'replay', keyId: record.id, state: 'completed', status: stored.status, ...(record.resultId !== undefined ? { resultId: record.resultId } : {}) }, requestId);
@@ -646,6 +661,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let entered = false;
     let gaveUp = false;
     let handlerFailed = false;
+    let handlerStarted = false;
     const input: ReserveInput = {
       id: prep.recordId,
       operation,
@@ -660,6 +676,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (reserved.outcome === 'existing') return { commit: false, value: { kind: 'existing', result: reserved } };
       const reservation = reservationOf(prep.recordId, input.token, req.requestId);
       let response: GuardResponse;
+      handlerStarted = true;
       try {
         response = await handler({ reservation, tx, idempotencyKey: prep.key });
       } catch (error) {
@@ -705,8 +722,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (error instanceof StoreError && error.kind === 'lock-timeout') {
         return inProgress(prep.recordId, 1000, req.requestId).response;
       }
-      // Reservation, business writes and completion commit together or not at all, so a failed commit is safe
-      // to retry. Once the handler has run, fail-open must not run it a second time: answer 503 regardless.
+      // Once the handler has run, a failed commit leaves the outcome unknown (a lost COMMIT reply may have
+      // committed; an external call may have happened even if it rolled back): never "store unavailable",
+      // which tells clients the handler never ran, and never fail-open (it would run the handler again).
+      if (handlerStarted) return outcomeUnknown(req, prep.recordId).response;
       const answer = entered ? storeUnavailableResponse(req, prep.recordId) : storeUnavailable(req, prep.recordId);
       if (answer.kind === 'respond') return answer.response;
       return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });

@@ -15,6 +15,8 @@ export const PROBLEM_TITLES = {
   'idempotency-request-in-progress': 'Request with this idempotency key in progress',
   'idempotency-request-abandoned': 'Request with this idempotency key abandoned',
   'idempotency-store-unavailable': 'Idempotency store unavailable',
+  /** The handler ran but its result could not be recorded (e.g. a failed commit): the effect may have happened. */
+  'idempotency-outcome-unknown': 'Outcome of the request unknown',
 } as const;
 
 /** One of the guard's problem type names. */

@@ -153,6 +153,19 @@ describe('client sendIntent', () => {
     assert.equal(rt.seen.length, 3);
   });
 
+  it('outcome unknown after the handler ran (a failed commit) is retried only when a repeat is safe', async () => {
+    const unknownOutcome = json(503, problem('idempotency-outcome-unknown'), { 'Retry-After': '1' });
+    const unsafe = await send([unknownOutcome, json(201, created)], externalNoKey);
+    assert.ok(unsafe.result.kind === 'unknown' && unsafe.result.reason === 'unsafe-to-retry' && unsafe.result.lastStatus === 503);
+    assert.equal(unsafe.result.checkStatus, 'status-call');
+    assert.equal(unsafe.rt.seen.length, 1, 'an external effect with no provider key may have happened: no second attempt');
+    for (const contract of [localContract, externalForward, externalDerived]) {
+      const safe = await send([unknownOutcome, json(201, created, { 'Idempotent-Replayed': 'true' })], contract);
+      assert.ok(safe.result.kind === 'completed', contract.effect.providerKey);
+      assert.equal(safe.rt.seen.length, 2);
+    }
+  });
+
   it('an external effect whose provider key is forwarded is retried with the same key', async () => {
     const { rt, result } = await send([new TypeError('fetch failed'), json(201, created)], externalForward);
     assert.ok(result.kind === 'completed');

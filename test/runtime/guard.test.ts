@@ -502,6 +502,9 @@ describe('runtime/guard: store failures', () => {
     let runs = 0;
     const response = await guard.handle(demoRequest(KEY), async (ctx) => { runs += 1; assert.equal(ctx.tx, 'tx-handle'); return jsonResponse(201, {}); }, { transaction: true });
     assert.equal(response.status, 503);
+    // Not "store unavailable" (which tells clients the handler never ran): the handler ran, the commit's fate is unknown.
+    assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-outcome-unknown`);
+    assert.equal(response.headers['retry-after'], '1');
     assert.equal(runs, 1);
   });
 

@@ -206,6 +206,8 @@ function classify(contract: CompiledContract, status: number, body: unknown): Ve
   if (type.endsWith('idempotency-request-in-progress')) return { act: 'wait' };
   // The guard failed closed before reserving: the handler never ran, so a repeat is safe for any effect.
   if (type.endsWith('idempotency-store-unavailable')) return { act: 'retry' };
+  // The handler ran and its outcome is unknown: a repeat is only for effects a repeat cannot duplicate.
+  if (type.endsWith('idempotency-outcome-unknown')) return { act: 'retry-if-safe' };
   if (status === r.mismatch) return { act: 'reject', reason: 'mismatch' };
   if (status === r.inProgress) return { act: 'wait' };
   if (status === r.abandoned) return { act: 'unknown', reason: 'abandoned' };
