@@ -166,6 +166,14 @@ describe('client sendIntent', () => {
     }
   });
 
+  it('a replayed non-2xx answer is the stored result: terminal, never waited on or retried', async () => {
+    const { rt, result } = await send([json(409, { error: 'seat already taken' }, { 'Idempotent-Replayed': 'true' }), json(201, created)]);
+    assert.ok(result.kind === 'rejected');
+    assert.equal(result.status, 409);
+    assert.deepEqual(result.body, { error: 'seat already taken' });
+    assert.equal(rt.seen.length, 1);
+  });
+
   it('an external effect whose provider key is forwarded is retried with the same key', async () => {
     const { rt, result } = await send([new TypeError('fetch failed'), json(201, created)], externalForward);
     assert.ok(result.kind === 'completed');

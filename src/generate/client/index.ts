@@ -275,8 +275,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       resultType,
       statusCallType,
       inputType: t.input,
-      // multipart bodies need a boundary the text-only request builder cannot make: they stay JSON (a known gap).
-      bodyMediaType: t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) || /^multipart\//i.test(t.mediaType) ? null : t.mediaType,
+      bodyMediaType: t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) ? null : t.mediaType,
       inputOptional: t.inputOptional,
       okType: t.ok,
       errorType: t.error,

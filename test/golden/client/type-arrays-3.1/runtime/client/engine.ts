@@ -194,8 +194,10 @@ type Verdict =
   | { readonly act: 'unknown'; readonly reason: UnknownReason };
 
 /** Classifies one answer by the contract's state statuses and the guard's problem `type` URIs. */
-function classify(contract: CompiledContract, status: number, body: unknown): Verdict {
+function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean): Verdict {
   if (status >= 200 && status < 300) return { act: 'complete' };
+  // A replay is the stored answer of the first execution (e.g. a business 409): terminal, whatever its status.
+  if (replayed) return { act: 'reject', reason: 'client-error' };
   const type = problemType(body);
   const r = contract.responses;
   // The guard's problem types are stable; they disambiguate states that share a status (e.g. 409, 400).
@@ -271,13 +273,14 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       const body = await readBody(res);
       lastStatus = res.status;
       lastError = undefined;
-      verdict = classify(contract, res.status, body);
+      const replayed = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase() === 'true';
+      verdict = classify(contract, res.status, body, replayed);
       if (verdict.act === 'complete') {
         return {
           kind: 'completed',
           status: res.status,
           body: body as TBody,
-          replayed: res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase() === 'true',
+          replayed,
           headers: res.headers,
           intent,
           requestId,
