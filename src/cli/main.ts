@@ -20,13 +20,21 @@ export interface Command {
 
 const commands: readonly Command[] = [lintCommand, generateCommand, initCommand, rulesCommand, explainCommand];
 
+/**
+ * Whether `error` is one of idemkit's typed errors. Checked by name as well: commands import the library
+ * lazily, and a test runner that loads the static graph as CommonJS gets a second copy of `errors.ts` then.
+ */
+function isError<T extends Error>(error: unknown, type: new (...args: never[]) => T): error is T {
+  return error instanceof type || (error instanceof Error && error.name === type.name && 'file' in error);
+}
+
 /** Formats an error for the terminal: one line for a user's mistake, the stack only with `--verbose`. */
 export function describeError(error: unknown, verbose: boolean): string {
-  if (error instanceof DocumentError) {
+  if (isError(error, DocumentError)) {
     const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
     return `${where}: ${error.message}`;
   }
-  if (error instanceof UsageError) {
+  if (isError(error, UsageError)) {
     const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
     return where ? `${where}: ${error.message}` : error.message;
   }
@@ -122,7 +130,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
   if (helpText && !failure) io.stdout(helpText.endsWith('\n') ? helpText : `${helpText}\n`);
   if (failure !== undefined) {
     const verbose = argv.includes('--verbose');
-    if (helpText && !(failure instanceof DocumentError)) io.stderr(`${helpText}\n\n`);
+    if (helpText && !isError(failure, DocumentError)) io.stderr(`${helpText}\n\n`);
     io.stderr(`${describeError(failure, verbose)}\n`);
     return 2;
   }

@@ -1,9 +1,6 @@
 /** `idemkit explain <rule>`: a rule's documentation page, rendered for the terminal. */
 import type { Argv } from 'yargs';
 import { UsageError } from '../../errors.js';
-import { catalogue, findRule } from '../../lint/catalogue.js';
-import { suggestionSuffix } from '../../lint/did-you-mean.js';
-import { ruleDocOrSummary } from '../../lint/rule-docs.js';
 import type { Command } from '../main.js';
 
 /**
@@ -53,6 +50,12 @@ export const explainCommand: Command = {
   async run(args, io) {
     const id = typeof args.rule === 'string' ? args.rule.trim() : '';
     if (id === '') throw new UsageError(explainCommand.missingArguments!);
+    // Loaded here, not when `lint` starts: main imports every command module.
+    const [{ catalogue, findRule }, { suggestionSuffix }, { ruleDocOrSummary }] = await Promise.all([
+      import('../../lint/catalogue.js'),
+      import('../../lint/did-you-mean.js'),
+      import('../../lint/rule-docs.js'),
+    ]);
     const rule = findRule(id);
     if (!rule) {
       const ids = catalogue().map((candidate) => candidate.meta.id);

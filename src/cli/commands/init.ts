@@ -5,11 +5,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
-import { catalogue } from '../../lint/catalogue.js';
-import { loadConfig } from '../../lint/config.js';
-import { scaffoldContracts } from '../../lint/scaffold.js';
-import { writeUserFile } from '../../lint/output-file.js';
-import { loadDocument } from '../../parser/load.js';
 import type { Command } from '../main.js';
 
 export const initCommand: Command = {
@@ -26,6 +21,14 @@ export const initCommand: Command = {
   async run(args, io) {
     const shown = String(args.spec);
     const file = path.resolve(io.cwd, shown);
+    // Loaded here, not when `lint` starts: main imports every command module.
+    const [{ catalogue }, { loadConfig }, { scaffoldContracts }, { writeUserFile }, { loadDocument }] = await Promise.all([
+      import('../../lint/catalogue.js'),
+      import('../../lint/config.js'),
+      import('../../lint/scaffold.js'),
+      import('../../lint/output-file.js'),
+      import('../../parser/load.js'),
+    ]);
     const config = loadConfig({
       cwd: io.cwd,
       specFile: file,

@@ -10,7 +10,7 @@ import { catalogue } from '../../lint/catalogue.js';
 import { compareFindings } from '../../lint/engine.js';
 import { baselineStep, createConfigResolver, lintWithConfig } from '../../lint/pipeline.js';
 import { writeUserFile } from '../../lint/output-file.js';
-import { formatters } from '../../lint/formatters/index.js';
+import { formatNames, isFormatName, loadFormatter } from '../../lint/formatters/index.js';
 import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
@@ -72,8 +72,8 @@ export function hasFailures(findings: readonly Finding[], failOn: Severity): boo
 
 /** Runs a lint with parsed options; the command handler and tests call it. */
 export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
-  const formatter = formatters[options.format];
-  if (!formatter) throw new UsageError(`unknown format '${options.format}' — use one of: ${Object.keys(formatters).join(', ')}`);
+  if (!isFormatName(options.format)) throw new UsageError(`unknown format '${options.format}' — use one of: ${formatNames.join(', ')}`);
+  const formatter = await loadFormatter(options.format);
   if (options.baseline !== undefined && options.writeBaseline !== undefined) {
     throw new UsageError('use --baseline FILE or --write-baseline FILE, not both');
   }
@@ -126,7 +126,7 @@ export const lintCommand: Command = {
       .option('format', {
         alias: 'f',
         type: 'string',
-        choices: Object.keys(formatters),
+        choices: formatNames,
         default: 'stylish',
         describe: 'Output format',
       })

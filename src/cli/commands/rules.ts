@@ -1,7 +1,5 @@
 /** `idemkit rules`: the rule catalogue as a table (or JSON): id, default severity, criterion, description. */
 import type { Argv } from 'yargs';
-import { catalogue } from '../../lint/catalogue.js';
-import { readRuleDoc } from '../../lint/rule-docs.js';
 import type { Command } from '../main.js';
 
 /** One row of `idemkit rules --format json`. */
@@ -15,8 +13,9 @@ export interface RuleRow {
   readonly documented: boolean;
 }
 
-/** The rows, in catalogue order. */
-export function ruleRows(): RuleRow[] {
+/** The rows, in catalogue order. The catalogue and the rule pages load here, not when `lint` starts. */
+export async function ruleRows(): Promise<RuleRow[]> {
+  const [{ catalogue }, { readRuleDoc }] = await Promise.all([import('../../lint/catalogue.js'), import('../../lint/rule-docs.js')]);
   return catalogue().map(({ meta }) => ({
     id: meta.id,
     severity: meta.severity,
@@ -45,7 +44,7 @@ export const rulesCommand: Command = {
       .example('$0 rules', 'the catalogue as a table')
       .example('$0 rules --format json', 'for tooling'),
   async run(args, io) {
-    const rows = ruleRows();
+    const rows = await ruleRows();
     io.stdout(args.format === 'json' ? `${JSON.stringify(rows, null, 2)}\n` : formatRuleTable(rows));
     return 0;
   },

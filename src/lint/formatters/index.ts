@@ -1,13 +1,7 @@
-/** The output formats of `idemkit lint`, by name. */
+/** The output formats of `idemkit lint`, by name; each loads only when asked for (a lint prints one). */
 import type { ApiDocument } from '../../parser/model.js';
 import type { BaselineEntry } from '../baseline.js';
 import type { Finding, Rule, Severity } from '../rule.js';
-import { formatGithub } from './github.js';
-import { formatJson } from './json.js';
-import { formatJunit } from './junit.js';
-import { formatMarkdown } from './markdown.js';
-import { formatSarif } from './sarif.js';
-import { formatStylish } from './stylish.js';
 
 /** Everything a formatter may print from. */
 export interface LintReport {
@@ -29,12 +23,29 @@ export interface LintReport {
 /** Renders a report as text (the whole output, ending in a newline when not empty). */
 export type Formatter = (report: LintReport) => string;
 
-/** Formatter registry; `--format` offers exactly these names. */
-export const formatters: Record<string, Formatter> = {
-  stylish: formatStylish,
-  json: formatJson,
-  sarif: formatSarif,
-  github: formatGithub,
-  junit: formatJunit,
-  markdown: formatMarkdown,
+/** The formats, in the order `--format` offers them. */
+export const formatNames = ['stylish', 'json', 'sarif', 'github', 'junit', 'markdown'] as const;
+
+/** One of {@link formatNames}. */
+export type FormatName = (typeof formatNames)[number];
+
+// Loaded on demand: the rule pages SARIF embeds, the catalogue markdown reads, and the rest stay out of a
+// cold `idemkit lint` that prints stylish.
+const loaders: Record<FormatName, () => Promise<Formatter>> = {
+  stylish: async () => (await import('./stylish.js')).formatStylish,
+  json: async () => (await import('./json.js')).formatJson,
+  sarif: async () => (await import('./sarif.js')).formatSarif,
+  github: async () => (await import('./github.js')).formatGithub,
+  junit: async () => (await import('./junit.js')).formatJunit,
+  markdown: async () => (await import('./markdown.js')).formatMarkdown,
 };
+
+/** Whether `name` is a format `--format` accepts. */
+export function isFormatName(name: string): name is FormatName {
+  return (formatNames as readonly string[]).includes(name);
+}
+
+/** Loads the formatter called `name`. */
+export function loadFormatter(name: FormatName): Promise<Formatter> {
+  return loaders[name]();
+}
