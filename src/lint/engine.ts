@@ -80,6 +80,19 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
         throw wrapped;
       }
     }
+    if (rule.checkDocument) {
+      // Document-level faults (e.g. invalid defaults no operation uses) merge with the same fault found
+      // through operations, which add their names.
+      rule.checkDocument({
+        document: doc,
+        settings,
+        report(messageId, at, data) {
+          const template = messages[messageId];
+          if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
+          add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, undefined);
+        },
+      });
+    }
   }
 
   const warningSeverity = severities[DOCUMENT_INVALID_RULE_ID] ?? 'warn';

@@ -35,9 +35,19 @@ export interface RuleContext<M extends string> {
   report(messageId: M, at: Location, data?: Readonly<Record<string, string | number>>): void;
 }
 
+/** What a rule sees when it checks the document once, outside any operation (e.g. its `x-idempotency` defaults). */
+export interface DocumentContext<M extends string> {
+  readonly document: ApiDocument;
+  readonly settings: LintSettings;
+  /** Reports a finding about the document; the engine adds the operations that report the same fault. */
+  report(messageId: M, at: Location, data?: Readonly<Record<string, string | number>>): void;
+}
+
 export interface Rule<M extends string = string> {
   readonly meta: RuleMeta<M>;
   check(ctx: RuleContext<M>): void;
+  /** Optional: runs once per document, after `check` has run on every operation. */
+  checkDocument?(ctx: DocumentContext<M>): void;
 }
 
 export function defineRule<M extends string>(rule: Rule<M>): Rule<M> {

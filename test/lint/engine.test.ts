@@ -24,6 +24,21 @@ const ttlRule = defineRule({
 });
 
 describe('lint engine', () => {
+  it('runs a rule\'s document check once: invalid defaults are one finding, naming the operations that use them', async () => {
+    const doc = await loadDocument(fixture('unused-invalid-defaults.yaml'));
+    const invalid = lintDocument(doc, { rules: [contractInvalid] });
+    assert.deepEqual(
+      invalid.map((f) => [f.pointer, f.line, f.column, f.operations]),
+      [['/x-idempotency/unknownOutcome', 5, 3, ['createRefund', 'createTransfer']]],
+    );
+    // With no operation using them, the defaults are still validated (once, naming no operation).
+    const unused = await loadDocument(fixture('unused-invalid-defaults-only.yaml'));
+    assert.deepEqual(
+      lintDocument(unused, { rules: [contractInvalid] }).map((f) => [f.pointer, f.operations, f.message]),
+      [['/x-idempotency/unknownOutcome', [], 'x-idempotency.unknownOutcome is "status-rout"; use one of: status-route, surface']],
+    );
+  });
+
   it('adds severity, file, line and column, and fills the message', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const findings = lintDocument(doc, { rules: [ttlRule] });
