@@ -5,10 +5,12 @@
 //   write — the same answer after one representative business write on the same store/database
 //           (SQLite: an INSERT on the same connection; PostgreSQL: an INSERT through the same pool;
 //            Redis: one HSET; memory: a Map insert).
-// Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to the bare handler of the same kind
-// (bare is measured before and after; the mean is the reference). Replays never run the handler, so the one
-// replay figure is shown against both references.
-// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--connections 16] [--stores memory,sqlite,postgres,redis]
+// Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to the bare handler of the same kind,
+// and the app process's CPU time per request. Each phase's time is cut into --rounds slices run interleaved
+// (bare, bare write, fresh, fresh write, replay; then again), so a change in the machine's other load hits every
+// phase alike instead of skewing one ratio. Replays never run the handler, so the one replay figure is shown
+// against both references.
+// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16] [--stores memory,sqlite,postgres,redis]
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -25,6 +27,7 @@ const args = Object.fromEntries(
 const SECONDS = Number(args.seconds ?? 3);
 const CONNECTIONS = Number(args.connections ?? 16);
 const STORES = (args.stores ?? 'memory,sqlite,postgres,redis').split(',');
+const ROUNDS = Math.max(1, Number(args.rounds ?? 5));
 const WARMUP_MS = 500;
 
 const APP = `
@@ -216,7 +219,8 @@ async function load(port, next, ms) {
   let counter = 0;
   let errors = 0;
   const deadline = performance.now() + ms;
-  const warmEnd = performance.now() + Math.min(WARMUP_MS, ms / 4);
+  const warmEnd = performance.now() + Math.min(WARMUP_MS, ms / 10);
+  let responses = 0;
   await Promise.all(
     Array.from({ length: CONNECTIONS }, () =>
       new Promise((resolve) => {
@@ -242,6 +246,7 @@ async function load(port, next, ms) {
             const status = Number(head.slice(9, 12));
             if (status !== 201) errors += 1;
             buffer = buffer.subarray(end + 4 + length);
+            responses += 1;
             const now = performance.now();
             if (now >= warmEnd) latencies.push(now - started);
             send();
@@ -250,13 +255,21 @@ async function load(port, next, ms) {
       }),
     ),
   );
-  latencies.sort((a, b) => a - b);
-  const measuredMs = ms - Math.min(WARMUP_MS, ms / 4);
+  return { latencies, measuredMs: ms - Math.min(WARMUP_MS, ms / 10), responses, errors };
+}
+
+/** Requests/s, p50/p99 and CPU µs per request of the slices of one phase. */
+function summarise(slices) {
+  const latencies = slices.flatMap((slice) => slice.latencies).sort((a, b) => a - b);
+  const measuredMs = slices.reduce((n, slice) => n + slice.measuredMs, 0);
+  const responses = slices.reduce((n, slice) => n + slice.responses, 0);
+  const cpu = slices.reduce((n, slice) => n + slice.cpuMs, 0);
   return {
     rps: latencies.length / (measuredMs / 1000),
     p50: latencies[Math.floor(latencies.length * 0.5)] ?? NaN,
     p99: latencies[Math.floor(latencies.length * 0.99)] ?? NaN,
-    errors,
+    cpuUs: (cpu * 1000) / responses,
+    errors: slices.reduce((n, slice) => n + slice.errors, 0),
   };
 }
 
@@ -289,30 +302,32 @@ try {
         if (only === 'replay') await load(app.port, () => request('/v1/demo-requests', `replay-${run}`, 'replay'), 50);
         const path_ = only === 'bare' ? '/bare' : '/v1/demo-requests';
         const result = await load(app.port, (i) => request(path_, only === 'bare' ? undefined : only === 'replay' ? `replay-${run}` : `fresh-${run}-${i}`, only === 'replay' ? 'replay' : `x-${i}`), ms);
-        console.log(store, only, Math.round(result.rps), 'req/s');
+        console.log(store, only, Math.round(result.latencies.length / (result.measuredMs / 1000)), 'req/s');
         continue;
       }
-      const measured = async (work) => {
-        const cpu0 = cpuMs(app.pid);
-        const result = await work();
-        const cpu1 = cpuMs(app.pid);
-        // Warm-up requests are not counted in rps, so the CPU per request is slightly overstated, equally for every phase.
-        const requests = result.rps * ((ms - Math.min(WARMUP_MS, ms / 4)) / 1000);
-        return { ...result, cpuUs: cpu0 === undefined || cpu1 === undefined ? NaN : ((cpu1 - cpu0) * 1000) / requests };
-      };
-      const phase = (pathname, keyOf) => measured(() => load(app.port, (i) => request(pathname, keyOf?.(i), `t-${run}-${i}`), ms));
-      const bare1 = await phase('/bare');
-      const bareWrite1 = await phase('/bare-write');
-      const fresh = await phase('/v1/demo-requests', (i) => `fresh-${run}-${i}`);
-      const freshWrite = await phase('/guarded-write', (i) => `fresh-write-${run}-${i}`);
+      // name, path, key of request i in round r (none: bare), topic (replays keep one payload)
+      const phases = [
+        ['bare', '/bare', undefined],
+        ['bareWrite', '/bare-write', undefined],
+        ['fresh', '/v1/demo-requests', (r, i) => `fresh-${run}-${r}-${i}`],
+        ['freshWrite', '/guarded-write', (r, i) => `fresh-write-${run}-${r}-${i}`],
+        ['replay', '/v1/demo-requests', (_r, i) => `replay-${run}-${i % CONNECTIONS}`, 'replay'],
+      ];
       // Replays: complete one key per connection first, then hit those keys only.
       for (let c = 0; c < CONNECTIONS; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50);
-      const replay = await measured(() => load(app.port, (i) => request('/v1/demo-requests', `replay-${run}-${i % CONNECTIONS}`, 'replay'), ms));
-      const bare2 = await phase('/bare');
-      const bareWrite2 = await phase('/bare-write');
-      const mean = (a, b) => ({ rps: (a.rps + b.rps) / 2, p50: (a.p50 + b.p50) / 2, p99: (a.p99 + b.p99) / 2, cpuUs: (a.cpuUs + b.cpuUs) / 2 });
-      const all = [bare1, bareWrite1, fresh, freshWrite, replay, bare2, bareWrite2];
-      rows.push({ store, bare: mean(bare1, bare2), bareWrite: mean(bareWrite1, bareWrite2), fresh, freshWrite, replay, errors: all.reduce((n, r) => n + r.errors, 0) });
+      const slices = Object.fromEntries(phases.map(([name]) => [name, []]));
+      const sliceMs = ms / ROUNDS;
+      for (let round = -1; round < ROUNDS; round += 1) {
+        for (const [name, pathname, keyOf, topic] of phases) {
+          // Round -1 warms every route up (JIT, pools, prepared statements) and is not counted.
+          const cpu0 = cpuMs(app.pid);
+          const slice = await load(app.port, (i) => request(pathname, keyOf?.(round, i), topic ?? `t-${run}-${round}-${i}`), Math.min(sliceMs, round < 0 ? 1000 : sliceMs));
+          const cpu1 = cpuMs(app.pid);
+          if (round >= 0) slices[name].push({ ...slice, cpuMs: cpu0 === undefined || cpu1 === undefined ? NaN : cpu1 - cpu0 });
+        }
+      }
+      const result = Object.fromEntries(phases.map(([name]) => [name, summarise(slices[name])]));
+      rows.push({ store, ...result, errors: phases.reduce((n, [name]) => n + result[name].errors, 0) });
     } finally {
       await app.stop();
       await backend.stop();
@@ -324,7 +339,7 @@ try {
 
 const cell = (r, ref) => `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
-console.log(`guard overhead: Express, ${CONNECTIONS} keep-alive connections, ${SECONDS}s per phase, node ${process.version}`);
+console.log(`guard overhead: Express, ${CONNECTIONS} keep-alive connections, ${SECONDS}s per phase in ${ROUNDS} interleaved slices, node ${process.version}`);
 console.log('req/s (ratio to the bare handler of the same kind), p50/p99 ms, app-process CPU µs per request; replays never run the handler');
 console.log('no-op handler:');
 console.log('store    | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu  | non-201');
