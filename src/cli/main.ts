@@ -51,6 +51,8 @@ export function describeError(error: unknown, verbose: boolean): string {
  */
 function oneLineUsage(message: string, commandLine: string): string {
   const positional = (name: string) => new RegExp(`[<\\[]${name.replace(/[^\w-]/g, '')}(\\.\\.)?[>\\]]`).test(commandLine);
+  const missingValue = /^Not enough arguments following: (\S+)$/.exec(message);
+  if (missingValue) return `${missingValue[1]!.length === 1 ? '-' : '--'}${missingValue[1]} needs a value`;
   const invalid = [...message.matchAll(/Argument: ([^,\n]+), Given: (.*?), Choices: (.*)$/gm)];
   if (invalid.length > 0) {
     return invalid
@@ -98,6 +100,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
       if (!error && active?.missingArguments && message?.startsWith('Not enough non-option arguments')) {
         throw new UsageError(active.missingArguments);
       }
+      // yargs reports some of its own validation (requiresArg) as an error object, not a message.
+      if (error?.name === 'YError') throw new UsageError(oneLineUsage(error.message, active?.command ?? ''));
       throw error ?? new UsageError(oneLineUsage(message ?? 'invalid arguments', active?.command ?? ''));
     });
   for (const command of commands) {

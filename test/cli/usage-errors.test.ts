@@ -59,6 +59,21 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.deepEqual(await run('generate', 'server'), { code: 2, out: '', err: 'name what to generate (server or client) and the OpenAPI document\n' });
   });
 
+  it('an option given without its value is a usage error, not the working directory', async () => {
+    for (const option of ['--output', '-o', '--baseline', '--write-baseline', '--config']) {
+      const result = await run('lint', 'api.yaml', option);
+      assert.equal(result.code, 2, option);
+      assert.equal(result.out, '', option);
+      assert.equal(result.err, `${option} needs a value\n`, option);
+      const empty = await run('lint', 'api.yaml', option, '');
+      assert.equal(empty.code, 2, option);
+      assert.equal(empty.err, `${option === '-o' ? '--output' : option} needs a value\n`, option);
+    }
+    assert.ok(!existsSync(path.join(dir, 'idemkit-baseline.json')));
+    assert.deepEqual(await run('init', 'api.yaml', '--config'), { code: 2, out: '', err: '--config needs a value\n' });
+    assert.deepEqual(await run('generate', 'server', 'api.yaml', '--out'), { code: 2, out: '', err: '--out needs a value\n' });
+  });
+
   it('keeps other yargs errors on one line too', async () => {
     const unknown = await run('lint', 'api.yaml', '--nope');
     assert.equal(unknown.code, 2);

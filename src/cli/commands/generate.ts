@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Framework, StoreKind } from '../../generate/server.js';
 import type { Command } from '../main.js';
+import { nonEmpty } from '../options.js';
 import type { CliIo, ExitCode } from '../io.js';
 
 const TARGETS = ['server', 'client'] as const;
@@ -33,7 +34,7 @@ export const generateCommand: Command = {
     y
       .positional('target', { choices: TARGETS, describe: 'What to generate', demandOption: true })
       .positional('spec', { type: 'string', describe: 'OpenAPI document (JSON or YAML)', demandOption: true })
-      .option('out', { type: 'string', demandOption: true, describe: 'Output directory (replaced whole; generated files only)' })
+      .option('out', { type: 'string', demandOption: true, requiresArg: true, coerce: nonEmpty('--out'), describe: 'Output directory (replaced whole; generated files only)' })
       .option('framework', { choices: FRAMEWORKS, describe: 'server: the framework the guards plug into', default: 'express' })
       .option('store', { choices: STORES, describe: 'server: where idempotency records live', default: 'sqlite' })
       .option('check', { type: 'boolean', default: false, describe: 'Write nothing; exit 1 when the output directory differs from what would be generated' })

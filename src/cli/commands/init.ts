@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Command } from '../main.js';
+import { nonEmpty } from '../options.js';
 
 export const initCommand: Command = {
   command: 'init <spec>',
@@ -15,7 +16,7 @@ export const initCommand: Command = {
     y
       .positional('spec', { type: 'string', describe: 'OpenAPI document (YAML or JSON)', demandOption: true })
       .option('write', { type: 'boolean', default: false, describe: 'Write the contracts into the file (default: only show them)' })
-      .option('config', { alias: 'c', type: 'string', describe: 'Config file for extra key header names (default: discovered upward from the spec)' })
+      .option('config', { alias: 'c', type: 'string', requiresArg: true, coerce: nonEmpty('--config'), describe: 'Config file for extra key header names (default: discovered upward from the spec)' })
       .example('$0 init openapi.yaml', 'show the contracts it would add')
       .example('$0 init openapi.yaml --write', 'add them, then run `idemkit lint openapi.yaml`'),
   async run(args, io) {

@@ -17,6 +17,7 @@ import type { ApiDocument } from '../../parser/model.js';
 import { SourceCache } from '../../parser/source.js';
 import type { CliIo, ExitCode } from '../io.js';
 import type { Command } from '../main.js';
+import { nonEmpty } from '../options.js';
 
 const SEVERITY_RANK: Record<Severity, number> = { info: 0, warn: 1, error: 2 };
 
@@ -136,10 +137,10 @@ export const lintCommand: Command = {
         default: 'error',
         describe: 'Lowest severity that makes the exit code 1',
       })
-      .option('config', { alias: 'c', type: 'string', describe: 'Config file (default: .idemkitrc.yaml, .idemkitrc.json or idemkit.config.json found upward from each spec)' })
-      .option('baseline', { type: 'string', describe: 'Report only findings not recorded in this baseline file, and list its stale entries' })
-      .option('write-baseline', { type: 'string', describe: "Record today's findings in this baseline file (exit 0 unless a document is unreadable)" })
-      .option('output', { alias: 'o', type: 'string', describe: 'Write the report to this file (atomically) instead of stdout' })
+      .option('config', { alias: 'c', type: 'string', requiresArg: true, coerce: nonEmpty('--config'), describe: 'Config file (default: .idemkitrc.yaml, .idemkitrc.json or idemkit.config.json found upward from each spec)' })
+      .option('baseline', { type: 'string', requiresArg: true, coerce: nonEmpty('--baseline'), describe: 'Report only findings not recorded in this baseline file, and list its stale entries' })
+      .option('write-baseline', { type: 'string', requiresArg: true, coerce: nonEmpty('--write-baseline'), describe: "Record today's findings in this baseline file (exit 0 unless a document is unreadable)" })
+      .option('output', { alias: 'o', type: 'string', requiresArg: true, coerce: nonEmpty('--output'), describe: 'Write the report to this file (atomically) instead of stdout' })
       .example('$0 lint openapi.yaml', 'lint one document')
       .example('$0 lint api/*.yaml --format json --fail-on warn', 'machine-readable output; warnings fail too')
       .example('$0 lint openapi.yaml --format sarif --output idemkit.sarif', 'for code scanning')
