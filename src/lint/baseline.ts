@@ -119,9 +119,17 @@ export function readBaseline(baselineFile: string, shownAs: string = baselineFil
   if (!existsSync(file)) {
     throw new UsageError(`baseline file ${shownAs} does not exist (create it with --write-baseline ${shownAs})`);
   }
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    const why = code === 'EISDIR' ? 'it is a directory — name the file --write-baseline wrote' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (error as Error).message;
+    throw new UsageError(`cannot read baseline file ${shownAs}: ${why}`);
+  }
   let value: unknown;
   try {
-    value = JSON.parse(readFileSync(file, 'utf8'));
+    value = JSON.parse(text);
   } catch (error) {
     throw new UsageError(`baseline file is not valid JSON: ${(error as Error).message}`, shownAs);
   }

@@ -105,6 +105,12 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
       assert.deepEqual(result, { code: 2, out: '', err: 'cannot write --write-baseline bdir: it is a directory — name a file\n' });
     });
 
+    it('--baseline naming a directory says so, not "not valid JSON"', async () => {
+      mkdirSync(path.join(dir, 'bdir'));
+      const result = await run('lint', 'api.yaml', '--baseline', 'bdir');
+      assert.deepEqual(result, { code: 2, out: '', err: 'cannot read baseline file bdir: it is a directory — name the file --write-baseline wrote\n' });
+    });
+
     it('names permission, read-only and full-disk failures (errno mapping)', () => {
       const fsError = (code: string) => Object.assign(new Error(`${code}: failed`), { code, syscall: 'open' });
       assert.equal(describeWriteError(fsError('EACCES'), '--output', 'r.txt')?.message, 'cannot write --output r.txt: permission denied — choose a location you can write to');
