@@ -11,6 +11,8 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { Readable } from 'node:stream';
+import { brotliDecompress, gunzip, inflate } from 'node:zlib';
+import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
@@ -112,7 +114,10 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     if (state === undefined || state.settled) return payload;
     state.settled = true;
     const body = await payloadBytes(payload);
-    await guard.complete(state.context.reservation, { status: reply.statusCode, headers: replyHeaders(reply), body });
+    // App-level onSend hooks run before this route-level one, so a compression plugin may already have encoded
+    // the payload: record the identity body (Content-Encoding is never replayed), send the encoded one.
+    const recorded = await identityBytes(body, reply.getHeader('content-encoding'));
+    await guard.complete(state.context.reservation, { status: reply.statusCode, headers: replyHeaders(reply), body: recorded });
     for (const [name, value] of Object.entries(state.headers)) reply.header(name, value);
     return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   };
@@ -183,6 +188,33 @@ function replyHeaders(reply: FastifyReply): Record<string, string> {
     if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
   }
   return headers;
+}
+
+const DECODERS: Record<string, (bytes: Uint8Array) => Promise<Buffer>> = {
+  gzip: promisify(gunzip),
+  'x-gzip': promisify(gunzip),
+  deflate: promisify(inflate),
+  br: promisify(brotliDecompress),
+};
+
+/**
+ * The payload without its `Content-Encoding` (gzip, deflate, br, also chained), so the record holds the body
+ * itself and a replay is compressed afresh for its own client. An encoding it cannot undo keeps the bytes.
+ */
+async function identityBytes(body: Uint8Array, encoding: unknown): Promise<Uint8Array> {
+  if (typeof encoding !== 'string') return body;
+  const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
+  let bytes = body;
+  for (const coding of codings.reverse()) {
+    const decode = DECODERS[coding];
+    if (decode === undefined) return body;
+    try {
+      bytes = await decode(bytes);
+    } catch {
+      return body;
+    }
+  }
+  return bytes;
 }
 
 async function payloadBytes(payload: unknown): Promise<Uint8Array> {

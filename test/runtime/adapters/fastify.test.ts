@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
+import { brotliCompressSync, gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
@@ -48,6 +49,45 @@ describe('runtime/adapters/fastify', () => {
     assert.equal((await post(port, '/things/t1', { key: 'k1', user: 'u', body: { a: 2 } })).status, 422);
     assert.equal((await post(port, '/things/t1', { user: 'u', body: { a: 2 } })).status, 400);
     assert.equal(calls, 1);
+  });
+
+  it('records the identity body under an app-level compression hook (which runs before the route hook): the replay is not gzip labelled as JSON', async () => {
+    // What @fastify/compress does, for any payload it sees.
+    app.addHook('onSend', async (request, reply, payload) => {
+      const accept = String(request.headers['accept-encoding'] ?? '');
+      const bytes = typeof payload === 'string' ? Buffer.from(payload) : payload instanceof Buffer ? payload : undefined;
+      if (bytes === undefined) return payload;
+      if (accept.includes('gzip')) {
+        reply.header('content-encoding', 'gzip').removeHeader('content-length');
+        return gzipSync(bytes);
+      }
+      if (accept.includes('br')) {
+        reply.header('content-encoding', 'br').removeHeader('content-length');
+        return brotliCompressSync(bytes);
+      }
+      return payload;
+    });
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      calls += 1;
+      reply.code(201);
+      return { id: `thing-${calls}` };
+    });
+    const send = (key: string, encoding: string) =>
+      app.inject({ method: 'POST', url: '/things/t1', headers: { 'idempotency-key': key, 'x-user': 'u', 'accept-encoding': encoding }, payload: { a: 1 } });
+    const first = await send('k', 'gzip');
+    assert.equal(first.headers['content-encoding'], 'gzip');
+    assert.equal(gunzipSync(first.rawPayload).toString(), '{"id":"thing-1"}');
+    const plain = await send('k', 'identity');
+    assert.equal(plain.headers['idempotent-replayed'], 'true');
+    assert.equal(plain.headers['content-encoding'], undefined);
+    assert.equal(plain.payload, '{"id":"thing-1"}');
+    const zipped = await send('k', 'gzip');
+    assert.equal(zipped.headers['content-encoding'], 'gzip', 'compression applies to the replay again');
+    assert.equal(gunzipSync(zipped.rawPayload).toString(), '{"id":"thing-1"}');
+    await send('b', 'br');
+    assert.equal((await send('b', 'identity')).payload, '{"id":"thing-2"}');
+    assert.equal(calls, 2);
   });
 
   it('records a streamed payload byte for byte, and a thrown handler keeps the key', async () => {
