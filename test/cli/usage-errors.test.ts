@@ -71,6 +71,11 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     }
     assert.ok(!existsSync(path.join(dir, 'idemkit-baseline.json')));
     assert.deepEqual(await run('init', 'api.yaml', '--config'), { code: 2, out: '', err: '--config needs a value\n' });
+    for (const option of ['--format', '-f', '--fail-on']) {
+      assert.deepEqual(await run('lint', 'api.yaml', option), { code: 2, out: '', err: `${option} needs a value\n` }, 'not the default');
+    }
+    assert.deepEqual(await run('rules', '--format'), { code: 2, out: '', err: '--format needs a value\n' });
+    assert.deepEqual(await run('generate', 'server', 'api.yaml', '--out', 'gen', '--store'), { code: 2, out: '', err: '--store needs a value\n' });
     assert.deepEqual(await run('generate', 'server', 'api.yaml', '--out'), { code: 2, out: '', err: '--out needs a value\n' });
   });
 

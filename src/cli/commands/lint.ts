@@ -128,12 +128,14 @@ export const lintCommand: Command = {
         alias: 'f',
         type: 'string',
         choices: formatNames,
+        requiresArg: true,
         default: 'stylish',
         describe: 'Output format',
       })
       .option('fail-on', {
         type: 'string',
         choices: ['info', 'warn', 'error'],
+        requiresArg: true,
         default: 'error',
         describe: 'Lowest severity that makes the exit code 1',
       })

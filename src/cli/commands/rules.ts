@@ -40,7 +40,7 @@ export const rulesCommand: Command = {
   describe: 'List the readiness rules: id, default severity, criterion, description',
   builder: (y: Argv) =>
     y
-      .option('format', { alias: 'f', choices: ['table', 'json'], default: 'table', describe: 'Output format' })
+      .option('format', { alias: 'f', choices: ['table', 'json'], requiresArg: true, default: 'table', describe: 'Output format' })
       .example('$0 rules', 'the catalogue as a table')
       .example('$0 rules --format json', 'for tooling'),
   async run(args, io) {
