@@ -13,6 +13,7 @@ import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
 import { main } from '../../src/cli/main.js';
@@ -192,7 +193,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     const root = await buildApps();
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-run-'));
     child = spawn(process.execPath, [path.join(root, 'dist', 'src', `${target.app}.js`)], {
-      env: { ...process.env, ...target.env, SQLITE_FILE: path.join(dataDir, 'idempotency.db') },
+      env: { ...process.env, ...target.env, SQLITE_FILE: path.join(dataDir, 'idempotency.db'), SQLITE_BUSY_MS: '300' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stderr!.on('data', (chunk: Buffer) => {
@@ -413,6 +414,34 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       const attempts = proxy.since(from);
       assert.equal(attempts.length, 1, 'no retry of a 422');
       assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
+    });
+
+    it('store outage: 503 + Retry-After before the handler; the SDK retries with its key once the store is back; one effect', async () => {
+      const email = uniqueEmail('orb-outage');
+      // Another connection holds the database's write lock: every reservation fails (SQLITE_BUSY) until released.
+      const holder = new Database(path.join(dataDir, 'idempotency.db'));
+      holder.exec('BEGIN EXCLUSIVE');
+      const from = proxy.exchanges.length;
+      let released = false;
+      try {
+        const pending = orbFor('orb_alice', 4).customers.create({ email, name: 'Outage' }).withResponse();
+        await waitUntil(async () => proxy.since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
+        assert.equal((await effectsWith(appPort, email)).length, 0, 'the handler never ran without a reservation');
+        holder.exec('ROLLBACK');
+        released = true;
+        const { data, response } = await pending;
+        assert.equal(response.status, 201);
+        const attempts = proxy.since(from);
+        const outage = attempts.find((e) => e.status === 503)!;
+        assert.match(outage.retryAfter ?? '', /^[1-9][0-9]*$/, '503 carries Retry-After');
+        assert.ok(new Set(attempts.map((e) => headerOf(e, 'idempotency-key'))).size === 1, 'every attempt carries the one SDK-made key');
+        const effects = await effectsWith(appPort, email);
+        assert.equal(effects.length, 1);
+        assert.equal(data.id, effects[0]!.id);
+      } finally {
+        if (!released) holder.exec('ROLLBACK');
+        holder.close();
+      }
     });
 
     it('a key longer than the contract allows is a 400 the SDK does not retry', async () => {
