@@ -96,7 +96,10 @@ export interface AbandonedReservation {
 /**
  * The reconciliation hook's verdict on an abandoned reservation:
  * `completed` — the effect happened, here is its terminal result (recorded, then replayed);
- * `not-happened` — the effect certainly did not happen: this request takes the reservation over and runs;
+ * `not-happened` — the effect did not happen and **can no longer happen** (the owner is gone, or whatever would
+ *   carry the effect out was cancelled): this request takes the reservation over and runs. "Not yet" is
+ *   `unknown` — a slow owner may still be running. `createdAt` / `leaseUntil` tell how long it has been;
+ *   with a store that has `extend`, a live owner's lease is renewed, so past the lease it really stopped;
  * `unknown` — keep the record, answer 409 `idempotency-request-abandoned`.
  */
 export type ReconcileVerdict =
@@ -181,6 +184,11 @@ export interface GuardOptions {
    * key before answering 409 in progress (default: the contract's lease).
    */
   readonly transactionWaitMs?: number;
+  /**
+   * With a store that has `extend`: the longest time a running handler's lease is renewed (every lease/3),
+   * so a hung handler still ends in reconciliation. Default: the contract's TTL.
+   */
+  readonly leaseRenewalMaxMs?: number;
 }
 
 /** Options of {@link Guard.handle}. */
@@ -263,6 +271,36 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const txWaitMs = options.transactionWaitMs ?? contract.leaseMs;
   const operation = contract.operationId;
   const R = contract.responses;
+  const renewals = new Map<string, () => void>();
+
+  /** Lease heartbeat while the handler of a reservation runs (stores with the optional `extend` only). */
+  function startRenewal(recordId: string, token: string): void {
+    const extend = store.extend;
+    if (typeof extend !== 'function') return;
+    const until = clock() + (options.leaseRenewalMaxMs ?? contract.ttlMs);
+    const stop = (): void => {
+      clearInterval(timer);
+      renewals.delete(token);
+    };
+    const timer = setInterval(() => {
+      if (clock() >= until) return stop();
+      bounded(extend.call(store, recordId, token, contract.leaseMs)).then(
+        (extended) => {
+          // Completed, released or taken over: nothing left to renew.
+          if (!extended) stop();
+        },
+        // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
+        () => undefined,
+      );
+    }, Math.max(1, Math.floor(contract.leaseMs / 3)));
+    // The heartbeat never keeps a process alive on its own.
+    timer.unref?.();
+    renewals.set(token, stop);
+  }
+
+  function stopRenewal(reservation: Reservation): void {
+    if (reservation.token !== undefined) renewals.get(reservation.token)?.();
+  }
 
   function log(event: Omit<GuardLogEvent, 'time' | 'operation'>, requestId: string | undefined): void {
     if (options.log === undefined) return;
@@ -493,6 +531,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   ): Promise<Begun> {
     if (result.outcome === 'reserved') {
       log({ decision: 'reserved', keyId: prep.recordId, state: 'absent' }, req.requestId);
+      startRenewal(prep.recordId, result.record.leaseToken);
       return {
         kind: 'proceed',
         reservation: reservationOf(prep.recordId, result.record.leaseToken, req.requestId),
@@ -561,6 +600,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const taken = await bounded(store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs));
       if (taken !== undefined) {
         log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
+        startRenewal(record.id, token);
         return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { [replayHeader]: 'false' }, key: prep.key };
       }
       // Another request won the takeover (or the record moved on): answer from what is there now.
@@ -621,6 +661,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function complete(reservation: Reservation, sent: GuardResponse): Promise<void> {
     if (!reservation.guarded) return;
+    stopRenewal(reservation);
     const keyId = reservation.recordId!;
     if (transient.has(sent.status)) return release(reservation, 'released', sent.status);
     if (sent.status >= 500) {
@@ -642,6 +683,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void> {
     if (!reservation.guarded) return;
+    stopRenewal(reservation);
     if (info.rolledBack) return release(reservation, 'rolled-back');
     log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
   }

@@ -135,6 +135,14 @@ export interface IdempotencyStore {
    */
   takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined>;
 
+  /**
+   * Optional lease heartbeat: only when the record is `in_progress` and its token equals `token`, set
+   * `leaseUntil = now + leaseMs` (store clock; also after the lease ran out, as long as nobody took it over).
+   * Returns whether it extended. The guard renews every lease/3 while the handler runs when a store has it,
+   * so a slow but live owner never looks abandoned.
+   */
+  extend?(id: string, token: string, leaseMs: number): Promise<boolean>;
+
   /** Read one record (expired ones included, as stored), or `undefined`. */
   get(id: string): Promise<IdempotencyRecord | undefined>;
 

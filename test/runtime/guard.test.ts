@@ -409,6 +409,32 @@ describe('runtime/guard: recording the outcome', () => {
   });
 });
 
+describe('runtime/guard: lease renewal', () => {
+  it('renews a running owner\'s lease (store with extend), so a slow handler is in progress, not abandoned; renewal stops at the end', async () => {
+    const store = new MemoryStore();
+    const contract = demoContract({ leaseMs: 90 });
+    const reconciled: number[] = [];
+    const guard = createGuard(contract, { store, reconcile: (a) => { reconciled.push(a.leaseUntil - a.createdAt); return { outcome: 'not-happened' }; } });
+    let runs = 0;
+    const slow = guard.handle(demoRequest(KEY), async () => {
+      runs += 1;
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      return jsonResponse(201, { id: 'slow' });
+    });
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const duplicate = await guard.handle(demoRequest(KEY), async () => { runs += 1; return jsonResponse(201, { id: 'second' }); });
+    assert.equal(problemType(duplicate), `${PROBLEM_BASE}idempotency-request-in-progress`, 'the live owner is not abandoned');
+    assert.deepEqual(reconciled, []);
+    assert.equal((await slow).status, 201);
+    assert.equal(runs, 1);
+    // Renewal stopped with the completion: nothing extends a finished record.
+    const other = 'kept-after-a-throw';
+    await assert.rejects(guard.handle(demoRequest(other), async () => { throw new Error('crash'); }));
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    assert.equal((await store.listAbandoned()).length, 1, 'after abort the lease runs out into reconciliation');
+  });
+});
+
 describe('runtime/guard: store failures', () => {
   function brokenStore(mode: 'reject' | 'hang'): IdempotencyStore {
     const fail = () => (mode === 'reject' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise<never>(() => undefined));

@@ -91,6 +91,13 @@ export class MemoryStore implements IdempotencyStore {
     return copy(record);
   }
 
+  async extend(id: string, token: string, leaseMs: number): Promise<boolean> {
+    const existing = this.#records.get(id);
+    if (existing === undefined || existing.state !== 'in_progress' || existing.leaseToken !== token) return false;
+    this.#records.set(id, { ...existing, leaseUntil: this.#clock() + leaseMs });
+    return true;
+  }
+
   async get(id: string): Promise<IdempotencyRecord | undefined> {
     const existing = this.#records.get(id);
     return existing === undefined ? undefined : copy(existing);
