@@ -174,6 +174,15 @@ describe('client sendIntent', () => {
     assert.equal(rt.seen.length, 1);
   });
 
+  it('the handler\'s own first 4xx (Idempotent-Replayed: false) is terminal too; its 5xx still follows the retry rules', async () => {
+    const first = await send([json(409, { error: 'email already registered' }, { 'Idempotent-Replayed': 'false' }), json(409, { error: 'again' }, { 'Idempotent-Replayed': 'true' })]);
+    assert.ok(first.result.kind === 'rejected' && first.result.status === 409);
+    assert.equal(first.rt.seen.length, 1);
+    const failed = await send([json(500, { error: 'boom' }, { 'Idempotent-Replayed': 'false' }), json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    assert.ok(failed.result.kind === 'completed' && failed.result.replayed);
+    assert.equal(failed.rt.seen.length, 2);
+  });
+
   it('an external effect whose provider key is forwarded is retried with the same key', async () => {
     const { rt, result } = await send([new TypeError('fetch failed'), json(201, created)], externalForward);
     assert.ok(result.kind === 'completed');

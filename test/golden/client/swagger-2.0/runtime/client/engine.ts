@@ -194,10 +194,13 @@ type Verdict =
   | { readonly act: 'unknown'; readonly reason: UnknownReason };
 
 /** Classifies one answer by the contract's state statuses and the guard's problem `type` URIs. */
-function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean): Verdict {
+function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean, handled: boolean): Verdict {
   if (status >= 200 && status < 300) return { act: 'complete' };
   // A replay is the stored answer of the first execution (e.g. a business 409): terminal, whatever its status.
   if (replayed) return { act: 'reject', reason: 'client-error' };
+  // `Idempotent-Replayed: false` marks the handler's own first answer (the guard's problems never carry it):
+  // a business 4xx is just as terminal; its 5xx and transient statuses fall through to the retry rules.
+  if (handled && status < 500 && status !== 429 && !contract.transient.includes(status)) return { act: 'reject', reason: 'client-error' };
   const type = problemType(body);
   const r = contract.responses;
   // The guard's problem types are stable; they disambiguate states that share a status (e.g. 409, 400).
@@ -273,8 +276,9 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       const body = await readBody(res);
       lastStatus = res.status;
       lastError = undefined;
-      const replayed = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase() === 'true';
-      verdict = classify(contract, res.status, body, replayed);
+      const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();
+      const replayed = replayHeader === 'true';
+      verdict = classify(contract, res.status, body, replayed, replayHeader === 'false');
       if (verdict.act === 'complete') {
         return {
           kind: 'completed',
