@@ -62,6 +62,8 @@ class DocumentLoader implements ApiDocument {
   private readonly checked = new WeakSet<object>();
   defaultsAt: Location | undefined;
   private readonly touched: string[] = [];
+  // Operations in the entry file that carry `x-idempotency` (for rejectJsonDuplicates).
+  private readonly contractedHere: Location[] = [];
 
   constructor(
     readonly file: string,
@@ -95,6 +97,7 @@ class DocumentLoader implements ApiDocument {
     (this as { root: Record<string, unknown> }).root = root;
     (this as { version: OpenApiVersion }).version = this.detectVersion(root);
     this.readOperations();
+    this.rejectJsonDuplicates();
     return this;
   }
 
@@ -175,8 +178,12 @@ class DocumentLoader implements ApiDocument {
           this.warn(at, `operation ${method.toUpperCase()} ${path} has no 'responses'`);
         }
         const hasContract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency');
-        // JSON.parse keeps the last of two `x-idempotency` keys; only operations that carry one are checked.
-        if (hasContract) this.rejectDuplicateKeys(at, false);
+        // JSON.parse keeps the last of two `x-idempotency` keys: operations in the entry file are checked
+        // all at once after the loop (rejectJsonDuplicates), those in other files one by one.
+        if (hasContract) {
+          if (at.file === this.file) this.contractedHere.push(at);
+          else this.rejectDuplicateKeys(at, false);
+        }
         const contract = hasContract ? this.readContract(node, at, pathItem, item.at, defaults) : undefined;
         const label = `${method.toUpperCase()} ${path}${operationId ? ` (${operationId})` : ''}`;
         const parameters = lazyParameters(this, pathItem, item.at, node, at);
@@ -200,9 +207,9 @@ class DocumentLoader implements ApiDocument {
 
   private readDefaults(): { value: Record<string, unknown>; at: Location } | undefined {
     if (!Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency')) return undefined;
-    this.rejectDuplicateKeys({ file: this.file, pointer: '' }, false);
     const defaults = this.need(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' });
-    this.rejectDuplicateKeys(defaults.at, true);
+    // Written in place, the defaults are checked with every `x-idempotency` value of the entry file.
+    if (defaults.at.file !== this.file || defaults.at.pointer !== '/x-idempotency') this.rejectDuplicateKeys(defaults.at, true);
     this.defaultsAt = defaults.at;
     if (!isPlainObject(defaults.value)) {
       this.warn(defaults.at, 'the document-level x-idempotency holds defaults and must be an object; it is ignored');
@@ -219,7 +226,8 @@ class DocumentLoader implements ApiDocument {
     defaults: { value: Record<string, unknown>; at: Location } | undefined,
   ): IdempotencyContract {
     const own = this.need(node['x-idempotency'], { file: at.file, pointer: appendPointer(at.pointer, 'x-idempotency') });
-    this.rejectDuplicateKeys(own.at, true);
+    // A contract written in place in the entry file is checked by rejectJsonDuplicates.
+    if (own.at.file !== this.file || own.at.pointer !== appendPointer(at.pointer, 'x-idempotency')) this.rejectDuplicateKeys(own.at, true);
     if (own.value !== false) this.checkNeededRefs(node, at, pathItem, pathItemAt);
     const inputs: ContractInputs = {
       own,
@@ -289,6 +297,25 @@ class DocumentLoader implements ApiDocument {
       value: followed && isPlainObject(followed.value) ? followed.value : undefined,
       valueAt: followed?.at ?? entryAt,
     };
+  }
+
+  /**
+   * Duplicate keys in the entry file's JSON, cheaply: every `x-idempotency` value written in the file is
+   * checked inside (they are small); and only when the file has more `x-idempotency` members than the root
+   * and the contracted operations account for — a second one in some object — are those objects scanned.
+   */
+  private rejectJsonDuplicates(): void {
+    const source = this.cache.get(this.file);
+    const members = source.membersNamed('x-idempotency');
+    if (!members) return;
+    if (members.duplicate) {
+      const { key, first, second } = members.duplicate;
+      throw duplicateKeyDocumentError(this.file, key, first, second);
+    }
+    const rootHas = Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency');
+    if (members.count <= this.contractedHere.length + (rootHas ? 1 : 0)) return;
+    if (rootHas) this.rejectDuplicateKeys({ file: this.file, pointer: '' }, false);
+    for (const at of this.contractedHere) this.rejectDuplicateKeys(at, false);
   }
 
   /** A key written twice in the object at `at` (deep: in its nested objects too) is a DocumentError at the second one. */

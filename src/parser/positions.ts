@@ -53,6 +53,11 @@ export interface PositionIndex {
    * offsets of both occurrences; `undefined` when there is none or the format rejects duplicates when parsing.
    */
   duplicateKey?(tokens: readonly string[], deep: boolean): DuplicateKey | undefined;
+  /**
+   * Every member named `key` written anywhere in the text: how many there are, and the first key written
+   * twice inside any of their values.
+   */
+  membersNamed?(key: string): { readonly count: number; readonly duplicate: DuplicateKey | undefined };
 }
 
 /** A key written twice in one object. */
@@ -76,6 +81,9 @@ const COLON = 58;
  * Written unrolled (no nested alternation under `*`) so it cannot backtrack badly; `y` anchors each match.
  */
 const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
+
+/** The characters that change a JSON scanner's state: quotes, brackets and commas. */
+const STRUCTURAL = /["{}[\],]/g;
 
 type ContainerIndex =
   | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets>; readonly duplicate?: DuplicateKey }
@@ -117,42 +125,73 @@ export class JsonPositionIndex implements PositionIndex {
   duplicateKey(tokens: readonly string[], deep: boolean): DuplicateKey | undefined {
     const located = this.locate(tokens);
     if (located.depth !== tokens.length) return undefined;
-    if (deep) return this.findDuplicate(located.valueOffset, true);
+    if (deep) return this.findDuplicateDeep(located.valueOffset);
     // One level: the scan that indexes the object for positions already noticed it.
     const container = this.index(located.valueOffset);
     return container?.kind === 'object' ? container.duplicate : undefined;
   }
 
-  // JSON.parse keeps the last of two equal keys silently; only the objects the model reads are checked, so
-  // a 10 MB document is not scanned twice.
-  private findDuplicate(offset: number, deep: boolean): DuplicateKey | undefined {
-    const code = this.text.charCodeAt(offset);
-    if (code !== OPEN_BRACE && code !== OPEN_BRACKET) return undefined;
+  membersNamed(key: string): { readonly count: number; readonly duplicate: DuplicateKey | undefined } {
     const text = this.text;
-    const seen = new Map<string, number>();
-    const children: number[] = [];
-    let i = this.skipWhitespace(offset + 1);
-    const close = code === OPEN_BRACE ? CLOSE_BRACE : CLOSE_BRACKET;
-    while (i < text.length && text.charCodeAt(i) !== close) {
-      if (code === OPEN_BRACE) {
-        const keyOffset = i;
-        const keyEnd = this.skipString(i);
-        const raw = text.slice(i + 1, keyEnd - 1);
-        const key = raw.includes('\\') ? (JSON.parse(text.slice(i, keyEnd)) as string) : raw;
-        const first = seen.get(key);
-        if (first !== undefined) return { key, firstOffset: first, secondOffset: keyOffset };
-        seen.set(key, keyOffset);
-        i = this.skipWhitespace(keyEnd);
-        if (text.charCodeAt(i) === COLON) i = this.skipWhitespace(i + 1);
-      }
-      if (deep) children.push(i);
-      i = this.skipWhitespace(this.skipValue(i));
-      if (text.charCodeAt(i) === COMMA) i = this.skipWhitespace(i + 1);
-      else break;
+    const needle = JSON.stringify(key);
+    let count = 0;
+    let duplicate: DuplicateKey | undefined;
+    // A native substring search instead of a scan: in valid JSON the needle is a member name exactly when
+    // `{` or `,` precedes it and `:` follows it (quotes inside strings are escaped).
+    for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
+      let before = at - 1;
+      while (before >= 0 && isJsonSpace(text.charCodeAt(before))) before -= 1;
+      const opener = text.charCodeAt(before);
+      if (opener !== OPEN_BRACE && opener !== COMMA) continue;
+      const colon = this.skipWhitespace(at + needle.length);
+      if (text.charCodeAt(colon) !== COLON) continue;
+      count += 1;
+      duplicate ??= this.findDuplicateDeep(this.skipWhitespace(colon + 1));
     }
-    for (const child of children) {
-      const found = this.findDuplicate(child, true);
-      if (found) return found;
+    return { count, duplicate };
+  }
+
+  /**
+   * The first key written twice in the value at `offset` or any value nested in it, in one pass over its
+   * text (JSON.parse keeps the last of two equal keys silently).
+   */
+  private findDuplicateDeep(offset: number): DuplicateKey | undefined {
+    const text = this.text;
+    const first = text.charCodeAt(offset);
+    if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return undefined;
+    // One key table per open object (`null` for an array); a string right after `{` or `,` in an object is a key.
+    const stack: (Map<string, number> | null)[] = [];
+    let expectKey = false;
+    const structural = STRUCTURAL;
+    structural.lastIndex = offset;
+    for (let match = structural.exec(text); match !== null; match = structural.exec(text)) {
+      const i = match.index;
+      const c = text.charCodeAt(i);
+      if (c === QUOTE) {
+        const end = this.skipString(i);
+        if (expectKey) {
+          const raw = text.slice(i + 1, end - 1);
+          const key = raw.includes('\\') ? (JSON.parse(text.slice(i, end)) as string) : raw;
+          const keys = stack[stack.length - 1]!;
+          const seen = keys.get(key);
+          if (seen !== undefined) return { key, firstOffset: seen, secondOffset: i };
+          keys.set(key, i);
+          expectKey = false;
+        }
+        structural.lastIndex = end;
+      } else if (c === OPEN_BRACE) {
+        stack.push(new Map());
+        expectKey = true;
+      } else if (c === OPEN_BRACKET) {
+        stack.push(null);
+        expectKey = false;
+      } else if (c === COMMA) {
+        expectKey = stack[stack.length - 1] !== null;
+      } else {
+        stack.pop();
+        expectKey = false;
+        if (stack.length === 0) return undefined;
+      }
     }
     return undefined;
   }
@@ -274,4 +313,8 @@ export class JsonPositionIndex implements PositionIndex {
     }
     return i;
   }
+}
+
+function isJsonSpace(code: number): boolean {
+  return code === 32 || code === 10 || code === 13 || code === 9;
 }

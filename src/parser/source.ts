@@ -74,6 +74,20 @@ export class SourceFile {
     return { key: found.key, first: this.lines.position(found.firstOffset), second: this.lines.position(found.secondOffset) };
   }
 
+  /**
+   * How many members named `key` the file has (JSON only; `undefined` for YAML, whose parser rejects
+   * duplicates), and the first key written twice inside any of their values.
+   */
+  membersNamed(key: string): { count: number; duplicate: { key: string; first: Position; second: Position } | undefined } | undefined {
+    const found = this.index.membersNamed?.(key);
+    if (!found) return undefined;
+    const dup = found.duplicate;
+    return {
+      count: found.count,
+      duplicate: dup && { key: dup.key, first: this.lines.position(dup.firstOffset), second: this.lines.position(dup.secondOffset) },
+    };
+  }
+
   /** Line/column of a character offset. */
   positionAt(offset: number): Position {
     return this.lines.position(offset);

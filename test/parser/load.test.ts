@@ -184,6 +184,9 @@ describe('loadDocument', () => {
       const json = await loadError('bad/duplicate-key.json');
       assert.equal(json.message, 'duplicate key `ttl` (first at line 20) — keep one');
       assert.deepEqual({ line: json.line, column: json.column }, spot(fixture('bad/duplicate-key.json'), '"ttl": "PT1H"', '"ttl"'));
+      const contract = await loadError('bad/duplicate-contract.json');
+      assert.equal(contract.message, 'duplicate key `x-idempotency` (first at line 11) — keep one');
+      assert.deepEqual({ line: contract.line, column: contract.column }, spot(fixture('bad/duplicate-contract.json'), '"x-idempotency": {', '"x-idempotency"'));
     });
 
     it('a 3.0 document without `paths` (cut off before it), at the end of the file', async () => {
