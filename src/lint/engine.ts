@@ -135,7 +135,14 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
       operations: [...operations],
     });
   }
-  return [...placed.values()].sort(compareFindings);
+  // Every finding also carries the display label of each operation it names (`POST /payouts (createPayout)`),
+  // so a format can say which operation a finding is about without looking the name up.
+  const labels = new Map<string, string>();
+  for (let index = operations.length - 1; index >= 0; index--) labels.set(names[index]!, operations[index]!.label);
+  const findings = [...placed.values()].map((finding) =>
+    finding.operations.length === 0 ? finding : { ...finding, operationLabels: finding.operations.map((name) => labels.get(name) ?? name) },
+  );
+  return findings.sort(compareFindings);
 }
 
 const shapeWarnings = new WeakMap<ApiDocument, readonly DocumentWarning[]>();

@@ -66,6 +66,11 @@ export interface Finding {
   readonly column: number;
   /** Every operation the finding is about (one, or several when the node is a shared component). */
   readonly operations: readonly string[];
+  /**
+   * The display label of each entry of `operations`, in the same order: `POST /payouts (createPayout)`.
+   * Set by the engine when the finding names operations.
+   */
+  readonly operationLabels?: readonly string[];
   /** Set when an `x-idempotency-lint` suppression silenced it. */
   readonly suppressed?: { readonly reason: string };
 }

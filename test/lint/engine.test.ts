@@ -53,6 +53,7 @@ describe('lint engine', () => {
         line: 7,
         column: 3,
         operations: ['usesTrue'],
+        operationLabels: ['POST /uses-true (usesTrue)'],
       },
       {
         ruleId: 'test-ttl',
@@ -64,6 +65,7 @@ describe('lint engine', () => {
         line: 27,
         column: 9,
         operations: ['overrides'],
+        operationLabels: ['POST /overrides (overrides)'],
       },
     ]);
   });
@@ -74,6 +76,7 @@ describe('lint engine', () => {
     const shared = findings.filter((finding) => finding.pointer === '/x-idempotency/ttl');
     assert.equal(shared.length, 1);
     assert.deepEqual(shared[0]!.operations, ['a', 'b']);
+    assert.deepEqual(shared[0]!.operationLabels, ['POST /a (a)', 'POST /b (b)'], 'each named operation has its display label');
     assert.equal(shared[0]!.line, 4);
     assert.equal(findings.length, 6);
   });
