@@ -9,9 +9,12 @@
  * store.migrate();                     // WAL + table + indexes, idempotent
  * ```
  *
- * Atomicity: a reservation is one `BEGIN IMMEDIATE` transaction (the database's write lock) around
- * `INSERT … ON CONFLICT … RETURNING`, so processes sharing the file never both win a record; every other
- * write is a single fenced statement (atomic on its own). Statements are prepared once per store.
+ * Atomicity: a reservation is one `INSERT … ON CONFLICT … RETURNING` statement — a write statement opens
+ * its write transaction (the database's write lock, waiting up to `busy_timeout`) before it reads, like
+ * `BEGIN IMMEDIATE` — so processes sharing the file never both win a record. When it returns no row, the
+ * existing record is read by a second statement (and the reservation tried again if another process removed
+ * it in between). Every other write is a single fenced statement, atomic on its own; one-transaction mode
+ * uses `BEGIN IMMEDIATE`. Statements are prepared once per store.
  *
  * One-transaction mode and `await`: better-sqlite3 is synchronous and a connection has one transaction,
  * so while a handler awaits inside {@link SqliteStore.withReservation}, anything else run on that
@@ -157,8 +160,6 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   readonly #table: string;
   readonly #clock: () => number;
   #statements: Statements | undefined;
-  // Transaction wrapper built once (better-sqlite3 prepares its BEGIN/COMMIT statements per wrapper).
-  readonly #reserveTx: { immediate(input: ReserveInput): ReserveResult };
 
   constructor(db: SqliteDatabase, options: SqliteStoreOptions = {}) {
     this.#db = db;
@@ -166,7 +167,6 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     this.#clock = options.clock ?? Date.now;
     const busy = options.busyTimeoutMs === undefined ? 5000 : options.busyTimeoutMs;
     if (busy !== null) db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busy))}`);
-    this.#reserveTx = db.transaction((input: ReserveInput) => this.#reserveNow(input));
   }
 
   // Prepared on first use: the table may not exist before migrate(). SQLite re-prepares them itself after a schema change.
@@ -206,7 +206,8 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   reserve(input: ReserveInput): Promise<ReserveResult> {
-    return this.#run(() => this.#reserveTx.immediate(input));
+    // No explicit transaction: one write statement is atomic, and half the cost of BEGIN IMMEDIATE … COMMIT.
+    return this.#run(() => this.#reserveNow(input));
   }
 
   complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
@@ -295,13 +296,16 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   #reserveNow(input: ReserveInput): ReserveResult {
-    const now = this.#clock();
     const sql = this.#sql;
-    const inserted = sql.reserve.get(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now) as Row | undefined;
-    if (inserted !== undefined) return { outcome: 'reserved', record: toRecord(inserted), now };
-    const existing = sql.select.get(input.id) as Row | undefined;
-    if (existing === undefined) throw new StoreError('unavailable', 'the conflicting record vanished inside the write lock');
-    return { outcome: 'existing', record: toRecord(existing), now };
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const now = this.#clock();
+      const inserted = sql.reserve.get(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now) as Row | undefined;
+      if (inserted !== undefined) return { outcome: 'reserved', record: toRecord(inserted), now };
+      const existing = sql.select.get(input.id) as Row | undefined;
+      if (existing !== undefined) return { outcome: 'existing', record: toRecord(existing), now };
+      // Outside a transaction another process may release or purge the record between the two statements: try again.
+    }
+    throw new StoreError('unavailable', 'the record kept changing under the reservation');
   }
 
   #completeNow(id: string, token: string, input: CompleteInput): boolean {
