@@ -77,14 +77,16 @@ export function schemaShapeWarnings(doc: ApiDocument): DocumentWarning[] {
 }
 
 /**
- * Whether the entry file's text can hold any of these shapes, decided by a native text search so a big
- * JSON document without them is not walked at all. JSON only: every null schema and `'null'` type is
- * spelled `null`, and a type array `"type": [` (or a key written with `\u` escapes); YAML has other
- * spellings of null (`~`, an empty value), so YAML is always walked.
+ * Whether the entry file's text can hold any of these shapes, decided by native text searches so a big
+ * JSON document without them is not walked at all. JSON only (YAML spells null `~` or leaves the value
+ * empty, so YAML is always walked): a null schema is a `null` literal after `:`, `,` or `[`; before 3.1 a
+ * `'null'` type is the string `"null"` and a type array is `"type": [` (or a key written with `\u` escapes).
+ * 3.1 type arrays naming `"null"` are valid and need no walk.
  */
 function mayHoldShapeProblems(doc: ApiDocument): boolean {
   const source = doc.source?.();
   if (!source || source.format !== 'json') return true;
-  if (source.text.includes('null')) return true;
-  return doc.version !== '3.1' && /"type"\s*:\s*\[|\\u/.test(source.text);
+  const text = source.text;
+  if (/[:,[]\s*null\b/.test(text)) return true;
+  return doc.version !== '3.1' && (text.includes('"null"') || /"type"\s*:\s*\[|\\u/.test(text));
 }

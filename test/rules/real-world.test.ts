@@ -169,6 +169,12 @@ describe('real-world shapes', () => {
     assert.deepEqual(await write('array.json', { openapi: '3.0.3', ...base, components: { schemas: { A: { type: ['string', 'integer'] } } } }), ['/components/schemas/A/type']);
     assert.deepEqual(await write('null.json', { openapi: '3.1.0', ...base, components: { schemas: { A: { properties: { b: null } } } } }), ['/components/schemas/A/properties/b']);
     assert.deepEqual(await write('clean.json', { openapi: '3.0.3', ...base, components: { schemas: { A: { type: 'string' } } } }), []);
+    // 3.1: `"null"` in type arrays is valid; a null inside a schema list is not, written compactly or not.
+    const listed = { openapi: '3.1.0', ...base, components: { schemas: { A: { type: ['string', 'null'] }, B: { allOf: [null] } } } };
+    assert.deepEqual(await write('listed.json', listed), ['/components/schemas/B/allOf/0']);
+    const compact = path.join(dir, 'compact.json');
+    await writeFile(compact, JSON.stringify(listed));
+    assert.deepEqual(schemaShapeWarnings(await loadDocument(compact)).map((w) => w.at.pointer), ['/components/schemas/B/allOf/0']);
     const escaped = path.join(dir, 'escaped.json');
     await writeFile(escaped, '{"openapi":"3.0.3","info":{"title":"t","version":"1"},"paths":{},"components":{"schemas":{"A":{"typ\\u0065":["string","integer"]}}}}');
     assert.deepEqual(schemaShapeWarnings(await loadDocument(escaped)).map((w) => w.at.pointer), ['/components/schemas/A/type']);
