@@ -3,7 +3,7 @@
 // JSON.parse alone on the biggest JSON, and the cold start of `idemkit lint` on the demo sample.
 // Usage: npm run build && npm run bench:lint [-- --ops 200,2000 --runs 3]
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -66,6 +66,8 @@ async function parent() {
   const { stringify } = await import('yaml');
   const dir = path.join(tmpdir(), `idemkit-bench-${process.pid}`);
   mkdirSync(dir, { recursive: true });
+  // The specs are ~20 MB per run: remove them however the run ends.
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 
   console.log(`node ${process.version}, ${runs} fresh processes each; times are min / median ms; figures from dist/\n`);
   console.log('| operations | format | size | load | lint | load + lint | peak RSS MB | findings |');
