@@ -59,6 +59,22 @@ describe('idemkit lint', () => {
       ]);
     });
 
+    it('names the operations of each finding in every machine format (json, sarif, github, junit, markdown)', async () => {
+      const file = 'test/fixtures/parser/external/broken-contract.yaml';
+      const json = JSON.parse((await lint(file, '--format', 'json')).out) as { findings: { ruleId: string; operations: string[]; operationLabels: string[] }[] };
+      const invalid = json.findings.find((finding) => finding.ruleId === 'contract-invalid')!;
+      assert.deepEqual(invalid.operationLabels, ['POST /a (a)', 'POST /b (b)']);
+      assert.ok(json.findings.every((finding) => finding.operationLabels.length === finding.operations.length));
+      const sarif = JSON.parse((await lint(file, '--format', 'sarif')).out) as { runs: { results: { ruleId: string; message: { text: string }; properties: { operationLabels?: string[] } }[] }[] };
+      const result = sarif.runs[0]!.results.find((r) => r.ruleId === 'contract-invalid')!;
+      assert.deepEqual(result.properties.operationLabels, ['POST /a (a)', 'POST /b (b)']);
+      assert.match(result.message.text, /\[POST \/a \(a\); POST \/b \(b\)\]$/);
+      assert.match((await lint(file, '--format', 'github')).out, /title=contract-invalid::.*\[POST \/a \(a\); POST \/b \(b\)\] \(contract-invalid\)$/m);
+      const junit = (await lint(file, '--format', 'junit')).out;
+      assert.match(junit, /<testcase classname="[^"]*" name="POST \/b \(b\)">\n\s*<failure message="POST \/b \(b\): /);
+      assert.match((await lint(file, '--format', 'markdown')).out, /`contract-invalid` `test\/fixtures\/parser\/external\/components\/contracts\.yaml:4:3` also `POST \/b \(b\)`:/);
+    });
+
     it('prints machine-readable JSON with --format json', async () => {
       const result = await lint('test/fixtures/parser/invalid-contract.yaml', '--format', 'json');
       assert.equal(result.code, 1);

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import type { BaselineEntry } from '../baseline.js';
-import { namesOperation } from '../operation-name.js';
+import { findOperationByName, namesOperation } from '../operation-name.js';
 import type { Finding, Rule, Severity } from '../rule.js';
 
 /**
@@ -56,4 +56,29 @@ const SEVERITY_RANK: Record<Severity, number> = { info: 0, warn: 1, error: 2 };
 /** Whether `finding` fails the run: not suppressed, and at or above `failOn` (default `error`). */
 export function failsRun(finding: Finding, failOn: Severity = 'error'): boolean {
   return !finding.suppressed && SEVERITY_RANK[finding.severity] >= SEVERITY_RANK[failOn];
+}
+
+/**
+ * The display label of each operation `finding` names (`POST /payouts (createPayout)`), in the order of
+ * `finding.operations`: the engine's `operationLabels`, else each name looked up in `documents` (findings
+ * built by hand or read back from older reports), else the name itself.
+ */
+export function operationLabelsOf(finding: Finding, documents: readonly ApiDocument[]): string[] {
+  const given = finding.operationLabels;
+  if (given && given.length === finding.operations.length) return [...given];
+  return finding.operations.map((name) => findOperationByName(name, documents, finding.file)?.label ?? name);
+}
+
+/**
+ * Whether `message` already says which operation it is about: it quotes the label, or the label's
+ * `METHOD /path` part (rule messages often start `POST /refunds takes …`).
+ */
+export function messageNamesOperation(message: string, label: string): boolean {
+  if (message.includes(label)) return true;
+  const route = /^([A-Z]+ \S+)(?: \(.*\))?$/.exec(label)?.[1];
+  return route !== undefined && new RegExp(`(^|[^\\w/{}.-])${escapeRegExp(route)}(?![\\w/{}.-])`).test(message);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -1,8 +1,9 @@
 /**
  * GitHub Actions workflow commands: one annotation per unsuppressed finding,
- * `::error file=…,line=…,col=…,title=<rule>::message`.
+ * `::error file=…,line=…,col=…,title=<rule>::message [POST /payouts (createPayout)] (rule)` — the operation
+ * is named unless the message already names it.
  */
-import { relativePath, sortFindings } from './common.js';
+import { messageNamesOperation, operationLabelsOf, relativePath, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 import type { Severity } from '../rule.js';
 
@@ -29,7 +30,9 @@ export function formatGithub(report: FormatterInput): string {
       `col=${finding.column}`,
       `title=${escapeProperty(finding.ruleId)}`,
     ].join(',');
-    const about = finding.operations.length > 0 ? ` [${finding.operations.join('; ')}]` : '';
+    // Name the operation(s) unless the message already does (`POST /refunds takes …`).
+    const labels = operationLabelsOf(finding, report.documents).filter((label) => !messageNamesOperation(finding.message, label));
+    const about = labels.length > 0 ? ` [${labels.join('; ')}]` : '';
     lines.push(`::${COMMAND[finding.severity]} ${properties}::${escapeData(`${finding.message}${about} (${finding.ruleId})`)}`);
   }
   for (const entry of report.baseline?.stale ?? []) {

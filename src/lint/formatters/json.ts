@@ -1,5 +1,6 @@
 /** Machine-readable findings: one JSON object, paths relative to the working directory, stable key order. */
 import type { Severity } from '../rule.js';
+import { operationLabelsOf } from './common.js';
 import type { LintReport } from './index.js';
 import { displayPath } from './paths.js';
 
@@ -15,6 +16,8 @@ export interface JsonReport {
     readonly column: number;
     readonly pointer: string;
     readonly operations: readonly string[];
+    /** The display label of each of `operations`, same order: `POST /payouts (createPayout)`. */
+    readonly operationLabels: readonly string[];
     readonly suppressed?: { readonly reason: string };
   }[];
   readonly summary: { readonly error: number; readonly warn: number; readonly info: number; readonly suppressed: number };
@@ -40,6 +43,7 @@ export function formatJson(report: LintReport): string {
       column: finding.column,
       pointer: finding.pointer,
       operations: finding.operations,
+      operationLabels: operationLabelsOf(finding, report.documents),
       ...(finding.suppressed ? { suppressed: finding.suppressed } : {}),
     })),
     summary: {

@@ -5,7 +5,7 @@
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { namesOperation } from '../operation-name.js';
 import type { Finding } from '../rule.js';
-import { failsRun, findingConcerns, relativePath, sortDocuments, sortFindings } from './common.js';
+import { failsRun, findingConcerns, messageNamesOperation, operationLabelsOf, relativePath, sortDocuments, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 
 /** Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. */
@@ -47,7 +47,9 @@ export function formatJunit(report: FormatterInput): string {
     const concerned = operations.filter(({ document, operation }) => findingConcerns(finding, document, operation, report.documents));
     for (const { suite, operation } of concerned) suite.get(operation.label)!.findings.push(finding);
     const named = new Set(concerned.flatMap(({ operation }) => finding.operations.filter((name) => namesOperation(name, operation))));
-    const unmatched = finding.operations.length > 0 ? finding.operations.filter((name) => !named.has(name)) : ['(document)'];
+    // An operation no linted document declares still gets its own case, named by its label when the engine gave one.
+    const labels = operationLabelsOf(finding, report.documents);
+    const unmatched = finding.operations.length > 0 ? labels.filter((_, at) => !named.has(finding.operations[at]!)) : ['(document)'];
     for (const name of unmatched) {
       const suite = suiteOf(finding.file);
       let testCase = suite.get(name);
@@ -83,10 +85,17 @@ function renderCase(report: FormatterInput, suiteName: string, testCase: Case): 
   const suppressed = testCase.findings.filter((f) => f.suppressed);
   if (testCase.findings.length === 0) return [`    <testcase classname="${escapeXml(suiteName)}" name="${escapeXml(testCase.name)}"/>`];
   const lines = [open];
-  const describe = (f: Finding) => `${relativePath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}`;
+  // A finding several operations share names them all; one about this case's operation alone says nothing more.
+  const others = (f: Finding) => operationLabelsOf(f, report.documents).filter((label) => label !== testCase.name);
+  const describe = (f: Finding) => {
+    const also = others(f);
+    return `${relativePath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}${also.length > 0 ? ` [also ${also.join('; ')}]` : ''}`;
+  };
   if (active.length > 0) {
     const first = active[0]!;
-    const summary = active.length === 1 ? first.message : `${active.length} findings, first: ${first.message}`;
+    // The failure message names the operation (CI lists failures by message, away from the case name).
+    const named = testCase.name === '(document)' || (active.length === 1 && messageNamesOperation(first.message, testCase.name));
+    const summary = (named ? '' : `${testCase.name}: `) + (active.length === 1 ? first.message : `${active.length} findings, first: ${first.message}`);
     lines.push(`      <failure message="${escapeXml(summary)}" type="${escapeXml(first.ruleId)}">${escapeXml(active.map(describe).join('\n'))}</failure>`);
   }
   if (below.length > 0 || suppressed.length > 0) {

@@ -7,7 +7,7 @@
 import type { ApiDocument, IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
 import { catalogue } from '../catalogue.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
-import { findingConcerns, relativePath, sortDocuments, sortFindings } from './common.js';
+import { findingConcerns, operationLabelsOf, relativePath, sortDocuments, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 
 const YES = '✔';
@@ -173,7 +173,7 @@ function renderCard(
     ...rows.map((row) => row.line),
     '',
   ];
-  if (findings.length > 0) lines.push(...findings.map((f) => findingLine(report, f)), '');
+  if (findings.length > 0) lines.push(...findings.map((f) => findingLine(report, f, operation.label)), '');
   return { ready, text: lines.join('\n') };
 }
 
@@ -182,9 +182,15 @@ function positionLine(report: FormatterInput, operation: OperationView): number 
   return document ? document.position(operation.at).line : 1;
 }
 
-function findingLine(report: FormatterInput, finding: Finding): string {
+/**
+ * One finding as a list item, naming the operation(s) it is about: all of them outside a card, the others
+ * when it sits in the card of `cardLabel` (a shared component's fault names every operation using it).
+ */
+function findingLine(report: FormatterInput, finding: Finding, cardLabel?: string): string {
   const where = code(`${relativePath(report.cwd, finding.file)}:${finding.line}:${finding.column}`);
+  const labels = operationLabelsOf(finding, report.documents).filter((label) => label !== cardLabel);
+  const about = labels.length > 0 ? ` ${cardLabel === undefined ? '' : 'also '}${labels.map(code).join(', ')}:` : '';
   const suppressed = finding.suppressed ? ` _(suppressed: ${escapeMarkdown(finding.suppressed.reason)})_` : '';
   const mark = finding.suppressed ? '~' : finding.severity === 'error' ? NO : '!';
-  return `- ${mark} **${finding.severity}** ${code(finding.ruleId)} ${where} ${messageMarkdown(finding.message)}${suppressed}`;
+  return `- ${mark} **${finding.severity}** ${code(finding.ruleId)} ${where}${about} ${messageMarkdown(finding.message)}${suppressed}`;
 }

@@ -9,7 +9,7 @@ import { findingIdentity, identityHash } from '../baseline.js';
 import { catalogue } from '../catalogue.js';
 import type { Rule, Severity } from '../rule.js';
 import { packageVersion, ruleDocOrSummary } from '../rule-docs.js';
-import { relativePath, sortFindings } from './common.js';
+import { messageNamesOperation, operationLabelsOf, relativePath, sortFindings } from './common.js';
 import type { FormatterInput } from './common.js';
 
 const LEVEL: Record<Severity, 'error' | 'warning' | 'note'> = { error: 'error', warn: 'warning', info: 'note' };
@@ -53,11 +53,14 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
   const cwdUri = pathToFileURL(report.cwd.endsWith('/') ? report.cwd : `${report.cwd}/`).href;
   const results = sortFindings(report.findings).map((finding) => {
     const index = ruleIndex.get(finding.ruleId);
+    const labels = operationLabelsOf(finding, report.documents);
+    // The message names the operation(s) it does not already name; the fingerprint below does not read labels.
+    const unnamed = labels.filter((label) => !messageNamesOperation(finding.message, label));
     const result: Record<string, unknown> = {
       ruleId: finding.ruleId,
       ...(index === undefined ? {} : { ruleIndex: index }),
       level: LEVEL[finding.severity],
-      message: { text: finding.operations.length > 0 ? `${finding.message} [${finding.operations.join('; ')}]` : finding.message },
+      message: { text: unnamed.length > 0 ? `${finding.message} [${unnamed.join('; ')}]` : finding.message },
       locations: [
         {
           physicalLocation: {
@@ -65,12 +68,16 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
             region: { startLine: Math.max(1, finding.line), startColumn: Math.max(1, finding.column) },
           },
           ...(finding.operations.length > 0
-            ? { logicalLocations: finding.operations.map((label) => ({ name: label, kind: 'function' })) }
+            ? { logicalLocations: finding.operations.map((name, at) => ({ name, fullyQualifiedName: labels[at], kind: 'function' })) }
             : {}),
         },
       ],
       partialFingerprints: { [FINGERPRINT_KEY]: identityHash(findingIdentity(finding, report.documents, report.cwd)) },
-      properties: { pointer: finding.pointer, messageId: finding.messageId },
+      properties: {
+        pointer: finding.pointer,
+        messageId: finding.messageId,
+        ...(finding.operations.length > 0 ? { operations: [...finding.operations], operationLabels: labels } : {}),
+      },
     };
     if (finding.suppressed) result.suppressions = [{ kind: 'inSource', justification: finding.suppressed.reason }];
     if (report.baseline) result.baselineState = 'new';

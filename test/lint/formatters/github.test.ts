@@ -11,10 +11,24 @@ describe('github formatter', () => {
   it('prints one annotation per unsuppressed finding, with file, line, col and the rule as title', () => {
     const lines = formatGithub(report()).trimEnd().split('\n');
     assert.deepEqual(lines, [
-      '::warning file=api/open api.yaml,line=10,col=5,title=ttl-missing::No ttl. [createPayout] (ttl-missing)',
-      '::error file=api/open api.yaml,line=12,col=7,title=scope-too-wide::Scope 100%25 global: keys, of <tenants> & "owners" collide%0Aacross accounts | `x` [createPayout] (scope-too-wide)',
-      '::error file=api/open api.yaml,line=30,col=5,title=contract-missing::POST /refunds takes Idempotency-Key but has no x-idempotency. [createRefund] (contract-missing)',
+      '::warning file=api/open api.yaml,line=10,col=5,title=ttl-missing::No ttl. [POST /payouts (createPayout)] (ttl-missing)',
+      '::error file=api/open api.yaml,line=12,col=7,title=scope-too-wide::Scope 100%25 global: keys, of <tenants> & "owners" collide%0Aacross accounts | `x` [POST /payouts (createPayout)] (scope-too-wide)',
+      '::error file=api/open api.yaml,line=30,col=5,title=contract-missing::POST /refunds takes Idempotency-Key but has no x-idempotency. (contract-missing)',
     ]);
+  });
+
+  it('names the operation by the engine label unless the message already names it', () => {
+    const base = report();
+    const shared = { ...base.findings[1]!, operations: ['createPayout', 'createRefund'], operationLabels: ['POST /payouts (createPayout)', 'POST /refunds (createRefund)'] };
+    assert.match(formatGithub({ ...base, findings: [shared] }), /::No ttl\. \[POST \/payouts \(createPayout\); POST \/refunds \(createRefund\)\] \(ttl-missing\)$/m);
+    // The engine's label wins over a lookup (an operation of a document not given to the formatter).
+    const external = { ...base.findings[1]!, operations: ['remoteOp'], operationLabels: ['PUT /remote (remoteOp)'] };
+    assert.match(formatGithub({ ...base, findings: [external] }), /::No ttl\. \[PUT \/remote \(remoteOp\)\] \(ttl-missing\)$/m);
+    // `POST /refunds` in the message names it; `POST /refunds/{id}` would not.
+    const named = { ...base.findings[1]!, message: 'POST /refunds lacks a ttl.', operations: ['createRefund'] };
+    assert.match(formatGithub({ ...base, findings: [named] }), /::POST \/refunds lacks a ttl\. \(ttl-missing\)$/m);
+    const other = { ...named, message: 'POST /refunds/{id} is similar.' };
+    assert.match(formatGithub({ ...base, findings: [other] }), /::POST \/refunds\/\{id\} is similar\. \[POST \/refunds \(createRefund\)\] \(ttl-missing\)$/m);
   });
 
   it('escapes commas and colons in the file property', () => {

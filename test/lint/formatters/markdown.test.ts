@@ -26,9 +26,19 @@ describe('markdown formatter', () => {
     const md = formatMarkdown(report());
     const [, tail] = md.split('### Operations without a contract');
     assert.ok(tail, 'section present');
-    assert.match(tail!, /`contract-missing` `api\/open api\.yaml:30:5` POST \/refunds takes Idempotency-Key/);
+    assert.match(tail!, /`contract-missing` `api\/open api\.yaml:30:5` `POST \/refunds \(createRefund\)`: POST \/refunds takes Idempotency-Key/);
     assert.ok(!tail!.includes('scope-too-wide'));
     assert.ok(refund.length > 0);
+  });
+
+  it('names the other operations a card\'s shared finding is about, and the operations of a finding without a card', () => {
+    const base = report();
+    const shared = { ...base.findings[0]!, operations: ['createPayout', 'remoteOp'], operationLabels: ['POST /payouts (createPayout)', 'PUT /remote (remoteOp)'] };
+    const md = formatMarkdown({ ...base, findings: [shared] });
+    assert.match(md, /- ✘ \*\*error\*\* `scope-too-wide` `api\/open api\.yaml:12:7` also `PUT \/remote \(remoteOp\)`: Scope 100%/);
+    const alone = { ...base.findings[3]!, operations: ['remoteOp'], operationLabels: ['PUT /remote (remoteOp)'] };
+    const [, tail] = formatMarkdown({ ...base, findings: [alone] }).split('### Operations without a contract');
+    assert.match(tail!, /`api\/open api\.yaml:30:5` `PUT \/remote \(remoteOp\)`: POST \/refunds takes/);
   });
 
   it('marks a fully answered operation without findings as ready, and unanswered questions as not answered', () => {

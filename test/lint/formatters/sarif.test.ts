@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { formatSarif, FINGERPRINT_KEY } from '../../../src/lint/formatters/sarif.js';
-import { cwd, payoutName, report, rules, spec } from './fixture.js';
+import { cwd, payout, payoutName, refund, refundName, report, rules, spec } from './fixture.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
@@ -79,7 +79,35 @@ describe('sarif formatter', () => {
       region: { startLine: 12, startColumn: 7 },
     });
     assert.equal(log.runs[0].originalUriBaseIds['%SRCROOT%'].uri, `file://${cwd}/`);
-    assert.ok(result.message.text.endsWith(`[${payoutName}]`));
+    assert.ok(result.message.text.endsWith(`[${payout}]`));
+  });
+
+  it('names the operations in the message, in properties and as logical locations', () => {
+    const base = report();
+    const shared = { ...base.findings[0]!, operations: [payoutName, refundName], operationLabels: [payout, refund] };
+    const log = JSON.parse(formatSarif({ ...base, findings: [shared, base.findings[3]!] }));
+    assertValid(log);
+    const [scope, missing] = log.runs[0].results as (SarifResult & { properties: Record<string, unknown>; locations: { logicalLocations: unknown }[] })[];
+    assert.ok(scope!.message.text.endsWith(`[${payout}; ${refund}]`));
+    assert.deepEqual(scope!.properties.operations, [payoutName, refundName]);
+    assert.deepEqual(scope!.properties.operationLabels, [payout, refund]);
+    assert.deepEqual(scope!.locations[0]!.logicalLocations, [
+      { name: payoutName, fullyQualifiedName: payout, kind: 'function' },
+      { name: refundName, fullyQualifiedName: refund, kind: 'function' },
+    ]);
+    // `POST /refunds takes …` already says which operation; the label stays in properties.
+    assert.equal(missing!.message.text, 'POST /refunds takes Idempotency-Key but has no x-idempotency.');
+    assert.deepEqual(missing!.properties.operationLabels, [refund]);
+  });
+
+  it('keeps a fingerprint whatever the order of the operations and their labels', () => {
+    const base = report();
+    const forward = { ...base.findings[0]!, operations: [payoutName, refundName], operationLabels: [payout, refund] };
+    const reversed = { ...forward, operations: [refundName, payoutName], operationLabels: [refund, payout] };
+    const print = (finding: typeof forward) => (JSON.parse(formatSarif({ ...base, findings: [finding] })).runs[0].results[0] as SarifResult).partialFingerprints[FINGERPRINT_KEY];
+    assert.equal(print(reversed), print(forward));
+    assert.equal(print({ ...forward, operationLabels: ['x', 'y'] }), print(forward));
+    assert.notEqual(print({ ...forward, operations: [payoutName] }), print(forward));
   });
 
   it('keeps fingerprints stable when lines move, and distinct per finding', () => {
