@@ -76,14 +76,7 @@ class DocumentLoader implements ApiDocument {
 
   async load(): Promise<ApiDocument> {
     const source = this.cache.get(this.file);
-    this.touched.push(this.file);
-    for (const warning of source.warnings) {
-      this.warnings.push({
-        at: { file: this.file, pointer: warning.pointer },
-        message: warning.message,
-        position: warning.offset === undefined ? undefined : source.positionAt(warning.offset),
-      });
-    }
+    this.touch(this.file);
     const root = source.value;
     if (!isPlainObject(root) || (root.openapi === undefined && root.swagger === undefined)) {
       throw new DocumentError(
@@ -326,6 +319,19 @@ class DocumentLoader implements ApiDocument {
     if (found) throw duplicateKeyDocumentError(at.file, found.key, found.first, found.second);
   }
 
+  /** Records a file as part of the document, with the warnings its parse left (duplicate YAML keys). */
+  private touch(file: string): void {
+    this.touched.push(file);
+    const source = this.cache.get(file);
+    for (const warning of source.warnings) {
+      this.warnings.push({
+        at: { file, pointer: warning.pointer },
+        message: warning.message,
+        position: warning.offset === undefined ? undefined : source.positionAt(warning.offset),
+      });
+    }
+  }
+
   private warn(at: Location, message: string): void {
     this.warnings.push({ at, message });
   }
@@ -402,7 +408,7 @@ class DocumentLoader implements ApiDocument {
       }
       return { ok: false, ref, refAt: from, reason: error.message, cause: error };
     }
-    if (!this.touched.includes(file)) this.touched.push(file);
+    if (!this.touched.includes(file)) this.touch(file);
     const value = valueAt(source.value, tokens);
     if (value === undefined) {
       const where = filePart === '' ? 'this file' : filePart;

@@ -10,7 +10,7 @@ import type * as JsYamlModule from 'js-yaml';
 import type * as YamlModule from 'yaml';
 import { DocumentError } from '../errors.js';
 import type { Position } from './model.js';
-import { parsePointer } from './pointer.js';
+import { appendPointer, parsePointer } from './pointer.js';
 import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
 import { YamlEventIndex } from './yaml-positions.js';
 
@@ -66,7 +66,7 @@ export class SourceFile {
 
   /**
    * The first key written twice in the object at `pointer` (and its nested objects when `deep`): the key,
-   * and the positions of both occurrences. YAML files never get here with one: the parser rejects them.
+   * and the positions of both occurrences. YAML files never get here with one (see parseYaml).
    */
   duplicateKey(pointer: string, deep: boolean): { key: string; first: Position; second: Position } | undefined {
     const found = this.index.duplicateKey?.(parsePointer(pointer), deep);
@@ -75,8 +75,8 @@ export class SourceFile {
   }
 
   /**
-   * How many members named `key` the file has (JSON only; `undefined` for YAML, whose parser rejects
-   * duplicates), and the first key written twice inside any of their values.
+   * How many members named `key` the file has (JSON only; `undefined` for YAML, whose duplicates parseYaml
+   * handles), and the first key written twice inside any of their values.
    */
   membersNamed(key: string): { count: number; duplicate: { key: string; first: Position; second: Position } | undefined } | undefined {
     const found = this.index.membersNamed?.(key);
@@ -178,8 +178,8 @@ function jsonErrorOffset(message: string, text: string): number {
 
 function parseYaml(file: string, text: string): SourceFile {
   const jsYaml = loadJsYaml();
-  // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys. A key written
-  // twice is an error: keeping either one silently could drop a contract (`x-idempotency: false` after it).
+  // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys. js-yaml rejects
+  // a key written twice; the error path below decides whether it matters to a contract.
   yamlSchema ??= jsYaml.CORE_SCHEMA.withTags(jsYaml.mergeTag);
   let events: JsYamlModule.Event[];
   let documents: unknown[];
@@ -188,10 +188,37 @@ function parseYaml(file: string, text: string): SourceFile {
   } catch (error) {
     throw yamlError(file, text, error);
   }
+  const warnings: SourceWarning[] = [];
   try {
     documents = jsYaml.constructFromEvents(events, { source: text, filename: file, schema: yamlSchema, maxTotalMergeKeys: -1 });
   } catch (error) {
-    throw duplicateKeyError(file, text, events, error) ?? yamlError(file, text, error);
+    if ((error as { reason?: string }).reason !== 'duplicated mapping key') throw yamlError(file, text, error);
+    // A key written twice where it could change a contract stays an error; elsewhere (two `description`s in
+    // a schema) the document loads with the last one, as lenient YAML tools do, and each gets a warning.
+    const index = new YamlEventIndex(text, events, jsYaml.getScalarValue);
+    const duplicates = index.duplicates();
+    const lines = new LineTable(text);
+    const fatal = duplicates.find((duplicate) => duplicate.contract);
+    if (fatal || duplicates.length === 0) {
+      const offset = fatal?.secondOffset ?? (error as { mark?: { position?: number } }).mark?.position;
+      const key = fatal?.key ?? index.duplicateAt(offset ?? -1)?.key;
+      const firstOffset = fatal?.firstOffset ?? index.duplicateAt(offset ?? -1)?.firstOffset;
+      if (key === undefined || offset === undefined || firstOffset === undefined) throw yamlError(file, text, error);
+      throw duplicateKeyDocumentError(file, key, lines.position(firstOffset), lines.position(offset));
+    }
+    try {
+      documents = jsYaml.constructFromEvents(events, { source: text, filename: file, schema: yamlSchema, maxTotalMergeKeys: -1, json: true });
+    } catch (retryError) {
+      throw yamlError(file, text, retryError);
+    }
+    for (const duplicate of duplicates) {
+      const first = lines.position(duplicate.firstOffset);
+      warnings.push({
+        pointer: appendPointer('', ...duplicate.path),
+        message: `duplicate key \`${duplicate.key}\` (first at line ${first.line}): the last one is used — keep one`,
+        offset: duplicate.secondOffset,
+      });
+    }
   }
   if (documents.length > 1) {
     throw new DocumentError('invalid YAML: the file holds several documents — keep one document per file (remove the extra ---)', file, undefined, 1, 1);
@@ -200,18 +227,7 @@ function parseYaml(file: string, text: string): SourceFile {
   if (value === undefined || value === null) {
     throw new DocumentError('the file has no content (only comments or blank lines) — write an OpenAPI document (openapi: 3.1.0, info, paths)', file, '', 1, 1);
   }
-  return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue));
-}
-
-/** The error for a key js-yaml rejected as written twice: at the second key, naming the first one's line. */
-function duplicateKeyError(file: string, text: string, events: JsYamlModule.Event[], error: unknown): DocumentError | undefined {
-  const reason = (error as { reason?: string }).reason;
-  const offset = (error as { mark?: { position?: number } }).mark?.position;
-  if (reason !== 'duplicated mapping key' || offset === undefined) return undefined;
-  const found = new YamlEventIndex(text, events, loadJsYaml().getScalarValue).duplicateAt(offset);
-  if (!found) return undefined;
-  const lines = new LineTable(text);
-  return duplicateKeyDocumentError(file, found.key, lines.position(found.firstOffset), lines.position(offset));
+  return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue), warnings);
 }
 
 /** `duplicate key `x` (first at line N) — keep one`, at the second occurrence. */

@@ -18,6 +18,17 @@ const DOUBLE_QUOTED = 3;
 
 type ScalarReader = (input: string, scalar: ScalarEvent) => string;
 
+/** A key written twice in one YAML mapping (see {@link YamlEventIndex.duplicates}). */
+export interface YamlDuplicate {
+  readonly key: string;
+  readonly firstOffset: number;
+  readonly secondOffset: number;
+  /** Pointer tokens of the second key's member. */
+  readonly path: readonly string[];
+  /** Whether keeping either value silently could change a contract. */
+  readonly contract: boolean;
+}
+
 export class YamlEventIndex implements PositionIndex {
   private ends: Int32Array | undefined;
   private anchors: Map<string, number[]> | undefined;
@@ -88,6 +99,100 @@ export class YamlEventIndex implements PositionIndex {
       }
     }
     return undefined;
+  }
+
+  /**
+   * Every key written twice in one mapping, in document order, with the path of the second one and whether
+   * it touches a contract: the key is `x-idempotency`, it sits inside an `x-idempotency` value (or in an
+   * anchored node an `x-idempotency` value aliases), or one of the two values holds an `x-idempotency`
+   * (an operation or path item written twice). Runs on the error path only.
+   */
+  duplicates(): YamlDuplicate[] {
+    this.prepare();
+    const events = this.events;
+    const contractAnchors = this.anchorsUsedInContracts();
+    const found: YamlDuplicate[] = [];
+    const visit = (node: number, path: string[], inContract: boolean): void => {
+      const event = events[node]!;
+      if ((event.type === MAPPING || event.type === SEQUENCE) && event.anchorStart >= 0) {
+        inContract ||= contractAnchors.has(this.text.slice(event.anchorStart, event.anchorEnd));
+      }
+      if (event.type === SEQUENCE) {
+        for (let index = 0, item = this.child(node, 0); item !== undefined; index++, item = this.child(node, index)) {
+          visit(item, [...path, String(index)], inContract);
+        }
+        return;
+      }
+      if (event.type !== MAPPING) return;
+      const seen = new Map<string, { start: number; value: number }>();
+      let cursor = node + 1;
+      while (events[cursor] && events[cursor]!.type !== POP) {
+        const key = cursor;
+        const value = this.after(key);
+        if (!events[value] || events[value]!.type === POP) break;
+        const name = this.keyName(key);
+        const start = this.start(key);
+        if (name !== undefined && start !== undefined && name !== '<<') {
+          const first = seen.get(name);
+          if (first) {
+            const contract = inContract || name === 'x-idempotency' || this.holdsKey(first.value, 'x-idempotency') || this.holdsKey(value, 'x-idempotency');
+            found.push({ key: name, firstOffset: first.start, secondOffset: start, path: [...path, name], contract });
+          } else {
+            seen.set(name, { start, value });
+          }
+          visit(value, [...path, name], inContract || name === 'x-idempotency');
+        }
+        cursor = this.after(value);
+      }
+    };
+    const root = events[0]?.type === DOCUMENT ? 1 : 0;
+    if (events[root] && events[root]!.type !== POP) visit(root, [], false);
+    return found;
+  }
+
+  /** Whether a key named `name` is written anywhere in the node at `index` (aliases not followed). */
+  private holdsKey(index: number, name: string): boolean {
+    let holds = false;
+    this.walkPairs(index, (key) => {
+      if (this.keyName(key) === name) holds = true;
+      return holds;
+    });
+    return holds;
+  }
+
+  /** Anchors aliased (directly or through `<<`) inside an `x-idempotency` value, or as that value itself. */
+  private anchorsUsedInContracts(): Set<string> {
+    const names = new Set<string>();
+    const root = this.events[0]?.type === DOCUMENT ? 1 : 0;
+    if (!this.events[root] || this.events[root]!.type === POP) return names;
+    this.walkPairs(root, (key, value) => {
+      if (this.keyName(key) !== 'x-idempotency') return false;
+      for (let j = value; j <= this.ends![value]!; j++) {
+        const inner = this.events[j]!;
+        if (inner.type === ALIAS) names.add(this.text.slice(inner.anchorStart, inner.anchorEnd));
+      }
+      return false;
+    });
+    return names;
+  }
+
+  /** Calls `visit` for every key/value pair in the node at `index` and below, in order, until it returns true. */
+  private walkPairs(index: number, visit: (key: number, value: number) => boolean): boolean {
+    const type = this.events[index]!.type;
+    if (type !== MAPPING && type !== SEQUENCE) return false;
+    let cursor = index + 1;
+    while (this.events[cursor] && this.events[cursor]!.type !== POP) {
+      if (type === SEQUENCE) {
+        if (this.walkPairs(cursor, visit)) return true;
+        cursor = this.after(cursor);
+        continue;
+      }
+      const value = this.after(cursor);
+      if (!this.events[value] || this.events[value]!.type === POP) break;
+      if (visit(cursor, value) || this.walkPairs(value, visit)) return true;
+      cursor = this.after(value);
+    }
+    return false;
   }
 
   /** One pass over the events: where each collection ends, and where each anchor is defined. */

@@ -126,6 +126,23 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
     });
 
+    it('loads a YAML key written twice away from any contract, the last one winning, with one warning at the second key', async () => {
+      const file = fixture('duplicate-elsewhere.yaml');
+      const doc = await loadDocument(file);
+      assert.deepEqual(op(doc, 'createPayout').contract!.scope, [{ kind: 'principal' }]);
+      const schemas = (doc.root.components as { schemas: Record<string, { description?: string; 'x-owner'?: string }> }).schemas;
+      assert.equal(schemas.PayoutInput!.description, 'second words');
+      assert.equal(schemas.Tagged!['x-owner'], 'b');
+      assert.deepEqual(
+        doc.warnings.map((warning) => [warning.at.pointer, warning.message, warning.position]),
+        [
+          ['/components/schemas/PayoutInput/description', 'duplicate key `description` (first at line 20): the last one is used — keep one', spot(file, 'second words')],
+          ['/components/schemas/Tagged/x-owner', 'duplicate key `x-owner` (first at line 26): the last one is used — keep one', spot(file, 'x-owner: b')],
+        ],
+      );
+      assert.deepEqual(doc.position(doc.warnings[0]!.at), spot(file, 'second words'));
+    });
+
     it('follows no $ref that no contract needs', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
@@ -177,7 +194,7 @@ describe('loadDocument', () => {
       assert.equal(error.line, 1);
     });
 
-    it('a key written twice (YAML: anywhere; JSON: in an operation with a contract, and inside the contract), at the second one', async () => {
+    it('a key written twice (YAML: x-idempotency twice; JSON: in an operation with a contract, and inside the contract), at the second one', async () => {
       const yaml = await loadError('bad/duplicate-key.yaml');
       assert.equal(yaml.message, 'duplicate key `x-idempotency` (first at line 41) — keep one');
       assert.deepEqual([yaml.line, yaml.column], [43, 7]);
@@ -187,6 +204,18 @@ describe('loadDocument', () => {
       const contract = await loadError('bad/duplicate-contract.json');
       assert.equal(contract.message, 'duplicate key `x-idempotency` (first at line 11) — keep one');
       assert.deepEqual({ line: contract.line, column: contract.column }, spot(fixture('bad/duplicate-contract.json'), '"x-idempotency": {', '"x-idempotency"'));
+    });
+
+    it('a YAML operation written twice when one of them carries a contract, at the second one', async () => {
+      const error = await loadError('bad/duplicate-operation.yaml');
+      assert.equal(error.message, 'duplicate key `post` (first at line 5) — keep one');
+      assert.deepEqual({ line: error.line, column: error.column }, { line: 11, column: 5 });
+    });
+
+    it('a YAML key written twice in an anchored node that an x-idempotency aliases, at the second one', async () => {
+      const error = await loadError('bad/duplicate-in-anchor.yaml');
+      assert.equal(error.message, 'duplicate key `scope` (first at line 6) — keep one');
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/duplicate-in-anchor.yaml'), 'scope: [principal, tenant]'));
     });
 
     it('a 3.0 document without `paths` (cut off before it), at the end of the file', async () => {

@@ -112,11 +112,13 @@ describe('real-world shapes', () => {
       [
         ['warn', '/components/schemas/ListingInput/properties/discontinuedAt/oneOf/1/type'],
         ['warn', '/components/schemas/ListingInput/properties/extra'],
+        ['warn', '/components/schemas/Listing/description'],
       ],
     );
     const lines = (await readFile(path.join(REPO_ROOT, 'samples/broken/real-world.yaml'), 'utf8')).split('\n');
     assert.match(lines[invalid[0]!.line - 1]!, /type: 'null'/);
     assert.match(lines[invalid[1]!.line - 1]!, /^\s*extra:/);
+    assert.match(lines[invalid[2]!.line - 1]!, /^\s*description: A listing as sold\./);
   });
 
   it('lets --fail-on decide the exit code when the only problems are unrelated invalidities (never 2)', async () => {
