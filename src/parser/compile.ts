@@ -14,6 +14,11 @@ export const CONTRACT_DEFAULTS = {
   /** Real clients send 54–57 characters (`stripe-node-retry-<uuid>`): never accept less than this. */
   keyMinMaxLength: 64,
   transient: [429, 503],
+  /**
+   * For an external effect: a 503 from a handler that called a provider does not prove the provider did
+   * nothing (DESIGN §4.6), so only a 429 releases the key unless the contract writes its own list.
+   */
+  externalTransient: [429],
   replayHeader: 'Idempotent-Replayed',
   statuses: { missingKey: 400, invalidKey: 400, mismatch: 422, inProgress: 409, abandoned: 409, storeUnavailable: 503 },
   leaseMs: 30_000,
@@ -79,7 +84,7 @@ export function compileContract(op: OperationView): CompiledContract {
       providerKey,
       ...(statusRoute !== undefined ? { statusRoute } : {}),
     },
-    transient: contract.transient ?? [...defaults.transient],
+    transient: contract.transient ?? [...(external ? defaults.externalTransient : defaults.transient)],
     responses: {
       replayHeader: contract.responses.replay?.header ?? defaults.replayHeader,
       missingKey: status('missingKey'),

@@ -261,11 +261,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   for (const pointer of [...(contract.fingerprint.include === 'all' ? [] : contract.fingerprint.include), ...contract.fingerprint.exclude]) {
     parseJsonPointer(pointer);
   }
-  // DESIGN §4.6: a 5xx never releases a key whose effect may have happened. A provider that answered 503 may
-  // still have acted, so for an external effect the default list [429, 503] narrows to [429] (a list the
-  // contract wrote differently is kept). The compiler cannot yet tell a default from a written [429, 503].
-  const defaultTransient = contract.transient.length === 2 && contract.transient.includes(429) && contract.transient.includes(503);
-  const transient = new Set(contract.effect.external && defaultTransient ? [429] : contract.transient);
+  // DESIGN §4.6: a 5xx never releases a key whose effect may have happened. The compiler already defaults an
+  // external effect's list to [429] (a provider that answered 503 may have acted); a written list is kept.
+  const transient = new Set(contract.transient);
   const waitMs = options.waitInProgressMs ?? 0;
   const pollMs = Math.max(1, options.pollIntervalMs ?? 50);
   const txWaitMs = options.transactionWaitMs ?? contract.leaseMs;

@@ -80,6 +80,16 @@ describe('compileContract', () => {
     assert.deepEqual(compiled.fingerprint.query, ['tenant']);
   });
 
+  it('defaults transient to [429] for an external effect (a provider 503 may have acted) and keeps a written list', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const op = operation(doc, 'overrides');
+    assert.equal(op.contract!.transient, undefined, 'the fixture writes no transient list');
+    assert.deepEqual(compileContract(op).transient, [429]);
+    const written: OperationView = { ...op, contract: { ...op.contract!, transient: [429, 503] } };
+    assert.deepEqual(compileContract(written).transient, [429, 503]);
+    assert.deepEqual(compileContract(operation(doc, 'usesTrue')).transient, [429, 503], 'not external: the usual default');
+  });
+
   it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const op = operation(doc, 'usesTrue');

@@ -342,8 +342,8 @@ describe('runtime/guard: recording the outcome', () => {
     });
   }
 
-  it('with an external effect, a handler 503 keeps the key (the provider may have acted); 429 still releases', async () => {
-    const external = demoContract({ effect: { owner: 'pay', external: true, providerKey: 'none' } });
+  it('with an external effect (compiled transient [429]), a handler 503 keeps the key (the provider may have acted); 429 still releases', async () => {
+    const external = demoContract({ effect: { owner: 'pay', external: true, providerKey: 'none' }, transient: [429] });
     const s = setup({}, external);
     await s.guard.handle(demoRequest(KEY), async () => jsonResponse(503, { error: 'provider timed out' }));
     const retry = await s.guard.handle(demoRequest(KEY), s.handler);
@@ -352,10 +352,12 @@ describe('runtime/guard: recording the outcome', () => {
     const other = 'another-key-for-the-429-case';
     await s.guard.handle(demoRequest(other), async () => jsonResponse(429, { error: 'slow down' }));
     assert.equal((await s.guard.handle(demoRequest(other), s.handler)).status, 201);
-    // A list the contract chose itself is kept as written.
-    const chosen = setup({}, demoContract({ effect: { owner: 'pay', external: true, providerKey: 'none' }, transient: [503] }));
-    await chosen.guard.handle(demoRequest(KEY), async () => jsonResponse(503, {}));
-    assert.equal((await chosen.guard.handle(demoRequest(KEY), chosen.handler)).status, 201);
+    // A list the contract chose itself is kept as written, even [429, 503] (the compiler's non-external default).
+    for (const written of [[503], [429, 503]]) {
+      const chosen = setup({}, demoContract({ effect: { owner: 'pay', external: true, providerKey: 'none' }, transient: written }));
+      await chosen.guard.handle(demoRequest(KEY), async () => jsonResponse(503, {}));
+      assert.equal((await chosen.guard.handle(demoRequest(KEY), chosen.handler)).status, 201, JSON.stringify(written));
+    }
   });
 
   it('keeps the reservation on a non-transient 5xx (the effect may have happened)', async () => {
