@@ -53,6 +53,93 @@ export function queryFromSearchParams(params: URLSearchParams): Record<string, s
   return query;
 }
 
+/** Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work). */
+export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
+  const names: string[] = [];
+  const source = template
+    .split(/(\{[^}]+\})/)
+    .map((part) => {
+      const match = /^\{([^}]+)\}$/.exec(part);
+      if (match === null) return urlPathForm(part).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      names.push(match[1]!);
+      return '([^/]+)';
+    })
+    .join('');
+  const pattern = new RegExp(`${source}/?$`);
+  return (pathname) => {
+    const match = pattern.exec(pathname);
+    if (match === null) return undefined;
+    const params: Record<string, string> = {};
+    names.forEach((name, index) => {
+      params[name] = decodeSegment(match[index + 1]!);
+    });
+    return params;
+  };
+}
+
+/** A percent-decoded path segment; a malformed escape (`%E0%A4%A`) stays as it was rather than throw. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/**
+ * A literal part of a path template as `new URL(…).pathname` spells it: the WHATWG path percent-encode set
+ * (controls, space, `"`, `#`, `<`, `>`, `?`, `` ` ``, `{`, `}`, non-ASCII) as UTF-8 `%XX`, so `/v1/ünïcode`
+ * matches the `/v1/%C3%BCn%C3%AFcode` a request URL carries.
+ */
+function urlPathForm(literal: string): string {
+  let out = '';
+  for (const char of literal) {
+    const code = char.codePointAt(0)!;
+    out += code <= 0x20 || code >= 0x7f || '"#<>?`{}'.includes(char) ? encodeURIComponent(char) : char;
+  }
+  return out;
+}
+
+/** The parameter names of an OpenAPI path template: `/v1/items/{item.id}/x/{id}` → `['item.id', 'id']`. */
+export function templateParamNames(template: string): string[] {
+  return [...template.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]!);
+}
+
+/** The path of a request target (`/a/b?x=1`, or an absolute URL) as `new URL(…).pathname` spells it. */
+export function requestPathname(target: string): string {
+  try {
+    // Prefixing keeps `//x` a path, not a host.
+    return new URL(target.startsWith('/') ? `http://localhost${target}` : target, 'http://localhost').pathname;
+  } catch {
+    return target.split(/[?#]/)[0] ?? '';
+  }
+}
+
+/**
+ * Path parameters for the guard from a router that names them itself (Express `req.params`, Fastify
+ * `request.params`). OpenAPI names such as `{item.id}` or `{action-name}` cannot be router param names, so a
+ * route says `:itemId` and the contract's name is missing: those are then read by matching the contract's
+ * template against the request path (percent-decoded). The router's values come first. The template is
+ * matched only when a name is missing.
+ */
+export function routerPathParams(template: string): (routerParams: unknown, target: () => string) => Record<string, string> {
+  const names = templateParamNames(template);
+  let match: ((pathname: string) => Record<string, string> | undefined) | undefined;
+  return (routerParams, target) => {
+    const params: Record<string, string> = {};
+    if (routerParams !== null && typeof routerParams === 'object') {
+      // Taken as the router gives them (Express 5 wildcards are arrays), so existing fingerprints do not change.
+      for (const [name, value] of Object.entries(routerParams)) if (value !== undefined) params[name] = value as string;
+    }
+    if (names.every((name) => Object.hasOwn(params, name))) return params;
+    match ??= pathMatcher(template);
+    const matched = match(requestPathname(target()));
+    if (matched === undefined) return params;
+    for (const name of names) if (!Object.hasOwn(params, name) && matched[name] !== undefined) params[name] = matched[name];
+    return params;
+  };
+}
+
 /** Concatenates byte chunks into one `Uint8Array`. */
 export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
   let length = 0;

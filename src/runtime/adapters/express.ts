@@ -13,7 +13,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -51,6 +51,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   const withQuery = readsQuery(contract);
+  const pathParamsOf = routerPathParams(contract.path);
 
   async function toGuardRequest(req: Request): Promise<GuardRequest> {
     if (req.body === undefined && hasBody(req)) {
@@ -61,7 +62,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const principal = options.principal === undefined ? undefined : await options.principal(req);
     const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
     return {
-      pathParams: { ...(req.params as Record<string, string>) },
+      // `{item.id}` cannot be an Express param name: what req.params lacks is read from the path.
+      pathParams: pathParamsOf(req.params, () => req.originalUrl || req.url),
       query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
       headers,
       body: bodyForFingerprint(req.body, req.headers['content-type']),

@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
-import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a Fastify route guard: the guard core's options plus principal and request-id hooks on the request. */
 export type RouteGuardOptions = RouteGuardOptionsFor<FastifyRequest>;
@@ -71,16 +71,15 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   const withQuery = readsQuery(contract);
+  const pathParamsOf = routerPathParams(contract.path);
 
   async function toGuardRequest(request: FastifyRequest): Promise<GuardRequest> {
     const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(request);
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
-    const params = (request.params ?? {}) as Record<string, unknown>;
-    const pathParams: Record<string, string> = {};
-    for (const [name, value] of Object.entries(params)) if (typeof value === 'string') pathParams[name] = value;
     return {
-      pathParams,
+      // `{item.id}` cannot be a Fastify param name: what request.params lacks is read from the path.
+      pathParams: pathParamsOf(request.params, () => request.url),
       query: withQuery ? queryFromSearchParams(new URL(request.url, 'http://localhost').searchParams) : {},
       headers,
       body: bodyForFingerprint(request.body, request.headers['content-type']),

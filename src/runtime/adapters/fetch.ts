@@ -11,7 +11,10 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, headersFromEntries, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, headersFromEntries, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+
+// The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
+export { pathMatcher };
 
 /** Options of a fetch route guard. */
 export interface RouteGuardOptions extends RouteGuardOptionsFor<Request> {
@@ -44,44 +47,6 @@ export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx
   const context = contexts.get(request);
   if (context === undefined) throw new Error('no idempotency guard ran for this request: wrap the handler with the route guard');
   return context as HandlerContext<Tx>;
-}
-
-/** Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work). */
-export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
-  const names: string[] = [];
-  const source = template
-    .split(/(\{[^}]+\})/)
-    .map((part) => {
-      const match = /^\{([^}]+)\}$/.exec(part);
-      if (match === null) return urlPathForm(part).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      names.push(match[1]!);
-      return '([^/]+)';
-    })
-    .join('');
-  const pattern = new RegExp(`${source}/?$`);
-  return (pathname) => {
-    const match = pattern.exec(pathname);
-    if (match === null) return undefined;
-    const params: Record<string, string> = {};
-    names.forEach((name, index) => {
-      params[name] = decodeURIComponent(match[index + 1]!);
-    });
-    return params;
-  };
-}
-
-/**
- * A literal part of a path template as `new URL(…).pathname` spells it: the WHATWG path percent-encode set
- * (controls, space, `"`, `#`, `<`, `>`, `?`, `` ` ``, `{`, `}`, non-ASCII) as UTF-8 `%XX`, so `/v1/ünïcode`
- * matches the `/v1/%C3%BCn%C3%AFcode` a request URL carries.
- */
-function urlPathForm(literal: string): string {
-  let out = '';
-  for (const char of literal) {
-    const code = char.codePointAt(0)!;
-    out += code <= 0x20 || code >= 0x7f || '"#<>?`{}'.includes(char) ? encodeURIComponent(char) : char;
-  }
-  return out;
 }
 
 /** Builds the fetch guard of one operation. */

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { concatBytes, headersFromEntries, nodeHeaders, queryFromSearchParams, readsQuery, singleHeader } from '../../../src/runtime/adapters/common.js';
+import { concatBytes, headersFromEntries, nodeHeaders, pathMatcher, queryFromSearchParams, readsQuery, requestPathname, routerPathParams, singleHeader, templateParamNames } from '../../../src/runtime/adapters/common.js';
 import { contract } from './fixtures.js';
 
 describe('runtime/adapters/common', () => {
@@ -31,6 +31,29 @@ describe('runtime/adapters/common', () => {
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] } }), false);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] }, scope: [{ kind: 'query', name: 'tenant' }] }), true);
     assert.deepEqual(queryFromSearchParams(new URLSearchParams('a=1&b=2&a=3&c=')), { a: ['1', '3'], b: '2', c: '' });
+  });
+
+  it('completes router params with the template names the router cannot spell, from the percent-decoded path', () => {
+    assert.deepEqual(templateParamNames('/v1/items/{item.id}/actions/{action-name}'), ['item.id', 'action-name']);
+    const resolve = routerPathParams('/v1/items/{item.id}/actions/{action-name}');
+    let asked = 0;
+    const target = (url: string) => () => {
+      asked += 1;
+      return url;
+    };
+    assert.deepEqual(resolve({ itemId: 'x' }, target('/api/v1/items/a%20b%2F%C3%BC/actions/run?x=1')), { itemId: 'x', 'item.id': 'a b/ü', 'action-name': 'run' });
+    // The router's value wins; the path is not even read when every name is there.
+    assert.deepEqual(resolve({ 'item.id': 'r', 'action-name': 's' }, target('/v1/items/p/actions/q')), { 'item.id': 'r', 'action-name': 's' });
+    assert.equal(asked, 1);
+    // A path the template does not match adds nothing (the guard then answers scope-unresolved).
+    assert.deepEqual(resolve({}, target('/v1/other/1')), {});
+    assert.deepEqual(resolve(undefined, target('//v1/items/1/actions/2')), { 'item.id': '1', 'action-name': '2' });
+  });
+
+  it('keeps a malformed percent escape as sent instead of throwing', () => {
+    assert.deepEqual(pathMatcher('/items/{id}')('/items/%E0%A4%A'), { id: '%E0%A4%A' });
+    assert.equal(requestPathname('/a%20b/c?d=e#f'), '/a%20b/c');
+    assert.equal(requestPathname('http://h.example/x/y?z'), '/x/y');
   });
 
   it('concatenates byte chunks', () => {

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import express from 'express';
 import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
-import { contract } from './fixtures.js';
+import { contract, oddPathContract } from './fixtures.js';
+import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { post } from '../../e2e/harness.js';
@@ -180,6 +181,44 @@ describe('runtime/adapters/express', () => {
     await post(server.port, '/things/t1', { key: '"quoted-key"', user: 'u', body: {} });
     assert.deepEqual(seen, ['quoted-key', true]);
     assert.match((await post(server.port, '/unguarded', {})).text, /no idempotency guard ran/);
+  });
+
+  it('resolves path parameters Express cannot name ({item.id}) from the request path, percent-decoded, under a mount prefix', async () => {
+    const app = express();
+    const router = express.Router();
+    const seen: (string | undefined)[] = [];
+    router.post('/v1/items/:itemId/actions/:actionName', express.json(), createRouteGuard(oddPathContract, options(new MemoryStore())), (req, res) => {
+      calls += 1;
+      seen.push(idempotencyOf(res).reservation.recordId);
+      res.status(201).json({ call: calls, item: req.params['itemId'] });
+    });
+    app.use('/api', router);
+    server = await listen(app);
+    const path = '/api/v1/items/a%20b%2F%C3%BC/actions/run';
+    const first = await post(server.port, path, { key: 'k1', user: 'u', body: { n: 1 } });
+    assert.equal(first.status, 201, first.text);
+    assert.deepEqual(first.json, { call: 1, item: 'a b/ü' });
+    // The record is scoped by the decoded value of `item.id`.
+    assert.equal(seen[0], computeRecordId([['principal', 'u'], ['path', 'item.id', 'a b/ü']], 'items.actions-run now', 'k1'));
+    const replay = await post(server.port, path, { key: 'k1', user: 'u', body: { n: 1 } });
+    assert.equal(replay.status, 201);
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.text, first.text);
+    // Another item is another record; another action on the same item is another payload.
+    assert.equal((await post(server.port, '/api/v1/items/other/actions/run', { key: 'k1', user: 'u', body: { n: 1 } })).status, 201);
+    assert.equal((await post(server.port, '/api/v1/items/a%20b%2F%C3%BC/actions/stop', { key: 'k1', user: 'u', body: { n: 1 } })).status, 422);
+    assert.equal(calls, 2);
+  });
+
+  it('keeps req.params first when the route names the contract parameter itself', async () => {
+    const app = express();
+    app.post('/things/:tenant', express.json(), createRouteGuard({ ...contract, path: '/elsewhere/{tenant}' }, options(new MemoryStore())), (_req, res) => {
+      res.status(201).json({ record: idempotencyOf(res).reservation.recordId });
+    });
+    server = await listen(app);
+    const answer = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: {} });
+    assert.equal(answer.status, 201, answer.text);
+    assert.equal(answer.json['record'], computeRecordId([['principal', 'u'], ['path', 'tenant', 't1']], 'createThing', 'k'));
   });
 
   describe('one-transaction mode on SQLite', () => {

@@ -7,7 +7,8 @@ import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { post } from '../../e2e/harness.js';
-import { contract } from './fixtures.js';
+import { contract, oddPathContract } from './fixtures.js';
+import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 
 function options(store: RouteGuardOptions['store']): RouteGuardOptions {
   return { store, principal: (request) => (typeof request.headers['x-user'] === 'string' ? request.headers['x-user'] : undefined) };
@@ -108,6 +109,35 @@ describe('runtime/adapters/fastify', () => {
     assert.equal(failed.status, 500);
     const retry = await post(port, '/things/t1', { key: 'fail', user: 'u', body: { fail: true } });
     assert.equal(retry.status, 409);
+    assert.equal(calls, 2);
+  });
+
+  it('resolves path parameters Fastify cannot name ({item.id}) from the request path, percent-decoded, under a prefix', async () => {
+    const guard = createRouteGuard(oddPathContract, options(new MemoryStore()));
+    await app.register(
+      async (scope) => {
+        scope.post('/v1/items/:itemId/actions/:actionName', { ...guard.hooks }, async (request, reply) => {
+          calls += 1;
+          reply.code(201);
+          return { call: calls, item: (request.params as Record<string, string>)['itemId'], record: idempotencyOf(request).reservation.recordId };
+        });
+      },
+      { prefix: '/api' },
+    );
+    const port = await listen(app);
+    const path = '/api/v1/items/a%20b%2F%C3%BC/actions/run';
+    const first = await post(port, path, { key: 'k1', user: 'u', body: { n: 1 } });
+    assert.equal(first.status, 201, first.text);
+    assert.deepEqual(first.json, {
+      call: 1,
+      item: 'a b/ü',
+      record: computeRecordId([['principal', 'u'], ['path', 'item.id', 'a b/ü']], 'items.actions-run now', 'k1'),
+    });
+    const replay = await post(port, path, { key: 'k1', user: 'u', body: { n: 1 } });
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.text, first.text);
+    assert.equal((await post(port, '/api/v1/items/other/actions/run?x=1', { key: 'k1', user: 'u', body: { n: 1 } })).status, 201);
+    assert.equal((await post(port, '/api/v1/items/a%20b%2F%C3%BC/actions/stop', { key: 'k1', user: 'u', body: { n: 1 } })).status, 422);
     assert.equal(calls, 2);
   });
 

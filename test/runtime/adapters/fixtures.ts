@@ -16,3 +16,15 @@ export const contract: CompiledContract = {
   responses: { replayHeader: 'Idempotent-Replayed', missingKey: 400, invalidKey: 400, mismatch: 422, inProgress: 409, abandoned: 409, storeUnavailable: 503 },
   unknownOutcome: 'surface',
 };
+
+/**
+ * A contract whose path parameter names cannot be Express or Fastify param names (`{item.id}`,
+ * `{action-name}`, as in odd-31.yaml): routes spell them `:itemId` and `:actionName`.
+ */
+export const oddPathContract: CompiledContract = {
+  ...contract,
+  operationId: 'items.actions-run now',
+  path: '/v1/items/{item.id}/actions/{action-name}',
+  scope: [{ kind: 'principal' }, { kind: 'path', name: 'item.id' }],
+  fingerprint: { include: 'all', exclude: [], query: [] },
+};
