@@ -17,6 +17,8 @@ export default defineRule({
         'fingerprint {list} pointer `{pointer}` does not resolve in {schema}: {parent} is not an object or array, so it has no `{token}`; point at {parent} itself',
       notIndex:
         'fingerprint {list} pointer `{pointer}` does not resolve in {schema}: {parent} is an array, and `{token}` is not an item index; point at one item (`{suggestion}`) or at {parent} itself (the whole list)',
+      pastEnd:
+        'fingerprint {list} pointer `{pointer}` does not resolve in {schema}: `-` after the array {parent} is the slot past its last item (JSON Pointer), so it compares nothing; point at {parent} itself (the whole list) or at one item (`{suggestion}`)',
       notPointer: 'fingerprint {list} entry `{pointer}` is not a JSON Pointer into the body: write it with a leading slash, e.g. `/{pointer}`',
       noBody:
         'the fingerprint names body fields but {operation} takes no request body: declare the request body, or drop `fingerprint.{list}`',
@@ -52,6 +54,11 @@ export default defineRule({
         }
         const token = parsePointer(pointer)![result.failedToken]!;
         const parent = result.resolvedPrefix === '' ? 'the body' : `\`${result.resolvedPrefix}\``;
+        if (result.reason === 'not-index' && token === '-') {
+          const rest = parsePointer(pointer)!.slice(result.failedToken + 1).map(escapePointerToken);
+          ctx.report('pastEnd', at, { list, pointer, parent, schema: schemaName, suggestion: [`${result.resolvedPrefix}/0`, ...rest].join('/') });
+          return;
+        }
         if (result.reason === 'not-index') {
           const rest = parsePointer(pointer)!.slice(result.failedToken).map(escapePointerToken).join('/');
           ctx.report('notIndex', at, { list, pointer, parent, token, schema: schemaName, suggestion: `${result.resolvedPrefix}/0/${rest}` });

@@ -538,10 +538,11 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         // A free-form object (a map): any member name may exist below it.
         open = true;
       }
-      if (/^(0|[1-9]\d*|-)$/.test(token)) {
+      // `-` is not an index: in a JSON Pointer it names the slot after the last item, which never holds a value.
+      if (/^(0|[1-9]\d*)$/.test(token)) {
         for (const a of arrays) {
           const prefixItems = a.value['prefixItems'];
-          if (token !== '-' && Array.isArray(prefixItems) && Number(token) < prefixItems.length) {
+          if (Array.isArray(prefixItems) && Number(token) < prefixItems.length) {
             container = true;
             next.push({ value: prefixItems[Number(token)], at: child(a.at, 'prefixItems', Number(token)) });
           } else if (a.value['items'] !== undefined && typeof a.value['items'] !== 'boolean') {

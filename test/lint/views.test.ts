@@ -157,7 +157,8 @@ responses: { Ok: { description: ok, headers: { Retry-After: { type: integer } } 
     assert.equal((ok('/pay/card/last4') as { schema: { at: { pointer: string } } }).schema.at.pointer, '/components/schemas/Card/properties/last4');
     ok('/pay/iban');
     ok('/lines/3/sku');
-    ok('/lines/-/sku');
+    // `-` is the slot past the last item (RFC 6901): the runtime finds nothing there, so it does not resolve.
+    assert.deepEqual(resolve('/lines/-/sku'), { ok: false, failedToken: 1, resolvedPrefix: '/lines', reason: 'not-index', known: [] });
     ok('/tags/anything');
     ok('/pair/1/x');
     ok('');

@@ -279,6 +279,21 @@ ruleTester.run(fingerprintFieldUnknown, {
       ],
     },
     {
+      name: 'a `-` array segment (past the last item, not every item): names the array and suggests the whole list or an index',
+      document: payouts((t, c) => {
+        t.components.schemas.PayoutInput.properties.lines = { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } };
+        c.fingerprint.include = ['/amount', '/lines/-/sku', '/lines/-'];
+      }),
+      errors: [
+        {
+          messageId: 'pastEnd',
+          pointer: `${CONTRACT}/fingerprint/include/1`,
+          message: /`-` after the array `\/lines` is the slot past its last item \(JSON Pointer\), so it compares nothing; point at `\/lines` itself \(the whole list\) or at one item \(`\/lines\/0\/sku`\)/,
+        },
+        { messageId: 'pastEnd', pointer: `${CONTRACT}/fingerprint/include/2`, message: /one item \(`\/lines\/0`\)/ },
+      ],
+    },
+    {
       name: 'a field one level deeper than written gets a hint',
       document: payouts((t, c) => {
         t.components.schemas.PayoutInput.properties.source = { type: 'object', properties: { card: { type: 'object', properties: { number: { type: 'string' } } } } };

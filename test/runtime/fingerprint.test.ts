@@ -65,6 +65,9 @@ describe('runtime/fingerprint: JSON Pointer', () => {
     assert.equal(resolveJsonPointer(doc, '/a/01').found, false);
     assert.equal(resolveJsonPointer(doc, '/a/0/c').found, false);
     assert.equal(resolveJsonPointer(doc, '/toString').found, false);
+    // `-` is the slot after the last item (RFC 6901), never "every item"; the linter flags it (fingerprint-field-unknown).
+    assert.equal(resolveJsonPointer(doc, '/a/-/b').found, false);
+    assert.equal(resolveJsonPointer(doc, '/a/-').found, false);
   });
 
   it('selects included fields, tells absent from null, and removes excluded ones', () => {
