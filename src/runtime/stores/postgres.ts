@@ -159,6 +159,15 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return row === undefined ? undefined : toRecord(row);
   }
 
+  /**
+   * Lease heartbeat: one fenced UPDATE setting `lease_until = now + leaseMs` (server clock) while the
+   * record is `in_progress` under `token` (also past the lease, as long as nobody took it over).
+   */
+  async extend(id: string, token: string, leaseMs: number): Promise<boolean> {
+    const result = await this.#query(this.#sql.extend, [this.#now(), id, token, leaseMs]);
+    return result.rowCount === 1;
+  }
+
   async get(id: string): Promise<IdempotencyRecord | undefined> {
     const result = await this.#query(this.#sql.get, [id]);
     const row = result.rows[0];
@@ -325,6 +334,10 @@ function statements(t: string) {
       FROM (SELECT ${NOW} AS now) c
       WHERE r.id = $2 AND r.fingerprint = $3 AND r.lease_token = $4 AND r.state = 'in_progress' AND r.lease_until <= c.now
       RETURNING r.*`,
+    extend: `
+      UPDATE ${t} SET lease_until = c.now + $4::bigint
+      FROM (SELECT ${NOW} AS now) c
+      WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
     abandoned: `
       SELECT r.* FROM ${t} r, (SELECT ${NOW} AS now) c
       WHERE r.state = 'in_progress' AND r.lease_until <= c.now ORDER BY r.lease_until, r.id LIMIT $2`,

@@ -9,7 +9,7 @@
  * ```
  *
  * Every operation that checks and writes is one Lua script (atomic on the server): reserve, fenced
- * complete, fenced release, takeover, purge. Time is the server's (`TIME`) unless a `clock` is
+ * complete, fenced release, takeover, lease extension, purge. Time is the server's (`TIME`) unless a `clock` is
  * injected. Layout, all under one hash tag so a script's keys share a Cluster slot:
  * `{prefix}:r:<id>` (hash: the record), `{prefix}:leases` (sorted set of `in_progress` ids by lease end),
  * `{prefix}:expiry` (sorted set of `completed` ids by expiry). A completed record also gets a Redis TTL
@@ -99,6 +99,18 @@ local lease_until = now + tonumber(ARGV[6])
 redis.call('HSET', KEYS[1], 'lease_token', ARGV[5], 'lease_until', ms(lease_until), 'created_at', ms(now))
 redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
 return redis.call('HGETALL', KEYS[1])
+`;
+
+// KEYS: record, leases. ARGV: now, id, token, leaseMs.
+const EXTEND = `${NOW}
+local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
+if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
+  return 0
+end
+local lease_until = now + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], 'lease_until', ms(lease_until))
+redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
+return 1
 `;
 
 // KEYS: leases. ARGV: now, record key prefix, limit.
@@ -195,6 +207,14 @@ export class RedisStore implements IdempotencyStore {
   async takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
     const reply = await this.#eval(TAKEOVER, [this.#key(id), this.#leases], [id, fingerprint, staleToken, newToken, String(leaseMs)]);
     return Array.isArray(reply) ? toRecord(reply as string[]) : undefined;
+  }
+
+  /**
+   * Lease heartbeat: one script setting `lease_until = now + leaseMs` (server `TIME`) while the record is
+   * `in_progress` under `token` (also past the lease, as long as nobody took it over).
+   */
+  async extend(id: string, token: string, leaseMs: number): Promise<boolean> {
+    return (await this.#eval(EXTEND, [this.#key(id), this.#leases], [id, token, String(leaseMs)])) === 1;
   }
 
   async get(id: string): Promise<IdempotencyRecord | undefined> {

@@ -120,6 +120,7 @@ interface Statements {
   readonly complete: Statement;
   readonly release: Statement;
   readonly takeover: Statement;
+  readonly extend: Statement;
   readonly abandoned: Statement;
   readonly purge: Statement;
 }
@@ -146,6 +147,7 @@ function prepareStatements(db: SqliteDatabase, t: string): Statements {
       `UPDATE ${t} SET lease_token = ?, lease_until = ?, created_at = ?
        WHERE id = ? AND fingerprint = ? AND lease_token = ? AND state = 'in_progress' AND lease_until <= ? RETURNING *`,
     ),
+    extend: db.prepare(`UPDATE ${t} SET lease_until = ? WHERE id = ? AND lease_token = ? AND state = 'in_progress'`),
     abandoned: db.prepare(`SELECT * FROM ${t} WHERE state = 'in_progress' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?`),
     purge: db.prepare(
       `DELETE FROM ${t} WHERE id IN (
@@ -225,6 +227,14 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
       const row = this.#sql.takeover.get(newToken, now + leaseMs, now, id, fingerprint, staleToken, now) as Row | undefined;
       return row === undefined ? undefined : toRecord(row);
     });
+  }
+
+  /**
+   * Lease heartbeat: one fenced UPDATE setting `lease_until = clock() + leaseMs` while the record is
+   * `in_progress` under `token` (also past the lease, as long as nobody took it over).
+   */
+  extend(id: string, token: string, leaseMs: number): Promise<boolean> {
+    return this.#run(() => this.#sql.extend.run(this.#clock() + leaseMs, id, token).changes === 1);
   }
 
   get(id: string): Promise<IdempotencyRecord | undefined> {

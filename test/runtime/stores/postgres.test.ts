@@ -95,6 +95,19 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     assert.ok(result.now >= serverNow);
   });
 
+  it('extends a lease from the server clock (clock_timestamp)', async () => {
+    const store = new PostgresStore(pool, { table: table() });
+    await store.migrate();
+    await store.reserve({ id: 'hb', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 });
+    const before = await store.now();
+    assert.equal(await store.extend('hb', 't', 600_000), true);
+    const after = await store.now();
+    const leaseUntil = (await store.get('hb'))!.leaseUntil;
+    assert.ok(leaseUntil >= before + 600_000 && leaseUntil <= after + 600_000, `${before} ≤ ${leaseUntil - 600_000} ≤ ${after}`);
+    assert.equal(await store.extend('hb', 'stale', 900_000), false);
+    assert.equal((await store.get('hb'))!.leaseUntil, leaseUntil);
+  });
+
   it('answers 409 in progress when the row lock wait runs past lockTimeoutMs (one-transaction mode)', async () => {
     const name = table();
     const store = new PostgresStore(pool, { table: name, lockTimeoutMs: 100 });

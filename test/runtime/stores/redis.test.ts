@@ -61,6 +61,20 @@ describe('RedisStore (real redis-server)', function () {
     assert.ok(result.now >= serverNow);
   });
 
+  it('extends a lease from the server TIME and moves it in the lease index', async () => {
+    const p = prefix();
+    const store = new RedisStore(redis, { prefix: p });
+    await store.reserve({ id: 'hb', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 });
+    const before = await store.now();
+    assert.equal(await store.extend('hb', 't', 600_000), true);
+    const after = await store.now();
+    const leaseUntil = (await store.get('hb'))!.leaseUntil;
+    assert.ok(leaseUntil >= before + 600_000 && leaseUntil <= after + 600_000, `${before} ≤ ${leaseUntil - 600_000} ≤ ${after}`);
+    assert.equal(Number(await redis.zscore(`{${p}}:leases`, 'hb')), leaseUntil);
+    assert.equal(await store.extend('hb', 'stale', 900_000), false);
+    assert.equal((await store.get('hb'))!.leaseUntil, leaseUntil);
+  });
+
   it('gives a completed record a Redis TTL of its retention and leaves in_progress ones without one', async () => {
     const p = prefix();
     const store = new RedisStore(redis, { prefix: p });
