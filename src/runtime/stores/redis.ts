@@ -5,7 +5,8 @@
  * ```ts
  * import { Redis } from 'ioredis';
  * const redis = new Redis(process.env.REDIS_URL);
- * const store = new RedisStore(redis, { prefix: 'idem' });   // no schema: migrate() is a no-op
+ * const store = new RedisStore(redis, { prefix: 'idem' });
+ * await store.migrate();   // no schema: checks that Redis never evicts records (maxmemory-policy noeviction)
  * ```
  *
  * Every operation that checks and writes is one Lua script (atomic on the server): reserve, fenced
@@ -14,6 +15,12 @@
  * `{prefix}:r:<id>` (hash: the record), `{prefix}:leases` (sorted set of `in_progress` ids by lease end),
  * `{prefix}:expiry` (sorted set of `completed` ids by expiry). A completed record also gets a Redis TTL
  * of its retention, so Redis drops it even if nobody calls {@link RedisStore.purgeExpired}.
+ *
+ * Durability: records must never be evicted (an evicted record lets a retry run the effect again), so
+ * {@link RedisStore.migrate} refuses a server whose `maxmemory-policy` is not `noeviction` while
+ * `maxmemory` is set. Use AOF (`appendonly yes`; `appendfsync everysec` may lose the last second of
+ * reservations on a crash, `always` does not but costs a disk sync per write). Replication is
+ * asynchronous: a failover can lose a reservation or a completion that the old primary acknowledged.
  * Bodies are stored base64-encoded, byte-exact.
  */
 import { createHash } from 'node:crypto';
@@ -35,7 +42,26 @@ export interface RedisStoreOptions {
   readonly prefix?: string;
   /** Injected clock (ms since the epoch) instead of the server's `TIME`; for tests. */
   readonly clock?: () => number;
+  /**
+   * Receives the warning of {@link RedisStore.migrate} when the eviction policy could not be checked
+   * (`CONFIG` renamed or denied, as on many managed services). Default: ignored — call
+   * {@link RedisStore.verify} yourself to see it.
+   */
+  readonly onWarning?: (message: string) => void;
 }
+
+/** What {@link RedisStore.verify} found out about the server's eviction settings. */
+export interface RedisVerifyResult {
+  /** Whether `CONFIG GET` answered on every server checked. */
+  readonly checked: boolean;
+  /** `maxmemory-policy` of each server checked (one for a single server, one per master on a Cluster). */
+  readonly policies: readonly string[];
+  /** Set when the settings are not certainly safe but not refused (the check could not run, or a policy that would evict once `maxmemory` is set). */
+  readonly warning?: string;
+}
+
+const EVICTION_FIX =
+  'set maxmemory-policy noeviction (redis.conf, or CONFIG SET maxmemory-policy noeviction), ideally on a Redis instance dedicated to idempotency records';
 
 // Shared prologue: ARGV[1] is the injected time in ms, or '' for the server clock.
 const NOW = `
@@ -146,6 +172,7 @@ type RedisClient = Redis | Cluster;
 export class RedisStore implements IdempotencyStore {
   readonly #redis: RedisClient;
   readonly #clock: (() => number) | undefined;
+  readonly #onWarning: ((message: string) => void) | undefined;
   readonly #recordPrefix: string;
   readonly #leases: string;
   readonly #expiry: string;
@@ -153,14 +180,64 @@ export class RedisStore implements IdempotencyStore {
   constructor(redis: RedisClient, options: RedisStoreOptions = {}) {
     this.#redis = redis;
     this.#clock = options.clock;
+    this.#onWarning = options.onWarning;
     const prefix = checkStoreName(options.prefix ?? 'idem', 'Redis key prefix', /^[A-Za-z0-9_:-]{1,100}$/);
     this.#recordPrefix = `{${prefix}}:r:`;
     this.#leases = `{${prefix}}:leases`;
     this.#expiry = `{${prefix}}:expiry`;
   }
 
-  /** Redis needs no schema; present so every store can be migrated the same way. */
-  async migrate(): Promise<void> {}
+  /**
+   * Redis needs no schema; call it at start-up like the other stores' `migrate()`: it runs
+   * {@link RedisStore.verify} and throws a `StoreError` (`unsupported`) when the server may evict records.
+   * A warning (the check could not run) goes to `options.onWarning`.
+   */
+  async migrate(): Promise<void> {
+    const result = await this.verify();
+    if (result.warning !== undefined) this.#onWarning?.(result.warning);
+  }
+
+  /**
+   * Check that Redis never evicts records: an evicted record lets a retry run the effect again. Reads
+   * `maxmemory-policy` and `maxmemory` with `CONFIG GET` (on every master of a Cluster) and throws a
+   * `StoreError` (`unsupported`) when the policy is not `noeviction` and `maxmemory` is set. Where `CONFIG`
+   * is renamed or denied (managed Redis), returns `checked: false` with a warning instead of throwing: make
+   * sure the policy is `noeviction` in your provider's settings. Connection errors throw `unavailable`.
+   */
+  async verify(): Promise<RedisVerifyResult> {
+    const redis = this.#redis;
+    const servers: Redis[] = isCluster(redis) ? redis.nodes('master') : [redis];
+    const policies: string[] = [];
+    const warnings: string[] = [];
+    for (const server of servers) {
+      let policy: string;
+      let maxmemory: number;
+      try {
+        policy = configValue(await server.config('GET', 'maxmemory-policy'), 'maxmemory-policy');
+        maxmemory = Number(configValue(await server.config('GET', 'maxmemory'), 'maxmemory'));
+      } catch (error) {
+        const message = String((error as Error)?.message ?? error);
+        if (/unknown command|NOPERM|no permission|not allowed|disabled|unknown subcommand/i.test(message)) {
+          return {
+            checked: false,
+            policies,
+            warning: `could not read the Redis eviction policy (${message.split('\n')[0]}): if Redis evicts idempotency records, a retry runs the effect again; ${EVICTION_FIX}`,
+          };
+        }
+        throw wrap(error);
+      }
+      policies.push(policy);
+      if (policy === 'noeviction') continue;
+      if (maxmemory > 0) {
+        throw new StoreError(
+          'unsupported',
+          `Redis maxmemory-policy is ${policy} with maxmemory ${maxmemory}: Redis may evict idempotency records under memory pressure, and a retry would then run the effect again; ${EVICTION_FIX}`,
+        );
+      }
+      warnings.push(`Redis maxmemory-policy is ${policy}: records are safe only while maxmemory stays 0 (no limit); ${EVICTION_FIX}`);
+    }
+    return { checked: true, policies, ...(warnings.length > 0 ? { warning: warnings.join('; ') } : {}) };
+  }
 
   async reserve(input: ReserveInput): Promise<ReserveResult> {
     const reply = (await this.#eval(RESERVE, [this.#key(input.id), this.#leases, this.#expiry], [
@@ -268,6 +345,20 @@ export class RedisStore implements IdempotencyStore {
       throw wrap(error);
     }
   }
+}
+
+function isCluster(client: RedisClient): client is Cluster {
+  return (client as Partial<Cluster>).isCluster === true;
+}
+
+// CONFIG GET answers [name, value] (a flat list; RESP3 servers may answer a map, which ioredis gives as an object).
+function configValue(reply: unknown, name: string): string {
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) if (String(reply[i]).toLowerCase() === name) return String(reply[i + 1]);
+  } else if (reply !== null && typeof reply === 'object' && name in reply) {
+    return String((reply as Record<string, unknown>)[name]);
+  }
+  throw new StoreError('unavailable', `Redis CONFIG GET ${name} gave no value`);
 }
 
 const shas = new Map<string, string>();

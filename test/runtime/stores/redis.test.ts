@@ -75,6 +75,74 @@ describe('RedisStore (real redis-server)', function () {
     assert.equal((await store.get('hb'))!.leaseUntil, leaseUntil);
   });
 
+  describe('eviction check (migrate / verify)', () => {
+    afterEach(async () => {
+      await redis.config('SET', 'maxmemory-policy', 'noeviction');
+      await redis.config('SET', 'maxmemory', '0');
+    });
+
+    it('accepts noeviction', async () => {
+      const store = new RedisStore(redis, { prefix: prefix() });
+      assert.deepEqual(await store.verify(), { checked: true, policies: ['noeviction'] });
+      await store.migrate();
+    });
+
+    for (const policy of ['allkeys-lru', 'volatile-ttl', 'volatile-lru', 'allkeys-random']) {
+      it(`refuses maxmemory-policy ${policy} with maxmemory set: records could be evicted`, async () => {
+        await redis.config('SET', 'maxmemory', '512mb');
+        await redis.config('SET', 'maxmemory-policy', policy);
+        const store = new RedisStore(redis, { prefix: prefix() });
+        for (const call of [() => store.migrate(), () => store.verify()]) {
+          await assert.rejects(call(), (e: unknown) => {
+            assert.ok(e instanceof StoreError);
+            assert.equal(e.kind, 'unsupported');
+            assert.match(e.message, new RegExp(`maxmemory-policy is ${policy}`));
+            assert.match(e.message, /evict/);
+            assert.match(e.message, /maxmemory-policy noeviction/);
+            return true;
+          });
+        }
+      });
+    }
+
+    it('warns, without refusing, about an evicting policy while maxmemory is 0 (no limit)', async () => {
+      await redis.config('SET', 'maxmemory-policy', 'volatile-lru');
+      const warnings: string[] = [];
+      const store = new RedisStore(redis, { prefix: prefix(), onWarning: (m) => warnings.push(m) });
+      await store.migrate();
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0]!, /volatile-lru.*maxmemory stays 0/);
+      assert.equal((await store.verify()).checked, true);
+    });
+
+    it('warns instead of throwing where CONFIG is denied (managed Redis), and still throws when the server is unreachable', async () => {
+      await redis.call('ACL', 'SETUSER', 'idem-app', 'on', '>app-pass', '~*', '+@all', '-config');
+      const limited = new Redis({ host: server.host, port: server.port, username: 'idem-app', password: 'app-pass', maxRetriesPerRequest: 1, lazyConnect: true });
+      limited.on('error', () => undefined);
+      try {
+        await limited.connect();
+        const warnings: string[] = [];
+        const store = new RedisStore(limited, { prefix: prefix(), onWarning: (m) => warnings.push(m) });
+        const result = await store.verify();
+        assert.equal(result.checked, false);
+        assert.match(result.warning ?? '', /could not read the Redis eviction policy \(NOPERM/);
+        await store.migrate();
+        assert.equal(warnings.length, 1);
+        assert.match(warnings[0]!, /maxmemory-policy noeviction/);
+      } finally {
+        limited.disconnect();
+        await redis.call('ACL', 'DELUSER', 'idem-app');
+      }
+      const nowhere = new Redis({ host: '127.0.0.1', port: 1, maxRetriesPerRequest: 0, lazyConnect: true, retryStrategy: () => null });
+      nowhere.on('error', () => undefined);
+      try {
+        await assert.rejects(new RedisStore(nowhere).verify(), (e: unknown) => e instanceof StoreError && e.kind === 'unavailable');
+      } finally {
+        nowhere.disconnect();
+      }
+    });
+  });
+
   it('gives a completed record a Redis TTL of its retention and leaves in_progress ones without one', async () => {
     const p = prefix();
     const store = new RedisStore(redis, { prefix: p });
