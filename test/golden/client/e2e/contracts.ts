@@ -96,8 +96,7 @@ const sendEmail = {
     "statusRoute": "getEmail"
   },
   "transient": [
-    429,
-    503
+    429
   ],
   "responses": {
     "replayHeader": "Idempotent-Replayed",

@@ -42,8 +42,7 @@ const createOrder = {
     "statusRoute": "getOrder"
   },
   "transient": [
-    429,
-    503
+    429
   ],
   "responses": {
     "replayHeader": "Idempotent-Replayed",

@@ -38,8 +38,7 @@ const createPayment = {
     "providerKey": "forward"
   },
   "transient": [
-    429,
-    503
+    429
   ],
   "responses": {
     "replayHeader": "Idempotent-Replayed",
