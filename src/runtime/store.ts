@@ -180,6 +180,8 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
    * same record — and call `work` with the outcome and the transaction handle. `work` returns whether to
    * commit (writing `completed` in the same transaction) or roll back. If `work` throws, the transaction
    * rolls back and the error propagates. The store never commits an `in_progress` record here.
+   * PostgreSQL locks the one row, so duplicates wait and other keys do not; SQLite locks the whole file for
+   * the transaction (handler included), so there one-transaction mode is for a single process.
    */
   withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: Tx) => Promise<TransactionStep<T>>): Promise<T>;
 }

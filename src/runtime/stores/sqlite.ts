@@ -24,8 +24,14 @@
  * duplicate delivery, which then reads `completed`) waits for it. Transactional requests on one
  * connection thus run one at a time; give the guard its own connection (or your app, if it writes
  * outside the guard while a transactional handler awaits) to keep those writes out of the transaction.
- * A second process waits on the file lock for `busy_timeout`, which blocks that process's event loop
- * (better-sqlite3 is synchronous).
+ *
+ * **One-transaction mode is for one process.** `BEGIN IMMEDIATE` takes the whole file's write lock and holds
+ * it until the handler's answer commits, so while one request's handler runs, every write of every other
+ * connection to the file — any key, any process — waits. This store waits asynchronously (a 5 ms
+ * `busy_timeout` slice, then timers) for at most `busyTimeoutMs`, then fails with `StoreError`
+ * `unavailable` (the guard answers 503 + Retry-After, never 409: the lock says nothing about the key).
+ * With several processes on one file, use plain mode (every store call is one short statement), or
+ * PostgreSQL, whose row locks are per key.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import {
@@ -49,7 +55,12 @@ export interface SqliteStoreOptions {
   readonly table?: string;
   /** Clock in ms since the epoch (default `Date.now`); SQLite has no clock of its own worth sharing. */
   readonly clock?: () => number;
-  /** `PRAGMA busy_timeout` set on the connection, in ms (default 5000; `null` leaves it alone). */
+  /**
+   * Longest wait, in ms, for another connection's write lock before a call fails with `StoreError`
+   * `unavailable` (default 5000). The wait is asynchronous: the store sets `PRAGMA busy_timeout` to a few
+   * ms on the connection (so one statement never blocks the event loop for long) and retries on
+   * `SQLITE_BUSY` with timers. `null` leaves `busy_timeout` alone and never retries.
+   */
   readonly busyTimeoutMs?: number | null;
 }
 
@@ -101,7 +112,7 @@ function serialise<T>(db: SqliteDatabase, work: () => Promise<T> | T): Promise<T
  * runs at once (better-sqlite3 is synchronous, so nothing can interleave with it) instead of waiting for a
  * turn of the queue.
  */
-function serialiseSync<T>(db: SqliteDatabase, work: () => T): Promise<T> {
+function serialiseSync<T>(db: SqliteDatabase, work: () => T | Promise<T>): Promise<T> {
   const mutex = mutexOf(db);
   if (mutex.busy !== 0) return serialise(db, work);
   try {
@@ -161,6 +172,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   readonly #db: SqliteDatabase;
   readonly #table: string;
   readonly #clock: () => number;
+  readonly #busyWaitMs: number;
   #statements: Statements | undefined;
 
   constructor(db: SqliteDatabase, options: SqliteStoreOptions = {}) {
@@ -168,7 +180,9 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     this.#table = checkStoreName(options.table ?? 'idempotency_records', 'SQLite table name');
     this.#clock = options.clock ?? Date.now;
     const busy = options.busyTimeoutMs === undefined ? 5000 : options.busyTimeoutMs;
-    if (busy !== null) db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busy))}`);
+    this.#busyWaitMs = busy === null ? 0 : Math.max(0, Math.floor(busy));
+    // A short synchronous wait per statement; the rest of the wait is asynchronous (see #retryBusy).
+    if (busy !== null) db.pragma(`busy_timeout = ${Math.min(BUSY_SLICE_MS, this.#busyWaitMs)}`);
   }
 
   // Prepared on first use: the table may not exist before migrate(). SQLite re-prepares them itself after a schema change.
@@ -260,10 +274,17 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     return serialise(this.#db, async () => {
       const db = this.#db;
       let reserved: ReserveResult;
-      try {
-        db.exec('BEGIN IMMEDIATE');
-      } catch (error) {
-        throw wrap(error, 'could not begin the transaction');
+      // Another connection (process) may hold the write lock, possibly across its own awaited handler:
+      // wait for it with timers, never by blocking the event loop, and give up after busyTimeoutMs.
+      const deadline = Date.now() + this.#busyWaitMs;
+      for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
+        try {
+          db.exec('BEGIN IMMEDIATE');
+          break;
+        } catch (error) {
+          if (!isBusy(error) || Date.now() + delay > deadline) throw wrap(error, 'could not begin the transaction');
+        }
+        await sleep(delay);
       }
       try {
         reserved = this.#reserveNow(input);
@@ -296,13 +317,36 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   #run<T>(work: () => T): Promise<T> {
-    return serialiseSync(this.#db, () => {
+    const once = (): Promise<T> =>
+      serialiseSync(this.#db, () => {
+        try {
+          return work();
+        } catch (error) {
+          throw wrap(error, 'SQLite store operation failed');
+        }
+      });
+    const first = once();
+    return this.#busyWaitMs === 0 ? first : first.catch((error: unknown) => this.#retryBusy(once, error));
+  }
+
+  /**
+   * Retry a call that met another connection's write lock (`SQLITE_BUSY`) with growing timers until
+   * busyTimeoutMs has passed. Each attempt is one of this store's calls: a single statement, or reads
+   * after a write that did not happen, so a busy attempt changed nothing. Attempts go through the
+   * connection mutex again, so none can land in another call's open transaction.
+   */
+  async #retryBusy<T>(once: () => Promise<T>, error: unknown): Promise<T> {
+    const deadline = Date.now() + this.#busyWaitMs;
+    let last = error;
+    for (let delay = 2; isBusy(last) && Date.now() + delay <= deadline; delay = Math.min(delay * 2, 50)) {
+      await sleep(delay);
       try {
-        return work();
-      } catch (error) {
-        throw wrap(error, 'SQLite store operation failed');
+        return await once();
+      } catch (next) {
+        last = next;
       }
-    });
+    }
+    throw last;
   }
 
   #reserveNow(input: ReserveInput): ReserveResult {
@@ -337,11 +381,27 @@ function rollback(db: SqliteDatabase): void {
   }
 }
 
+// The longest a single statement blocks the event loop waiting for another connection's write lock.
+const BUSY_SLICE_MS = 5;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Another connection holds the lock (SQLITE_BUSY and its extended codes, SQLITE_LOCKED), wrapped or not. */
+function isBusy(error: unknown): boolean {
+  const raw = error instanceof StoreError ? error.cause : error;
+  const code = (raw as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code);
+}
+
 function wrap(error: unknown, message: string): StoreError {
   if (error instanceof StoreError) return error;
   const code = (error as { code?: unknown }).code;
-  const kind = code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED' ? 'lock-timeout' : 'unavailable';
-  return new StoreError(kind, `${message}${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
+  // A busy database is 'unavailable' (the guard answers 503 + Retry-After), never 'lock-timeout': the lock
+  // is the whole file's, held by another connection for any key, so it says nothing about this key.
+  const why = isBusy(error) ? ': the database stayed locked by another connection (raise busyTimeoutMs, or keep one-transaction mode to one process)' : '';
+  return new StoreError('unavailable', `${message}${typeof code === 'string' ? ` (${code})` : ''}${why}`, { cause: error });
 }
 
 function toRecord(row: Row): IdempotencyRecord {

@@ -51,13 +51,13 @@ describe('SqliteStore', () => {
     };
   });
 
-  it('migrates idempotently, in WAL mode, with busy_timeout set', async () => {
+  it('migrates idempotently, in WAL mode, with a short busy_timeout slice set', async () => {
     const { db } = openDb();
     const store = new SqliteStore(db, { table: 'idem_custom', busyTimeoutMs: 1234 });
     await store.migrate();
     await store.migrate();
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
-    assert.equal(db.pragma('busy_timeout', { simple: true }), 1234);
+    assert.equal(db.pragma('busy_timeout', { simple: true }), 5);
     const indexes = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'idem_custom' ORDER BY name`).all() as { name: string }[]).map((r) => r.name);
     assert.deepEqual(indexes, ['idem_custom_expiry', 'idem_custom_lease', 'sqlite_autoindex_idem_custom_1']);
     db.close();
@@ -103,6 +103,87 @@ describe('SqliteStore', () => {
     const response = await guard.handle(demoRequest('k'), async () => { runs += 1; return jsonResponse(201, {}); });
     assert.equal(response.status, 503);
     assert.equal(runs, 0);
+  });
+
+  describe('another connection holding the write lock (another process)', () => {
+    const input = (id: string, token = 't') => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 1000, ttlMs: 10_000 });
+
+    // Counts timer ticks while `promise` is pending: a blocked event loop gets none.
+    async function ticksWhile<T>(promise: Promise<T>): Promise<{ ticks: number; elapsed: number; result: PromiseSettledResult<T> }> {
+      let ticks = 0;
+      const timer = setInterval(() => { ticks += 1; }, 10);
+      const started = Date.now();
+      const [result] = await Promise.allSettled([promise]);
+      clearInterval(timer);
+      return { ticks, elapsed: Date.now() - started, result: result! };
+    }
+
+    it('waits without blocking the event loop, then fails unavailable (not lock-timeout) after busyTimeoutMs', async () => {
+      const { db, file } = openDb();
+      const store = new SqliteStore(db, { busyTimeoutMs: 400 });
+      await store.migrate();
+      const holder = new Database(file);
+      holder.exec('BEGIN IMMEDIATE');
+      try {
+        const { ticks, elapsed, result } = await ticksWhile(store.reserve(input('busy')));
+        assert.equal(result.status, 'rejected');
+        const error = (result as PromiseRejectedResult).reason as StoreError;
+        assert.ok(error instanceof StoreError);
+        assert.equal(error.kind, 'unavailable');
+        assert.match(error.message, /SQLITE_BUSY.*locked by another connection/);
+        assert.ok(elapsed >= 350 && elapsed < 2000, `gave up after ${elapsed} ms`);
+        assert.ok(ticks >= 10, `the event loop ran ${ticks} ticks of 10 ms in ${elapsed} ms`);
+      } finally {
+        holder.exec('ROLLBACK');
+        holder.close();
+        db.close();
+      }
+    });
+
+    it('gets the record once the other connection lets go within busyTimeoutMs', async () => {
+      const { db, file } = openDb();
+      const store = new SqliteStore(db, { busyTimeoutMs: 3000 });
+      await store.migrate();
+      const holder = new Database(file);
+      holder.exec('BEGIN IMMEDIATE');
+      setTimeout(() => holder.exec('COMMIT'), 200);
+      const { ticks, result } = await ticksWhile(store.reserve(input('later')));
+      holder.close();
+      assert.equal(result.status, 'fulfilled');
+      assert.equal((result as PromiseFulfilledResult<Awaited<ReturnType<SqliteStore['reserve']>>>).value.outcome, 'reserved');
+      assert.ok(ticks >= 5, `the event loop ran ${ticks} ticks`);
+      db.close();
+    });
+
+    it('answers 503 + Retry-After (not 409 in progress) in one-transaction mode while another process holds the file for another key', async () => {
+      const { db, file } = openDb();
+      const other = new Database(file);
+      const otherStore = new SqliteStore(other);
+      const store = new SqliteStore(db, { busyTimeoutMs: 300 });
+      await store.migrate();
+      // The other process's transactional handler is running (for its own key) and holds the write lock.
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      const holding = otherStore.withReservation(input('other-key', 'o'), async () => { await gate; return { commit: false, value: undefined }; });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const guard = createGuard<SqliteDatabase>(demoContract(), { store, storeTimeoutMs: 2000, transactionWaitMs: 2000 });
+      let runs = 0;
+      const started = Date.now();
+      const response = await guard.handle(demoRequest('nobody-holds-this'), async () => { runs += 1; return jsonResponse(201, {}); }, { transaction: true });
+      const elapsed = Date.now() - started;
+      open();
+      await holding;
+      assert.equal(response.status, 503, `got ${response.status}`);
+      assert.match(response.headers['retry-after'] ?? '', /^[1-9][0-9]*$/);
+      assert.equal(runs, 0);
+      assert.ok(elapsed < 1500, `answered after ${elapsed} ms`);
+      // Once the other transaction ended, the same request runs.
+      const retry = await guard.handle(demoRequest('nobody-holds-this'), async () => { runs += 1; return jsonResponse(201, {}); }, { transaction: true });
+      assert.equal(retry.status, 201);
+      assert.equal(runs, 1);
+      other.close();
+      db.close();
+    });
   });
 
   it('prints reserve latency (figure, not an assertion)', async () => {
