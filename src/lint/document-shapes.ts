@@ -87,6 +87,40 @@ function mayHoldShapeProblems(doc: ApiDocument): boolean {
   const source = doc.source?.();
   if (!source || source.format !== 'json') return true;
   const text = source.text;
-  if (/[:,[]\s*null\b/.test(text)) return true;
-  return doc.version !== '3.1' && (text.includes('"null"') || /"type"\s*:\s*\[|\\u/.test(text));
+  // Native substring searches, then a look at the neighbours: a regex starting with a class tries every
+  // offset of a 10 MB text.
+  if (findLiteral(text, 'null', (before) => before === COLON || before === COMMA || before === OPEN_BRACKET)) return true;
+  if (doc.version === '3.1') return false;
+  if (text.includes('"null"') || text.includes('\\u')) return true;
+  return findLiteral(text, '"type"', (_before, at) => {
+    let i = skipSpace(text, at + 6);
+    if (text.charCodeAt(i) !== COLON) return false;
+    i = skipSpace(text, i + 1);
+    return text.charCodeAt(i) === OPEN_BRACKET;
+  });
+}
+
+const COLON = 58;
+const COMMA = 44;
+const OPEN_BRACKET = 91;
+
+/** Whether `needle` occurs where `accept` (given the code of the non-blank character before it) says so. */
+function findLiteral(text: string, needle: string, accept: (before: number, at: number) => boolean): boolean {
+  for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
+    // `null` must end there (not `nullable`); a quoted needle ends with its quote.
+    if (needle === 'null' && /\w/.test(text.charAt(at + 4))) continue;
+    let before = at - 1;
+    while (before >= 0 && isSpace(text.charCodeAt(before))) before -= 1;
+    if (accept(before < 0 ? -1 : text.charCodeAt(before), at)) return true;
+  }
+  return false;
+}
+
+function skipSpace(text: string, i: number): number {
+  while (i < text.length && isSpace(text.charCodeAt(i))) i += 1;
+  return i;
+}
+
+function isSpace(code: number): boolean {
+  return code === 32 || code === 10 || code === 13 || code === 9;
 }

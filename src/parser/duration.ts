@@ -13,6 +13,16 @@ const UNITS = [365 * DAY, 30 * DAY, 7 * DAY, DAY, HOUR, MINUTE, SECOND];
 /** Milliseconds of an ISO 8601 duration string, or `undefined` when it does not parse. */
 export function parseDuration(value: unknown): number | undefined {
   if (typeof value !== 'string') return undefined;
+  // Documents repeat a few durations (`P1D`, `PT30S`) in every contract.
+  if (known.has(value)) return known.get(value);
+  const ms = parse(value);
+  if (known.size < 1_000) known.set(value, ms);
+  return ms;
+}
+
+const known = new Map<string, number | undefined>();
+
+function parse(value: string): number | undefined {
   const match = DURATION.exec(value.trim().toUpperCase());
   if (!match) return undefined;
   let total = 0;

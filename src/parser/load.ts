@@ -453,48 +453,66 @@ function lazyParameters(
   node: Record<string, unknown>,
   at: Location,
 ): () => readonly ParameterView[] {
-  let cached: ParameterView[] | undefined;
-  return () => {
-    if (cached) return cached;
-    const byKey = new Map<string, ParameterView>();
-    for (const [owner, ownerAt] of [
-      [pathItem, pathItemAt],
-      [node, at],
-    ] as const) {
-      if (!Array.isArray(owner.parameters)) continue;
-      owner.parameters.forEach((entry, index) => {
-        const entryAt = { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) };
-        const followed = document.deref(entry, entryAt);
-        if (!followed || !isPlainObject(followed.value)) return;
-        const parameter = followed.value;
-        if (typeof parameter.name !== 'string' || typeof parameter.in !== 'string') return;
-        byKey.set(`${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`, {
-          name: parameter.name,
-          in: parameter.in,
-          required: parameter.required === true,
-          node: parameter,
-          at: entryAt,
-          valueAt: followed.at,
-        });
+  let cached: readonly ParameterView[] | undefined;
+  return () => (cached ??= operationParameters(document, pathItem, pathItemAt, node, at));
+}
+
+function operationParameters(
+  document: ApiDocument,
+  pathItem: Record<string, unknown>,
+  pathItemAt: Location,
+  node: Record<string, unknown>,
+  at: Location,
+): readonly ParameterView[] {
+  if (!Array.isArray(pathItem.parameters) && !Array.isArray(node.parameters)) return [];
+  const byKey = new Map<string, ParameterView>();
+  for (const [owner, ownerAt] of [
+    [pathItem, pathItemAt],
+    [node, at],
+  ] as const) {
+    if (!Array.isArray(owner.parameters)) continue;
+    owner.parameters.forEach((entry, index) => {
+      const entryAt = { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) };
+      const followed = document.deref(entry, entryAt);
+      if (!followed || !isPlainObject(followed.value)) return;
+      const parameter = followed.value;
+      if (typeof parameter.name !== 'string' || typeof parameter.in !== 'string') return;
+      byKey.set(`${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`, {
+        name: parameter.name,
+        in: parameter.in,
+        required: parameter.required === true,
+        node: parameter,
+        at: entryAt,
+        valueAt: followed.at,
       });
-    }
-    cached = [...byKey.values()];
-    return cached;
-  };
+    });
+  }
+  return [...byKey.values()];
 }
 
 /**
  * A child location whose pointer is built only when read: checking thousands of nodes for `$ref`s must not
- * escape and join a pointer for each of them.
+ * escape and join a pointer for each of them. A class (the getter on its prototype) rather than an object
+ * literal with a getter: one shape for all of them, no closure each.
  */
+class LazyChild implements Location {
+  readonly file: string;
+  private built: string | undefined;
+  // Used only inside the loader's `$ref` checks (never spread or stored): `pointer` lives on the prototype.
+  constructor(
+    private readonly parent: Location,
+    private readonly tokens: (string | number)[],
+  ) {
+    this.file = parent.file;
+  }
+
+  get pointer(): string {
+    return (this.built ??= appendPointer(this.parent.pointer, ...this.tokens));
+  }
+}
+
 function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
-  let pointer: string | undefined;
-  return {
-    file: parent.file,
-    get pointer() {
-      return (pointer ??= appendPointer(parent.pointer, ...tokens));
-    },
-  };
+  return new LazyChild(parent, tokens);
 }
 
 function memoizeByStatus<T>(lookup: (status: number) => T): (status: number) => T {

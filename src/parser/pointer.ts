@@ -23,7 +23,9 @@ export function parsePointer(pointer: string): string[] {
 
 /** Joins tokens into a pointer. */
 export function formatPointer(tokens: readonly (string | number)[]): string {
-  return tokens.map((token) => `/${escapeToken(token)}`).join('');
+  let pointer = '';
+  for (const token of tokens) pointer += `/${escapeToken(token)}`;
+  return pointer;
 }
 
 /** Appends tokens to a pointer. */

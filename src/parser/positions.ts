@@ -17,13 +17,27 @@ export interface Located extends NodeOffsets {
   readonly depth: number;
 }
 
-/** Maps offsets to 1-based line/column; the line table is built on first use. */
+/**
+ * Maps offsets to 1-based line/column. The line table grows on demand, only as far as the furthest offset
+ * asked for: a finding near the top of a 10 MB file does not index every line.
+ */
 export class LineTable {
-  private starts: number[] | undefined;
+  private readonly starts: number[] = [0];
+  /** Offset from which the next newline is searched; -1 once the whole text is indexed. */
+  private from = 0;
   constructor(private readonly text: string) {}
 
   position(offset: number): Position {
-    const starts = (this.starts ??= computeLineStarts(this.text));
+    const starts = this.starts;
+    while (this.from !== -1 && this.from <= offset) {
+      const newline = this.text.indexOf('\n', this.from);
+      if (newline === -1) {
+        this.from = -1;
+        break;
+      }
+      starts.push(newline + 1);
+      this.from = newline + 1;
+    }
     let low = 0;
     let high = starts.length - 1;
     while (low < high) {
@@ -33,16 +47,6 @@ export class LineTable {
     }
     return { line: low + 1, column: offset - starts[low]! + 1 };
   }
-}
-
-function computeLineStarts(text: string): number[] {
-  const starts = [0];
-  let index = text.indexOf('\n');
-  while (index !== -1) {
-    starts.push(index + 1);
-    index = text.indexOf('\n', index + 1);
-  }
-  return starts;
 }
 
 /** Something that can find the offsets of a pointer's tokens in one file's text. */
@@ -81,9 +85,6 @@ const COLON = 58;
  * Written unrolled (no nested alternation under `*`) so it cannot backtrack badly; `y` anchors each match.
  */
 const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
-
-/** The characters that change a JSON scanner's state: quotes, brackets and commas. */
-const STRUCTURAL = /["{}[\],]/g;
 
 type ContainerIndex =
   | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets>; readonly duplicate?: DuplicateKey }
@@ -159,36 +160,39 @@ export class JsonPositionIndex implements PositionIndex {
     const text = this.text;
     const first = text.charCodeAt(offset);
     if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return undefined;
-    // One key table per open object (`null` for an array); a string right after `{` or `,` in an object is a key.
-    const stack: (Map<string, number> | null)[] = [];
+    // One key list per open object (`null` for an array); a string right after `{` or `,` in an object is a
+    // key. Contract objects hold a handful of keys, so a list beats a Map; a charCode loop beats a regex.
+    const stack: (string[] | null)[] = [];
+    const starts: number[][] = [];
     let expectKey = false;
-    const structural = STRUCTURAL;
-    structural.lastIndex = offset;
-    for (let match = structural.exec(text); match !== null; match = structural.exec(text)) {
-      const i = match.index;
+    for (let i = offset; i < text.length; i++) {
       const c = text.charCodeAt(i);
       if (c === QUOTE) {
         const end = this.skipString(i);
         if (expectKey) {
+          const keys = stack[stack.length - 1]!;
           const raw = text.slice(i + 1, end - 1);
           const key = raw.includes('\\') ? (JSON.parse(text.slice(i, end)) as string) : raw;
-          const keys = stack[stack.length - 1]!;
-          const seen = keys.get(key);
-          if (seen !== undefined) return { key, firstOffset: seen, secondOffset: i };
-          keys.set(key, i);
+          const seen = keys.indexOf(key);
+          if (seen !== -1) return { key, firstOffset: starts[starts.length - 1]![seen]!, secondOffset: i };
+          keys.push(key);
+          starts[starts.length - 1]!.push(i);
           expectKey = false;
         }
-        structural.lastIndex = end;
+        i = end - 1;
       } else if (c === OPEN_BRACE) {
-        stack.push(new Map());
+        stack.push([]);
+        starts.push([]);
         expectKey = true;
       } else if (c === OPEN_BRACKET) {
         stack.push(null);
+        starts.push([]);
         expectKey = false;
       } else if (c === COMMA) {
         expectKey = stack[stack.length - 1] !== null;
-      } else {
+      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
         stack.pop();
+        starts.pop();
         expectKey = false;
         if (stack.length === 0) return undefined;
       }

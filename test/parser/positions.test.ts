@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { loadDocument } from '../../src/parser/load.js';
+import { LineTable } from '../../src/parser/positions.js';
 import type { ApiDocument, OperationView } from '../../src/parser/model.js';
 import { fixture, spot } from './helpers.js';
 
@@ -92,6 +93,21 @@ describe('parser positions', () => {
       const contract = op(doc, 'json').contract!;
       assert.deepEqual(contract.at('ttl'), { file, pointer: '/x-idempotency/ttl' });
       assert.deepEqual(doc.position(contract.at('ttl')), spot(file, '"ttl": "P1D"'));
+    });
+  });
+
+  describe('line table', () => {
+    it('maps offsets asked in any order (it grows only as far as asked) like a full scan', () => {
+      const text = 'ab\n\ncd\nefg\n';
+      const expected = (offset: number) => {
+        const before = text.slice(0, offset).split('\n');
+        return { line: before.length, column: before[before.length - 1]!.length + 1 };
+      };
+      const order = [5, 0, 2, 3, 11, 4, 8, 10, 1, 9];
+      const table = new LineTable(text);
+      for (const offset of order) assert.deepEqual(table.position(offset), expected(offset), `offset ${offset}`);
+      const backwards = new LineTable(text);
+      for (const offset of [...order].sort((a, b) => b - a)) assert.deepEqual(backwards.position(offset), expected(offset), `offset ${offset}`);
     });
   });
 
