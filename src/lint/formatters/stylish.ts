@@ -1,6 +1,7 @@
 /** ESLint-style text: findings grouped by file, `line:column  severity  message  rule-id`, then a summary. */
 import type { Finding, Severity } from '../rule.js';
 import type { LintReport } from './index.js';
+import { messageNamesOperation, operationLabelsOf } from './common.js';
 import { displayPath } from './paths.js';
 
 const LABEL: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'info' };
@@ -39,7 +40,7 @@ function formatFindings(report: LintReport): string {
   for (const [file, findings] of byFile) {
     lines.push(displayPath(report.cwd, file));
     const rows = findings.map((finding) => {
-      const scope = namesOperation(finding) ? '' : ` (in ${finding.operations.join(', ')})`;
+      const scope = namesOperation(finding, report) ? '' : ` (in ${finding.operations.join(', ')})`;
       return [`${finding.line}:${finding.column}`, LABEL[finding.severity], `${finding.message}${scope}`, finding.ruleId];
     });
     const width = [0, 1].map((column) => Math.max(...rows.map((row) => row[column]!.length)));
@@ -60,11 +61,13 @@ const OPERATION_POINTER = /^\/paths\/[^/]+\/(get|put|post|delete|options|head|pa
  * Whether the finding's place already says which operation it is about: a node inside that one operation
  * (`/paths/~1payouts/post/…`). A finding in the document defaults, a shared component, a path item's
  * shared parameters or an external operation file (`/post/…`) gets the operation appended; so does any
- * finding several operations share.
+ * finding several operations share — unless the message already names each of them.
  */
-function namesOperation(finding: Finding): boolean {
+function namesOperation(finding: Finding, report: LintReport): boolean {
   if (finding.operations.length === 0) return true;
-  return finding.operations.length === 1 && OPERATION_POINTER.test(finding.pointer);
+  if (finding.operations.length === 1 && OPERATION_POINTER.test(finding.pointer)) return true;
+  // The message itself may already say it (`… of POST /payouts (createPayout): …`).
+  return operationLabelsOf(finding, report.documents).every((label) => messageNamesOperation(finding.message, label));
 }
 
 function plural(count: number, noun: string): string {

@@ -35,6 +35,17 @@ describe('stylish formatter', () => {
     assert.equal(rows(shared), '  3:1  warning  No ttl. (in createPayout, createRefund)  ttl-missing');
   });
 
+  it('does not repeat an operation the message already names', () => {
+    const finding = fakeFinding({
+      ruleId: 'key-header-undeclared', file: spec, pointer: '/x-idempotency/key/header', line: 3, column: 1, severity: 'error',
+      message: 'the key header is not declared by POST /payouts (createPayout): declare it', operations: [payoutName],
+      operationLabels: ['POST /payouts (createPayout)'],
+    });
+    assert.equal(formatStylish(input([finding])).split('\n')[1], '  3:1  error  the key header is not declared by POST /payouts (createPayout): declare it  key-header-undeclared');
+    const other = { ...finding, message: 'the key header is not declared: declare it' };
+    assert.equal(formatStylish(input([other])).split('\n')[1], '  3:1  error  the key header is not declared: declare it (in createPayout)  key-header-undeclared');
+  });
+
   it('leaves document warnings (no operation) as they are', () => {
     const warning = fakeFinding({ ruleId: 'document-invalid', file: spec, pointer: '/components/schemas/A/type', line: 8, column: 9, severity: 'warn', message: 'type arrays are OpenAPI 3.1', operations: [] });
     assert.equal(formatStylish(input([warning])).split('\n')[1], '  8:9  warning  type arrays are OpenAPI 3.1  document-invalid');
