@@ -81,6 +81,8 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   return contract;
 }
 
+const SAFE_METHODS = new Set(['get', 'head', 'options', 'trace']);
+
 /** Scaffolds contracts into `text`, the source of `document`'s entry file (YAML or JSON). */
 export function scaffoldContracts(document: ApiDocument, text: string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
   const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
@@ -90,6 +92,11 @@ export function scaffoldContracts(document: ApiDocument, text: string, settings:
     if ('x-idempotency' in operation.node) continue;
     const evidence = keyEvidence(document, operation, settings.keyHeaders);
     if (!evidence) continue;
+    if (SAFE_METHODS.has(operation.method)) {
+      // A repeated safe request has no effect to guard; a key on it is usually a copy-paste leftover.
+      skipped.push({ operation: operation.label, reason: `is a safe ${operation.method.toUpperCase()}: a repeat has no effect to guard, so it gets no contract` });
+      continue;
+    }
     if (evidence.kind !== 'header') {
       skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`; x-idempotency reads keys from a header, so write this contract by hand` });
       continue;

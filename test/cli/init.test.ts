@@ -113,6 +113,20 @@ describe('idemkit init', () => {
     assert.equal(read('api.yaml'), written);
   });
 
+  it('leaves a safe GET that takes a key header alone, saying why', async () => {
+    const spec = yamlSpec.replace(
+      "    get:\n      operationId: listPayouts\n",
+      "    get:\n      operationId: listPayouts\n      parameters:\n        - { name: X-Idempotency-Key, in: header, schema: { type: string } }\n",
+    );
+    assert.notEqual(spec, yamlSpec);
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    const result = await run('api.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /skipped GET \/payouts \(listPayouts\): is a safe GET/);
+    assert.equal(parse(read('api.yaml')).paths['/payouts'].get['x-idempotency'], undefined);
+    assert.ok(parse(read('api.yaml')).paths['/payouts'].post['x-idempotency']);
+  });
+
   it('turns contract-missing into a contract lint can check', async () => {
     writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
     const lint = async () => {

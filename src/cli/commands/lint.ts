@@ -139,7 +139,7 @@ export const lintCommand: Command = {
         default: 'error',
         describe: 'Lowest severity that makes the exit code 1',
       })
-      .option('config', { alias: 'c', type: 'string', requiresArg: true, coerce: nonEmpty('--config'), describe: 'Config file (default: .idemkitrc.yaml, .idemkitrc.json or idemkit.config.json found upward from each spec)' })
+      .option('config', { alias: 'c', type: 'string', requiresArg: true, coerce: nonEmpty('--config'), describe: 'Config file (default: .idemkitrc.yaml, .idemkitrc.yml, .idemkitrc.json or idemkit.config.json found upward from each spec)' })
       .option('baseline', { type: 'string', requiresArg: true, coerce: nonEmpty('--baseline'), describe: 'Report only findings not recorded in this baseline file, and list its stale entries' })
       .option('write-baseline', { type: 'string', requiresArg: true, coerce: nonEmpty('--write-baseline'), describe: "Record today's findings in this baseline file (exit 0 unless a document is unreadable)" })
       .option('output', { alias: 'o', type: 'string', requiresArg: true, coerce: nonEmpty('--output'), describe: 'Write the report to this file (atomically) instead of stdout' })
