@@ -309,6 +309,14 @@ class DocumentLoader implements ApiDocument {
     if (members.count <= this.contractedHere.length + (rootHas ? 1 : 0)) return;
     if (rootHas) this.rejectDuplicateKeys({ file: this.file, pointer: '' }, false);
     for (const at of this.contractedHere) this.rejectDuplicateKeys(at, false);
+    // An x-idempotency nobody accounts for may sit in an operation, path item or `paths` object written
+    // twice, whose first copy JSON.parse dropped: the contract would vanish without a word (YAML: exit 2 too).
+    const containers = ['', '/paths'];
+    if (isPlainObject(this.root.paths)) for (const path of Object.keys(this.root.paths)) containers.push(appendPointer('/paths', path));
+    for (const pointer of containers) {
+      const found = source.duplicateKeyDropping(pointer, 'x-idempotency');
+      if (found) throw duplicateKeyDocumentError(this.file, found.key, found.first, found.second);
+    }
   }
 
   /** A key written twice in the object at `at` (deep: in its nested objects too) is a DocumentError at the second one. */

@@ -212,6 +212,16 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, { line: 11, column: 5 });
     });
 
+    it('a JSON operation (or `paths`) written twice when the dropped one carries a contract, at the second one', async () => {
+      // JSON.parse keeps the last one: the contract would vanish without a word.
+      const operation = await loadError('bad/duplicate-operation.json');
+      assert.equal(operation.message, 'duplicate key `post` (first at line 6) — keep one');
+      assert.deepEqual({ line: operation.line, column: operation.column }, { line: 11, column: 7 });
+      const paths = await loadError('bad/duplicate-paths.json');
+      assert.equal(paths.message, 'duplicate key `paths` (first at line 4) — keep one');
+      assert.deepEqual({ line: paths.line, column: paths.column }, { line: 12, column: 3 });
+    });
+
     it('a YAML key written twice in an anchored node that an x-idempotency aliases, at the second one', async () => {
       const error = await loadError('bad/duplicate-in-anchor.yaml');
       assert.equal(error.message, 'duplicate key `scope` (first at line 6) — keep one');
