@@ -137,7 +137,10 @@ class DocumentLoader implements ApiDocument {
           column,
         );
       }
-      if (root.webhooks === undefined) this.warn(rootAt, "the document has no 'paths'");
+      // 3.1 asks for at least one of paths, webhooks and components (a components-only library is valid).
+      if (root.webhooks === undefined && root.components === undefined) {
+        this.warn(rootAt, "the document has no 'paths', 'webhooks' or 'components'");
+      }
       return;
     }
     if (!isPlainObject(paths)) {

@@ -105,6 +105,11 @@ describe('loadDocument', () => {
       assert.deepEqual(create.parameters!.map((parameter) => parameter.name), ['Idempotency-Key', 'body', 'dryRun']);
     });
 
+    it('a 3.1 document holding only components (or only webhooks) is valid: no operations, no warning', async () => {
+      const components = await loadDocument(fixture('components-only-31.yaml'));
+      assert.deepEqual([components.operations.length, components.warnings], [0, []]);
+    });
+
     it('loads the JSON twin of the demo sample to the same model', async () => {
       const yaml = await loadDocument(fixture('../../../samples/demo-requests/openapi.yaml'));
       const json = await loadDocument(fixture('../../../samples/demo-requests/openapi.json'));
