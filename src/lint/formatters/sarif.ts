@@ -51,7 +51,14 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
     };
   });
   const cwdUri = pathToFileURL(report.cwd.endsWith('/') ? report.cwd : `${report.cwd}/`).href;
+  // Findings may share an identity (one rule at one node: six states missing on one contract); code scanning
+  // merges results with equal fingerprints, so the 2nd, 3rd… get their rank among them (engine order, which a
+  // line shift does not change) appended.
+  const seen = new Map<string, number>();
   const results = sortFindings(report.findings).map((finding) => {
+    const identity = identityHash(findingIdentity(finding, report.documents, report.cwd));
+    const rank = (seen.get(identity) ?? 0) + 1;
+    seen.set(identity, rank);
     const index = ruleIndex.get(finding.ruleId);
     const labels = operationLabelsOf(finding, report.documents);
     // The message names the operation(s) it does not already name; the fingerprint below does not read labels.
@@ -72,7 +79,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
             : {}),
         },
       ],
-      partialFingerprints: { [FINGERPRINT_KEY]: identityHash(findingIdentity(finding, report.documents, report.cwd)) },
+      partialFingerprints: { [FINGERPRINT_KEY]: rank === 1 ? identity : `${identity}:${rank}` },
       properties: {
         pointer: finding.pointer,
         messageId: finding.messageId,

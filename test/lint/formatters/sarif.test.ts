@@ -120,6 +120,20 @@ describe('sarif formatter', () => {
     assert.equal(new Set(prints(before)).size, before.length);
   });
 
+  it('gives findings that share an identity (one rule, one node, several states) distinct fingerprints, stable when lines move', () => {
+    // Code scanning merges results with equal fingerprints into one alert: six missing states would show as one.
+    const base = report();
+    const ttl = base.findings[1]!;
+    const twins = { ...base, findings: [ttl, { ...ttl, message: 'No ttl, again.' }, { ...ttl, message: 'No ttl, third.' }] };
+    const moved = { ...twins, findings: twins.findings.map((f) => ({ ...f, line: f.line + 3 })) };
+    const prints = (input: typeof twins) =>
+      (JSON.parse(formatSarif(input)).runs[0].results as SarifResult[]).map((r) => r.partialFingerprints[FINGERPRINT_KEY]);
+    const before = prints(twins);
+    assert.equal(new Set(before).size, 3);
+    assert.equal(before[0], prints({ ...base, findings: [ttl] })[0]);
+    assert.deepEqual(prints(moved), before);
+  });
+
   it('marks suppressed findings as in-source suppressions with their reason', () => {
     const results = JSON.parse(formatSarif(report())).runs[0].results as SarifResult[];
     const suppressed = results.filter((r) => r.suppressions);
