@@ -201,7 +201,7 @@ export class RedisStore implements IdempotencyStore {
    * Check that Redis never evicts records: an evicted record lets a retry run the effect again. Reads
    * `maxmemory-policy` and `maxmemory` with `CONFIG GET` (on every master of a Cluster) and throws a
    * `StoreError` (`unsupported`) when the policy is not `noeviction` and `maxmemory` is set. Where `CONFIG`
-   * is renamed or denied (managed Redis), returns `checked: false` with a warning instead of throwing: make
+   * is renamed, denied or answers without the setting (managed Redis, proxies), returns `checked: false` with a warning instead of throwing: make
    * sure the policy is `noeviction` in your provider's settings. Connection errors throw `unavailable`.
    */
   async verify(): Promise<RedisVerifyResult> {
@@ -217,7 +217,10 @@ export class RedisStore implements IdempotencyStore {
         maxmemory = Number(configValue(await server.config('GET', 'maxmemory'), 'maxmemory'));
       } catch (error) {
         const message = String((error as Error)?.message ?? error);
-        if (/unknown command|NOPERM|no permission|not allowed|disabled|unknown subcommand/i.test(message)) {
+        // Managed Redis refuses CONFIG in many wordings (renamed, ACL, "not available", "unsupported", …), and
+        // proxies may answer without the setting: any answer from the server but a transient state means the
+        // check cannot run here. Only a failure to reach the server is an error.
+        if (refusesConfig(error, message)) {
           return {
             checked: false,
             policies,
@@ -352,13 +355,20 @@ function isCluster(client: RedisClient): client is Cluster {
 }
 
 // CONFIG GET answers [name, value] (a flat list; RESP3 servers may answer a map, which ioredis gives as an object).
+/** CONFIG GET could not read the setting on a server that does answer (not a connection failure, not a transient state). */
+function refusesConfig(error: unknown, message: string): boolean {
+  if (error instanceof StoreError) return error.kind === 'unsupported';
+  if ((error as { name?: unknown } | null)?.name !== 'ReplyError') return false;
+  return !/^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|MOVED|ASK)\b/.test(message);
+}
+
 function configValue(reply: unknown, name: string): string {
   if (Array.isArray(reply)) {
     for (let i = 0; i + 1 < reply.length; i += 2) if (String(reply[i]).toLowerCase() === name) return String(reply[i + 1]);
   } else if (reply !== null && typeof reply === 'object' && name in reply) {
     return String((reply as Record<string, unknown>)[name]);
   }
-  throw new StoreError('unavailable', `Redis CONFIG GET ${name} gave no value`);
+  throw new StoreError('unsupported', `Redis CONFIG GET ${name} gave no value`);
 }
 
 const shas = new Map<string, string>();

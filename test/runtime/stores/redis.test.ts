@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Redis } from 'ioredis';
+import { Redis, ReplyError } from 'ioredis';
 import { createGuard } from '../../../src/runtime/guard.js';
 import { StoreError } from '../../../src/runtime/store.js';
 import { RedisStore } from '../../../src/runtime/stores/redis.js';
@@ -139,6 +139,46 @@ describe('RedisStore (real redis-server)', function () {
         await assert.rejects(new RedisStore(nowhere).verify(), (e: unknown) => e instanceof StoreError && e.kind === 'unavailable');
       } finally {
         nowhere.disconnect();
+      }
+    });
+
+    // Managed Redis words its refusal of CONFIG in many ways (Upstash, proxies, Redis-compatible servers):
+    // any error reply from the server means "could not check", never a start-up failure.
+    for (const reply of ["ERR Command is not available: 'CONFIG'", 'ERR unsupported command', 'ERR CONFIG is blocked on this endpoint']) {
+      it(`warns instead of throwing when the server answers CONFIG GET with ${JSON.stringify(reply)}`, async () => {
+        const managed = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true });
+        managed.on('error', () => undefined);
+        try {
+          await managed.connect();
+          // Only CONFIG is refused, as a real server reply would be; every other command reaches redis-server.
+          (managed as unknown as { config: () => Promise<never> }).config = async () => {
+            throw new ReplyError(reply);
+          };
+          const warnings: string[] = [];
+          const store = new RedisStore(managed, { prefix: prefix(), onWarning: (m) => warnings.push(m) });
+          const result = await store.verify();
+          assert.equal(result.checked, false);
+          assert.match(result.warning ?? '', /could not read the Redis eviction policy/);
+          await store.migrate();
+          assert.equal(warnings.length, 1);
+          assert.equal((await store.reserve({ id: 'm', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
+        } finally {
+          managed.disconnect();
+        }
+      });
+    }
+
+    it('warns instead of throwing when CONFIG GET answers without the setting (a proxy or Redis-compatible server)', async () => {
+      const managed = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true });
+      managed.on('error', () => undefined);
+      try {
+        await managed.connect();
+        (managed as unknown as { config: () => Promise<unknown[]> }).config = async () => [];
+        const result = await new RedisStore(managed, { prefix: prefix() }).verify();
+        assert.equal(result.checked, false);
+        assert.match(result.warning ?? '', /could not read the Redis eviction policy/);
+      } finally {
+        managed.disconnect();
       }
     });
   });
