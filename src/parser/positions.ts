@@ -69,6 +69,8 @@ export interface DuplicateKey {
   readonly key: string;
   readonly firstOffset: number;
   readonly secondOffset: number;
+  /** Offset just past the first occurrence's value (set by one-level JSON scans). */
+  readonly firstValueEnd?: number;
 }
 
 const QUOTE = 34; // "
@@ -228,7 +230,7 @@ export class JsonPositionIndex implements PositionIndex {
       // Later duplicates win, as they do in JSON.parse; the first one found is remembered.
       if (duplicate === undefined) {
         const first = members.get(key);
-        if (first) duplicate = { key, firstOffset: first.keyOffset!, secondOffset: keyOffset };
+        if (first) duplicate = { key, firstOffset: first.keyOffset!, secondOffset: keyOffset, firstValueEnd: this.skipValue(first.valueOffset) };
       }
       members.set(key, { keyOffset, valueOffset });
       i = this.skipWhitespace(this.skipValue(i));

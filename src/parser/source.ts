@@ -75,16 +75,16 @@ export class SourceFile {
   }
 
   /**
-   * The first key written twice in the object at `pointer` (one level) when the dropped first value (or the
-   * members between the two) holds a member named `key`: JSON.parse keeps the second, so what the first
-   * held vanishes silently. `undefined` otherwise, and for YAML.
+   * The first key written twice in the object at `pointer` (one level) when the dropped first value holds a
+   * member named `key`: JSON.parse keeps the second, so what the first held vanishes silently. `undefined`
+   * otherwise, and for YAML.
    */
   duplicateKeyDropping(pointer: string, key: string): { key: string; first: Position; second: Position } | undefined {
     if (this.format !== 'json') return undefined;
     const found = this.index.duplicateKey?.(parsePointer(pointer), false);
     if (!found) return undefined;
     const held = this.text.indexOf(JSON.stringify(key), found.firstOffset);
-    if (held === -1 || held >= found.secondOffset) return undefined;
+    if (held === -1 || held >= (found.firstValueEnd ?? found.secondOffset)) return undefined;
     return { key: found.key, first: this.lines.position(found.firstOffset), second: this.lines.position(found.secondOffset) };
   }
 
