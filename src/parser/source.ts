@@ -265,6 +265,24 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
   }
   const mark = (error as { mark?: { position?: number } }).mark;
   const reason = (error as { reason?: string }).reason ?? (error instanceof Error ? error.message : String(error));
+  if (/complex keys/.test(reason)) {
+    // Valid YAML (`? [201, 202]`) that no JSON object can hold; js-yaml gives no position, `yaml` has the key's.
+    let at: number | undefined;
+    yaml.visit(document, {
+      Pair(_key, pair) {
+        const key = pair.key as { range?: [number, number, number] } | null;
+        if (key && !yaml.isScalar(key) && key.range) {
+          at = key.range[0];
+          return yaml.visit.BREAK;
+        }
+        return undefined;
+      },
+    });
+    if (at !== undefined) {
+      const { line, column } = lines.position(at);
+      return new DocumentError('invalid YAML: a mapping key must be a string, not a list or a map (OpenAPI keys are names) — write it as a plain key', file, undefined, line, column);
+    }
+  }
   const { line, column } = lines.position(Math.min(mark?.position ?? 0, text.length));
   return new DocumentError(`invalid YAML: ${reason} — fix the YAML here`, file, undefined, line, column);
 }

@@ -233,6 +233,12 @@ describe('loadDocument', () => {
       assert.equal((doc.root.info as { title: string }).title, 'Second');
     });
 
+    it('a YAML mapping key that is not a scalar (`? [201, 202]`), at that key', async () => {
+      const error = await loadError('bad/complex-key.yaml');
+      assert.match(error.message, /^invalid YAML: a mapping key must be a string/);
+      assert.deepEqual({ line: error.line, column: error.column }, { line: 7, column: 11 });
+    });
+
     it('a YAML key written twice in an anchored node that an x-idempotency aliases, at the second one', async () => {
       const error = await loadError('bad/duplicate-in-anchor.yaml');
       assert.equal(error.message, 'duplicate key `scope` (first at line 6) — keep one');
