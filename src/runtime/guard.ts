@@ -164,7 +164,8 @@ export interface GuardOptions {
   readonly storeRetryAfterSeconds?: number;
   /**
    * Explicit opt-in: when the store fails, run the handler unguarded instead of answering 503. A retry
-   * during an outage can then run the effect twice. Default false (fail closed).
+   * during an outage can then run the effect twice. Default false (fail closed). In one-transaction mode a
+   * reservation that did not arrive in time still answers 503: the wait may be a duplicate holding the key.
    */
   readonly failOpen?: boolean;
   /**
@@ -771,8 +772,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });
     }
     if (outcome.kind === 'gave-up') {
-      const answer = storeUnavailable(req, prep.recordId);
-      return answer.kind === 'respond' ? answer.response : handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });
+      // Never fail open here: the wait may be a duplicate's open transaction holding this very key (a row lock,
+      // SQLite's write lock, the connection's queue), so running unguarded would repeat the effect beside it.
+      return storeUnavailableResponse(req, prep.recordId).response;
     }
     if (outcome.kind === 'existing') {
       const begun = await classify(req, prep, outcome.result, true);

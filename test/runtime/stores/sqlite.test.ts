@@ -186,6 +186,33 @@ describe('SqliteStore', () => {
     });
   });
 
+  it('failOpen never runs a duplicate transactional request while the first one still holds the key (in-process queue)', async () => {
+    const { db } = openDb();
+    const store = new SqliteStore(db);
+    await store.migrate();
+    // A short lease and store timeout: the duplicate gives up waiting for the connection long before the first ends.
+    const guard = createGuard<SqliteDatabase>(demoContract({ leaseMs: 40 }), { store, storeTimeoutMs: 20, failOpen: true });
+    let effects = 0;
+    const slow = async () => {
+      effects += 1;
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      return jsonResponse(201, { id: 'order-1' });
+    };
+    const first = guard.handle(demoRequest('same-key'), slow, { transaction: true });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    // The client timed out and retried with the same key while the first request is still running.
+    const duplicate = await guard.handle(demoRequest('same-key'), slow, { transaction: true });
+    assert.equal(duplicate.status, 503, `got ${duplicate.status}`);
+    assert.match(duplicate.headers['retry-after'] ?? '', /^[1-9][0-9]*$/);
+    assert.equal((await first).status, 201);
+    assert.equal(effects, 1, 'the effect ran twice');
+    const retry = await guard.handle(demoRequest('same-key'), slow, { transaction: true });
+    assert.equal(retry.status, 201);
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.equal(effects, 1);
+    db.close();
+  });
+
   it('prints reserve latency (figure, not an assertion)', async () => {
     const { db } = openDb();
     const store = new SqliteStore(db);
