@@ -325,7 +325,16 @@ class DocumentLoader implements ApiDocument {
   /** A key written twice in the object at `at` (deep: in its nested objects too) is a DocumentError at the second one. */
   private rejectDuplicateKeys(at: Location, deep: boolean): void {
     const source = this.cache.get(at.file);
-    if (source.format !== 'json') return;
+    if (source.format !== 'json') {
+      // YAML loaded a key written twice with a warning, judging by its own file: a contract reached through
+      // a `$ref` (another file, or components) sits under no `x-idempotency` key there, yet it is one.
+      if (!deep) return;
+      const inside = source.warnings.find((warning) => warning.duplicate && warning.offset !== undefined && warning.pointer.startsWith(`${at.pointer}/`));
+      if (inside) {
+        throw duplicateKeyDocumentError(at.file, inside.duplicate!.key, source.positionAt(inside.duplicate!.firstOffset), source.positionAt(inside.offset!));
+      }
+      return;
+    }
     const found = source.duplicateKey(at.pointer, deep);
     if (found) throw duplicateKeyDocumentError(at.file, found.key, found.first, found.second);
   }

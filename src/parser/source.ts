@@ -32,6 +32,8 @@ export interface SourceWarning {
   readonly message: string;
   /** Set when the warning has a known offset in the text (YAML warnings). */
   readonly offset?: number;
+  /** A key written twice: its name and where it was first written (YAML duplicate-key warnings). */
+  readonly duplicate?: { readonly key: string; readonly firstOffset: number };
 }
 
 /** A parsed file with on-demand positions. */
@@ -231,6 +233,7 @@ function parseYaml(file: string, text: string): SourceFile {
         pointer: appendPointer('', ...duplicate.path),
         message: `duplicate key \`${duplicate.key}\` (first at line ${first.line}): the last one is used — keep one`,
         offset: duplicate.secondOffset,
+        duplicate: { key: duplicate.key, firstOffset: duplicate.firstOffset },
       });
     }
   }

@@ -239,6 +239,17 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, { line: 7, column: 11 });
     });
 
+    it('a YAML key written twice in a contract reached through a $ref (another file, or a local one), at the second one', async () => {
+      // Away from any `x-idempotency` key in its own file, the node would load with a warning; it is a contract.
+      const external = await loadError('bad/dup-external/openapi.yaml');
+      assert.equal(external.message, 'duplicate key `ttl` (first at line 3) — keep one');
+      assert.match(external.file ?? '', /contracts\.yaml$/);
+      assert.deepEqual({ line: external.line, column: external.column }, { line: 5, column: 3 });
+      const local = await loadError('bad/dup-local-ref.yaml');
+      assert.equal(local.message, 'duplicate key `deadline` (first at line 14) — keep one');
+      assert.deepEqual({ line: local.line, column: local.column }, spot(fixture('bad/dup-local-ref.yaml'), 'deadline: PT1M', 'deadline: PT1M'));
+    });
+
     it('a YAML key written twice in an anchored node that an x-idempotency aliases, at the second one', async () => {
       const error = await loadError('bad/duplicate-in-anchor.yaml');
       assert.equal(error.message, 'duplicate key `scope` (first at line 6) — keep one');
