@@ -2,7 +2,7 @@
  * Canonical JSON (RFC 8785, JCS), JSON Pointer selection (RFC 6901), the request fingerprint and the
  * record id (DESIGN §4 steps 2–3). Node built-ins only; copied into users' generated code.
  */
-import { createHash } from 'node:crypto';
+import * as nodeCrypto from 'node:crypto';
 
 /** Thrown for a value that has no JSON form (NaN, Infinity, bigint, function, symbol, undefined in an array). */
 export class CanonicalJsonError extends TypeError {
@@ -167,9 +167,21 @@ export function selectFields(body: unknown, selection: FieldSelection): Record<s
   return selected;
 }
 
+type OneShotHash = (algorithm: string, data: string | Uint8Array, outputEncoding: 'hex') => string;
+
+// One-shot `crypto.hash` (Node >= 20.12, 21.7) hashes without building a Hash object per call; the guard hashes
+// twice per request. Older Node (and older @types/node) lack it, hence the lookup instead of a named import.
+const oneShotHash = (nodeCrypto as { hash?: OneShotHash }).hash;
+
+/** Lower-case hex SHA-256 of a string (as UTF-8) or of bytes. */
+function sha256(data: string | Uint8Array): string {
+  if (oneShotHash !== undefined) return oneShotHash('sha256', data, 'hex');
+  return nodeCrypto.createHash('sha256').update(data).digest('hex');
+}
+
 /** Lower-case hex SHA-256 of a UTF-8 string. */
 export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return sha256(text);
 }
 
 /** The fingerprint format version; bump when what goes into it changes. */
@@ -212,9 +224,9 @@ export function computeFingerprint(input: FingerprintInput): string {
     query: input.query,
     ...(opaque === undefined
       ? { body: selectFields(input.body, input.selection) }
-      : { bodyBytes: createHash('sha256').update(opaque).digest('hex') }),
+      : { bodyBytes: sha256(opaque) }),
   };
-  return `${FINGERPRINT_VERSION}:${sha256Hex(canonicalJson(material))}`;
+  return `${FINGERPRINT_VERSION}:${sha256(canonicalJson(material))}`;
 }
 
 /**
@@ -222,5 +234,5 @@ export function computeFingerprint(input: FingerprintInput): string {
  * keeps the parts apart (no `"ab"+"c"` = `"a"+"bc"` collisions); the raw key never leaves this function.
  */
 export function computeRecordId(scopeValues: readonly unknown[], operationId: string, key: string): string {
-  return sha256Hex(canonicalJson(['idemkit-record/v1', scopeValues, operationId, key]));
+  return sha256(canonicalJson(['idemkit-record/v1', scopeValues, operationId, key]));
 }

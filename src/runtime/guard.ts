@@ -227,6 +227,9 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
   'last-modified',
 ];
 
+// One strict decoder for every request (it keeps no state between whole-buffer decode() calls).
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 /** Headers that carry credentials: refused in `replayHeaders`. */
 const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'cookie', 'authorization', 'proxy-authorization'];
 
@@ -510,7 +513,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   function resultIdOf(sent: GuardResponse): string | undefined {
     let body: unknown;
     try {
-      body = sent.body.length === 0 ? undefined : JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(sent.body));
+      body = sent.body.length === 0 ? undefined : JSON.parse(UTF8.decode(sent.body));
     } catch {
       body = undefined;
     }

@@ -155,6 +155,8 @@ class Hold implements HeldResponse {
   readonly chunks: Uint8Array[] = [];
   readonly callbacks: Callback[] = [];
   ended = false;
+  /** The chunks joined, once `end()` was called. */
+  body: Uint8Array | undefined;
   readonly sent: Promise<GuardResponse>;
   resolveSent!: (response: GuardResponse) => void;
   // What was there before (possibly another middleware's own wrapper, e.g. on-headers): put back as found.
@@ -219,9 +221,15 @@ class Hold implements HeldResponse {
     this.restore();
     const res = this.res;
     for (const name of Object.keys(extraHeaders)) res.setHeader(name, extraHeaders[name]!);
-    const body = concatBytes(this.chunks);
+    // The body heldEnd() already joined for the record: sent as one chunk, with the headers in one write.
+    const body = this.body ?? concatBytes(this.chunks);
+    const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const callbacks = this.callbacks;
-    res.end(Buffer.from(body.buffer, body.byteOffset, body.byteLength), () => {
+    if (callbacks.length === 0) {
+      res.end(bytes);
+      return;
+    }
+    res.end(bytes, () => {
       for (const cb of callbacks) cb(null);
     });
   }
@@ -282,7 +290,8 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
   }
   hold.snapshot = { status: this.statusCode, message: this.statusMessage, headers: kept };
   hold.markEnded();
-  hold.resolveSent({ status: this.statusCode, headers, body: concatBytes(hold.chunks) });
+  const body = (hold.body = concatBytes(hold.chunks));
+  hold.resolveSent({ status: this.statusCode, headers, body });
   return this;
 }
 
