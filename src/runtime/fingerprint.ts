@@ -137,6 +137,32 @@ export interface FieldSelection {
   readonly exclude: readonly string[];
 }
 
+interface ParsedPointer {
+  readonly pointer: string;
+  readonly tokens: readonly string[];
+}
+
+// A guard passes the same selection object (its contract's) on every request: its pointers are parsed once.
+const parsedSelections = new WeakMap<FieldSelection, { includes: ParsedPointer[]; excludes: ParsedPointer[] }>();
+
+function parsedSelection(selection: FieldSelection): { includes: ParsedPointer[]; excludes: ParsedPointer[] } {
+  const cached = parsedSelections.get(selection);
+  // Keyed by the object, so checked against its current lists too: a caller may reuse a mutable selection.
+  if (cached !== undefined && sameParsed(cached.includes, selection.include === 'all' ? [''] : selection.include) && sameParsed(cached.excludes, selection.exclude)) {
+    return cached;
+  }
+  const parse = (pointer: string): ParsedPointer => ({ pointer, tokens: parseJsonPointer(pointer) });
+  const parsed = { includes: (selection.include === 'all' ? [''] : selection.include).map(parse), excludes: selection.exclude.map(parse) };
+  parsedSelections.set(selection, parsed);
+  return parsed;
+}
+
+function sameParsed(parsed: readonly ParsedPointer[], pointers: readonly string[]): boolean {
+  if (parsed.length !== pointers.length) return false;
+  for (let i = 0; i < parsed.length; i += 1) if (parsed[i]!.pointer !== pointers[i]) return false;
+  return true;
+}
+
 /**
  * Select the significant part of a body as a map from include pointer to value (`''` for `'all'`).
  * A pointer that does not resolve (a missing optional field) is left out of the map, so "absent"
@@ -144,11 +170,9 @@ export interface FieldSelection {
  */
 export function selectFields(body: unknown, selection: FieldSelection): Record<string, unknown> {
   if (body === undefined) return {};
-  const includes = selection.include === 'all' ? [''] : selection.include;
-  const excludes = selection.exclude.map((p) => ({ pointer: p, tokens: parseJsonPointer(p) }));
+  const { includes, excludes } = parsedSelection(selection);
   const selected: Record<string, unknown> = {};
-  for (const pointer of includes) {
-    const tokens = parseJsonPointer(pointer);
+  for (const { pointer, tokens } of includes) {
     const hit = resolveJsonPointer(body, tokens);
     if (!hit.found) continue;
     let value = hit.value;

@@ -148,6 +148,8 @@ function toBytes(chunk: unknown, encoding: unknown): Uint8Array {
 
 const HELD = Symbol('idemkit.express.held');
 
+const alwaysTrue = (): boolean => true;
+
 type HeldRes = Response & { [HELD]?: Hold };
 
 /** The buffered response of one request; the interceptors below find it on `res[HELD]`. */
@@ -182,7 +184,7 @@ class Hold implements HeldResponse {
    */
   markEnded(): void {
     const res = this.res;
-    Object.defineProperty(res, 'headersSent', { configurable: true, get: () => true });
+    Object.defineProperty(res, 'headersSent', { configurable: true, get: alwaysTrue });
     const socket = res.socket;
     if (socket !== null && socket !== undefined && this.socketDestroy === undefined) {
       this.socketDestroy = socket.destroy;
@@ -200,7 +202,7 @@ class Hold implements HeldResponse {
     res.end = this.original.end;
     res[HELD] = undefined;
     if (this.snapshot === undefined) return;
-    delete (res as { headersSent?: boolean }).headersSent;
+    unshadowHeadersSent(res);
     const snapshot = this.snapshot;
     // Whatever ran after end() (an error handler's status, Content-Type or Content-Length) is undone.
     res.statusCode = snapshot.status;
@@ -233,6 +235,23 @@ class Hold implements HeldResponse {
       for (const cb of callbacks) cb(null);
     });
   }
+}
+
+/**
+ * Makes `res.headersSent` read Node's own value again. Re-pointing the own property at the inherited getter
+ * instead of `delete`-ing it keeps `res` out of V8's slow dictionary mode for the rest of the response.
+ */
+function unshadowHeadersSent(res: HeldRes): void {
+  for (let proto: unknown = Object.getPrototypeOf(res); proto !== null && proto !== undefined; proto = Object.getPrototypeOf(proto)) {
+    const inherited = Object.getOwnPropertyDescriptor(proto, 'headersSent');
+    if (inherited === undefined) continue;
+    if (inherited.get !== undefined) {
+      Object.defineProperty(res, 'headersSent', { configurable: true, enumerable: inherited.enumerable ?? false, get: inherited.get });
+      return;
+    }
+    break;
+  }
+  delete (res as { headersSent?: boolean }).headersSent;
 }
 
 function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
