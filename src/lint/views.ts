@@ -9,7 +9,8 @@
  * Results are cached per document/operation so a rule catalogue stays linear in the number of operations.
  */
 import path from 'node:path';
-import type { ApiDocument, Location, OperationView } from '../parser/model.js';
+import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
+import { operationParameters } from '../parser/load.js';
 
 /** A node together with where it is written. */
 export interface Located<T = unknown> {
@@ -91,35 +92,7 @@ function memo<T>(compute: (doc: ApiDocument, op: OperationView) => T): (doc: Api
 // ---------------------------------------------------------------------------------------------------
 // Parameters
 
-/** One parameter an operation accepts, after path-level and operation-level lists were merged. */
-export interface ParameterView {
-  readonly name: string;
-  /** `header`, `query`, `path`, `cookie`, `body` or `formData` (Swagger 2.0). */
-  readonly in: string;
-  readonly required: boolean;
-  /** The parameter object (after `$ref`). */
-  readonly node: Record<string, unknown>;
-  /** The entry in the operation's or path item's `parameters` list (where a `$ref` would sit). */
-  readonly at: Location;
-  /** Where the parameter object is defined (a shared component when it was referenced). */
-  readonly valueAt: Location;
-  readonly level: 'path' | 'operation';
-}
-
-function listParameters(doc: ApiDocument, owner: Record<string, unknown>, ownerAt: Location, level: 'path' | 'operation'): ParameterView[] {
-  const list = owner['parameters'];
-  if (!Array.isArray(list)) return [];
-  const out: ParameterView[] = [];
-  list.forEach((entry, index) => {
-    const usedAt = lazyChild(ownerAt, 'parameters', index);
-    const target = deref(doc, entry, usedAt);
-    if (!target || !isObject(target.value)) return;
-    const node = target.value;
-    if (typeof node['name'] !== 'string' || typeof node['in'] !== 'string') return;
-    out.push({ name: node['name'], in: node['in'], required: node['required'] === true, node, at: usedAt, valueAt: target.at, level });
-  });
-  return out;
-}
+export type { ParameterView } from '../parser/model.js';
 
 function parameterKey(p: { name: string; in: string }): string {
   // Header names are case-insensitive (RFC 9110); other names are not.
@@ -127,19 +100,13 @@ function parameterKey(p: { name: string; in: string }): string {
 }
 
 /**
- * The operation's effective parameters: path-level ones overridden by operation-level ones with the
- * same name and location (OpenAPI's rule), `$ref`s followed, path-level first then operation-level.
+ * The operation's effective parameters, as the parser merged them (`OperationView.parameters`), or merged
+ * here the same way for a view built without them.
  */
-export const effectiveParameters = memo((doc: ApiDocument, op: OperationView): readonly ParameterView[] => {
-  const byKey = new Map<string, ParameterView>();
-  for (const p of listParameters(doc, op.pathItem, op.pathItemAt, 'path')) byKey.set(parameterKey(p), p);
-  for (const p of listParameters(doc, op.node, op.at, 'operation')) {
-    const key = parameterKey(p);
-    byKey.delete(key); // re-insert so the overriding entry keeps operation-level order
-    byKey.set(key, p);
-  }
-  return [...byKey.values()];
-});
+export const effectiveParameters = memo(
+  (doc: ApiDocument, op: OperationView): readonly ParameterView[] =>
+    op.parameters ?? operationParameters(doc, op.pathItem, op.pathItemAt, op.node, op.at),
+);
 
 /** A declared parameter by location and name (header names compared case-insensitively). */
 export function findParameter(doc: ApiDocument, op: OperationView, where: string, name: string): ParameterView | undefined {

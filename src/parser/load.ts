@@ -477,7 +477,12 @@ function lazyParameters(
   return () => (cached ??= operationParameters(document, pathItem, pathItemAt, node, at));
 }
 
-function operationParameters(
+/**
+ * The parameters that apply to an operation: path-level ones overridden by operation-level ones with the
+ * same name and location (OpenAPI's rule; header names case-insensitive), `$ref`s followed, broken ones
+ * left out. Path-level first, then operation-level; an overriding entry takes the operation-level place.
+ */
+export function operationParameters(
   document: ApiDocument,
   pathItem: Record<string, unknown>,
   pathItemAt: Location,
@@ -497,7 +502,9 @@ function operationParameters(
       if (!followed || !isPlainObject(followed.value)) return;
       const parameter = followed.value;
       if (typeof parameter.name !== 'string' || typeof parameter.in !== 'string') return;
-      byKey.set(`${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`, {
+      const key = `${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`;
+      byKey.delete(key); // re-inserted, so an overriding entry keeps its operation-level order
+      byKey.set(key, {
         name: parameter.name,
         in: parameter.in,
         required: parameter.required === true,

@@ -46,10 +46,10 @@ describe('lint views', () => {
     );
     const params = effectiveParameters(doc, op(doc, 'createPayout'));
     assert.deepEqual(
-      params.map((p) => [p.name, p.level, p.required, p.at.pointer, p.valueAt.pointer]),
+      params.map((p) => [p.name, p.required, p.at.pointer, p.valueAt.pointer]),
       [
-        ['X-Tenant', 'path', false, '/paths/~1payouts/parameters/1', '/paths/~1payouts/parameters/1'],
-        ['Idempotency-Key', 'operation', true, '/paths/~1payouts/post/parameters/0', '/components/parameters/IdempotencyKey'],
+        ['X-Tenant', false, '/paths/~1payouts/parameters/1', '/paths/~1payouts/parameters/1'],
+        ['Idempotency-Key', true, '/paths/~1payouts/post/parameters/0', '/components/parameters/IdempotencyKey'],
       ],
     );
   });
