@@ -619,15 +619,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
+  /** What a new reservation of `prep`'s record asks the store for: a fresh lease token, the contract's lease and TTL. */
+  function reserveInput(prep: Extract<Prepared, { kind: 'ready' }>): ReserveInput {
+    return { id: prep.recordId, operation, fingerprint: prep.fingerprint, token: randomUUID(), leaseMs: contract.leaseMs, ttlMs: contract.ttlMs };
+  }
+
   async function reserveAndClassify(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, allowWait: boolean): Promise<Begun> {
-    const input: ReserveInput = {
-      id: prep.recordId,
-      operation,
-      fingerprint: prep.fingerprint,
-      token: randomUUID(),
-      leaseMs: contract.leaseMs,
-      ttlMs: contract.ttlMs,
-    };
+    const input = reserveInput(prep);
     const pending = store.reserve(input);
     let result: ReserveResult;
     try {
@@ -706,14 +704,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let gaveUp = false;
     let handlerFailed = false;
     let handlerStarted = false;
-    const input: ReserveInput = {
-      id: prep.recordId,
-      operation,
-      fingerprint: prep.fingerprint,
-      token: randomUUID(),
-      leaseMs: contract.leaseMs,
-      ttlMs: contract.ttlMs,
-    };
+    const input = reserveInput(prep);
     const work = store.withReservation<Outcome>(input, async (reserved, tx) => {
       if (gaveUp) return { commit: false, value: { kind: 'gave-up' } };
       entered = true;
