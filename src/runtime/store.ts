@@ -192,6 +192,49 @@ export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): sto
 }
 
 /** Validate a table name or key prefix at construction, so it can be spliced into SQL or keys safely. */
+/** A record's columns as the SQL stores keep them (times in ms, as numbers or PostgreSQL's numeric strings). */
+export interface RecordRow<Headers> {
+  readonly id: string;
+  readonly operation: string;
+  readonly fingerprint: string;
+  readonly state: RecordState;
+  readonly lease_token: string;
+  readonly lease_until: number | string;
+  readonly expires_at: number | string;
+  readonly created_at: number | string;
+  readonly status: number | null;
+  readonly headers: Headers | null;
+  readonly body: Uint8Array | null;
+  readonly result_id: string | null;
+}
+
+/**
+ * The record a SQL row holds. `decodeHeaders` turns the stored headers column into the allow-listed
+ * headers; it runs only for a completed record.
+ */
+export function recordFromRow<Headers>(row: RecordRow<Headers>, decodeHeaders: (stored: Headers | null) => Record<string, string>): IdempotencyRecord {
+  const base = {
+    id: row.id,
+    operation: row.operation,
+    fingerprint: row.fingerprint,
+    state: row.state,
+    leaseToken: row.lease_token,
+    leaseUntil: Number(row.lease_until),
+    expiresAt: Number(row.expires_at),
+    createdAt: Number(row.created_at),
+  };
+  if (row.state !== 'completed') return base;
+  return {
+    ...base,
+    response: {
+      status: Number(row.status),
+      headers: decodeHeaders(row.headers),
+      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
+    },
+    ...(row.result_id !== null ? { resultId: row.result_id } : {}),
+  };
+}
+
 export function checkStoreName(value: string, what: string, pattern: RegExp = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/): string {
   if (!pattern.test(value)) {
     throw new StoreError('unsupported', `${what} ${JSON.stringify(value)} is not allowed: use letters, digits and _ (${pattern.source})`);

@@ -22,6 +22,7 @@ import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   StoreError,
   checkStoreName,
+  recordFromRow,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
@@ -373,24 +374,5 @@ function wrap(error: unknown): StoreError {
 }
 
 function toRecord(row: Row): IdempotencyRecord {
-  const base = {
-    id: row.id,
-    operation: row.operation,
-    fingerprint: row.fingerprint,
-    state: row.state,
-    leaseToken: row.lease_token,
-    leaseUntil: Number(row.lease_until),
-    expiresAt: Number(row.expires_at),
-    createdAt: Number(row.created_at),
-  };
-  if (row.state !== 'completed') return base;
-  return {
-    ...base,
-    response: {
-      status: Number(row.status),
-      headers: row.headers ?? {},
-      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
-    },
-    ...(row.result_id !== null ? { resultId: row.result_id } : {}),
-  };
+  return recordFromRow(row, (stored) => stored ?? {});
 }

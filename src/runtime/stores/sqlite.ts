@@ -37,6 +37,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import {
   StoreError,
   checkStoreName,
+  recordFromRow,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
@@ -405,24 +406,5 @@ function wrap(error: unknown, message: string): StoreError {
 }
 
 function toRecord(row: Row): IdempotencyRecord {
-  const base = {
-    id: row.id,
-    operation: row.operation,
-    fingerprint: row.fingerprint,
-    state: row.state,
-    leaseToken: row.lease_token,
-    leaseUntil: Number(row.lease_until),
-    expiresAt: Number(row.expires_at),
-    createdAt: Number(row.created_at),
-  };
-  if (row.state !== 'completed') return base;
-  return {
-    ...base,
-    response: {
-      status: Number(row.status),
-      headers: JSON.parse(row.headers ?? '{}') as Record<string, string>,
-      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
-    },
-    ...(row.result_id !== null ? { resultId: row.result_id } : {}),
-  };
+  return recordFromRow(row, (stored) => JSON.parse(stored ?? '{}') as Record<string, string>);
 }
