@@ -63,7 +63,7 @@ class DocumentLoader implements ApiDocument {
   defaultsAt: Location | undefined;
   private readonly touched: string[] = [];
   // Operations in the entry file that carry `x-idempotency` (for rejectJsonDuplicates).
-  private readonly contractedHere: Location[] = [];
+  private readonly contractedHere: { readonly at: Location; readonly node: Record<string, unknown> }[] = [];
 
   constructor(
     readonly file: string,
@@ -177,7 +177,7 @@ class DocumentLoader implements ApiDocument {
         // JSON.parse keeps the last of two `x-idempotency` keys: operations in the entry file are checked
         // all at once after the loop (rejectJsonDuplicates), those in other files one by one.
         if (hasContract) {
-          if (at.file === this.file) this.contractedHere.push(at);
+          if (at.file === this.file) this.contractedHere.push({ at, node });
           else this.rejectDuplicateKeys(at, false);
         }
         const contract = hasContract ? this.readContract(node, at, pathItem, item.at, defaults) : undefined;
@@ -296,22 +296,28 @@ class DocumentLoader implements ApiDocument {
   }
 
   /**
-   * Duplicate keys in the entry file's JSON, cheaply: every `x-idempotency` value written in the file is
-   * checked inside (they are small); and only when the file has more `x-idempotency` members than the root
-   * and the contracted operations account for — a second one in some object — are those objects scanned.
+   * Duplicate keys in the entry file's JSON, cheaply. JSON.parse keeps the last of two equal keys, so when
+   * the file writes exactly the `x-idempotency` members the root and the contracted operations account for,
+   * and their parsed values hold as many member names as their text does, nothing inside them was dropped.
+   * Otherwise the exact scans find where: inside a contract, or an operation, path item or `paths` object
+   * written twice.
    */
   private rejectJsonDuplicates(): void {
     const source = this.cache.get(this.file);
     const members = source.membersNamed('x-idempotency');
     if (!members) return;
-    if (members.duplicate) {
-      const { key, first, second } = members.duplicate;
-      throw duplicateKeyDocumentError(this.file, key, first, second);
-    }
     const rootHas = Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency');
-    if (members.count <= this.contractedHere.length + (rootHas ? 1 : 0)) return;
+    const expected = this.contractedHere.length + (rootHas ? 1 : 0);
+    if (members.count === expected) {
+      let names = rootHas ? countNames(this.root['x-idempotency']) : 0;
+      for (const { node } of this.contractedHere) names += countNames(node['x-idempotency']);
+      if (names === members.names) return;
+    }
+    const inside = source.duplicateInMembers('x-idempotency');
+    if (inside) throw duplicateKeyDocumentError(this.file, inside.key, inside.first, inside.second);
+    if (members.count <= expected) return;
     if (rootHas) this.rejectDuplicateKeys({ file: this.file, pointer: '' }, false);
-    for (const at of this.contractedHere) this.rejectDuplicateKeys(at, false);
+    for (const { at } of this.contractedHere) this.rejectDuplicateKeys(at, false);
     // An x-idempotency nobody accounts for may sit in an operation, path item or `paths` object written
     // twice, whose first copy JSON.parse dropped: the contract would vanish without a word (YAML: exit 2 too).
     const containers = ['', '/paths'];
@@ -540,6 +546,21 @@ class LazyChild implements Location {
 
 function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
   return new LazyChild(parent, tokens);
+}
+
+/** How many member names a parsed JSON value holds, nested ones included. */
+function countNames(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0;
+  let names = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) names += countNames(item);
+    return names;
+  }
+  for (const key in value) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+    names += 1 + countNames((value as Record<string, unknown>)[key]);
+  }
+  return names;
 }
 
 function memoizeByStatus<T>(lookup: (status: number) => T): (status: number) => T {

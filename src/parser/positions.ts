@@ -58,10 +58,13 @@ export interface PositionIndex {
    */
   duplicateKey?(tokens: readonly string[], deep: boolean): DuplicateKey | undefined;
   /**
-   * Every member named `key` written anywhere in the text: how many there are, and the first key written
-   * twice inside any of their values.
+   * Every member named `key` written anywhere in the text: how many there are, and how many member names
+   * are written inside their values (nested ones too). JSON.parse keeps one of two equal keys, so a parsed
+   * value holding fewer names than this means some key inside was written twice.
    */
-  membersNamed?(key: string): { readonly count: number; readonly duplicate: DuplicateKey | undefined };
+  membersNamed?(key: string): { readonly count: number; readonly names: number };
+  /** The first key written twice inside the value of any member named `key` (the slow, exact scan). */
+  duplicateInMembers?(key: string): DuplicateKey | undefined;
 }
 
 /** A key written twice in one object. */
@@ -86,6 +89,9 @@ const COLON = 58;
  * From a position outside any string, everything up to and including the next bracket outside strings.
  * Written unrolled (no nested alternation under `*`) so it cannot backtrack badly; `y` anchors each match.
  */
+/** A quote followed by `:` (the end of a member name, unless the quote is escaped). */
+const NAME_END = /"[ \t\r\n]*:/g;
+
 const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
 
 type ContainerIndex =
@@ -134,11 +140,28 @@ export class JsonPositionIndex implements PositionIndex {
     return container?.kind === 'object' ? container.duplicate : undefined;
   }
 
-  membersNamed(key: string): { readonly count: number; readonly duplicate: DuplicateKey | undefined } {
+  membersNamed(key: string): { readonly count: number; readonly names: number } {
+    let count = 0;
+    let names = 0;
+    for (const value of this.memberValues(key)) {
+      count += 1;
+      names += this.countNames(value);
+    }
+    return { count, names };
+  }
+
+  duplicateInMembers(key: string): DuplicateKey | undefined {
+    for (const value of this.memberValues(key)) {
+      const duplicate = this.findDuplicateDeep(value);
+      if (duplicate) return duplicate;
+    }
+    return undefined;
+  }
+
+  /** Offsets of the values of every member named `key`, in text order. */
+  private *memberValues(key: string): Generator<number> {
     const text = this.text;
     const needle = JSON.stringify(key);
-    let count = 0;
-    let duplicate: DuplicateKey | undefined;
     // A native substring search instead of a scan: in valid JSON the needle is a member name exactly when
     // `{` or `,` precedes it and `:` follows it (quotes inside strings are escaped).
     for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
@@ -148,10 +171,29 @@ export class JsonPositionIndex implements PositionIndex {
       if (opener !== OPEN_BRACE && opener !== COMMA) continue;
       const colon = this.skipWhitespace(at + needle.length);
       if (text.charCodeAt(colon) !== COLON) continue;
-      count += 1;
-      duplicate ??= this.findDuplicateDeep(this.skipWhitespace(colon + 1));
+      yield this.skipWhitespace(colon + 1);
     }
-    return { count, duplicate };
+  }
+
+  /**
+   * How many member names are written in the value at `offset` and the values nested in it. In JSON text
+   * that JSON.parse accepted, an unescaped quote followed by `:` always closes a member name (a quote
+   * inside a string is escaped), so a native regex counts them without tokenising the value.
+   */
+  private countNames(offset: number): number {
+    const first = this.text.charCodeAt(offset);
+    if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return 0;
+    const end = this.skipValue(offset);
+    const text = this.text;
+    const nameEnd = NAME_END;
+    nameEnd.lastIndex = offset;
+    let names = 0;
+    for (let match = nameEnd.exec(text); match !== null && match.index < end; match = nameEnd.exec(text)) {
+      let backslashes = 0;
+      for (let k = match.index - 1; text.charCodeAt(k) === BACKSLASH; k--) backslashes += 1;
+      if (backslashes % 2 === 0) names += 1;
+    }
+    return names;
   }
 
   /**

@@ -91,17 +91,17 @@ export class SourceFile {
   }
 
   /**
-   * How many members named `key` the file has (JSON only; `undefined` for YAML, whose duplicates parseYaml
-   * handles), and the first key written twice inside any of their values.
+   * How many members named `key` the file has and how many member names their values hold (JSON only;
+   * `undefined` for YAML, whose duplicates parseYaml handles).
    */
-  membersNamed(key: string): { count: number; duplicate: { key: string; first: Position; second: Position } | undefined } | undefined {
-    const found = this.index.membersNamed?.(key);
-    if (!found) return undefined;
-    const dup = found.duplicate;
-    return {
-      count: found.count,
-      duplicate: dup && { key: dup.key, first: this.lines.position(dup.firstOffset), second: this.lines.position(dup.secondOffset) },
-    };
+  membersNamed(key: string): { count: number; names: number } | undefined {
+    return this.index.membersNamed?.(key);
+  }
+
+  /** The first key written twice inside the value of any member named `key` (JSON only). */
+  duplicateInMembers(key: string): { key: string; first: Position; second: Position } | undefined {
+    const dup = this.index.duplicateInMembers?.(key);
+    return dup && { key: dup.key, first: this.lines.position(dup.firstOffset), second: this.lines.position(dup.secondOffset) };
   }
 
   /** Line/column of a character offset. */
