@@ -45,16 +45,31 @@ export function child(at: Location, ...tokens: (string | number)[]): Location {
 
 /**
  * A child location whose pointer is joined only when read: views locate every parameter, response and
- * header of thousands of operations, and only the few a finding points at need their pointer.
+ * header of thousands of operations, and only the few a finding points at need their pointer. A class (the
+ * getter on its prototype), not an object literal with a getter: one shape for all, no closure each.
  */
+class LazyChild implements Location {
+  readonly file: string;
+  private built: string | undefined;
+  constructor(
+    private readonly parent: Location,
+    private readonly tokens: (string | number)[],
+  ) {
+    this.file = parent.file;
+  }
+
+  get pointer(): string {
+    return (this.built ??= child(this.parent, ...this.tokens).pointer);
+  }
+
+  // Spread or serialised, it must read like a plain Location.
+  toJSON(): Location {
+    return { file: this.file, pointer: this.pointer };
+  }
+}
+
 function lazyChild(at: Location, ...tokens: (string | number)[]): Location {
-  let pointer: string | undefined;
-  return {
-    file: at.file,
-    get pointer() {
-      return (pointer ??= child(at, ...tokens).pointer);
-    },
-  };
+  return new LazyChild(at, tokens);
 }
 
 /** A plain object (not an array, not null). */
@@ -73,18 +88,18 @@ function deref(doc: ApiDocument, value: unknown, at: Location): Located | undefi
 
 /** A per-document, per-operation memo: each view is computed once per operation. */
 function memo<T>(compute: (doc: ApiDocument, op: OperationView) => T): (doc: ApiDocument, op: OperationView) => T {
-  // Results are boxed so a hit costs one lookup per map (`undefined` is a valid result).
-  const cache = new WeakMap<ApiDocument, WeakMap<OperationView, { readonly value: T }>>();
+  // A Map per document (held weakly by the document), not a WeakMap per operation: thousands of
+  // ephemeron entries make every garbage collection of a big document's heap slower.
+  const cache = new WeakMap<ApiDocument, Map<OperationView, T>>();
   return (doc, op) => {
     let perDoc = cache.get(doc);
     if (!perDoc) {
-      perDoc = new WeakMap();
+      perDoc = new Map();
       cache.set(doc, perDoc);
     }
-    const hit = perDoc.get(op);
-    if (hit) return hit.value;
+    if (perDoc.has(op)) return perDoc.get(op) as T;
     const value = compute(doc, op);
-    perDoc.set(op, { value });
+    perDoc.set(op, value);
     return value;
   };
 }
@@ -229,22 +244,26 @@ export const declaredResponses = memo((doc: ApiDocument, op: OperationView): rea
     const usedAt = lazyChild(op.at, 'responses', status);
     const target = deref(doc, responses[status], usedAt);
     if (!target || !isObject(target.value)) continue;
-    const node = target.value;
-    const valueAt = target.at;
-    let headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }> | undefined;
-    out.push({
-      status,
-      node,
-      at: usedAt,
-      valueAt,
-      // Most rules never look at headers: build them on first read, once per shared response.
-      get headers() {
-        return (headers ??= responseHeaders(doc, node, valueAt));
-      },
-    });
+    out.push(new DeclaredResponse(doc, status, target.value, usedAt, target.at));
   }
   return out;
 });
+
+/** A {@link ResponseView} whose headers are built on first read (most rules never look at them). */
+class DeclaredResponse implements ResponseView {
+  private built: ReadonlyMap<string, { readonly name: string; readonly at: Location }> | undefined;
+  constructor(
+    private readonly doc: ApiDocument,
+    readonly status: string,
+    readonly node: Record<string, unknown>,
+    readonly at: Location,
+    readonly valueAt: Location,
+  ) {}
+
+  get headers(): ReadonlyMap<string, { readonly name: string; readonly at: Location }> {
+    return (this.built ??= responseHeaders(this.doc, this.node, this.valueAt));
+  }
+}
 
 const responseHeadersCache = new WeakMap<ApiDocument, WeakMap<object, { key: string; headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }> }>>();
 
