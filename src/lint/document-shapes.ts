@@ -7,12 +7,18 @@
 import type { ApiDocument, DocumentWarning, Location } from '../parser/model.js';
 import { escapePointerToken, isObject } from './views.js';
 
-// Keys whose value is one schema, keys whose value maps names to schemas, keys whose value lists schemas.
-const ONE_SCHEMA = new Set(['schema', 'items', 'additionalProperties', 'not', 'additionalItems', 'contains', 'if', 'then', 'else', 'propertyNames', 'unevaluatedProperties', 'unevaluatedItems']);
-const SCHEMA_MAP = new Set(['properties', 'patternProperties', 'schemas', 'definitions', '$defs', 'dependentSchemas']);
-const SCHEMA_LIST = new Set(['allOf', 'oneOf', 'anyOf', 'prefixItems']);
-// Subtrees that hold data, not schemas (an example may well contain a key named `schema`).
-const DATA = new Set(['example', 'examples', 'default', 'enum', 'const']);
+// What a key's value is: one schema, a map of names to schemas, a list of schemas, or data (an example may
+// well contain a key named `schema`), which is not walked. One Map lookup per key instead of four Sets.
+const ONE_SCHEMA = 1;
+const SCHEMA_MAP = 2;
+const SCHEMA_LIST = 3;
+const DATA = 4;
+const KEY_KINDS = new Map<string, number>([
+  ...['schema', 'items', 'additionalProperties', 'not', 'additionalItems', 'contains', 'if', 'then', 'else', 'propertyNames', 'unevaluatedProperties', 'unevaluatedItems'].map((key) => [key, ONE_SCHEMA] as const),
+  ...['properties', 'patternProperties', 'schemas', 'definitions', '$defs', 'dependentSchemas'].map((key) => [key, SCHEMA_MAP] as const),
+  ...['allOf', 'oneOf', 'anyOf', 'prefixItems'].map((key) => [key, SCHEMA_LIST] as const),
+  ...['example', 'examples', 'default', 'enum', 'const', '$ref'].map((key) => [key, DATA] as const),
+]);
 
 /**
  * The schema-shape problems of a document's entry file (unordered: the engine sorts findings by position).
@@ -60,12 +66,20 @@ export function schemaShapeWarnings(doc: ApiDocument): DocumentWarning[] {
       return;
     }
     const node = value as Record<string, unknown>;
-    for (const key of Object.keys(node)) {
-      if (DATA.has(key) || key.startsWith('x-') || key === '$ref') continue;
+    // `for…in` over a parsed document (plain objects, no inherited enumerable keys) allocates no key array.
+    for (const key in node) {
+      const kind = KEY_KINDS.get(key);
+      if (kind === DATA || (key.charCodeAt(0) === 120 /* x */ && key.charCodeAt(1) === 45) /* - */) continue;
       const entry = node[key];
-      if (ONE_SCHEMA.has(key) && (entry === null || isObject(entry))) checkSchema(entry, key);
-      else if (SCHEMA_MAP.has(key) && isObject(entry)) for (const name of Object.keys(entry)) checkSchema(entry[name], key, name);
-      else if (SCHEMA_LIST.has(key) && Array.isArray(entry)) entry.forEach((schema, i) => checkSchema(schema, key, i));
+      if (kind !== undefined) {
+        if (kind === ONE_SCHEMA) {
+          if (entry === null || isObject(entry)) checkSchema(entry, key);
+        } else if (kind === SCHEMA_MAP) {
+          if (isObject(entry)) for (const name in entry) checkSchema(entry[name], key, name);
+        } else if (Array.isArray(entry)) {
+          for (let i = 0; i < entry.length; i++) checkSchema(entry[i], key, i);
+        }
+      }
       if (entry === null || typeof entry !== 'object') continue;
       tokens.push(key);
       walk(entry, depth + 1);
