@@ -117,7 +117,8 @@ export function readSource(file: string): SourceFile {
     if (statSync(file).isDirectory()) {
       throw new DocumentError('is a directory, not an OpenAPI file — name the .yaml or .json file', file, '', 1, 1);
     }
-    text = readFileSync(file, 'utf8');
+    // Read the bytes, then decode: faster than readFileSync's own 'utf8' path on big files (Node 20).
+    text = readFileSync(file).toString('utf8');
   } catch (error) {
     if (error instanceof DocumentError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
