@@ -64,7 +64,13 @@ export type Decision =
   /** 400 / 422 / 409 / 503 / a replay: send `response` as is, do not run the handler. */
   | { readonly kind: 'respond'; readonly response: GuardResponse }
   /** Run the handler, add `headers` (`idempotent-replayed: false`) to its response, then call complete/abort. */
-  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string> };
+  | {
+      readonly kind: 'proceed';
+      readonly reservation: Reservation;
+      readonly headers: Record<string, string>;
+      /** The canonical (unquoted) key, e.g. to forward to a provider; undefined when unguarded. Never log or store it. */
+      readonly idempotencyKey?: string | undefined;
+    };
 
 /** What a handler run through {@link Guard.handle} gets. */
 export interface HandlerContext<Tx = unknown> {
@@ -240,6 +246,21 @@ type Prepared =
 
 type Respond = { readonly kind: 'respond'; readonly response: GuardResponse };
 
+/** A running handler's lease heartbeat: renewed from `next` on, until `until` (guard clock, ms). */
+interface Renewal {
+  readonly recordId: string;
+  next: number;
+  readonly until: number;
+  inFlight: boolean;
+}
+
+/** A store call the guard bounds in time (`performance.now()` deadline). */
+interface Waiting {
+  readonly deadline: number;
+  settled: boolean;
+  readonly reject: (error: unknown) => void;
+}
+
 type Begun =
   | Respond
   | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string>; readonly key: string | undefined };
@@ -273,36 +294,61 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const txWaitMs = options.transactionWaitMs ?? contract.leaseMs;
   const operation = contract.operationId;
   const R = contract.responses;
-  const renewals = new Map<string, () => void>();
+  // Lease heartbeats of running handlers (stores with the optional `extend` only), by lease token. One shared
+  // ticker renews every lease that is a third through, instead of an interval timer per request.
+  const renewals = new Map<string, Renewal>();
+  const renewEveryMs = Math.max(1, Math.floor(contract.leaseMs / 3));
+  let renewTicker: ReturnType<typeof setInterval> | undefined;
+
+  function renewDue(): void {
+    if (renewals.size === 0) {
+      clearInterval(renewTicker);
+      renewTicker = undefined;
+      return;
+    }
+    const now = clock();
+    const extend = store.extend!;
+    for (const [token, renewal] of renewals) {
+      if (now >= renewal.until) {
+        renewals.delete(token);
+        continue;
+      }
+      if (now < renewal.next || renewal.inFlight) continue;
+      renewal.next = now + renewEveryMs;
+      renewal.inFlight = true;
+      bounded(extend.call(store, renewal.recordId, token, contract.leaseMs)).then(
+        (extended) => {
+          renewal.inFlight = false;
+          // Completed, released or taken over: nothing left to renew.
+          if (!extended) renewals.delete(token);
+        },
+        // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
+        () => {
+          renewal.inFlight = false;
+        },
+      );
+    }
+  }
 
   /** Lease heartbeat while the handler of a reservation runs (stores with the optional `extend` only). */
   function startRenewal(recordId: string, token: string): void {
-    const extend = store.extend;
-    if (typeof extend !== 'function') return;
-    const until = clock() + (options.leaseRenewalMaxMs ?? contract.ttlMs);
-    const stop = (): void => {
-      clearInterval(timer);
-      renewals.delete(token);
-    };
-    const timer = setInterval(() => {
-      if (clock() >= until) return stop();
-      bounded(extend.call(store, recordId, token, contract.leaseMs)).then(
-        (extended) => {
-          // Completed, released or taken over: nothing left to renew.
-          if (!extended) stop();
-        },
-        // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
-        () => undefined,
-      );
-    }, Math.max(1, Math.floor(contract.leaseMs / 3)));
-    // The heartbeat never keeps a process alive on its own.
-    timer.unref?.();
-    renewals.set(token, stop);
+    if (typeof store.extend !== 'function') return;
+    const now = clock();
+    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs), inFlight: false });
+    if (renewTicker === undefined) {
+      // Ticks at half the renewal period, so a lease is renewed at most half way through, whatever the phase.
+      renewTicker = setInterval(renewDue, Math.max(1, Math.floor(renewEveryMs / 2)));
+      // The heartbeat never keeps a process alive on its own.
+      renewTicker.unref?.();
+    }
   }
 
   function stopRenewal(reservation: Reservation): void {
-    if (reservation.token !== undefined) renewals.get(reservation.token)?.();
+    if (reservation.token !== undefined) renewals.delete(reservation.token);
   }
+
+  // Call sites test this first, so no event object is built for a guard without a log sink.
+  const logging = options.log !== undefined;
 
   function log(event: Omit<GuardLogEvent, 'time' | 'operation'>, requestId: string | undefined): void {
     if (options.log === undefined) return;
@@ -318,20 +364,68 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
+  // Store calls waiting for an answer, oldest first. They all get the same bound, so their deadlines come in
+  // order and one timer (armed for the oldest unsettled one) bounds all of them — no timer per call.
+  const waiting: Waiting[] = [];
+  let waitingHead = 0;
+  let unsettled = 0;
+  let waitTimer: ReturnType<typeof setTimeout> | undefined;
+
+  function expireWaiting(): void {
+    waitTimer = undefined;
+    const now = performance.now();
+    while (waitingHead < waiting.length) {
+      const call = waiting[waitingHead]!;
+      if (!call.settled) {
+        if (call.deadline > now) break;
+        call.settled = true;
+        unsettled -= 1;
+        call.reject(new StoreError('unavailable', `the idempotency store did not answer within ${storeTimeoutMs} ms`));
+      }
+      waitingHead += 1;
+    }
+    compactWaiting();
+    if (waitingHead < waiting.length) waitTimer = setTimeout(expireWaiting, Math.max(1, Math.ceil(waiting[waitingHead]!.deadline - now)));
+  }
+
+  function compactWaiting(): void {
+    if (waitingHead === waiting.length) {
+      waiting.length = 0;
+      waitingHead = 0;
+    } else if (waitingHead > 1024 && waitingHead * 2 > waiting.length) {
+      waiting.splice(0, waitingHead);
+      waitingHead = 0;
+    }
+  }
+
+  function settleWaiting(call: Waiting): boolean {
+    if (call.settled) return false;
+    call.settled = true;
+    unsettled -= 1;
+    if (unsettled === 0) {
+      // Nothing left to bound: forget the settled calls, and let the timer (re-armed by the next call, or
+      // lapsing on its own) keep no process alive meanwhile.
+      waiting.length = 0;
+      waitingHead = 0;
+      waitTimer?.unref();
+    }
+    return true;
+  }
+
+  /** `promise`, or a StoreError `unavailable` once it has not settled within storeTimeoutMs. */
   function bounded<T>(promise: Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new StoreError('unavailable', `the idempotency store did not answer within ${storeTimeoutMs} ms`)),
-        storeTimeoutMs,
-      );
+      const call: Waiting = { deadline: performance.now() + storeTimeoutMs, settled: false, reject };
+      waiting.push(call);
+      unsettled += 1;
+      if (waitTimer === undefined) waitTimer = setTimeout(expireWaiting, storeTimeoutMs);
+      else if (unsettled === 1) waitTimer.ref();
       promise.then(
         (value) => {
-          clearTimeout(timer);
-          resolve(value);
+          if (settleWaiting(call)) resolve(value);
         },
         (error: unknown) => {
-          clearTimeout(timer);
-          reject(error instanceof StoreError ? error : new StoreError('unavailable', 'the idempotency store failed', { cause: error }));
+          if (settleWaiting(call)) reject(error instanceof StoreError ? error : new StoreError('unavailable', 'the idempotency store failed', { cause: error }));
         },
       );
     });
@@ -349,17 +443,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const parsed = parseIdempotencyKey(req.headers[keyHeader], keyRules);
     if (parsed.kind === 'missing') {
       if (!contract.key.required) {
-        log({ decision: 'unguarded' }, req.requestId);
+        if (logging) log({ decision: 'unguarded' }, req.requestId);
         return { kind: 'unguarded' };
       }
-      log({ decision: 'missing-key', status: R.missingKey }, req.requestId);
+      if (logging) log({ decision: 'missing-key', status: R.missingKey }, req.requestId);
       return {
         kind: 'respond',
         response: problemResponse('idempotency-key-missing', R.missingKey, `Send the ${contract.key.header} header: one key per intent, kept across retries.`, {}, req.requestId),
       };
     }
     if (parsed.kind === 'invalid') {
-      log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
+      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
       return {
         kind: 'respond',
         response: problemResponse('idempotency-key-invalid', R.invalidKey, `The ${contract.key.header} header is not a valid key: ${parsed.detail}.`, {}, req.requestId),
@@ -371,7 +465,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push(['global']);
       } else if (part.kind === 'principal') {
         if (req.principal === undefined || req.principal === '') {
-          log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
+          if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
           return {
             kind: 'respond',
             response: problemResponse('idempotency-scope-unresolved', R.invalidKey, 'The key is scoped to the caller, but the request has no authenticated principal.', {}, req.requestId),
@@ -382,7 +476,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         const source = part.kind === 'header' ? req.headers[part.name.toLowerCase()] : part.kind === 'path' ? req.pathParams[part.name] : req.query[part.name];
         if (source === undefined || source === '') {
           // An absent part must not become one shared key space (every caller without it would see the others' replays).
-          log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
+          if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
           const where = part.kind === 'header' ? `the ${part.name} header` : part.kind === 'path' ? `the path parameter ${part.name}` : `the query parameter ${part.name}`;
           return {
             kind: 'respond',
@@ -411,16 +505,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * The store failed. Fail-open (the opt-in) applies only here, where no record was seen yet; once the guard
    * has read a record someone else owns, it always answers 503 ({@link storeUnavailableResponse}).
    */
-  function storeUnavailable(req: GuardRequest, recordId: string | undefined): Begun {
+  function storeUnavailable(req: GuardRequest, recordId: string | undefined, key?: string): Begun {
     if (options.failOpen === true) {
-      log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
-      return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key: undefined };
+      if (logging) log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
+      // Unguarded, but the handler still gets the key (e.g. for a provider that deduplicates on it).
+      return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key };
     }
     return storeUnavailableResponse(req, recordId);
   }
 
   function storeUnavailableResponse(req: GuardRequest, recordId: string | undefined): Respond {
-    log({ decision: 'store-unavailable', status: R.storeUnavailable, ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
+    if (logging) log({ decision: 'store-unavailable', status: R.storeUnavailable, ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -434,7 +529,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   function outcomeUnknown(req: GuardRequest, recordId: string): Respond {
-    log({ decision: 'outcome-unknown', status: R.storeUnavailable, keyId: recordId }, req.requestId);
+    if (logging) log({ decision: 'outcome-unknown', status: R.storeUnavailable, keyId: recordId }, req.requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -449,16 +544,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   function replay(record: IdempotencyRecord, requestId: string | undefined): Respond {
     const stored = record.response!;
-    log({ decision: 'replay', keyId: record.id, state: 'completed', status: stored.status, ...(record.resultId !== undefined ? { resultId: record.resultId } : {}) }, requestId);
+    if (logging) log({ decision: 'replay', keyId: record.id, state: 'completed', status: stored.status, ...(record.resultId !== undefined ? { resultId: record.resultId } : {}) }, requestId);
     return {
       kind: 'respond',
-      response: { status: stored.status, headers: { ...stored.headers, [replayHeader]: 'true' }, body: Uint8Array.from(stored.body) },
+      // The record is the store's fresh copy (every get/reserve reads or copies it anew): its body is ours to send.
+      response: { status: stored.status, headers: { ...stored.headers, [replayHeader]: 'true' }, body: stored.body },
     };
   }
 
   function inProgress(recordId: string, msLeft: number, requestId: string | undefined): Respond {
     const seconds = Math.max(1, Math.ceil(msLeft / 1000));
-    log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress }, requestId);
+    if (logging) log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress }, requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -472,7 +568,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   function abandoned(record: IdempotencyRecord, requestId: string | undefined): Respond {
-    log({ decision: 'abandoned', keyId: record.id, state: 'in_progress', status: R.abandoned }, requestId);
+    if (logging) log({ decision: 'abandoned', keyId: record.id, state: 'in_progress', status: R.abandoned }, requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -486,7 +582,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   function mismatch(record: IdempotencyRecord, requestId: string | undefined): Respond {
-    log({ decision: 'mismatch', keyId: record.id, state: record.state, status: R.mismatch }, requestId);
+    if (logging) log({ decision: 'mismatch', keyId: record.id, state: record.state, status: R.mismatch }, requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -501,11 +597,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   function toStored(sent: GuardResponse): CompleteInput {
     const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(sent.headers)) {
+    for (const name in sent.headers) {
       const lower = name.toLowerCase();
-      if (replayAllow.has(lower)) headers[lower] = value;
+      if (replayAllow.has(lower)) headers[lower] = sent.headers[name]!;
     }
-    const response: StoredResponse = { status: sent.status, headers, body: Uint8Array.from(sent.body) };
+    // No copy of the body: every store serialises or copies it during the call.
+    const response: StoredResponse = { status: sent.status, headers, body: sent.body };
     const resultId = resultIdOf(sent);
     return { response, ttlMs: contract.ttlMs, ...(resultId !== undefined ? { resultId } : {}) };
   }
@@ -532,7 +629,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     allowWait: boolean,
   ): Promise<Begun> {
     if (result.outcome === 'reserved') {
-      log({ decision: 'reserved', keyId: prep.recordId, state: 'absent' }, req.requestId);
+      if (logging) log({ decision: 'reserved', keyId: prep.recordId, state: 'absent' }, req.requestId);
       startRenewal(prep.recordId, result.record.leaseToken);
       return {
         kind: 'proceed',
@@ -593,7 +690,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         );
         const latest = await bounded(store.get(record.id));
         if (latest !== undefined && latest.state === 'completed' && latest.fingerprint === prep.fingerprint) {
-          if (done) log({ decision: 'reconciled', keyId: record.id, state: 'in_progress', status: input.response.status }, req.requestId);
+          if (done && logging) log({ decision: 'reconciled', keyId: record.id, state: 'in_progress', status: input.response.status }, req.requestId);
           return replay(latest, req.requestId);
         }
         return latest === undefined ? abandoned(record, req.requestId) : classify(req, prep, { outcome: 'existing', record: latest, now: await bounded(store.now()) }, false);
@@ -601,7 +698,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const token = randomUUID();
       const taken = await bounded(store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs));
       if (taken !== undefined) {
-        log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
+        if (logging) log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
         startRenewal(record.id, token);
         return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { [replayHeader]: 'false' }, key: prep.key };
       }
@@ -638,7 +735,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         },
         () => undefined,
       );
-      return storeUnavailable(req, prep.recordId);
+      return storeUnavailable(req, prep.recordId, prep.key);
     }
     return classify(req, prep, result, allowWait);
   }
@@ -653,9 +750,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   async function release(reservation: Reservation, decision: 'released' | 'rolled-back', status?: number): Promise<void> {
     try {
       const released = await bounded(store.release(reservation.recordId!, reservation.token!));
-      log({ decision: released ? decision : 'fenced', keyId: reservation.recordId!, state: 'in_progress', ...(status !== undefined ? { status } : {}) }, reservation.requestId);
+      if (logging) log({ decision: released ? decision : 'fenced', keyId: reservation.recordId!, state: 'in_progress', ...(status !== undefined ? { status } : {}) }, reservation.requestId);
     } catch {
-      log({ decision: 'record-failed', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+      if (logging) log({ decision: 'record-failed', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
     }
   }
 
@@ -666,18 +763,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (transient.has(sent.status)) return release(reservation, 'released', sent.status);
     if (sent.status >= 500) {
       // A 5xx may follow a write that happened: keep the reservation; its lease runs out into reconciliation.
-      log({ decision: 'kept', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
+      if (logging) log({ decision: 'kept', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
       return;
     }
     const input = toStored(sent);
     try {
       const done = await bounded(store.complete(keyId, reservation.token!, input));
-      log(
+      if (logging) log(
         { decision: done ? 'completed' : 'fenced', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) },
         reservation.requestId,
       );
     } catch {
-      log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
+      if (logging) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
     }
   }
 
@@ -685,7 +782,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (!reservation.guarded) return;
     stopRenewal(reservation);
     if (info.rolledBack) return release(reservation, 'rolled-back');
-    log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+    if (logging) log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
   }
 
   async function handleInTransaction(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
@@ -751,7 +848,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       });
     } catch (error) {
       if (handlerFailed) {
-        log({ decision: 'rolled-back', keyId: prep.recordId, state: 'in_progress' }, req.requestId);
+        if (logging) log({ decision: 'rolled-back', keyId: prep.recordId, state: 'in_progress' }, req.requestId);
         throw error;
       }
       if (error instanceof StoreError && error.kind === 'lock-timeout') {
@@ -776,7 +873,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // Only a reconciliation takeover proceeds here; it runs outside the transaction like begin() would.
       return runHandler(begun, handler);
     }
-    log(
+    if (logging) log(
       {
         decision: outcome.committed ? 'completed' : 'rolled-back',
         keyId: prep.recordId,
@@ -804,7 +901,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   return {
     async begin(req) {
       const begun = await beginInternal(req);
-      return begun.kind === 'respond' ? begun : { kind: 'proceed', reservation: begun.reservation, headers: begun.headers };
+      return begun.kind === 'respond' ? begun : { kind: 'proceed', reservation: begun.reservation, headers: begun.headers, idempotencyKey: begun.key };
     },
     complete,
     abort,

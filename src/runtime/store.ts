@@ -229,7 +229,8 @@ export function recordFromRow<Headers>(row: RecordRow<Headers>, decodeHeaders: (
     response: {
       status: Number(row.status),
       headers: decodeHeaders(row.headers),
-      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
+      // A view, not a copy: the driver hands every read its own buffer.
+      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength),
     },
     ...(row.result_id !== null ? { resultId: row.result_id } : {}),
   };

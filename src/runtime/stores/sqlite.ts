@@ -462,8 +462,13 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   #completeNow(id: string, token: string, input: CompleteInput): boolean {
     const now = this.#clock();
     const r = input.response;
-    return this.#sql.complete.run(r.status, JSON.stringify(r.headers), Buffer.from(r.body), input.resultId ?? null, now + input.ttlMs, id, token).changes === 1;
+    return this.#sql.complete.run(r.status, JSON.stringify(r.headers), bytesOf(r.body), input.resultId ?? null, now + input.ttlMs, id, token).changes === 1;
   }
+}
+
+/** A Buffer over the same memory (better-sqlite3 binds BLOBs from Buffers, copying them during the call). */
+function bytesOf(body: Uint8Array): Buffer {
+  return Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
 }
 
 function limitOf(options: BatchOptions): number {
