@@ -30,27 +30,28 @@ export function schemaShapeWarnings(doc: ApiDocument): DocumentWarning[] {
   if (!mayHoldShapeProblems(doc)) return warnings;
   const pre31 = doc.version !== '3.1';
   const tokens: (string | number)[] = [];
-  const here = (...more: (string | number)[]): Location => {
+  const here = (...more: (string | number | undefined)[]): Location => {
     let pointer = '';
     for (const token of tokens) pointer += `/${escapePointerToken(token)}`;
-    for (const token of more) pointer += `/${escapePointerToken(token)}`;
+    for (const token of more) if (token !== undefined) pointer += `/${escapePointerToken(token)}`;
     return { file: doc.file, pointer };
   };
-  // `path` is where the schema sits, relative to the object being walked.
-  const checkSchema = (value: unknown, ...path: (string | number)[]): void => {
+  // `key` (and `member`, for a schema map or list) is where the schema sits, relative to the object being
+  // walked. Fixed parameters, not a rest array: this runs for every schema of the document.
+  const checkSchema = (value: unknown, key: string, member?: string | number): void => {
     if (value === null) {
-      warnings.push({ at: here(...path), message: 'a schema is null here: write {} for "any value" (a null schema is not a Schema Object)' });
+      warnings.push({ at: here(key, member), message: 'a schema is null here: write {} for "any value" (a null schema is not a Schema Object)' });
       return;
     }
-    if (!isObject(value) || !pre31) return;
-    const type = value['type'];
+    if (!pre31 || typeof value !== 'object' || Array.isArray(value)) return;
+    const type = (value as Record<string, unknown>)['type'];
     if (type === 'null') {
       warnings.push({
-        at: here(...path, 'type'),
+        at: here(key, member, 'type'),
         message: `type 'null' is OpenAPI 3.1 (JSON Schema 2020-12); in ${doc.version} mark the other alternative \`nullable: true\`${doc.version === '2.0' ? ' (x-nullable)' : ''} instead`,
       });
     } else if (Array.isArray(type)) {
-      warnings.push({ at: here(...path, 'type'), message: `type arrays are OpenAPI 3.1; in ${doc.version} write one type${doc.version === '3.0' ? ' and `nullable: true` for null' : ''}` });
+      warnings.push({ at: here(key, member, 'type'), message: `type arrays are OpenAPI 3.1; in ${doc.version} write one type${doc.version === '3.0' ? ' and \`nullable: true\` for null' : ''}` });
     }
   };
   const walk = (value: object, depth: number): void => {
