@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -182,6 +182,147 @@ describe('SqliteStore', () => {
       assert.equal(retry.status, 201);
       assert.equal(runs, 1);
       other.close();
+      db.close();
+    });
+  });
+
+  describe('group commit', () => {
+    const input = (id: string, token = `t-${id}`) => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 1000, ttlMs: 10_000 });
+
+    // WAL frames appended: every commit writes its changed pages as new frames, so separate commits of 30
+    // small inserts append far more of them than one commit of all 30.
+    function walPages(file: string): number {
+      return Math.floor(statSync(`${file}-wal`).size / 4096);
+    }
+
+    it('settles concurrent writes of one event-loop turn after one shared COMMIT, each visible to other connections once settled', async () => {
+      const { db, file } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      const other = new Database(file);
+      const visible = other.prepare('SELECT count(*) FROM idempotency_records WHERE id = ?').pluck();
+      const changesBefore = (db.prepare('SELECT total_changes()').pluck().get() as number);
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store.reserve(input(`g-${i}`)).then((result) => {
+            // Settled only after COMMIT: another connection already sees the row.
+            assert.equal(visible.get(`g-${i}`), 1);
+            return result;
+          }),
+        ),
+      );
+      assert.deepEqual(results.map((r) => r.outcome), Array.from({ length: 20 }, () => 'reserved'));
+      assert.equal((db.prepare('SELECT total_changes()').pluck().get() as number) - changesBefore, 20);
+      // Completions, releases and renewals of one turn share a commit too, each still fenced by its token.
+      const outcomes = await Promise.all([
+        store.complete('g-0', 't-g-0', { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 10_000 }),
+        store.complete('g-1', 'stale', { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 10_000 }),
+        store.release('g-2', 't-g-2'),
+        store.release('g-3', 'stale'),
+        store.extend('g-4', 't-g-4', 60_000),
+        store.extend('g-5', 'stale', 60_000),
+        store.reserve(input('g-6', 'another')),
+      ]);
+      assert.deepEqual(outcomes.slice(0, 6), [true, false, true, false, true, false]);
+      assert.equal((outcomes[6] as Awaited<ReturnType<SqliteStore['reserve']>>).outcome, 'existing');
+      assert.equal((await store.get('g-0'))?.state, 'completed');
+      assert.equal(await store.get('g-2'), undefined);
+      other.close();
+      db.close();
+    });
+
+    it('uses one transaction for the writes of one turn (WAL frames, against groupCommit: false)', async () => {
+      const grouped = openDb();
+      const store = new SqliteStore(grouped.db);
+      await store.migrate();
+      const before = walPages(grouped.file);
+      await Promise.all(Array.from({ length: 30 }, (_, i) => store.reserve(input(`one-${i}`))));
+      const groupedPages = walPages(grouped.file) - before;
+      const separate = openDb();
+      const ungrouped = new SqliteStore(separate.db, { groupCommit: false });
+      await ungrouped.migrate();
+      const start = walPages(separate.file);
+      await Promise.all(Array.from({ length: 30 }, (_, i) => ungrouped.reserve(input(`sep-${i}`))));
+      const separatePages = walPages(separate.file) - start;
+      assert.ok(separatePages >= 30, `30 separate commits appended ${separatePages} pages`);
+      assert.ok(groupedPages < 10, `one group commit appended ${groupedPages} pages`);
+      grouped.db.close();
+      separate.db.close();
+    });
+
+    it('gives exactly one of 50 concurrent reservations of one id the record inside a group', async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store.reserve(input('same', `tok-${i}`))));
+      const won = results.filter((r) => r.outcome === 'reserved');
+      assert.equal(won.length, 1);
+      assert.ok(results.every((r) => r.record.leaseToken === won[0]!.record.leaseToken));
+      db.close();
+    });
+
+    it('runs each call on its own when a statement ends the group transaction, and fails only that call', async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      // A real SQLite failure inside the group: RAISE(ROLLBACK) undoes the whole transaction.
+      db.exec(`CREATE TRIGGER refuse_poison BEFORE INSERT ON idempotency_records WHEN NEW.id = 'poison' BEGIN SELECT RAISE(ROLLBACK, 'poisoned'); END`);
+      const results = await Promise.allSettled([store.reserve(input('a')), store.reserve(input('poison')), store.reserve(input('b'))]);
+      assert.equal(results[0]!.status, 'fulfilled');
+      assert.equal(results[2]!.status, 'fulfilled');
+      assert.equal(results[1]!.status, 'rejected');
+      const error = (results[1] as PromiseRejectedResult).reason as StoreError;
+      assert.ok(error instanceof StoreError && error.kind === 'unavailable', String(error));
+      assert.equal((await store.get('a'))?.state, 'in_progress');
+      assert.equal((await store.get('b'))?.state, 'in_progress');
+      assert.equal(await store.get('poison'), undefined);
+      assert.equal(db.inTransaction, false);
+      db.close();
+    });
+
+    it('keeps the rest of the group when one statement fails without ending the transaction', async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec(`CREATE TRIGGER abort_poison BEFORE INSERT ON idempotency_records WHEN NEW.id = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned'); END`);
+      const results = await Promise.allSettled([store.reserve(input('a')), store.reserve(input('poison')), store.reserve(input('b'))]);
+      assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+      assert.ok((results[1] as PromiseRejectedResult).reason instanceof StoreError);
+      assert.equal((await store.get('a'))?.state, 'in_progress');
+      assert.equal((await store.get('b'))?.state, 'in_progress');
+      db.close();
+    });
+
+    it('waits behind a transactional request on the connection instead of joining its transaction', async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      // A one-transaction request that will roll back: nothing written inside it may survive, and nothing
+      // written outside it may be rolled back with it.
+      const tx = store.withReservation(input('tx-key'), async () => { await gate; return { commit: false, value: 'rolled back' }; });
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      const pending = Promise.all([store.reserve(input('outside-1')), store.reserve(input('outside-2'))]);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      open();
+      assert.equal(await tx, 'rolled back');
+      assert.deepEqual((await pending).map((r) => r.outcome), ['reserved', 'reserved']);
+      assert.equal((await store.get('outside-1'))?.state, 'in_progress');
+      assert.equal(await store.get('tx-key'), undefined);
+      db.close();
+    });
+
+    it('falls back to waiting per call while another connection holds the write lock', async () => {
+      const { db, file } = openDb();
+      const store = new SqliteStore(db, { busyTimeoutMs: 3000 });
+      await store.migrate();
+      const holder = new Database(file);
+      holder.exec('BEGIN IMMEDIATE');
+      setTimeout(() => holder.exec('COMMIT'), 150);
+      const results = await Promise.all([store.reserve(input('w-1')), store.reserve(input('w-2'))]);
+      holder.close();
+      assert.deepEqual(results.map((r) => r.outcome), ['reserved', 'reserved']);
       db.close();
     });
   });
