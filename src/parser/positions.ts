@@ -311,7 +311,7 @@ export class JsonPositionIndex implements PositionIndex {
       toBracket.lastIndex = i;
       let depth = 0;
       let childStart = -1;
-      while (toBracket.exec(text) !== null) {
+      while (toBracket.test(text)) {
         const j = toBracket.lastIndex - 1;
         const c = text.charCodeAt(j);
         if (c === OPEN_BRACE || c === OPEN_BRACKET) {
