@@ -16,6 +16,13 @@
  * (one round trip for a replay). Completion, release and takeover are single `UPDATE`/`DELETE`
  * statements fenced by the lease token. Every statement is a named prepared statement (parsed and planned
  * once per connection). Time is the server's (`clock_timestamp()`, in ms) unless a `clock` is injected.
+ *
+ * Batching: the reservations (and, separately, the completions) that concurrent requests ask for within one
+ * turn of the event loop go to the server as one statement over arrays (`unnest`) — one round trip and one
+ * commit for all of them — with the same per-record semantics: each reservation is its own
+ * `INSERT … ON CONFLICT` row (ids in sorted order, so two batches never wait on each other in a cycle), each
+ * completion its own token-fenced row. A call alone in its turn, or a second call for an id already in the
+ * batch, runs as its own statement. See {@link PostgresStoreOptions.batch}.
  */
 import { createHash } from 'node:crypto';
 import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
@@ -48,6 +55,25 @@ export interface PostgresStoreOptions {
   readonly clock?: () => number;
   /** One-transaction mode: longest wait on the row lock of a duplicate's open transaction (default 30000 ms). */
   readonly lockTimeoutMs?: number;
+  /**
+   * Batch the reservations, and the completions, asked for within one event-loop turn into one statement each
+   * (default true): concurrent requests then share a round trip and a commit. `false` sends every call as its
+   * own statement at once.
+   */
+  readonly batch?: boolean;
+}
+
+/** A call waiting for the next batch. */
+interface Queued<I, O> {
+  readonly input: I;
+  readonly resolve: (value: O) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface CompleteCall {
+  readonly id: string;
+  readonly token: string;
+  readonly complete: CompleteInput;
 }
 
 interface Row extends QueryResultRow {
@@ -77,6 +103,10 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   readonly #clock: (() => number) | undefined;
   readonly #lockTimeoutMs: number;
   readonly #sql: ReturnType<typeof statements>;
+  readonly #batch: boolean;
+  #reserves: Queued<ReserveInput, ReserveResult>[] = [];
+  #completes: Queued<CompleteCall, boolean>[] = [];
+  #flushScheduled = false;
 
   constructor(db: PostgresQueryable, options: PostgresStoreOptions = {}) {
     this.#db = db;
@@ -84,6 +114,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     this.#clock = options.clock;
     this.#lockTimeoutMs = Math.max(1, Math.floor(options.lockTimeoutMs ?? 30_000));
     this.#sql = statements(this.#table);
+    this.#batch = options.batch ?? true;
   }
 
   /** The schema {@link PostgresStore.migrate} creates, for review or your own migration tool. */
@@ -142,11 +173,116 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   }
 
   reserve(input: ReserveInput): Promise<ReserveResult> {
-    return this.#reserveOn(this.#db, input);
+    if (!this.#batch) return this.#reserveOn(this.#db, input);
+    return new Promise<ReserveResult>((resolve, reject) => {
+      this.#reserves.push({ input, resolve, reject });
+      this.#scheduleFlush();
+    });
   }
 
   async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
-    return (await this.#completeOn(this.#db, id, token, input)) === 1;
+    if (!this.#batch) return (await this.#completeOn(this.#db, id, token, input)) === 1;
+    return new Promise<boolean>((resolve, reject) => {
+      // The body is copied now, as the unbatched call does, so the caller may reuse its buffer.
+      this.#completes.push({ input: { id, token, complete: { ...input, response: { ...input.response, body: Buffer.from(input.response.body) } } }, resolve, reject });
+      this.#scheduleFlush();
+    });
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    // After the poll phase: every request whose I/O arrived in this turn has asked by then.
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      const reserves = this.#reserves;
+      const completes = this.#completes;
+      this.#reserves = [];
+      this.#completes = [];
+      if (reserves.length > 0) this.#reserveBatch(reserves);
+      if (completes.length > 0) this.#completeBatch(completes);
+    });
+  }
+
+  /** Distinct ids in sorted order (lock order), and the calls for an id already taken, to run on their own. */
+  static #split<C extends { readonly input: { readonly id: string } }>(calls: readonly C[]): { batch: C[]; alone: C[] } {
+    const seen = new Set<string>();
+    const batch: C[] = [];
+    const alone: C[] = [];
+    for (const call of calls) {
+      if (seen.has(call.input.id)) alone.push(call);
+      else {
+        seen.add(call.input.id);
+        batch.push(call);
+      }
+    }
+    batch.sort((a, b) => (a.input.id < b.input.id ? -1 : a.input.id > b.input.id ? 1 : 0));
+    return { batch, alone };
+  }
+
+  #reserveBatch(calls: Queued<ReserveInput, ReserveResult>[]): void {
+    const alone = (call: Queued<ReserveInput, ReserveResult>): void => {
+      this.#reserveOn(this.#db, call.input).then(call.resolve, call.reject);
+    };
+    const { batch, alone: again } = PostgresStore.#split(calls);
+    for (const call of again) alone(call);
+    if (batch.length === 1) return alone(batch[0]!);
+    const inputs = batch.map((call) => call.input);
+    this.#query(this.#sql.reserveMany, [
+      this.#now(),
+      inputs.map((i) => i.id),
+      inputs.map((i) => i.operation),
+      inputs.map((i) => i.fingerprint),
+      inputs.map((i) => i.token),
+      inputs.map((i) => i.leaseMs),
+      inputs.map((i) => i.ttlMs),
+    ]).then(
+      (result) => {
+        const rows = new Map<string, Row>();
+        for (const row of result.rows) rows.set(row.id, row);
+        for (const call of batch) {
+          const row = rows.get(call.input.id);
+          // No row: committed by a concurrent reservation after the statement's snapshot; read it as the single call does.
+          if (row === undefined) alone(call);
+          else call.resolve(reserveResultOf(row));
+        }
+      },
+      (error: unknown) => {
+        // A statement that failed as a whole changed nothing: a deadlock or a conflict the batch could not
+        // arbitrate is tried again call by call; anything else fails every call, as it would have alone.
+        if (retryAlone(error)) for (const call of batch) alone(call);
+        else for (const call of batch) call.reject(error);
+      },
+    );
+  }
+
+  #completeBatch(calls: Queued<CompleteCall, boolean>[]): void {
+    const alone = (call: Queued<CompleteCall, boolean>): void => {
+      this.#completeOn(this.#db, call.input.id, call.input.token, call.input.complete).then((count) => call.resolve(count === 1), call.reject);
+    };
+    const { batch, alone: again } = PostgresStore.#split(calls);
+    for (const call of again) alone(call);
+    if (batch.length === 1) return alone(batch[0]!);
+    const inputs = batch.map((call) => call.input);
+    this.#query(this.#sql.completeMany, [
+      this.#now(),
+      inputs.map((i) => i.id),
+      inputs.map((i) => i.token),
+      inputs.map((i) => i.complete.response.status),
+      inputs.map((i) => JSON.stringify(i.complete.response.headers)),
+      inputs.map((i) => i.complete.response.body),
+      inputs.map((i) => i.complete.resultId ?? null),
+      inputs.map((i) => i.complete.ttlMs),
+    ]).then(
+      (result) => {
+        const done = new Set(result.rows.map((row) => row.id));
+        for (const call of batch) call.resolve(done.has(call.input.id));
+      },
+      (error: unknown) => {
+        if (retryAlone(error)) for (const call of batch) alone(call);
+        else for (const call of batch) call.reject(error);
+      },
+    );
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -253,11 +389,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         db,
       );
       const row = result.rows[0];
-      if (row !== undefined) {
-        return row.reserved === true
-          ? { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) }
-          : { outcome: 'existing', record: toRecord(row), now: Number(row.now) };
-      }
+      if (row !== undefined) return reserveResultOf(row);
       // No row: the conflicting record was committed after the statement's snapshot (a concurrent
       // reservation), so its read could not see it. Read it with a fresh snapshot.
       const existing = await this.#query(this.#sql.existing, [now, input.id], db);
@@ -322,6 +454,28 @@ function statements(t: string) {
       SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
       UNION ALL
       SELECT cur.*, c.now, false AS reserved FROM cur, c`,
+    // The batched form of reserve: one row per distinct id ($2…$7 are arrays of equal length, ids sorted).
+    reserveMany: `
+      WITH c AS (SELECT ${NOW} AS now),
+      i AS (
+        SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
+          AS i(id, operation, fingerprint, token, lease_ms, ttl_ms)),
+      cur AS (
+        SELECT r.* FROM ${t} r, c WHERE r.id = ANY($2::text[]) AND NOT (r.state = 'completed' AND r.expires_at <= c.now)),
+      ins AS (
+        INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+        SELECT i.id, i.operation, i.fingerprint, 'in_progress', i.token, c.now + i.lease_ms, c.now + i.ttl_ms, c.now FROM i, c
+        WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.id = i.id)
+        ORDER BY i.id
+        ON CONFLICT (id) DO UPDATE SET
+          operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+          lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+          created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
+        WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
+        RETURNING r.*)
+      SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
+      UNION ALL
+      SELECT cur.*, c.now, false AS reserved FROM cur, c`,
     existing: `SELECT r.*, ${NOW} AS now FROM ${t} r WHERE r.id = $2`,
     get: `SELECT * FROM ${t} WHERE id = $1`,
     now: `SELECT ${NOW} AS now`,
@@ -329,6 +483,15 @@ function statements(t: string) {
       UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, result_id = $7, expires_at = c.now + $8::bigint
       FROM (SELECT ${NOW} AS now) c
       WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
+    // The batched form of complete: each row fenced by its own token; returns the ids it completed.
+    completeMany: `
+      UPDATE ${t} AS r SET state = 'completed', status = i.status, headers = i.headers::jsonb, body = i.body,
+        result_id = i.result_id, expires_at = c.now + i.ttl_ms
+      FROM (SELECT ${NOW} AS now) c,
+        unnest($2::text[], $3::text[], $4::int[], $5::text[], $6::bytea[], $7::text[], $8::bigint[])
+          AS i(id, token, status, headers, body, result_id, ttl_ms)
+      WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'in_progress'
+      RETURNING r.id`,
     release: `DELETE FROM ${t} WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`,
     takeover: `
       UPDATE ${t} AS r SET lease_token = $5, lease_until = c.now + $6::bigint, created_at = c.now
@@ -349,6 +512,18 @@ function statements(t: string) {
         WHERE r.state = 'completed' AND r.expires_at <= c.now ORDER BY r.expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED)`,
   };
   return Object.fromEntries(Object.entries(texts).map(([key, text]) => [key, named(text)])) as { readonly [K in keyof typeof texts]: Named };
+}
+
+function reserveResultOf(row: Row): ReserveResult {
+  return row.reserved === true
+    ? { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) }
+    : { outcome: 'existing', record: toRecord(row), now: Number(row.now) };
+}
+
+/** 40P01 deadlock, 21000 a row affected twice: the whole statement failed and changed nothing; worth a retry per call. */
+function retryAlone(error: unknown): boolean {
+  const code = ((error instanceof StoreError ? error.cause : error) as { code?: unknown } | undefined)?.code;
+  return code === '40P01' || code === '21000';
 }
 
 function limitOf(options: BatchOptions): number {

@@ -41,6 +41,124 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     };
   });
 
+  describeStoreContract('postgres (batch: false, every call its own statement)', async (clock) => {
+    const name = table();
+    const store = new PostgresStore(pool, { table: name, clock, batch: false });
+    await store.migrate();
+    return {
+      store,
+      dump: async () => JSON.stringify((await pool.query(`SELECT * FROM ${name}`)).rows, (_, v) => (v !== null && typeof v === 'object' && v.type === 'Buffer' ? Buffer.from(v.data).toString('latin1') : v)),
+      dispose: async () => { await pool.query(`DROP TABLE ${name}`); },
+    };
+  });
+
+  describe('batching (calls of one event-loop turn in one statement)', () => {
+    const input = (id: string, token = `t-${id}`, leaseMs = 30_000, ttlMs = 60_000) => ({ id, operation: 'op', fingerprint: `v1:${id}`, token, leaseMs, ttlMs });
+
+    /** The pool, counting the statements the store sends through it. */
+    function counted(): { db: pg.Pool; statements: () => number } {
+      let count = 0;
+      const db = new Proxy(pool, {
+        get(target, name, receiver) {
+          if (name === 'query') return (...args: unknown[]) => { count += 1; return (target.query as (...a: unknown[]) => unknown)(...args); };
+          const value = Reflect.get(target, name, receiver) as unknown;
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      return { db, statements: () => count };
+    }
+
+    it('reserves 30 ids in one statement; duplicates in the same turn see the one winner', async () => {
+      const name = table();
+      await new PostgresStore(pool, { table: name }).migrate();
+      const { db, statements } = counted();
+      const store = new PostgresStore(db, { table: name });
+      const distinct = Array.from({ length: 30 }, (_, i) => store.reserve(input(`b-${String(i).padStart(2, '0')}`)));
+      const duplicates = Array.from({ length: 5 }, (_, i) => store.reserve(input('b-07', `dup-${i}`)));
+      const results = await Promise.all(distinct);
+      const dupResults = await Promise.all(duplicates);
+      results.forEach((r, i) => {
+        const id = `b-${String(i).padStart(2, '0')}`;
+        assert.equal(r.record.id, id);
+        if (id === 'b-07') return;
+        assert.equal(r.outcome, 'reserved');
+        assert.equal(r.record.leaseToken, `t-${id}`);
+        assert.equal(r.record.fingerprint, `v1:${id}`);
+        assert.equal(r.record.leaseUntil - r.record.createdAt, 30_000);
+        assert.equal(r.now, r.record.createdAt);
+      });
+      // b-07 was asked for 6 times in the turn (once in the batch, 5 times on their own): exactly one won, all see it.
+      const contenders = [results[7]!, ...dupResults];
+      const won = contenders.filter((r) => r.outcome === 'reserved');
+      assert.equal(won.length, 1);
+      assert.ok(contenders.every((r) => r.record.leaseToken === won[0]!.record.leaseToken));
+      // One statement for the 30 distinct ids; the duplicates never share a batch with their id, so they went on
+      // their own (one statement each, plus a fresh read when the batch's row committed after their snapshot).
+      assert.ok(statements() >= 1 + 5 && statements() <= 1 + 5 * 2, `${statements()} statements`);
+      const before = statements();
+      await Promise.all(Array.from({ length: 30 }, (_, i) => store.reserve(input(`more-${i}`))));
+      assert.equal(statements() - before, 1, 'one statement for 30 reservations');
+      await pool.query(`DROP TABLE ${name}`);
+    });
+
+    it('completes a batch byte-exact, each row fenced by its own token', async () => {
+      const name = table();
+      const store = new PostgresStore(pool, { table: name });
+      await store.migrate();
+      const ids = ['c-1', 'c-2', 'c-3', 'c-4'];
+      await Promise.all(ids.map((id) => store.reserve(input(id))));
+      const every = Uint8Array.from({ length: 256 }, (_, i) => i);
+      const headers = { 'content-type': 'application/json; charset="utf-8"', etag: 'W/"a\\b"', 'content-language': 'ünï, 日本' };
+      const { db, statements } = counted();
+      const batched = new PostgresStore(db, { table: name });
+      const done = await Promise.all([
+        batched.complete('c-1', 't-c-1', { response: { status: 201, headers, body: every }, resultId: 'r-1', ttlMs: 60_000 }),
+        batched.complete('c-2', 't-c-2', { response: { status: 200, headers: {}, body: new Uint8Array() }, ttlMs: 60_000 }),
+        batched.complete('c-3', 'stale', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
+        batched.complete('missing', 't-x', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
+      ]);
+      assert.deepEqual(done, [true, true, false, false]);
+      assert.equal(statements(), 1);
+      const first = (await store.get('c-1'))!;
+      assert.equal(first.state, 'completed');
+      assert.deepEqual(first.response, { status: 201, headers, body: every });
+      assert.equal(first.resultId, 'r-1');
+      const second = (await store.get('c-2'))!;
+      assert.deepEqual(second.response, { status: 200, headers: {}, body: new Uint8Array() });
+      assert.equal(second.resultId, undefined);
+      assert.equal((await store.get('c-3'))!.state, 'in_progress');
+      assert.equal(await store.get('missing'), undefined);
+      await pool.query(`DROP TABLE ${name}`);
+    });
+
+    it('re-reserves expired completed records in a batch, never an in_progress one', async () => {
+      const name = table();
+      let now = 1_000_000;
+      const store = new PostgresStore(pool, { table: name, clock: () => now });
+      await store.migrate();
+      await Promise.all([store.reserve(input('e-1', 'old-1', 10, 100)), store.reserve(input('e-2', 'old-2', 10, 100))]);
+      await store.complete('e-1', 'old-1', { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 100 });
+      now += 1000;
+      const [again, stuck] = await Promise.all([store.reserve(input('e-1', 'new-1')), store.reserve(input('e-2', 'new-2'))]);
+      assert.equal(again!.outcome, 'reserved');
+      assert.equal(again!.record.leaseToken, 'new-1');
+      assert.equal(again!.record.response, undefined);
+      assert.equal(stuck!.outcome, 'existing');
+      assert.equal(stuck!.record.leaseToken, 'old-2');
+      await pool.query(`DROP TABLE ${name}`);
+    });
+
+    it('sends every call as its own statement with batch: false', async () => {
+      const name = table();
+      await new PostgresStore(pool, { table: name }).migrate();
+      const { db, statements } = counted();
+      const store = new PostgresStore(db, { table: name, batch: false });
+      await Promise.all(Array.from({ length: 6 }, (_, i) => store.reserve(input(`n-${i}`))));
+      assert.equal(statements(), 6);
+      await pool.query(`DROP TABLE ${name}`);
+    });
+  });
+
   describeTransactionContract<pg.PoolClient>('postgres', async () => {
     const name = table();
     const store = new PostgresStore(pool, { table: name });
