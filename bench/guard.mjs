@@ -4,13 +4,16 @@
 //   no-op — answers 201 with a JSON body and does nothing else (the guard's worst case: all of its cost shows);
 //   write — the same answer after one representative business write on the same store/database
 //           (SQLite: an INSERT on the same connection; PostgreSQL: an INSERT through the same pool;
-//            Redis: one HSET; memory: a Map insert).
+//            Redis: one HSET; memory: a Map insert);
+//   write + downstream call — an extra, clearly labelled realistic row: the same write, then an awaited
+//           --downstream ms (default 2) call to another service (a timer standing in for a payment provider's answer), as
+//           the handlers a guard is put in front of usually do. The no-op and write rows stay the reference.
 // Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to the bare handler of the same kind,
 // and the app process's CPU time per request. Each phase's time is cut into --rounds slices run interleaved
-// (bare, bare write, fresh, fresh write, replay; then again), so a change in the machine's other load hits every
+// (bare, bare write, fresh, fresh write, bare call, fresh call, replay; then again), so a change in the machine's other load hits every
 // phase alike instead of skewing one ratio. Replays never run the handler, so the one replay figure is shown
 // against both references.
-// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16] [--stores memory,sqlite,postgres,redis]
+// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16] [--stores memory,sqlite,postgres,redis] [--downstream 2]
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -29,6 +32,7 @@ const CONNECTIONS = Number(args.connections ?? 16);
 const STORES = (args.stores ?? 'memory,sqlite,postgres,redis').split(',');
 const ROUNDS = Math.max(1, Number(args.rounds ?? 5));
 const WARMUP_MS = 500;
+const DOWNSTREAM_MS = Number(args.downstream ?? 2);
 
 const APP = `
 import express from 'express';
@@ -37,6 +41,7 @@ import { createGuards } from './gen/guards.js';
 import { makeStore } from './store.js';
 
 const { store, write } = await makeStore();
+const DOWNSTREAM_MS = Number(process.env['DOWNSTREAM_MS']);
 const guards = createGuards({ store, principal: (req) => req.get('x-user') });
 const app = express();
 app.disable('x-powered-by');
@@ -50,8 +55,16 @@ const writing = (req: express.Request, res: express.Response, next: express.Next
 };
 app.post('/bare', express.json(), noop);
 app.post('/v1/demo-requests', express.json(), guards.createDemoRequest, noop);
+const calling = (req: express.Request, res: express.Response, next: express.NextFunction) => {
+  const id = randomUUID();
+  write(id, (req.body as Body).topic)
+    .then(() => new Promise((resolve) => setTimeout(resolve, DOWNSTREAM_MS)))
+    .then(() => res.status(201).json({ id, topic: (req.body as Body).topic }), next);
+};
 app.post('/bare-write', express.json(), writing);
 app.post('/guarded-write', express.json(), guards.createDemoRequest, writing);
+app.post('/bare-call', express.json(), calling);
+app.post('/guarded-call', express.json(), guards.createDemoRequest, calling);
 process.on('SIGTERM', () => process.exit(0));
 const server = app.listen(0, '127.0.0.1', () => {
   const address = server.address();
@@ -186,7 +199,7 @@ async function startApp(work, store, env) {
   // BENCH_CPU_PROF=<dir> profiles the app processes (for finding overhead, not for the figures).
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
   const child = spawn(process.execPath, [...prof, path.join(work, 'dist', 'src', store, 'app.js')], {
-    env: { ...process.env, ...env, SQLITE_FILE: path.join(work, `${store}.db`) },
+    env: { ...process.env, ...env, SQLITE_FILE: path.join(work, `${store}.db`), DOWNSTREAM_MS: String(DOWNSTREAM_MS) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const port = await new Promise((resolve, reject) => {
@@ -313,6 +326,8 @@ try {
         ['bareWrite', '/bare-write', undefined],
         ['fresh', '/v1/demo-requests', (r, i) => `fresh-${run}-${r}-${i}`],
         ['freshWrite', '/guarded-write', (r, i) => `fresh-write-${run}-${r}-${i}`],
+        ['bareCall', '/bare-call', undefined],
+        ['freshCall', '/guarded-call', (r, i) => `fresh-call-${run}-${r}-${i}`],
         ['replay', '/v1/demo-requests', (_r, i) => `replay-${run}-${i % CONNECTIONS}`, 'replay'],
       ];
       // Replays: complete one key per connection first, then hit those keys only.
@@ -357,4 +372,10 @@ console.log('store    | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      c
 for (const row of rows) {
   if (row.skipped) continue;
   console.log(`${row.store.padEnd(8)} | ${base(row.bareWrite)} | ${cell(row.freshWrite, row.bareWrite)} | ${cell(row.replay, row.bareWrite)}`);
+}
+console.log(`extra, realistic: write + ${DOWNSTREAM_MS} ms downstream call (a timer standing in for a provider's answer):`);
+console.log('store    | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
+for (const row of rows) {
+  if (row.skipped) continue;
+  console.log(`${row.store.padEnd(8)} | ${base(row.bareCall)} | ${cell(row.freshCall, row.bareCall)} | ${cell(row.replay, row.bareCall)}`);
 }

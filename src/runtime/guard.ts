@@ -263,7 +263,7 @@ interface Waiting {
 
 type Begun =
   | Respond
-  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string>; readonly key: string | undefined };
+  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string>; readonly idempotencyKey: string | undefined };
 
 /**
  * Build the guard of one operation. Throws `SyntaxError` up front when the contract's key pattern is not a
@@ -509,7 +509,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (options.failOpen === true) {
       if (logging) log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
       // Unguarded, but the handler still gets the key (e.g. for a provider that deduplicates on it).
-      return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key };
+      return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: key };
     }
     return storeUnavailableResponse(req, recordId);
   }
@@ -604,7 +604,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // No copy of the body: every store serialises or copies it during the call.
     const response: StoredResponse = { status: sent.status, headers, body: sent.body };
     const resultId = resultIdOf(sent);
-    return { response, ttlMs: contract.ttlMs, ...(resultId !== undefined ? { resultId } : {}) };
+    return resultId === undefined ? { response, ttlMs: contract.ttlMs } : { response, ttlMs: contract.ttlMs, resultId };
   }
 
   function resultIdOf(sent: GuardResponse): string | undefined {
@@ -635,7 +635,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         kind: 'proceed',
         reservation: reservationOf(prep.recordId, result.record.leaseToken, req.requestId),
         headers: { [replayHeader]: 'false' },
-        key: prep.key,
+        idempotencyKey: prep.key,
       };
     }
     let record = result.record;
@@ -700,7 +700,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (taken !== undefined) {
         if (logging) log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
         startRenewal(record.id, token);
-        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { [replayHeader]: 'false' }, key: prep.key };
+        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { [replayHeader]: 'false' }, idempotencyKey: prep.key };
       }
       // Another request won the takeover (or the record moved on): answer from what is there now.
       const latest = await bounded(store.get(record.id));
@@ -743,7 +743,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   async function beginInternal(req: GuardRequest): Promise<Begun> {
     const prep = prepare(req);
     if (prep.kind === 'respond') return prep;
-    if (prep.kind === 'unguarded') return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, key: undefined };
+    if (prep.kind === 'unguarded') return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined };
     return reserveAndClassify(req, prep, true);
   }
 
@@ -889,7 +889,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   async function runHandler(begun: Extract<Begun, { kind: 'proceed' }>, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
     let response: GuardResponse;
     try {
-      response = await handler({ reservation: begun.reservation, tx: undefined, idempotencyKey: begun.key });
+      response = await handler({ reservation: begun.reservation, tx: undefined, idempotencyKey: begun.idempotencyKey });
     } catch (error) {
       await abort(begun.reservation, { rolledBack: false, error });
       throw error;
@@ -899,10 +899,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   return {
-    async begin(req) {
-      const begun = await beginInternal(req);
-      return begun.kind === 'respond' ? begun : { kind: 'proceed', reservation: begun.reservation, headers: begun.headers, idempotencyKey: begun.key };
-    },
+    // A Begun is a Decision already: handed out as it is.
+    begin: beginInternal,
     complete,
     abort,
     async handle(req, handler, opts) {
