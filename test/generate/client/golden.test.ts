@@ -14,6 +14,8 @@ const CASES: Record<string, string> = {
   'kitchen-sink-3.0': 'test/fixtures/client/kitchen-sink-3.0.yaml',
   'type-arrays-3.1': 'test/fixtures/client/type-arrays-3.1.yaml',
   'swagger-2.0': 'test/fixtures/client/swagger-2.0.yaml',
+  // No contracted operation at all, as in most real documents.
+  'no-contracts': 'test/fixtures/client/no-contracts.yaml',
   // The client the end-to-end tests run against the generated guard. test/e2e imports its types from here;
   // tsconfig.json's rootDirs resolves its `./runtime/...` imports to src/runtime, which this golden leaves out.
   e2e: 'test/fixtures/client/e2e.yaml',
