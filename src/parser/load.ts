@@ -149,6 +149,8 @@ class DocumentLoader implements ApiDocument {
     }
     const operationIds = new Map<string, Location>();
     for (const [path, rawItem] of Object.entries(paths)) {
+      // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
+      if (path.startsWith('x-')) continue;
       const itemRef: Location = { file: this.file, pointer: appendPointer('/paths', path) };
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {

@@ -110,6 +110,11 @@ describe('loadDocument', () => {
       assert.deepEqual([components.operations.length, components.warnings], [0, []]);
     });
 
+    it('extensions of the Paths Object (`x-codegen-contextRoot`) are not path items: no operation, no warning', async () => {
+      const doc = await loadDocument(fixture('paths-extensions.yaml'));
+      assert.deepEqual([doc.operations.map((operation) => operation.label), doc.warnings], [['GET /a'], []]);
+    });
+
     it('loads the JSON twin of the demo sample to the same model', async () => {
       const yaml = await loadDocument(fixture('../../../samples/demo-requests/openapi.yaml'));
       const json = await loadDocument(fixture('../../../samples/demo-requests/openapi.json'));
