@@ -727,6 +727,15 @@ export const KNOWN_KEY_FIELDS: readonly string[] = [
   'requestid',
 ];
 
+/**
+ * Names that as often name some other request (`request_id` of the verification to check, of the sign-in
+ * behind a risk event): they count only when their description speaks of retries or duplicates.
+ */
+const AMBIGUOUS_KEY_FIELDS: readonly string[] = ['requestid'];
+
+/** What a description says when a field de-duplicates retried requests. */
+const RETRY_WORDS = /idempot|\bretr(?:y|ies|ied|ying)\b|duplicat|de-?dup|replay|(?:only|exactly|at most) once|same request|already (?:been )?(?:completed|processed)/i;
+
 function normaliseField(name: string): string {
   return name.toLowerCase().replace(/[-_\s]/g, '');
 }
@@ -738,9 +747,24 @@ export function isKeyHeaderName(name: string, extra: readonly string[] = []): bo
   return KNOWN_KEY_HEADERS.includes(lower) || lower.includes('idempotenc') || extra.some((h) => h.toLowerCase() === lower);
 }
 
-/** Whether a body/query field name carries an idempotency key. */
+/** Whether a body/query field name may carry an idempotency key (see {@link isKeyField} for the whole test). */
 export function isKeyFieldName(name: string): boolean {
   return KNOWN_KEY_FIELDS.includes(normaliseField(name));
+}
+
+/**
+ * Whether a body property or query parameter carries an idempotency key: a key name, not read-only (the
+ * server's output, like a session's `client_token`), not deprecated (the API moved the key elsewhere), and
+ * for an ambiguous name (`request_id`) a description that speaks of retries or duplicates.
+ * `nodes` are the property (or parameter and its schema), `$ref`s followed.
+ */
+export function isKeyField(name: string, ...nodes: unknown[]): boolean {
+  const normalised = normaliseField(name);
+  if (!KNOWN_KEY_FIELDS.includes(normalised)) return false;
+  const objects = nodes.filter(isObject);
+  if (objects.some((node) => node['readOnly'] === true || node['deprecated'] === true)) return false;
+  if (!AMBIGUOUS_KEY_FIELDS.includes(normalised)) return true;
+  return objects.some((node) => typeof node['description'] === 'string' && RETRY_WORDS.test(node['description']));
 }
 
 /** A vendor extension that tells clients to retry an operation, when it is switched on. */
@@ -791,9 +815,9 @@ function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readon
       return { kind: 'body', name: field, at: property?.at ?? body.at };
     }
   }
-  const form = body?.formFields?.find((f) => isKeyFieldName(f.name));
+  const form = body?.formFields?.find((f) => isKeyField(f.name, f.node));
   if (form) return { kind: 'form', name: form.name, at: form.at };
-  const query = params.find((p) => p.in === 'query' && isKeyFieldName(p.name));
+  const query = params.find((p) => p.in === 'query' && isKeyField(p.name, p.node, parameterSchema(doc, p)?.value));
   if (query) return { kind: 'query', name: query.name, at: query.at };
   if (op.node['x-fern-idempotent'] === true) return { kind: 'extension', name: 'x-fern-idempotent', at: child(op.at, 'x-fern-idempotent') };
   const retry = retryExtension(op.node);
@@ -821,7 +845,8 @@ function bodyKeyField(doc: ApiDocument, schema: Located<Record<string, unknown> 
     const props = alt.value['properties'];
     if (!isObject(props)) continue;
     for (const name in props) {
-      if (Object.prototype.hasOwnProperty.call(props, name) && isKeyFieldName(name)) {
+      if (!Object.prototype.hasOwnProperty.call(props, name) || !isKeyFieldName(name)) continue;
+      if (isKeyField(name, deref(doc, props[name], alt.at)?.value)) {
         found = name;
         break;
       }

@@ -65,6 +65,25 @@ ruleTester.run(contractMissing, {
       }),
     },
     { name: 'an unsafe operation with no key and no retry marker', document: uncontracted(false) },
+    {
+      name: 'request_id that names another request (Vonage verify check), not a retry key',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        t.components.schemas.PayoutInput.properties.request_id = { type: 'string', description: 'The Verify request to check: the request_id you received from POST /verify.' };
+        post(t).parameters = [{ name: 'request_id', in: 'query', schema: { type: 'string' } }];
+      }),
+    },
+    {
+      name: 'a read-only client_token (the server hands it out) and a deprecated idempotency_key',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [{ name: 'idempotency_key', in: 'query', deprecated: true, schema: { type: 'string' } }];
+        t.components.schemas.PayoutInput.properties.client_token = { type: 'string', readOnly: true };
+        t.components.schemas.PayoutInput.properties.ClientToken = { $ref: '#/components/schemas/DeprecatedToken' };
+        t.components.schemas.DeprecatedToken = { type: 'string', deprecated: true };
+      }),
+    },
   ],
   invalid: [
     {
@@ -139,12 +158,19 @@ ruleTester.run(contractMissing, {
       errors: [{ messageId: 'body', pointer: '/components/schemas/Tokened/properties/ClientToken', message: /ClientToken/ }],
     },
     {
-      name: 'request_id as a query parameter',
+      name: 'request_id as a query parameter whose description speaks of retries (Google Compute style)',
       document: payouts((t) => {
         delete post(t)['x-idempotency'];
-        post(t).parameters = [{ name: 'request_id', in: 'query', schema: { type: 'string' } }];
+        post(t).parameters = [
+          {
+            name: 'requestId',
+            in: 'query',
+            description: 'Specify a unique request ID so that if you must retry your request, the server will ignore it if it has already been completed.',
+            schema: { type: 'string' },
+          },
+        ];
       }),
-      errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0`, message: /query parameter `request_id`/ }],
+      errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0`, message: /query parameter `requestId`/ }],
     },
     {
       name: 'x-fern-idempotent marks it idempotent',
