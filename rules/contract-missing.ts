@@ -13,7 +13,7 @@ export default defineRule({
     messages: {
       header:
         'accepts the idempotency key header `{name}` but has no `x-idempotency` contract: add `x-idempotency` (scope, fingerprint, ttl, responses), or `x-idempotency: false` if the operation is knowingly not idempotent',
-      body: 'takes an idempotency key in the request body field `{name}` but has no `x-idempotency` contract: add `x-idempotency` describing how that key is scoped, fingerprinted and retained, or `x-idempotency: false`',
+      body: 'takes an idempotency key in the request body field `{name}` but has no `x-idempotency` contract: a contract reads the key from a header, so accept it in one (e.g. `Idempotency-Key`) and add `x-idempotency` (scope, fingerprint, ttl, responses), or write `x-idempotency: false` if the body key is handled some other way',
       parameter:
         'takes an idempotency key in the {where} parameter `{name}` but has no `x-idempotency` contract: add `x-idempotency` (and move the key to a header), or `x-idempotency: false`',
       extension:

@@ -41,6 +41,8 @@ export default defineRule({
       return;
     }
     if (contract.key.pattern !== undefined) return;
+    // No header parameter at all is key-header-undeclared's error, whose fix declares the bound too: one finding per fault.
+    if (!param) return;
     if (schema && (declared !== undefined || typeof schema.value['pattern'] === 'string' || schema.value['format'] === 'uuid')) return;
     ctx.report('unbounded', contract.at('key'), { header: contract.key.header });
   },

@@ -413,6 +413,14 @@ ruleTester.run(keyUnbounded, {
         t.components.parameters.IdempotencyKey.schema = { type: 'string', format: 'uuid' };
       }),
     },
+    {
+      // key-header-undeclared reports it, and its fix declares the bound too: one finding per fault.
+      name: 'no header parameter at all (and no bound in the contract)',
+      document: payouts((t, c) => {
+        delete c.key.maxLength;
+        t.paths['/payouts'].post.parameters = [];
+      }),
+    },
   ],
   invalid: [
     {
