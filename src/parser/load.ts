@@ -57,12 +57,14 @@ class DocumentLoader implements ApiDocument {
   readonly warnings: DocumentWarning[] = [];
   // The same `$ref` string in the same file always lands on the same node; big documents repeat a few
   // refs (`#/components/responses/Problem`) thousands of times.
-  private readonly refs = new Map<string, Followed>();
+  private readonly refs = new Map<string, Map<string, Followed>>();
   // Shared components (a `#/components/responses/Problem` used by every operation) are checked once.
   private readonly checked = new WeakSet<object>();
   defaultsAt: Location | undefined;
   private readonly touched: string[] = [];
   // Operations in the entry file that carry `x-idempotency` (for rejectJsonDuplicates).
+  // Broken `$ref`s already warned about (a path item's parameters are seen once per method).
+  private readonly warnedRefs = new Set<string>();
   private readonly contractedHere: { readonly at: Location; readonly node: Record<string, unknown> }[] = [];
 
   constructor(
@@ -183,6 +185,9 @@ class DocumentLoader implements ApiDocument {
           else this.rejectDuplicateKeys(at, false);
         }
         const contract = hasContract ? this.readContract(node, at, pathItem, item.at, defaults) : undefined;
+        // A contract's broken `$ref`s stop the load (readContract); elsewhere they are warnings, so a typo in
+        // a key parameter's `$ref` does not silently hide the key from contract-missing.
+        if (contract === undefined || contract.enabled === false) this.warnBrokenRefs(node, at, pathItem, item.at);
         const label = `${method.toUpperCase()} ${path}${operationId ? ` (${operationId})` : ''}`;
         const parameters = lazyParameters(this, pathItem, item.at, node, at);
         this.operations.push({
@@ -264,6 +269,29 @@ class DocumentLoader implements ApiDocument {
         else this.needContentSchemas(response.value, response.at);
       }
     }
+  }
+
+  /** Warns at each `$ref` among an operation's parameters, request body and responses that leads nowhere. */
+  private warnBrokenRefs(node: Record<string, unknown>, at: Location, pathItem: Record<string, unknown>, pathItemAt: Location): void {
+    // Resolved from the owner's location (same file); the entry's own location is built only for a warning.
+    const check = (value: unknown, owner: Location, ...tokens: (string | number)[]) => {
+      if (!isPlainObject(value) || typeof value.$ref !== 'string') return;
+      const followed = this.follow(value, owner);
+      if (followed.ok) return;
+      const refAt = followed.refAt === owner ? { file: owner.file, pointer: appendPointer(owner.pointer, ...tokens) } : followed.refAt;
+      const key = `${refAt.file}#${refAt.pointer}`;
+      if (this.warnedRefs.has(key)) return;
+      this.warnedRefs.add(key);
+      this.warn({ file: refAt.file, pointer: appendPointer(refAt.pointer, '$ref') }, followed.reason);
+    };
+    for (const [owner, ownerAt] of [
+      [pathItem, pathItemAt],
+      [node, at],
+    ] as const) {
+      if (Array.isArray(owner.parameters)) owner.parameters.forEach((parameter, index) => check(parameter, ownerAt, 'parameters', index));
+    }
+    check(node.requestBody, at, 'requestBody');
+    if (isPlainObject(node.responses)) for (const code in node.responses) check(node.responses[code], at, 'responses', code);
   }
 
   private needContentSchemas(value: unknown, at: Location): void {
@@ -375,32 +403,39 @@ class DocumentLoader implements ApiDocument {
   }
 
   private follow(value: unknown, at: Location): Followed {
-    if (!isPlainObject(value) || typeof value.$ref !== 'string') return { ok: true, value, at };
     let current: unknown = value;
     let where = at;
-    // Cycle check on the targets (concrete pointers), so a lazily built starting location stays unbuilt.
+    // Cycle check on the targets (concrete pointers), kept only along a chain of `$ref`s: a single hop (by
+    // far the most common) builds no key and no set.
     let visited: Set<string> | undefined;
     for (let hop = 0; hop < MAX_REF_HOPS; hop++) {
-      if (!isPlainObject(current) || typeof current.$ref !== 'string') return { ok: true, value: current, at: where };
-      const ref = current.$ref;
-      const target = this.resolveRef(ref, where);
+      if (!isPlainObject(current) || typeof current.$ref !== 'string') return hop === 0 ? { ok: true, value, at } : { ok: true, value: current, at: where };
+      const target = this.resolveRef(current.$ref, where);
       if (!target.ok) return target;
-      const key = `${target.at.file}#${target.at.pointer}`;
-      visited ??= new Set();
-      if (visited.has(key)) return { ok: false, ref, refAt: where, reason: `$ref '${ref}' is circular — point it at a real definition` };
-      visited.add(key);
-      current = target.value;
+      const next = target.value;
+      if (isPlainObject(next) && typeof next.$ref === 'string') {
+        const key = `${target.at.file}#${target.at.pointer}`;
+        visited ??= new Set();
+        if (visited.has(key)) return { ok: false, ref: current.$ref, refAt: where, reason: `$ref '${current.$ref}' is circular — point it at a real definition` };
+        visited.add(key);
+      }
+      current = next;
       where = target.at;
     }
     return { ok: false, ref: String((current as { $ref: unknown }).$ref), refAt: where, reason: 'too many chained $refs — point at the definition directly' };
   }
 
   private resolveRef(ref: string, from: Location): Followed {
-    const key = `${from.file}\u0000${ref}`;
-    const cached = this.refs.get(key);
+    // Per file, then per `$ref` string: no key is joined for the thousands of lookups of a big document.
+    let perFile = this.refs.get(from.file);
+    if (!perFile) {
+      perFile = new Map();
+      this.refs.set(from.file, perFile);
+    }
+    const cached = perFile.get(ref);
     if (cached) return cached.ok ? cached : { ...cached, refAt: from };
     const result = this.resolveRefUncached(ref, from);
-    this.refs.set(key, result);
+    perFile.set(ref, result);
     return result;
   }
 

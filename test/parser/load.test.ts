@@ -136,6 +136,21 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
     });
 
+    it('a broken $ref away from any contract (parameters, request body, responses) is a warning at the $ref, once', async () => {
+      const file = fixture('dangling-refs.yaml');
+      const doc = await loadDocument(file);
+      const broken = doc.warnings.map((warning) => [warning.at.pointer, doc.position(warning.at).line] as const).sort((a, b) => a[1] - b[1]);
+      assert.deepEqual(broken, [
+        ['/paths/~1payments/parameters/0/$ref', 6],
+        ['/paths/~1payments/post/parameters/0/$ref', 10],
+        ['/paths/~1payments/post/requestBody/$ref', 11],
+        ['/paths/~1payments/post/responses/400/$ref', 14],
+        ['/paths/~1payments/put/responses/200/$ref', 19],
+      ]);
+      const typo = doc.warnings.find((warning) => warning.at.pointer === '/paths/~1payments/post/parameters/0/$ref')!;
+      assert.match(typo.message, /\$ref '#\/components\/parameters\/IdempotencyKye' points at nothing/);
+    });
+
     it('loads a YAML key written twice away from any contract, the last one winning, with one warning at the second key', async () => {
       const file = fixture('duplicate-elsewhere.yaml');
       const doc = await loadDocument(file);
