@@ -277,7 +277,8 @@ class DocumentLoader implements ApiDocument {
     const check = (value: unknown, owner: Location, ...tokens: (string | number)[]) => {
       if (!isPlainObject(value) || typeof value.$ref !== 'string') return;
       const followed = this.follow(value, owner);
-      if (followed.ok) return;
+      // A remote `$ref` is not broken, only out of reach (idemkit never uses the network): not worth a warning here.
+      if (followed.ok || /^https?:/i.test(followed.ref)) return;
       const refAt = followed.refAt === owner ? { file: owner.file, pointer: appendPointer(owner.pointer, ...tokens) } : followed.refAt;
       const key = `${refAt.file}#${refAt.pointer}`;
       if (this.warnedRefs.has(key)) return;
