@@ -109,8 +109,11 @@ export function scaffoldContracts(document: ApiDocument, text: string, settings:
   }
   const newline = text.includes('\r\n') ? '\r\n' : '\n';
   const inserts: { offset: number; text: string; operation: OperationView; header: string; contract: Record<string, unknown>; lines: string[] }[] = [];
+  // One YAML Document for every operation (it was parsed once per operation: seconds on a 600 KB file).
+  let parsed: YamlModule.Document.Parsed | undefined;
+  const yamlDocument = () => (parsed ??= yamlModule().parseDocument(text));
   for (const plan of planned) {
-    const insert = format === 'json' ? planJson(text, plan.operation, plan.contract, newline) : planYaml(text, plan.operation, plan.contract, newline);
+    const insert = format === 'json' ? planJson(text, plan.operation, plan.contract, newline) : planYaml(text, yamlDocument(), plan.operation, plan.contract, newline);
     if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert });
     else inserts.push({ ...insert, ...plan });
   }
@@ -139,10 +142,8 @@ function yamlModule(): typeof YamlModule {
   return require('yaml') as typeof YamlModule;
 }
 
-function planYaml(text: string, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
+function planYaml(text: string, doc: YamlModule.Document.Parsed, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
   const yaml = yamlModule();
-  const lineCounter = new yaml.LineCounter();
-  const doc = yaml.parseDocument(text, { lineCounter });
   const tokens = parsePointer(operation.at.pointer);
   const node = tokens ? (doc.getIn(tokens, true) as YamlNode | undefined) : undefined;
   if (!yaml.isMap(node) || (node as YAMLMap).flow || (node as YAMLMap).items.length === 0) {
