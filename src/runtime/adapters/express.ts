@@ -12,6 +12,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
 import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
@@ -32,9 +33,6 @@ export interface RouteGuard extends RequestHandler {
 
 const CONTEXT = Symbol.for('idemkit.express.context');
 
-// The query of a contract that reads none (the guard only reads it).
-const NO_QUERY: Readonly<Record<string, string>> = Object.freeze({});
-
 type ContextHolder = { [CONTEXT]?: HandlerContext<unknown> };
 
 /**
@@ -51,79 +49,54 @@ export function idempotencyOf<Tx = unknown>(res: Response): HandlerContext<Tx> {
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
   const keyHeader = contract.key.header.toLowerCase();
+  const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
 
-  /** The principal hook's answer: a value, or a promise when the hook is asynchronous. */
-  function principalOf(req: Request): string | undefined | Promise<string | undefined> {
+  async function toGuardRequest(req: Request): Promise<GuardRequest> {
     if (req.body === undefined && hasBody(req)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
     }
-    return options.principal === undefined ? undefined : options.principal(req);
-  }
-
-  function toGuardRequest(req: Request, principal: string | undefined): GuardRequest {
-    // Express gives every req a V8 map of its own: each property read misses the inline caches, so read once.
-    const raw = req.headers;
-    const headers = nodeHeaders(raw, () => req.headersDistinct, keyHeader);
+    const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
+    const principal = options.principal === undefined ? undefined : await options.principal(req);
     const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
-    const request: { -readonly [K in keyof GuardRequest]: GuardRequest[K] } = {
+    return {
       // `{item.id}` cannot be an Express param name: what req.params lacks is read from the path.
       pathParams: pathParamsOf(req.params, () => req.originalUrl || req.url),
-      query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : NO_QUERY,
+      query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
       headers,
-      body: bodyForFingerprint(req.body, raw['content-type']),
+      body: bodyForFingerprint(req.body, req.headers['content-type']),
+      ...(principal !== undefined ? { principal } : {}),
+      ...(requestId !== undefined ? { requestId } : {}),
     };
-    if (principal !== undefined) request.principal = principal;
-    if (requestId !== undefined) request.requestId = requestId;
-    return request;
   }
 
-  /** The guard request, without a promise turn when the principal hook answers synchronously. */
-  function guardRequestOf(req: Request): GuardRequest | Promise<GuardRequest> {
-    const principal = principalOf(req);
-    if (isThenable(principal)) return Promise.resolve(principal).then((value) => toGuardRequest(req, value));
-    return toGuardRequest(req, principal);
-  }
-
-  function run(request: GuardRequest, res: Response, next: NextFunction): void {
-    guard
-      .begin(request)
-      .then((decision) => {
-        if (decision.kind === 'respond') {
-          sendResponse(res, decision.response);
-          return;
-        }
-        (res.locals as ContextHolder)[CONTEXT] = { reservation: decision.reservation, tx: undefined, idempotencyKey: decision.idempotencyKey };
-        const hold = holdResponse(res);
-        // Recorded, then sent: the client never sees an answer whose record could still be missing.
-        hold.onSent = (sent) => {
-          guard
-            .complete(decision.reservation, sent)
-            .then(() => hold.flush(decision.headers))
-            .catch(next);
-        };
-        next();
-      })
-      .catch(next);
+  function keyOf(request: GuardRequest): string | undefined {
+    const parsed = parseIdempotencyKey(request.headers[keyHeader], keyRules);
+    return parsed.kind === 'valid' ? parsed.key : undefined;
   }
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
-    let request: GuardRequest | Promise<GuardRequest>;
-    try {
-      request = guardRequestOf(req);
-    } catch (error) {
-      next(error);
-      return;
-    }
-    if (request instanceof Promise) request.then((value) => run(value, res, next), next);
-    else run(request, res, next);
+    void (async () => {
+      const request = await toGuardRequest(req);
+      const decision = await guard.begin(request);
+      if (decision.kind === 'respond') {
+        sendResponse(res, decision.response);
+        return;
+      }
+      (res.locals as ContextHolder)[CONTEXT] = { reservation: decision.reservation, tx: undefined, idempotencyKey: keyOf(request) };
+      const held = holdResponse(res);
+      next();
+      const sent = await held.sent;
+      await guard.complete(decision.reservation, sent);
+      held.flush(decision.headers);
+    })().catch(next);
   };
 
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
     void (async () => {
-      const request = await guardRequestOf(req);
+      const request = await toGuardRequest(req);
       let held: HeldResponse | undefined;
       const response = await guard.handle(
         request,
@@ -143,10 +116,6 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   return Object.assign(middleware, { contract, guard, inTransaction });
 }
 
-function isThenable(value: unknown): value is PromiseLike<string | undefined> {
-  return value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function';
-}
-
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
@@ -162,8 +131,6 @@ function sendResponse(res: Response, response: GuardResponse): void {
 interface HeldResponse {
   /** Resolves with what the handler sent once it calls `end()`. */
   readonly sent: Promise<GuardResponse>;
-  /** Called with what the handler sent once it calls `end()` (instead of waiting on {@link HeldResponse.sent}). */
-  onSent: ((sent: GuardResponse) => void) | undefined;
   /** Puts the real `writeHead`/`write`/`end` back without sending. */
   restore(): void;
   /** Restores the methods and sends the held response with `extraHeaders` added. */
@@ -173,85 +140,53 @@ interface HeldResponse {
 type Callback = (error?: Error | null) => void;
 
 function toBytes(chunk: unknown, encoding: unknown): Uint8Array {
-  if (chunk === undefined || chunk === null) return EMPTY;
+  if (chunk === undefined || chunk === null) return new Uint8Array(0);
   if (typeof chunk === 'string') return Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
   if (chunk instanceof Uint8Array) return chunk;
   throw new TypeError('response chunks must be strings or bytes');
 }
 
-const EMPTY = new Uint8Array(0);
+const HELD = Symbol('idemkit.express.held');
 
-// Express gives every `res` a map of its own (it re-points the prototype per request), so each property read or
-// write on `res` misses V8's inline caches: the hold lives in a WeakMap, not on `res`, and once installed the
-// interceptors stay (delegating to what they replaced) instead of being written back.
-const holds = new WeakMap<object, Hold>();
+const alwaysTrue = (): boolean => true;
 
-type HeadersSnapshot = Record<string, number | string | string[]>;
+type HeldRes = Response & { [HELD]?: Hold };
 
-/** The buffered response of one request; the interceptors below find it in `holds`. */
+/** The buffered response of one request; the interceptors below find it on `res[HELD]`. */
 class Hold implements HeldResponse {
-  // Most handlers send one chunk (`res.json`, `res.send`): it is the body as is, no joining.
-  first: Uint8Array | undefined = undefined;
-  more: Uint8Array[] | undefined = undefined;
-  callbacks: Callback[] | undefined = undefined;
+  readonly chunks: Uint8Array[] = [];
+  readonly callbacks: Callback[] = [];
   ended = false;
-  /** Restored: the interceptors pass every call through to what they replaced. */
-  released = false;
-  /** The body, once `end()` was called. */
-  body: Uint8Array | undefined = undefined;
-  onSent: ((sent: GuardResponse) => void) | undefined = undefined;
-  #sent: Promise<GuardResponse> | undefined = undefined;
-  #resolveSent: ((sent: GuardResponse) => void) | undefined = undefined;
-  #response: GuardResponse | undefined = undefined;
-  // What was there before (possibly another middleware's own wrapper, e.g. on-headers): what the calls go to.
-  readonly writeHead: Response['writeHead'];
-  readonly write: Response['write'];
-  readonly end: Response['end'];
-  /** Node's `headersSent` getter for this response (found on its prototype chain). */
-  readonly headersSent: (this: Response) => boolean;
+  /** The chunks joined, once `end()` was called. */
+  body: Uint8Array | undefined;
+  readonly sent: Promise<GuardResponse>;
+  resolveSent!: (response: GuardResponse) => void;
+  // What was there before (possibly another middleware's own wrapper, e.g. on-headers): put back as found.
+  readonly original: Pick<Response, 'writeHead' | 'write' | 'end'>;
 
   /** Status and headers as they were when the handler called `end()`: exactly what is recorded and sent. */
-  snapshot: { status: number; message: string; headers: HeadersSnapshot } | undefined = undefined;
+  snapshot: { status: number; message: string; headers: Record<string, number | string | string[]> } | undefined;
   /** A socket `destroy()` asked for after `end()` (Express's final handler does it once `headersSent`). */
   destroyRequested = false;
-  private socketDestroy: ((error?: Error) => unknown) | undefined = undefined;
-  private socket: Response['socket'] = null;
+  private socketDestroy: ((error?: Error) => unknown) | undefined;
 
-  constructor(readonly res: Response) {
-    this.writeHead = res.writeHead;
-    this.write = res.write;
-    this.end = res.end;
-    this.headersSent = nodeHeadersSentOf(res);
-  }
-
-  get sent(): Promise<GuardResponse> {
-    this.#sent ??= new Promise<GuardResponse>((resolve) => {
-      if (this.#response !== undefined) resolve(this.#response);
-      else this.#resolveSent = resolve;
+  constructor(readonly res: HeldRes) {
+    this.original = { writeHead: res.writeHead, write: res.write, end: res.end };
+    this.sent = new Promise<GuardResponse>((resolve) => {
+      this.resolveSent = resolve;
     });
-    return this.#sent;
-  }
-
-  push(chunk: Uint8Array): void {
-    if (this.first === undefined) this.first = chunk;
-    else (this.more ??= []).push(chunk);
-  }
-
-  deliver(response: GuardResponse): void {
-    this.#response = response;
-    if (this.#resolveSent !== undefined) this.#resolveSent(response);
-    if (this.onSent !== undefined) this.onSent(response);
   }
 
   /**
-   * After `end()` the response counts as sent, as in Node: `headersSent` reads true (see {@link holdResponse}),
-   * so error handlers take their "already answered" path instead of rewriting status and headers; and a
-   * socket destroy they ask for waits until the held bytes are out (unbuffered, they would already be).
+   * After `end()` the response counts as sent, as in Node: `headersSent` reads true, so error handlers take
+   * their "already answered" path instead of rewriting status and headers; and a socket destroy they ask
+   * for waits until the held bytes are out (unbuffered, they would already be).
    */
   markEnded(): void {
-    const socket = this.res.socket;
+    const res = this.res;
+    Object.defineProperty(res, 'headersSent', { configurable: true, get: alwaysTrue });
+    const socket = res.socket;
     if (socket !== null && socket !== undefined && this.socketDestroy === undefined) {
-      this.socket = socket;
       this.socketDestroy = socket.destroy;
       socket.destroy = ((_error?: Error) => {
         this.destroyRequested = true;
@@ -261,23 +196,23 @@ class Hold implements HeldResponse {
   }
 
   restore(): void {
-    if (this.released) return;
-    this.released = true;
-    const snapshot = this.snapshot;
-    if (snapshot === undefined) return;
     const res = this.res;
+    res.writeHead = this.original.writeHead;
+    res.write = this.original.write;
+    res.end = this.original.end;
+    res[HELD] = undefined;
+    if (this.snapshot === undefined) return;
+    unshadowHeadersSent(res);
+    const snapshot = this.snapshot;
     // Whatever ran after end() (an error handler's status, Content-Type or Content-Length) is undone.
-    if (res.statusCode !== snapshot.status) res.statusCode = snapshot.status;
-    if (res.statusMessage !== snapshot.message) res.statusMessage = snapshot.message;
-    const kept = snapshot.headers;
-    const now = res.getHeaders();
-    for (const name in now) if (!(name in kept)) res.removeHeader(name);
-    for (const name in kept) {
-      const value = kept[name]!;
-      if (!sameHeader(now[name], value)) res.setHeader(name, value);
+    res.statusCode = snapshot.status;
+    res.statusMessage = snapshot.message;
+    for (const name of res.getHeaderNames()) if (!(name in snapshot.headers)) res.removeHeader(name);
+    for (const name of Object.keys(snapshot.headers)) {
+      if (res.getHeader(name) !== snapshot.headers[name]) res.setHeader(name, snapshot.headers[name]!);
     }
-    const socket = this.socket;
-    if (socket !== null && this.socketDestroy !== undefined) {
+    const socket = res.socket;
+    if (socket !== null && socket !== undefined && this.socketDestroy !== undefined) {
       socket.destroy = this.socketDestroy as typeof socket.destroy;
       this.socketDestroy = undefined;
       if (this.destroyRequested) res.once('finish', () => socket.destroy());
@@ -287,65 +222,39 @@ class Hold implements HeldResponse {
   flush(extraHeaders: Record<string, string>): void {
     this.restore();
     const res = this.res;
-    for (const name in extraHeaders) res.setHeader(name, extraHeaders[name]!);
+    for (const name of Object.keys(extraHeaders)) res.setHeader(name, extraHeaders[name]!);
     // The body heldEnd() already joined for the record: sent as one chunk, with the headers in one write.
-    const body = this.body ?? joined(this);
-    const bytes = Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const body = this.body ?? concatBytes(this.chunks);
+    const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
     const callbacks = this.callbacks;
-    const end = this.end as (this: Response, ...args: unknown[]) => Response;
-    if (callbacks === undefined) {
-      end.call(res, bytes);
+    if (callbacks.length === 0) {
+      res.end(bytes);
       return;
     }
-    end.call(res, bytes, () => {
+    res.end(bytes, () => {
       for (const cb of callbacks) cb(null);
     });
   }
 }
 
-function sameHeader(current: unknown, kept: number | string | string[]): boolean {
-  if (!Array.isArray(kept)) return current === kept;
-  if (!Array.isArray(current) || current.length !== kept.length) return false;
-  for (let i = 0; i < kept.length; i += 1) if (current[i] !== kept[i]) return false;
-  return true;
-}
-
-function joined(hold: Hold): Uint8Array {
-  if (hold.first === undefined) return EMPTY;
-  return hold.more === undefined ? hold.first : concatBytes([hold.first, ...hold.more]);
-}
-
-// Node's own `headersSent` getter, per response prototype (found once, on the prototype chain).
-const nodeHeadersSent = new WeakMap<object, (this: Response) => boolean>();
-
-function nodeHeadersSentOf(res: Response): (this: Response) => boolean {
-  const proto = Object.getPrototypeOf(res) as object;
-  let getter = nodeHeadersSent.get(proto);
-  if (getter === undefined) {
-    for (let p: unknown = proto; p !== null && p !== undefined; p = Object.getPrototypeOf(p)) {
-      const inherited = Object.getOwnPropertyDescriptor(p, 'headersSent');
-      if (inherited === undefined) continue;
-      getter = inherited.get ?? (() => Boolean(inherited.value));
-      break;
+/**
+ * Makes `res.headersSent` read Node's own value again. Re-pointing the own property at the inherited getter
+ * instead of `delete`-ing it keeps `res` out of V8's slow dictionary mode for the rest of the response.
+ */
+function unshadowHeadersSent(res: HeldRes): void {
+  for (let proto: unknown = Object.getPrototypeOf(res); proto !== null && proto !== undefined; proto = Object.getPrototypeOf(proto)) {
+    const inherited = Object.getOwnPropertyDescriptor(proto, 'headersSent');
+    if (inherited === undefined) continue;
+    if (inherited.get !== undefined) {
+      Object.defineProperty(res, 'headersSent', { configurable: true, enumerable: inherited.enumerable ?? false, get: inherited.get });
+      return;
     }
-    getter ??= function (this: Response) {
-      return (this as unknown as { _header?: unknown })._header != null;
-    };
-    nodeHeadersSent.set(proto, getter);
+    break;
   }
-  return getter;
+  delete (res as { headersSent?: boolean }).headersSent;
 }
 
-// `res.headersSent` of a held response: true once the handler ended it (until restored), otherwise Node's value.
-function heldHeadersSent(this: Response): boolean {
-  const hold = holds.get(this)!;
-  if (hold.ended && !hold.released) return true;
-  return hold.headersSent.call(this);
-}
-
-function heldWriteHead(this: Response, status: number, ...rest: unknown[]): Response {
-  const hold = holds.get(this)!;
-  if (hold.released) return (hold.writeHead as (...args: unknown[]) => Response).call(this, status, ...rest);
+function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
   this.statusCode = status;
   let headers = rest[0];
   if (typeof headers === 'string') {
@@ -362,23 +271,21 @@ function heldWriteHead(this: Response, status: number, ...rest: unknown[]): Resp
   return this;
 }
 
-function heldWrite(this: Response, chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
-  const hold = holds.get(this)!;
-  if (hold.released) return (hold.write as (...args: unknown[]) => boolean).call(this, chunk, encoding, callback);
+function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
+  const hold = this[HELD]!;
   const cb = typeof encoding === 'function' ? encoding : callback;
   if (hold.ended) {
     // As Node does: a write after end() sends nothing; only its callback hears of it.
     if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(new Error('write after end')));
     return false;
   }
-  hold.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
+  hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
   if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
   return true;
 }
 
-function heldEnd(this: Response, chunk?: unknown, encoding?: unknown, callback?: unknown): Response {
-  const hold = holds.get(this)!;
-  if (hold.released) return (hold.end as (...args: unknown[]) => Response).call(this, chunk, encoding, callback);
+function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: unknown): Response {
+  const hold = this[HELD]!;
   if (hold.ended) return this;
   hold.ended = true;
   let cb: unknown = callback;
@@ -389,27 +296,21 @@ function heldEnd(this: Response, chunk?: unknown, encoding?: unknown, callback?:
     cb = encoding;
     encoding = undefined;
   }
-  if (typeof cb === 'function') (hold.callbacks ??= []).push(cb as Callback);
-  if (chunk !== undefined && chunk !== null) hold.push(toBytes(chunk, encoding));
+  if (typeof cb === 'function') hold.callbacks.push(cb as Callback);
+  hold.chunks.push(toBytes(chunk, encoding));
   const headers: Record<string, string> = {};
-  // getHeaders() is a fresh object: it is the snapshot, with list values copied.
-  const kept = this.getHeaders() as HeadersSnapshot;
-  for (const name in kept) {
-    const value = kept[name];
-    if (value === undefined) {
-      delete kept[name];
-    } else if (Array.isArray(value)) {
-      kept[name] = [...value];
-      headers[name] = value.join(', ');
-    } else {
-      headers[name] = String(value);
-    }
+  const kept: Record<string, number | string | string[]> = {};
+  const raw = this.getHeaders();
+  for (const name of Object.keys(raw)) {
+    const value = raw[name];
+    if (value === undefined) continue;
+    kept[name] = Array.isArray(value) ? [...(value as string[])] : (value as number | string);
+    headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
   }
-  const status = this.statusCode;
-  hold.snapshot = { status, message: this.statusMessage, headers: kept };
+  hold.snapshot = { status: this.statusCode, message: this.statusMessage, headers: kept };
   hold.markEnded();
-  const body = (hold.body = joined(hold));
-  hold.deliver({ status, headers, body });
+  const body = (hold.body = concatBytes(hold.chunks));
+  hold.resolveSent({ status: this.statusCode, headers, body });
   return this;
 }
 
@@ -418,10 +319,9 @@ function heldEnd(this: Response, chunk?: unknown, encoding?: unknown, callback?:
  * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
  */
 function holdResponse(res: Response): HeldResponse {
-  const hold = new Hold(res);
-  holds.set(res, hold);
-  // For the whole life of `res`: it reads Node's value again once the hold is restored.
-  Object.defineProperty(res, 'headersSent', { configurable: true, enumerable: false, get: heldHeadersSent });
+  const held = res as HeldRes;
+  const hold = new Hold(held);
+  held[HELD] = hold;
   res.writeHead = heldWriteHead as Response['writeHead'];
   res.write = heldWrite as Response['write'];
   res.end = heldEnd as Response['end'];
