@@ -17,12 +17,12 @@
  * statements fenced by the lease token. Every statement is a named prepared statement (parsed and planned
  * once per connection). Time is the server's (`clock_timestamp()`, in ms) unless a `clock` is injected.
  *
- * Batching: the reservations (and, separately, the completions) that concurrent requests ask for within one
+ * Batching (opt-in): the reservations (and, separately, the completions) that concurrent requests ask for within one
  * turn of the event loop go to the server as one statement over arrays (`unnest`) — one round trip and one
  * commit for all of them — with the same per-record semantics: each reservation is its own
  * `INSERT … ON CONFLICT` row (ids in sorted order, so two batches never wait on each other in a cycle), each
  * completion its own token-fenced row. A call alone in its turn, or a second call for an id already in the
- * batch, runs as its own statement. See {@link PostgresStoreOptions.batch}.
+ * batch, runs as its own statement. Off by default; see {@link PostgresStoreOptions.batch}.
  */
 import { createHash } from 'node:crypto';
 import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
@@ -57,8 +57,10 @@ export interface PostgresStoreOptions {
   readonly lockTimeoutMs?: number;
   /**
    * Batch the reservations, and the completions, asked for within one event-loop turn into one statement each
-   * (default true): concurrent requests then share a round trip and a commit. `false` sends every call as its
-   * own statement at once.
+   * (default false: every call is its own statement, sent at once). Concurrent requests then share a round trip
+   * and a commit, which cuts the app's CPU per request and helps replay-heavy traffic; but every call of the turn
+   * waits for the whole batch, so with a pool that has idle connections and handlers that do their own queries,
+   * throughput can drop. Measure with your load (`npm run bench:guard`) before turning it on.
    */
   readonly batch?: boolean;
 }
@@ -114,7 +116,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     this.#clock = options.clock;
     this.#lockTimeoutMs = Math.max(1, Math.floor(options.lockTimeoutMs ?? 30_000));
     this.#sql = statements(this.#table);
-    this.#batch = options.batch ?? true;
+    this.#batch = options.batch ?? false;
   }
 
   /** The schema {@link PostgresStore.migrate} creates, for review or your own migration tool. */

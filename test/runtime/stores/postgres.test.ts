@@ -41,9 +41,9 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     };
   });
 
-  describeStoreContract('postgres (batch: false, every call its own statement)', async (clock) => {
+  describeStoreContract('postgres (batch: true, the calls of one turn in one statement)', async (clock) => {
     const name = table();
-    const store = new PostgresStore(pool, { table: name, clock, batch: false });
+    const store = new PostgresStore(pool, { table: name, clock, batch: true });
     await store.migrate();
     return {
       store,
@@ -72,7 +72,7 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       const name = table();
       await new PostgresStore(pool, { table: name }).migrate();
       const { db, statements } = counted();
-      const store = new PostgresStore(db, { table: name });
+      const store = new PostgresStore(db, { table: name, batch: true });
       const distinct = Array.from({ length: 30 }, (_, i) => store.reserve(input(`b-${String(i).padStart(2, '0')}`)));
       const duplicates = Array.from({ length: 5 }, (_, i) => store.reserve(input('b-07', `dup-${i}`)));
       const results = await Promise.all(distinct);
@@ -103,14 +103,14 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
 
     it('completes a batch byte-exact, each row fenced by its own token', async () => {
       const name = table();
-      const store = new PostgresStore(pool, { table: name });
+      const store = new PostgresStore(pool, { table: name, batch: true });
       await store.migrate();
       const ids = ['c-1', 'c-2', 'c-3', 'c-4'];
       await Promise.all(ids.map((id) => store.reserve(input(id))));
       const every = Uint8Array.from({ length: 256 }, (_, i) => i);
       const headers = { 'content-type': 'application/json; charset="utf-8"', etag: 'W/"a\\b"', 'content-language': 'ünï, 日本' };
       const { db, statements } = counted();
-      const batched = new PostgresStore(db, { table: name });
+      const batched = new PostgresStore(db, { table: name, batch: true });
       const done = await Promise.all([
         batched.complete('c-1', 't-c-1', { response: { status: 201, headers, body: every }, resultId: 'r-1', ttlMs: 60_000 }),
         batched.complete('c-2', 't-c-2', { response: { status: 200, headers: {}, body: new Uint8Array() }, ttlMs: 60_000 }),
@@ -134,7 +134,7 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     it('re-reserves expired completed records in a batch, never an in_progress one', async () => {
       const name = table();
       let now = 1_000_000;
-      const store = new PostgresStore(pool, { table: name, clock: () => now });
+      const store = new PostgresStore(pool, { table: name, clock: () => now, batch: true });
       await store.migrate();
       await Promise.all([store.reserve(input('e-1', 'old-1', 10, 100)), store.reserve(input('e-2', 'old-2', 10, 100))]);
       await store.complete('e-1', 'old-1', { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 100 });
@@ -148,11 +148,11 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       await pool.query(`DROP TABLE ${name}`);
     });
 
-    it('sends every call as its own statement with batch: false', async () => {
+    it('sends every call as its own statement by default (batch: false)', async () => {
       const name = table();
       await new PostgresStore(pool, { table: name }).migrate();
       const { db, statements } = counted();
-      const store = new PostgresStore(db, { table: name, batch: false });
+      const store = new PostgresStore(db, { table: name });
       await Promise.all(Array.from({ length: 6 }, (_, i) => store.reserve(input(`n-${i}`))));
       assert.equal(statements(), 6);
       await pool.query(`DROP TABLE ${name}`);
