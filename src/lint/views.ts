@@ -11,6 +11,7 @@
 import path from 'node:path';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
+import { lazyChild } from '../parser/pointer.js';
 
 /** A node together with where it is written. */
 export interface Located<T = unknown> {
@@ -41,35 +42,6 @@ export function child(at: Location, ...tokens: (string | number)[]): Location {
   let pointer = at.pointer;
   for (const token of tokens) pointer += `/${escapePointerToken(token)}`;
   return { file: at.file, pointer };
-}
-
-/**
- * A child location whose pointer is joined only when read: views locate every parameter, response and
- * header of thousands of operations, and only the few a finding points at need their pointer. A class (the
- * getter on its prototype), not an object literal with a getter: one shape for all, no closure each.
- */
-class LazyChild implements Location {
-  readonly file: string;
-  private built: string | undefined;
-  constructor(
-    private readonly parent: Location,
-    private readonly tokens: (string | number)[],
-  ) {
-    this.file = parent.file;
-  }
-
-  get pointer(): string {
-    return (this.built ??= child(this.parent, ...this.tokens).pointer);
-  }
-
-  // Spread or serialised, it must read like a plain Location.
-  toJSON(): Location {
-    return { file: this.file, pointer: this.pointer };
-  }
-}
-
-function lazyChild(at: Location, ...tokens: (string | number)[]): Location {
-  return new LazyChild(at, tokens);
 }
 
 /** A plain object (not an array, not null). */

@@ -20,7 +20,7 @@ import type {
   ParameterView,
   Position,
 } from './model.js';
-import { appendPointer, parsePointer, valueAt } from './pointer.js';
+import { appendPointer, lazyChild, parsePointer, valueAt } from './pointer.js';
 import { duplicateKeyDocumentError, SourceCache } from './source.js';
 
 /** Options of {@link loadDocument}. */
@@ -559,31 +559,6 @@ export function operationParameters(
     });
   }
   return [...byKey.values()];
-}
-
-/**
- * A child location whose pointer is built only when read: checking thousands of nodes for `$ref`s must not
- * escape and join a pointer for each of them. A class (the getter on its prototype) rather than an object
- * literal with a getter: one shape for all of them, no closure each.
- */
-class LazyChild implements Location {
-  readonly file: string;
-  private built: string | undefined;
-  // Used only inside the loader's `$ref` checks (never spread or stored): `pointer` lives on the prototype.
-  constructor(
-    private readonly parent: Location,
-    private readonly tokens: (string | number)[],
-  ) {
-    this.file = parent.file;
-  }
-
-  get pointer(): string {
-    return (this.built ??= appendPointer(this.parent.pointer, ...this.tokens));
-  }
-}
-
-function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
-  return new LazyChild(parent, tokens);
 }
 
 /** How many member names a parsed JSON value holds, nested ones included. */

@@ -1,4 +1,5 @@
 /** JSON Pointer (RFC 6901) helpers. */
+import type { Location } from './model.js';
 
 /** Escapes one reference token (`~` → `~0`, `/` → `~1`). */
 export function escapeToken(token: string | number): string {
@@ -48,4 +49,34 @@ export function valueAt(root: unknown, tokens: readonly string[]): unknown {
     }
   }
   return node;
+}
+
+/**
+ * A child location whose pointer is built only when read: the loader checks thousands of nodes for `$ref`s
+ * and the lint views locate every parameter, response and header, yet only the few a finding points at need
+ * their pointer. A class (the getter on its prototype), not an object literal with a getter: one shape for
+ * all, no closure each. `pointer` is not an own property, so it must not be spread; JSON.stringify works.
+ */
+class LazyChild implements Location {
+  readonly file: string;
+  private built: string | undefined;
+  constructor(
+    private readonly parent: Location,
+    private readonly tokens: readonly (string | number)[],
+  ) {
+    this.file = parent.file;
+  }
+
+  get pointer(): string {
+    return (this.built ??= appendPointer(this.parent.pointer, ...this.tokens));
+  }
+
+  toJSON(): Location {
+    return { file: this.file, pointer: this.pointer };
+  }
+}
+
+/** The location of a child of `parent`, its pointer joined on first read (see {@link LazyChild}). */
+export function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
+  return new LazyChild(parent, tokens);
 }
