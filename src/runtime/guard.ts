@@ -246,12 +246,15 @@ type Prepared =
 
 type Respond = { readonly kind: 'respond'; readonly response: GuardResponse };
 
-/** A running handler's lease heartbeat: renewed from `next` on, until `until` (guard clock, ms). */
+/**
+ * A running handler's lease heartbeat: renewed from `next` on, until `until` — both on the monotonic clock
+ * (`performance.now()`), never the guard's `now`: a frozen test clock or a wall clock stepped back must not
+ * stop renewals while the store's clock runs on.
+ */
 interface Renewal {
   readonly recordId: string;
   next: number;
   readonly until: number;
-  inFlight: boolean;
 }
 
 /** A store call the guard bounds in time (`performance.now()` deadline). */
@@ -298,6 +301,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   // ticker renews every lease that is a third through, instead of an interval timer per request.
   const renewals = new Map<string, Renewal>();
   const renewEveryMs = Math.max(1, Math.floor(contract.leaseMs / 3));
+  // Ticks at a quarter of the renewal period: a lease is renewed at most 5/12 of the way through, whatever
+  // the phase, leaving more than half of it to absorb a renewal that fails.
+  const renewTickMs = Math.max(1, Math.floor(renewEveryMs / 4));
   let renewTicker: ReturnType<typeof setInterval> | undefined;
 
   function renewDue(): void {
@@ -306,26 +312,24 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       renewTicker = undefined;
       return;
     }
-    const now = clock();
+    const now = performance.now();
     const extend = store.extend!;
     for (const [token, renewal] of renewals) {
       if (now >= renewal.until) {
         renewals.delete(token);
         continue;
       }
-      if (now < renewal.next || renewal.inFlight) continue;
+      if (now < renewal.next) continue;
+      // Every period sends a fresh renewal, even while an earlier one hangs (each is bounded by
+      // storeTimeoutMs): one stuck call must not let the lease lapse under a running handler.
       renewal.next = now + renewEveryMs;
-      renewal.inFlight = true;
       bounded(extend.call(store, renewal.recordId, token, contract.leaseMs)).then(
         (extended) => {
-          renewal.inFlight = false;
           // Completed, released or taken over: nothing left to renew.
           if (!extended) renewals.delete(token);
         },
         // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
-        () => {
-          renewal.inFlight = false;
-        },
+        () => undefined,
       );
     }
   }
@@ -333,11 +337,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   /** Lease heartbeat while the handler of a reservation runs (stores with the optional `extend` only). */
   function startRenewal(recordId: string, token: string): void {
     if (typeof store.extend !== 'function') return;
-    const now = clock();
-    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs), inFlight: false });
+    const now = performance.now();
+    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs) });
     if (renewTicker === undefined) {
-      // Ticks at half the renewal period, so a lease is renewed at most half way through, whatever the phase.
-      renewTicker = setInterval(renewDue, Math.max(1, Math.floor(renewEveryMs / 2)));
+      renewTicker = setInterval(renewDue, renewTickMs);
       // The heartbeat never keeps a process alive on its own.
       renewTicker.unref?.();
     }

@@ -437,6 +437,68 @@ describe('runtime/guard: lease renewal', () => {
   });
 });
 
+describe('runtime/guard: lease renewal keeps one effect when clocks or calls misbehave', () => {
+  // A handler that outlives its 90–300 ms lease; a retry comes while it still runs.
+  async function retryDuringSlowHandler(store: IdempotencyStore, options: { leaseMs: number; now?: () => number; retryAfterMs: number; onStarted?: () => void }) {
+    const guard = createGuard(demoContract({ leaseMs: options.leaseMs }), {
+      store,
+      ...(options.now ? { now: options.now } : {}),
+      reconcile: () => ({ outcome: 'not-happened' }),
+    });
+    let effects = 0;
+    const handler = async () => {
+      effects += 1;
+      options.onStarted?.();
+      await new Promise((resolve) => setTimeout(resolve, options.retryAfterMs + 300));
+      return jsonResponse(201, { id: `effect-${effects}` });
+    };
+    const first = guard.handle(demoRequest(KEY), handler);
+    await new Promise((resolve) => setTimeout(resolve, options.retryAfterMs));
+    const retry = await guard.handle(demoRequest(KEY), handler);
+    await first;
+    return { retry, effects: () => effects };
+  }
+
+  it('renews on real elapsed time, not on the guard clock: a frozen `now` still keeps the owner in progress', async () => {
+    const { retry, effects } = await retryDuringSlowHandler(new MemoryStore(), { leaseMs: 90, now: () => 1_800_000_000_000, retryAfterMs: 250 });
+    assert.equal(problemType(retry), `${PROBLEM_BASE}idempotency-request-in-progress`);
+    assert.equal(effects(), 1);
+  });
+
+  it('renews on real elapsed time: the guard host\'s wall clock stepping back (NTP) does not stop renewals', async () => {
+    let offset = 0;
+    const { retry, effects } = await retryDuringSlowHandler(new MemoryStore(), {
+      leaseMs: 90,
+      now: () => Date.now() - offset,
+      retryAfterMs: 250,
+      onStarted: () => setTimeout(() => (offset = 3_600_000), 10),
+    });
+    assert.equal(problemType(retry), `${PROBLEM_BASE}idempotency-request-in-progress`);
+    assert.equal(effects(), 1);
+  });
+
+  it('one renewal that never answers does not hold back the next ones', async () => {
+    const inner = new MemoryStore();
+    let extendCalls = 0;
+    const store: IdempotencyStore = {
+      reserve: (input) => inner.reserve(input),
+      complete: (...args) => inner.complete(...args),
+      release: (...args) => inner.release(...args),
+      takeover: (...args) => inner.takeover(...args),
+      get: (id) => inner.get(id),
+      listAbandoned: (...args) => inner.listAbandoned(...args),
+      purgeExpired: (...args) => inner.purgeExpired(...args),
+      now: () => inner.now(),
+      // The first renewal is lost on the way (a dead connection); later ones get through.
+      extend: (id, token, leaseMs) => (++extendCalls === 1 ? new Promise<boolean>(() => undefined) : inner.extend(id, token, leaseMs)),
+    };
+    const { retry, effects } = await retryDuringSlowHandler(store, { leaseMs: 300, retryAfterMs: 600 });
+    assert.equal(problemType(retry), `${PROBLEM_BASE}idempotency-request-in-progress`);
+    assert.equal(effects(), 1);
+    assert.ok(extendCalls >= 2, `extend called ${extendCalls} time(s)`);
+  });
+});
+
 describe('runtime/guard: store failures', () => {
   function brokenStore(mode: 'reject' | 'hang'): IdempotencyStore {
     const fail = () => (mode === 'reject' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise<never>(() => undefined));
