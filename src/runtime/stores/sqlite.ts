@@ -318,8 +318,12 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+    // The statement may run later in this turn (group commit, or behind a one-transaction request): take the
+    // response as it is now, so a caller that reuses its body buffer cannot change what is stored.
+    const r = input.response;
+    const taken: CompleteInput = { ...input, response: { status: r.status, headers: { ...r.headers }, body: Buffer.from(r.body) } };
     // One fenced UPDATE: atomic on its own, no explicit transaction needed.
-    return this.#write(() => this.#completeNow(id, token, input));
+    return this.#write(() => this.#completeNow(id, token, taken));
   }
 
   release(id: string, token: string): Promise<boolean> {

@@ -195,6 +195,29 @@ describe('SqliteStore', () => {
       return Math.floor(statSync(`${file}-wal`).size / 4096);
     }
 
+    it('stores the response as it was when complete() was called, though the statement runs later in the turn', async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      const guard = createGuard(demoContract(), { store });
+      const decision = await guard.begin(demoRequest('key-reused-scratch-buffer-0001'));
+      assert.equal(decision.kind, 'proceed');
+      if (decision.kind !== 'proceed') return;
+      // A handler that encodes into a scratch buffer it reuses for the next request.
+      const scratch = new Uint8Array(16);
+      scratch.set(new TextEncoder().encode('{"id":"A"}'));
+      const headers: Record<string, string> = { 'content-type': 'application/json' };
+      const completing = guard.complete(decision.reservation, { status: 201, headers, body: scratch.subarray(0, 10) });
+      scratch.set(new TextEncoder().encode('{"id":"B"}'));
+      headers['content-type'] = 'text/plain';
+      await completing;
+      const replay = await guard.begin(demoRequest('key-reused-scratch-buffer-0001'));
+      assert.equal(replay.kind, 'respond');
+      if (replay.kind !== 'respond') return;
+      assert.equal(new TextDecoder().decode(replay.response.body), '{"id":"A"}');
+      assert.equal(replay.response.headers['content-type'], 'application/json');
+    });
+
     it('settles concurrent writes of one event-loop turn after one shared COMMIT, each visible to other connections once settled', async () => {
       const { db, file } = openDb();
       const store = new SqliteStore(db);
