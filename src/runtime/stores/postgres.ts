@@ -250,10 +250,11 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         }
       },
       (error: unknown) => {
-        // A statement that failed as a whole changed nothing: a deadlock or a conflict the batch could not
-        // arbitrate is tried again call by call; anything else fails every call, as it would have alone.
-        if (retryAlone(error)) for (const call of batch) alone(call);
-        else for (const call of batch) call.reject(error);
+        // A statement that failed as a whole changed nothing. Whatever failed it (a deadlock, a conflict the
+        // batch could not arbitrate, one call's value the server rejects, a lost connection), each call is
+        // tried again on its own: a bad row must not fail the other requests of the turn, and a call that
+        // really cannot succeed fails alone, as it would have without batching.
+        for (const call of batch) alone(call);
       },
     );
   }
@@ -280,9 +281,9 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         const done = new Set(result.rows.map((row) => row.id));
         for (const call of batch) call.resolve(done.has(call.input.id));
       },
-      (error: unknown) => {
-        if (retryAlone(error)) for (const call of batch) alone(call);
-        else for (const call of batch) call.reject(error);
+      // As for reservations: the failed statement changed nothing, so each completion is tried on its own.
+      () => {
+        for (const call of batch) alone(call);
       },
     );
   }
@@ -520,12 +521,6 @@ function reserveResultOf(row: Row): ReserveResult {
   return row.reserved === true
     ? { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) }
     : { outcome: 'existing', record: toRecord(row), now: Number(row.now) };
-}
-
-/** 40P01 deadlock, 21000 a row affected twice: the whole statement failed and changed nothing; worth a retry per call. */
-function retryAlone(error: unknown): boolean {
-  const code = ((error instanceof StoreError ? error.cause : error) as { code?: unknown } | undefined)?.code;
-  return code === '40P01' || code === '21000';
 }
 
 function limitOf(options: BatchOptions): number {

@@ -131,6 +131,30 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       await pool.query(`DROP TABLE ${name}`);
     });
 
+    it('a completion the server rejects (a NUL in its result id or headers) fails alone, not the others of its batch', async () => {
+      const name = table();
+      const store = new PostgresStore(pool, { table: name, batch: true });
+      await store.migrate();
+      await Promise.all(['n-1', 'n-2', 'n-3', 'n-4'].map((id) => store.reserve(input(id))));
+      const response = (headers: Record<string, string> = {}) => ({ status: 201, headers, body: new Uint8Array([1, 2, 3]) });
+      const [innocent, nulId] = await Promise.allSettled([
+        store.complete('n-1', 't-n-1', { response: response(), resultId: 'r-1', ttlMs: 60_000 }),
+        store.complete('n-2', 't-n-2', { response: response(), resultId: 'evil\u0000id', ttlMs: 60_000 }),
+      ]);
+      assert.deepEqual(innocent, { status: 'fulfilled', value: true });
+      assert.equal(nulId.status, 'rejected');
+      const [beside, nulHeader] = await Promise.allSettled([
+        store.complete('n-3', 't-n-3', { response: response(), ttlMs: 60_000 }),
+        store.complete('n-4', 't-n-4', { response: response({ etag: 'x\u0000' }), ttlMs: 60_000 }),
+      ]);
+      assert.deepEqual(beside, { status: 'fulfilled', value: true });
+      assert.equal(nulHeader.status, 'rejected');
+      assert.equal((await store.get('n-1'))!.state, 'completed');
+      assert.equal((await store.get('n-3'))!.state, 'completed');
+      assert.equal((await store.get('n-2'))!.state, 'in_progress');
+      await pool.query(`DROP TABLE ${name}`);
+    });
+
     it('re-reserves expired completed records in a batch, never an in_progress one', async () => {
       const name = table();
       let now = 1_000_000;
