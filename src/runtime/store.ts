@@ -230,7 +230,9 @@ export function recordFromRow<Headers>(row: RecordRow<Headers>, decodeHeaders: (
       status: Number(row.status),
       headers: decodeHeaders(row.headers),
       // A view, not a copy: the driver hands every read its own buffer.
-      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body.buffer, row.body.byteOffset, row.body.byteLength),
+      // A copy that owns its memory: a driver's small Buffer is a view into a shared pool, and a caller that
+      // hands `body.buffer` on (not the view) would otherwise send other records' bytes with the replay.
+      body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
     },
     ...(row.result_id !== null ? { resultId: row.result_id } : {}),
   };

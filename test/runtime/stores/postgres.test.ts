@@ -123,6 +123,9 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       assert.equal(first.state, 'completed');
       assert.deepEqual(first.response, { status: 201, headers, body: every });
       assert.equal(first.resultId, 'r-1');
+      // The body owns its memory: the driver's small Buffers are views into a shared pool, and `body.buffer`
+      // handed on must not carry other rows' bytes.
+      assert.equal(first.response!.body.buffer.byteLength, first.response!.body.byteLength);
       const second = (await store.get('c-2'))!;
       assert.deepEqual(second.response, { status: 200, headers: {}, body: new Uint8Array() });
       assert.equal(second.resultId, undefined);
