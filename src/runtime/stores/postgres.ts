@@ -433,6 +433,17 @@ function named(text: string): Named {
 }
 
 function statements(t: string) {
+  // The arbitration both forms of reserve share: a conflicting row is taken over only when it is a completed
+  // record past its retention; the answer is the inserted row (reserved) or the live one read before.
+  const takeExpiredAndAnswer = `ON CONFLICT (id) DO UPDATE SET
+          operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
+          lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
+          created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
+        WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
+        RETURNING r.*)
+      SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
+      UNION ALL
+      SELECT cur.*, c.now, false AS reserved FROM cur, c`;
   const texts = {
     // Inserts (or takes over an expired completed record) and returns it with reserved = true; otherwise
     // returns the existing record with reserved = false. A record that is live in the statement's snapshot
@@ -448,15 +459,7 @@ function statements(t: string) {
         INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
         SELECT $2, $3, $4, 'in_progress', $5, c.now + $6::bigint, c.now + $7::bigint, c.now FROM c
         WHERE NOT EXISTS (SELECT 1 FROM cur)
-        ON CONFLICT (id) DO UPDATE SET
-          operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
-          lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
-          created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
-        WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
-        RETURNING r.*)
-      SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
-      UNION ALL
-      SELECT cur.*, c.now, false AS reserved FROM cur, c`,
+        ${takeExpiredAndAnswer}`,
     // The batched form of reserve: one row per distinct id ($2…$7 are arrays of equal length, ids sorted).
     reserveMany: `
       WITH c AS (SELECT ${NOW} AS now),
@@ -470,15 +473,7 @@ function statements(t: string) {
         SELECT i.id, i.operation, i.fingerprint, 'in_progress', i.token, c.now + i.lease_ms, c.now + i.ttl_ms, c.now FROM i, c
         WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.id = i.id)
         ORDER BY i.id
-        ON CONFLICT (id) DO UPDATE SET
-          operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
-          lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
-          created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
-        WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
-        RETURNING r.*)
-      SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
-      UNION ALL
-      SELECT cur.*, c.now, false AS reserved FROM cur, c`,
+        ${takeExpiredAndAnswer}`,
     existing: `SELECT r.*, ${NOW} AS now FROM ${t} r WHERE r.id = $2`,
     get: `SELECT * FROM ${t} WHERE id = $1`,
     now: `SELECT ${NOW} AS now`,
