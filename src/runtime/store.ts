@@ -187,6 +187,20 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
 }
 
 /** Whether `store` supports one-transaction mode. */
+/** The record a reservation creates: `in_progress` under the caller's token, leased and retained from `now`. */
+export function reservedRecord(input: ReserveInput, now: number): IdempotencyRecord {
+  return {
+    id: input.id,
+    operation: input.operation,
+    fingerprint: input.fingerprint,
+    state: 'in_progress',
+    leaseToken: input.token,
+    leaseUntil: now + input.leaseMs,
+    expiresAt: now + input.ttlMs,
+    createdAt: now,
+  };
+}
+
 export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): store is TransactionalStore<Tx> {
   return typeof (store as Partial<TransactionalStore<Tx>>).withReservation === 'function';
 }

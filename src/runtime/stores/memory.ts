@@ -2,13 +2,14 @@
  * In-memory idempotency store: one process only, for development and tests. Records vanish with the
  * process, so never use it where two app instances share traffic. Imports only `../store.js`.
  */
-import type {
-  BatchOptions,
-  CompleteInput,
-  IdempotencyRecord,
-  IdempotencyStore,
-  ReserveInput,
-  ReserveResult,
+import {
+  reservedRecord,
+  type BatchOptions,
+  type CompleteInput,
+  type IdempotencyRecord,
+  type IdempotencyStore,
+  type ReserveInput,
+  type ReserveResult,
 } from '../store.js';
 
 /** Options of {@link MemoryStore}. */
@@ -35,16 +36,7 @@ export class MemoryStore implements IdempotencyStore {
     if (existing !== undefined && !(existing.state === 'completed' && existing.expiresAt <= now)) {
       return { outcome: 'existing', record: copy(existing), now };
     }
-    const record: IdempotencyRecord = {
-      id: input.id,
-      operation: input.operation,
-      fingerprint: input.fingerprint,
-      state: 'in_progress',
-      leaseToken: input.token,
-      leaseUntil: now + input.leaseMs,
-      expiresAt: now + input.ttlMs,
-      createdAt: now,
-    };
+    const record = reservedRecord(input, now);
     this.#records.set(input.id, record);
     return { outcome: 'reserved', record: copy(record), now };
   }

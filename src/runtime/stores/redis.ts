@@ -28,6 +28,7 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   StoreError,
   checkStoreName,
+  reservedRecord,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
@@ -253,16 +254,7 @@ export class RedisStore implements IdempotencyStore {
     ])) as [string, string, string[]?];
     const now = Number(reply[1]);
     if (reply[0] !== 'reserved') return { outcome: 'existing', now, record: toRecord(reply[2] ?? []) };
-    const record: IdempotencyRecord = {
-      id: input.id,
-      operation: input.operation,
-      fingerprint: input.fingerprint,
-      state: 'in_progress',
-      leaseToken: input.token,
-      leaseUntil: now + input.leaseMs,
-      expiresAt: now + input.ttlMs,
-      createdAt: now,
-    };
+    const record = reservedRecord(input, now);
     return { outcome: 'reserved', now, record };
   }
 

@@ -44,33 +44,24 @@ describe('RedisStore (real redis-server)', function () {
     return JSON.stringify(out, (k, v) => (k === 'body' && typeof v === 'string' ? Buffer.from(v, 'base64').toString('latin1') : v));
   }
 
-  describeStoreContract('redis', async (clock) => {
-    const p = prefix();
-    const store = new RedisStore(redis, { prefix: p, clock });
-    await store.migrate();
-    return {
-      store,
-      dump: () => dumpPrefix(p),
-      dispose: async () => {
-        const keys = await redis.keys(`{${p}}:*`);
-        if (keys.length > 0) await redis.del(...keys);
-      },
-    };
-  });
-
-  describeStoreContract('redis (ioredis enableAutoPipelining)', async (clock) => {
-    const p = prefix();
-    const store = new RedisStore(pipelined, { prefix: p, clock });
-    await store.migrate();
-    return {
-      store,
-      dump: () => dumpPrefix(p),
-      dispose: async () => {
-        const keys = await redis.keys(`{${p}}:*`);
-        if (keys.length > 0) await redis.del(...keys);
-      },
-    };
-  });
+  for (const [name, client] of [
+    ['redis', () => redis],
+    ['redis (ioredis enableAutoPipelining)', () => pipelined],
+  ] as const) {
+    describeStoreContract(name, async (clock) => {
+      const p = prefix();
+      const store = new RedisStore(client(), { prefix: p, clock });
+      await store.migrate();
+      return {
+        store,
+        dump: () => dumpPrefix(p),
+        dispose: async () => {
+          const keys = await redis.keys(`{${p}}:*`);
+          if (keys.length > 0) await redis.del(...keys);
+        },
+      };
+    });
+  }
 
   it('uses the server TIME when no clock is injected', async () => {
     const store = new RedisStore(redis, { prefix: prefix() });
