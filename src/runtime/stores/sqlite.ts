@@ -9,7 +9,7 @@
  * store.migrate();                     // WAL + table + indexes, idempotent
  * ```
  *
- * Atomicity: a reservation is one `INSERT … ON CONFLICT … RETURNING` statement — a write statement opens
+ * Atomicity: a reservation is one `INSERT … ON CONFLICT DO UPDATE … WHERE <expired>` statement — a write statement opens
  * its write transaction (the database's write lock, waiting up to `busy_timeout`) before it reads, like
  * `BEGIN IMMEDIATE` — so processes sharing the file never both win a record. When it returns no row, the
  * existing record is read by a second statement (and the reservation tried again if another process removed
@@ -43,6 +43,7 @@ import {
   StoreError,
   checkStoreName,
   recordFromRow,
+  reservedRecord,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
@@ -234,8 +235,7 @@ function prepareStatements(db: SqliteDatabase, t: string): Statements {
          operation = excluded.operation, fingerprint = excluded.fingerprint, state = 'in_progress',
          lease_token = excluded.lease_token, lease_until = excluded.lease_until, expires_at = excluded.expires_at,
          created_at = excluded.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
-       WHERE ${t}.state = 'completed' AND ${t}.expires_at <= excluded.created_at
-       RETURNING *`,
+       WHERE ${t}.state = 'completed' AND ${t}.expires_at <= excluded.created_at`,
     ),
     select: db.prepare(`SELECT * FROM ${t} WHERE id = ?`),
     complete: db.prepare(
@@ -454,8 +454,11 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     const sql = this.#sql;
     for (let attempt = 0; attempt < 3; attempt += 1) {
       const now = this.#clock();
-      const inserted = sql.reserve.get(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now) as Row | undefined;
-      if (inserted !== undefined) return { outcome: 'reserved', record: toRecord(inserted), now };
+      // One changed row: this call wrote the record (new, or over an expired completed one), exactly as
+      // reservedRecord() builds it — so it is not read back (RETURNING would double the statement's cost).
+      if (sql.reserve.run(input.id, input.operation, input.fingerprint, input.token, now + input.leaseMs, now + input.ttlMs, now).changes === 1) {
+        return { outcome: 'reserved', record: reservedRecord(input, now), now };
+      }
       const existing = sql.select.get(input.id) as Row | undefined;
       if (existing !== undefined) return { outcome: 'existing', record: toRecord(existing), now };
       // Outside a transaction another process may release or purge the record between the two statements: try again.
