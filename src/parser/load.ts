@@ -145,15 +145,29 @@ class DocumentLoader implements ApiDocument {
       }
       return;
     }
+    const pathsAt: Location = { file: this.file, pointer: '/paths' };
     if (!isPlainObject(paths)) {
-      this.warn({ file: this.file, pointer: '/paths' }, "'paths' must be an object of path items");
+      this.warn(pathsAt, "'paths' must be an object of path items");
       return;
     }
+    // `paths: {$ref: ./paths.yaml}` is not OpenAPI (the Paths Object has no `$ref`), but bundlers follow it
+    // and multi-file layouts use it: follow it too, rather than lint none of the operations it holds.
+    const followed = typeof paths.$ref === 'string' ? this.need(paths, pathsAt) : { value: paths, at: pathsAt };
+    if (followed.at !== pathsAt) {
+      this.warn(
+        { file: this.file, pointer: '/paths/$ref' },
+        "'paths' is a `$ref`, which OpenAPI does not allow (idemkit follows it; other tools may not): reference each path item instead (`/orders: {$ref: …}`)",
+      );
+      if (!isPlainObject(followed.value)) {
+        this.warn(followed.at, "'paths' must be an object of path items");
+        return;
+      }
+    }
     const operationIds = new Map<string, Location>();
-    for (const [path, rawItem] of Object.entries(paths)) {
+    for (const [path, rawItem] of Object.entries(followed.value as Record<string, unknown>)) {
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
-      const itemRef: Location = { file: this.file, pointer: appendPointer('/paths', path) };
+      const itemRef: Location = { file: followed.at.file, pointer: appendPointer(followed.at.pointer, path) };
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {
         this.warn(itemRef, `path item '${path}' must be an object`);

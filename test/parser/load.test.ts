@@ -324,6 +324,18 @@ describe('loadDocument', () => {
       assert.equal(a.contract!.ttl?.ms, 86_400_000);
     });
 
+    it('follows `paths: {$ref}` into the other file (not OpenAPI, so with a warning) instead of linting no operation', async () => {
+      const doc = await loadDocument(fixture('external/paths-ref/openapi.yaml'));
+      const order = op(doc, 'createOrder');
+      assert.deepEqual(order.at, { file: fixture('external/paths-ref/paths.yaml'), pointer: '/~1orders/post' });
+      assert.equal(order.contract!.ttl?.ms, 86_400_000);
+      assert.deepEqual(doc.position(order.contract!.at('ttl')), { line: 9, column: 7 });
+      assert.deepEqual(
+        doc.warnings.map((w) => [w.at.pointer, w.message.slice(0, 40)]),
+        [['/paths/$ref', "'paths' is a `$ref`, which OpenAPI does n"]],
+      );
+    });
+
     it('derefs on demand and returns undefined for a broken reference', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const file = fixture('lenient.yaml');
