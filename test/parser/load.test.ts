@@ -332,7 +332,7 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.position(order.contract!.at('ttl')), { line: 9, column: 7 });
       assert.deepEqual(
         doc.warnings.map((w) => [w.at.pointer, w.message.slice(0, 40)]),
-        [['/paths/$ref', "'paths' is a `$ref`, which OpenAPI does n"]],
+        [['/paths/$ref', "'paths' is a `$ref`, which OpenAPI does "]],
       );
     });
 
