@@ -687,6 +687,8 @@ export const KNOWN_KEY_HEADERS: readonly string[] = [
   'cko-idempotency-key',
   'x-amzn-idempotency-token',
   'x-client-request-token',
+  // OASIS Repeatable Requests (Azure Communication Services, Azure REST guidelines), with Repeatability-First-Sent.
+  'repeatability-request-id',
 ];
 
 /** Body or query field names real APIs use for an idempotency key, normalised (lower case, no `_`/`-`). */

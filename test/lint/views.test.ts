@@ -172,7 +172,7 @@ responses: { Ok: { description: ok, headers: { Retry-After: { type: integer } } 
   });
 
   it('recognises key headers but not a delivery id', () => {
-    for (const name of ['Idempotency-Key', 'x-idempotency-key', 'PayPal-Request-Id', 'Cko-Idempotency-Key', 'X-Amzn-Idempotency-Token']) {
+    for (const name of ['Idempotency-Key', 'x-idempotency-key', 'PayPal-Request-Id', 'Cko-Idempotency-Key', 'X-Amzn-Idempotency-Token', 'Repeatability-Request-ID']) {
       assert.ok(isKeyHeaderName(name), name);
     }
     assert.ok(!isKeyHeaderName('X-Request-Id'));
