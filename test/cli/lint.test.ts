@@ -49,6 +49,16 @@ describe('idemkit lint', () => {
       assert.match(result.out, /^✖ \d+ problems \(\d+ errors?, \d+ warnings?, \d+ info\)$/m);
     });
 
+    it('names the operation of a finding whose node a YAML alias brought in from before the operation', async () => {
+      const result = await lint('test/fixtures/parser/alias-merge-contract.yaml');
+      assert.equal(result.code, 1);
+      // `lease` is written at the anchor (line 12) and reaches createRefund through `<<: *contract`.
+      assert.match(result.out, /^ {2}12:3 +error +`lease` PT30S is longer than `ttl` PT1S: .* \(in createRefund\) +lease-exceeds-ttl$/m);
+      // Written inside createRefund itself: the line says which operation it is.
+      assert.match(result.out, /^ {2}47:9 +error +unknown field 'tll' in x-idempotency \(allowed: [^)]*\) +contract-invalid$/m);
+      assert.match(result.out, /^✖ 2 problems \(2 errors, 0 warnings, 0 info\)$/m);
+    });
+
     it('reports a fault in an external shared contract once, in that file, naming both operations', async () => {
       const result = await lint('test/fixtures/parser/external/broken-contract.yaml', '--format', 'json');
       assert.equal(result.code, 1);

@@ -2,6 +2,7 @@
 import type { Finding, Severity } from '../rule.js';
 import type { LintReport } from './index.js';
 import { messageNamesOperation, operationLabelsOf } from './common.js';
+import { findOperationByName } from '../operation-name.js';
 import { displayPath } from './paths.js';
 
 const LABEL: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'info' };
@@ -65,9 +66,22 @@ const OPERATION_POINTER = /^\/paths\/[^/]+\/(get|put|post|delete|options|head|pa
  */
 function namesOperation(finding: Finding, report: LintReport): boolean {
   if (finding.operations.length === 0) return true;
-  if (finding.operations.length === 1 && OPERATION_POINTER.test(finding.pointer)) return true;
+  if (finding.operations.length === 1 && OPERATION_POINTER.test(finding.pointer) && writtenInOperation(finding, report)) return true;
   // The message itself may already say it (`… of POST /payouts (createPayout): …`).
   return operationLabelsOf(finding, report.documents).every((label) => messageNamesOperation(finding.message, label));
+}
+
+/**
+ * Whether the line a finding points at is inside the text of the operation it names. A YAML alias
+ * (`x-idempotency: *contract`) gives an operation-local pointer whose node is written at the anchor, in
+ * the document's extensions or another operation, before the operation itself: there the line alone does
+ * not say which operation the finding is about.
+ */
+function writtenInOperation(finding: Finding, report: LintReport): boolean {
+  const operation = findOperationByName(finding.operations[0]!, report.documents, finding.file);
+  const document = operation && report.documents.find((candidate) => candidate.operations.includes(operation));
+  if (!operation || !document || operation.at.file !== finding.file) return false;
+  return finding.line >= document.position(operation.at).line;
 }
 
 function plural(count: number, noun: string): string {

@@ -23,13 +23,17 @@ describe('stylish formatter', () => {
   });
 
   it('names the operation of a finding located in the document defaults, a shared component, a path item or another file', () => {
-    const at = (pointer: string, file = spec) => fakeFinding({ ruleId: 'ttl-missing', file, pointer, line: 3, column: 1, severity: 'warn', message: 'No ttl.', operations: [payoutName] });
+    // The fake document places a node on the line numbered by its pointer's depth: createPayout is on line 4.
+    const at = (pointer: string, file = spec, line = 3) => fakeFinding({ ruleId: 'ttl-missing', file, pointer, line, column: 1, severity: 'warn', message: 'No ttl.', operations: [payoutName] });
     const rows = (finding: ReturnType<typeof at>) => formatStylish(input([finding])).split('\n')[1];
     assert.equal(rows(at('/x-idempotency')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
     assert.equal(rows(at('/components/responses/Problem')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
     assert.equal(rows(at('/paths/~1payouts/parameters/0')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
     assert.equal(rows(at('/post/x-idempotency', '/repo/api/ops/payout.yaml')), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
-    assert.equal(rows(at('/paths/~1payouts/post/x-idempotency')), '  3:1  warning  No ttl.  ttl-missing');
+    assert.equal(rows(at('/paths/~1payouts/post/x-idempotency', spec, 5)), '  5:1  warning  No ttl.  ttl-missing');
+    // An operation-local pointer whose node is written before the operation (a YAML alias of an anchor in
+    // the document's extensions or in another operation): the line is not inside the operation.
+    assert.equal(rows(at('/paths/~1payouts/post/x-idempotency', spec, 3)), '  3:1  warning  No ttl. (in createPayout)  ttl-missing');
     // Several operations always: the line alone cannot say which of them.
     const shared = { ...at('/paths/~1payouts/post/responses/409'), operations: [payoutName, refundName] };
     assert.equal(rows(shared), '  3:1  warning  No ttl. (in createPayout, createRefund)  ttl-missing');
