@@ -51,12 +51,23 @@ export interface ClientModel {
   readonly contracted: readonly ClientOperation[];
 }
 
-/** Names `client.ts` declares itself; operation methods avoid them. */
-const RESERVED = [
-  'createClient', 'Client', 'ClientOptions', 'CallOptions', 'IntentOptions', 'ContractedOperation', 'intent', 'runtime',
-  'options', 'parts', 'contracts', 'T', 'Intent', 'buildRequest', 'sendIntent', 'sendOnce', 'defaultRuntime', 'base',
-  'input', 'call', 'ApiResponse', 'IntentResult', 'ClientRuntime', 'RequestParts',
+/**
+ * Names the client module exports besides the schema types (`index.ts` re-exports `client.ts`, `contracts.ts` and
+ * `schema.ts` together): a schema or operation type of one of these names would be exported twice (TS2308).
+ */
+export const CLIENT_EXPORTS: readonly string[] = [
+  'createClient', 'Client', 'ClientOptions', 'CallOptions', 'IntentOptions', 'ContractedOperation', 'Intent', 'ApiResponse',
+  'ClientRuntime', 'IntentResult', 'CompletedResult', 'RejectedResult', 'UnknownResult', 'RejectReason', 'UnknownReason', 'contracts',
 ];
+
+/** Names `client.ts` declares or imports for its own use; operation methods avoid them (and {@link CLIENT_EXPORTS}). */
+const CLIENT_LOCALS = [
+  'intent', 'runtime', 'options', 'parts', 'T', 'buildRequest', 'sendIntent', 'sendOnce', 'defaultRuntime', 'base', 'input', 'call',
+  'RequestParts', 'CompiledContract',
+];
+
+/** Globals `schema.ts` uses: a schema of such a name would shadow it there. */
+const SCHEMA_GLOBALS = ['Record'];
 
 /** Runtime files (under `src/runtime/`) every client needs. */
 export function clientRuntimeFiles(): string[] {
@@ -241,11 +252,11 @@ function unionOf(types: readonly string[]): string {
 
 /** Builds the view model and the declarations of `schema.ts`. */
 export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema: string } {
-  // `schema.ts` uses the global `Record`; a component of that name is renamed rather than shadowing it.
-  const types = new SchemaTypes(doc, ['Record']);
+  // A schema named like a client export or a global `schema.ts` uses is renamed, with a note in `schema.ts`.
+  const types = new SchemaTypes(doc, [...SCHEMA_GLOBALS, ...CLIENT_EXPORTS]);
   const decls: string[] = [];
   const typer = new OperationTyper(doc, types, decls);
-  const taken = new Set(RESERVED);
+  const taken = new Set([...CLIENT_EXPORTS, ...CLIENT_LOCALS]);
   const sorted = [...doc.operations].sort((a, b) => compare(opId(a), opId(b)) || compare(a.path, b.path) || compare(a.method, b.method));
   const drafts = sorted.map((op) => {
     const base = toIdentifier(opId(op));
@@ -255,13 +266,8 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
     const contract = op.contract?.enabled === true ? compileContract(op) : null;
     const t = typer.declare(op, name, contract?.key.header);
     const pascal = name.charAt(0).toUpperCase() + name.slice(1);
-    const unique = (text: string): string => {
-      let type = text;
-      for (let n = 2; taken.has(type); n++) type = `${text}${n}`;
-      taken.add(type);
-      return type;
-    };
-    return { op, name, contract, t, resultType: unique(`${pascal}Result`), statusCallType: unique(`${pascal}StatusCall`) };
+    // `client.ts` exports these next to the schema types, so they share the schema types' names (and reservations).
+    return { op, name, contract, t, resultType: types.uniqueIdentifier(`${pascal}Result`), statusCallType: types.uniqueIdentifier(`${pascal}StatusCall`) };
   });
   const byOperationId = new Map(drafts.filter((d) => d.op.operationId !== undefined).map((d) => [d.op.operationId!, d]));
   const operations: ClientOperation[] = drafts.map(({ op, name, contract, t, resultType, statusCallType }) => {
@@ -288,7 +294,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
           : { name: route.name, inputType: route.t.input, inputOptional: route.t.inputOptional, okType: route.t.ok, errorType: route.t.error },
     };
   });
-  const named = types.declarations().map((d) => `export type ${d.name} = ${d.type};`);
+  const named = types.declarations().map((d) => `${d.renamed === undefined ? '' : `/** ${d.renamed} */\n`}export type ${d.name} = ${d.type};`);
   const schema = [...named, ...decls].join('\n\n') + '\n';
   return { model: { operations, contracted: operations.filter((o) => o.contract !== null) }, schema };
 }

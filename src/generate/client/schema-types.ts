@@ -5,14 +5,20 @@
  * written once); everything else is inlined. Spec text enters the output only as JSON string literals
  * (property names, enum values) or as identifiers made by `toIdentifier`, never raw.
  */
+import path from 'node:path';
 import { DocumentError } from '../../errors.js';
 import type { ApiDocument, Location } from '../../parser/model.js';
-import { toIdentifier, toJsLiteral } from '../render.js';
+import { toCommentText, toIdentifier, toJsLiteral } from '../render.js';
 
 /** A named type alias to declare in the generated `schema.ts`. */
 export interface NamedType {
   readonly name: string;
   readonly type: string;
+  /**
+   * Set when the schema could not keep its own name (another declaration or a name the generated code
+   * reserves has it): says which schema this is and why it was renamed, for a comment above the alias.
+   */
+  readonly renamed?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -50,12 +56,19 @@ export class SchemaTypes {
   readonly #doc: ApiDocument;
   readonly #names = new Map<string, string>();
   readonly #taken = new Set<string>();
+  readonly #reserved: ReadonlySet<string>;
+  readonly #renamed = new Map<string, string>();
   readonly #decls = new Map<string, string>();
   readonly #pending: { key: string; value: unknown; at: Location }[] = [];
 
+  /**
+   * `reserved`: names the generated code declares next to the schema types (globals it uses, names the
+   * module exports); a schema of such a name gets a numbered name instead, with a note saying so.
+   */
   constructor(doc: ApiDocument, reserved: Iterable<string> = []) {
     this.#doc = doc;
-    for (const name of reserved) this.#taken.add(name);
+    this.#reserved = new Set(reserved);
+    for (const name of this.#reserved) this.#taken.add(name);
     // Component schemas keep their names, whether or not an operation uses them.
     const base: Location = { file: doc.file, pointer: '' };
     const container = doc.version === '2.0' ? ['definitions'] : ['components', 'schemas'];
@@ -68,7 +81,11 @@ export class SchemaTypes {
 
   /** Reserves a unique type name based on `text` (used for per-operation aliases too). */
   uniqueName(text: string): string {
-    const base = toTypeName(text);
+    return this.uniqueIdentifier(toTypeName(text));
+  }
+
+  /** Reserves a unique name based on `base`, which must already be a safe identifier (`Name`, then `Name2`, `Name3`, …). */
+  uniqueIdentifier(base: string): string {
     let name = base;
     for (let n = 2; this.#taken.has(name); n++) name = `${base}${n}`;
     this.#taken.add(name);
@@ -79,7 +96,14 @@ export class SchemaTypes {
     const key = `${at.file}#${at.pointer}`;
     const known = this.#names.get(key);
     if (known !== undefined) return known;
-    const name = this.uniqueName(lastSegment(at.pointer) || 'Schema');
+    const own = lastSegment(at.pointer) || 'Schema';
+    const wanted = toTypeName(own);
+    const name = this.uniqueName(own);
+    if (name !== wanted) {
+      const where = (at.file === this.#doc.file ? '' : path.basename(at.file)) + '#' + at.pointer;
+      const why = this.#reserved.has(wanted) ? `the generated code uses the name \`${wanted}\` itself` : `another type is named \`${wanted}\``;
+      this.#renamed.set(name, `The schema ${toCommentText(where)}, renamed: ${why}.`);
+    }
     this.#names.set(key, name);
     this.#pending.push({ key, value, at });
     return name;
@@ -98,7 +122,10 @@ export class SchemaTypes {
       this.#decls.set(name, this.#type(next.value, next.at, 0, true));
     }
     return [...this.#decls.entries()]
-      .map(([name, type]) => ({ name, type }))
+      .map(([name, type]) => {
+        const renamed = this.#renamed.get(name);
+        return renamed === undefined ? { name, type } : { name, type, renamed };
+      })
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { generateClient } from '../../../src/generate/client/index.js';
+import ts from 'typescript';
+import { CLIENT_EXPORTS, generateClient } from '../../../src/generate/client/index.js';
 import { generatedHeader } from '../../../src/generate/output.js';
 import { loadDocument } from '../../../src/parser/index.js';
-import { assertGolden, diagnosticsWithoutExpectErrors, goldenTree, REPO_ROOT, strictDiagnostics, tsFiles } from '../tsc.js';
+import { assertGolden, diagnosticsWithoutExpectErrors, goldenTree, REPO_ROOT, STRICT_COMPILER_OPTIONS, strictDiagnostics, tsFiles } from '../tsc.js';
 
 const GOLDEN = path.join(REPO_ROOT, 'test', 'golden', 'client');
 
@@ -14,6 +15,8 @@ const CASES: Record<string, string> = {
   'kitchen-sink-3.0': 'test/fixtures/client/kitchen-sink-3.0.yaml',
   'type-arrays-3.1': 'test/fixtures/client/type-arrays-3.1.yaml',
   'swagger-2.0': 'test/fixtures/client/swagger-2.0.yaml',
+  // Definitions named like the client's own exports (ApiResponse, Client, …) and globals: renamed, with a note.
+  'name-collisions-2.0': 'test/fixtures/client/name-collisions-2.0.yaml',
   // No contracted operation at all, as in most real documents.
   'no-contracts': 'test/fixtures/client/no-contracts.yaml',
   // The client the end-to-end tests run against the generated guard. test/e2e imports its types from here;
@@ -81,6 +84,19 @@ describe('generate client: golden outputs', function () {
     assert.ok(files.some((f) => f.endsWith(path.join('e2e', 'runtime', 'client', 'engine.ts'))), 'the runtime copies are compiled too');
     // TS2578 ("unused @ts-expect-error") makes a usage line that stopped being an error fail here.
     assert.deepEqual(strictDiagnostics(files, tree), []);
+  });
+
+  it('schema types avoid every name the client module exports: CLIENT_EXPORTS is that list, read back from a generated index.ts', () => {
+    // no-contracts declares no per-operation result types, so its index exports the fixed names and the schema types only.
+    const dir = path.join(tree, 'no-contracts');
+    const program = ts.createProgram([path.join(dir, 'index.ts')], STRICT_COMPILER_OPTIONS);
+    const checker = program.getTypeChecker();
+    const exportsOf = (file: string): string[] => {
+      const module = checker.getSymbolAtLocation(program.getSourceFile(path.join(dir, file))!)!;
+      return checker.getExportsOfModule(module).map((symbol) => symbol.name);
+    };
+    const schema = new Set(exportsOf('schema.ts'));
+    assert.deepEqual(exportsOf('index.ts').filter((name) => !schema.has(name)).sort(), [...CLIENT_EXPORTS].sort());
   });
 
   it('the type check is not vacuous: the usage file without its @ts-expect-error lines fails to compile', () => {
