@@ -928,13 +928,18 @@ export function safeReadIndex(doc: ApiDocument): NameIndex {
 }
 
 /**
- * How a message names the operation: its label (`POST /payouts (createPayout)`), so every format says which
- * operation a finding is about (issue 3), wherever the node lies — inside the operation, or in the document
- * defaults whose fault is this operation's own (an undeclared header, a missing response). Faults of a
- * shared node itself keep a label-free message, so the engine merges them.
+ * How a message names the operation a finding at `at` is about: its label (`POST /payouts (createPayout)`)
+ * when `at` lies inside the operation; `the operation` when it lies in a node several operations share
+ * (the document's `x-idempotency` defaults, a path item's parameters, a `$ref`'d contract). The engine then
+ * merges the same fault of every operation that shares the node into one finding naming them all
+ * (`… (in createA, createB)` in every format), instead of one line per operation at the same place.
  */
-export function operationPhrase(op: OperationView, _at: Location): string {
-  return op.label;
+export function operationPhrase(op: OperationView, at: Location): string {
+  return insideOperation(op, at) ? op.label : 'the operation';
+}
+
+function insideOperation(op: OperationView, at: Location): boolean {
+  return at.file === op.at.file && (at.pointer === op.at.pointer || at.pointer.startsWith(`${op.at.pointer}/`));
 }
 
 /**
@@ -943,8 +948,7 @@ export function operationPhrase(op: OperationView, _at: Location): string {
  * else the operation, as {@link operationPhrase} names it for a finding at `at`.
  */
 export function bodySchemaPhrase(op: OperationView, schemaAt: Location, at: Location): string {
-  const insideOp = schemaAt.file === op.at.file && schemaAt.pointer.startsWith(`${op.at.pointer}/`);
-  if (insideOp) return `the request body schema of ${operationPhrase(op, at)}`;
+  if (insideOperation(op, schemaAt)) return `the request body schema of ${operationPhrase(op, at)}`;
   const tokens = parsePointer(schemaAt.pointer) ?? [];
   const name = tokens.length > 0 ? tokens[tokens.length - 1] : path.basename(schemaAt.file);
   return `the request body schema \`${name}\``;

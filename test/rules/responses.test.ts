@@ -58,13 +58,13 @@ ruleTester.run(stateResponseMissing, {
       errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/storeUnavailable/status`, message: /503, which is not a documented response of POST \/payouts \(createPayout\)/ }],
     },
     {
-      name: 'a status from the defaults names the operation that does not document it',
+      name: 'a status from the defaults: the finding at the defaults names the operation that does not document it',
       document: payouts((t, c) => {
         t['x-idempotency'] = { responses: { mismatch: { status: 422 } } };
         delete c.responses.mismatch;
         delete post(t).responses['422'];
       }),
-      errors: [{ messageId: 'undocumented', pointer: '/x-idempotency/responses/mismatch/status', operations: ['createPayout'], message: /documented response of POST \/payouts \(createPayout\)/ }],
+      errors: [{ messageId: 'undocumented', pointer: '/x-idempotency/responses/mismatch/status', operations: ['createPayout'], message: /not a documented response of the operation: add a `'422'` response/ }],
     },
     {
       name: 'default does not document a state',
