@@ -60,8 +60,14 @@ export default defineRule({
           return;
         }
         if (result.reason === 'not-index') {
-          const rest = parsePointer(pointer)!.slice(result.failedToken).map(escapePointerToken).join('/');
-          ctx.report('notIndex', at, { list, pointer, parent, token, schema: schemaName, suggestion: `${result.resolvedPrefix}/0/${rest}` });
+          // The item index is missing (`/lines/sku` → `/lines/0/sku`), or the token walks the schema instead
+          // of the data (`/lines/items/sku` → `/lines/0/sku`): suggest the first of the two that resolves.
+          const tokens = parsePointer(pointer)!.map(escapePointerToken);
+          const candidates = [tokens.slice(result.failedToken), tokens.slice(result.failedToken + 1)].map((rest) =>
+            [`${result.resolvedPrefix}/0`, ...rest].join('/'),
+          );
+          const suggestion = candidates.find((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok) ?? candidates[0]!;
+          ctx.report('notIndex', at, { list, pointer, parent, token, schema: schemaName, suggestion });
           return;
         }
         if (result.reason === 'not-container') {

@@ -278,6 +278,20 @@ ruleTester.run(fingerprintFieldUnknown, {
       ],
     },
     {
+      name: 'a schema path through `items` (`/lines/items/sku`): suggests the data pointer that resolves, `/lines/0/sku`',
+      document: payouts((t, c) => {
+        t.components.schemas.PayoutInput.properties.lines = { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } };
+        c.fingerprint.include = ['/amount', '/lines/items/sku'];
+      }),
+      errors: [
+        {
+          messageId: 'notIndex',
+          pointer: `${CONTRACT}/fingerprint/include/1`,
+          message: /`\/lines` is an array, and `items` is not an item index; point at one item \(`\/lines\/0\/sku`\) or at `\/lines` itself/,
+        },
+      ],
+    },
+    {
       name: 'a `-` array segment (past the last item, not every item): names the array and suggests the whole list or an index',
       document: payouts((t, c) => {
         t.components.schemas.PayoutInput.properties.lines = { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } };
