@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, bodySchemaPhrase, closest, escapePointerToken, operationPhrase, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
 
 /** A fingerprint pointer that does not resolve in the request body schema. */
 export default defineRule({
@@ -39,8 +39,8 @@ export default defineRule({
       }
       return;
     }
-    // A body without a declared schema (or a non-JSON one) cannot be checked.
-    const schema = body.schema;
+    // A body without a declared schema cannot be checked (2.0 form fields count as one).
+    const schema = fingerprintSchema(ctx.document, ctx.operation);
     if (!schema) return;
     for (const [list, pointers] of lists) {
       pointers.forEach((pointer, i) => {

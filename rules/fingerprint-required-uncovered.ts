@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, bodySchemaPhrase, escapePointerToken, parsePointer, requestBody, requiredProperties, resolveSchemaPointer } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, escapePointerToken, fingerprintSchema, parsePointer, requiredProperties, resolveSchemaPointer } from '../src/lint/views.js';
 
 /** A required body property that the fingerprint neither includes nor explicitly excludes. */
 export default defineRule({
@@ -19,7 +19,7 @@ export default defineRule({
     const contract = activeContract(ctx.contract);
     const fingerprint = contract?.fingerprint;
     if (!contract || !fingerprint || fingerprint.include === 'all') return;
-    const schema = requestBody(ctx.document, ctx.operation)?.schema;
+    const schema = fingerprintSchema(ctx.document, ctx.operation);
     if (!schema) return;
     const covered: string[][] = [];
     for (const pointer of [...fingerprint.include, ...fingerprint.exclude]) {

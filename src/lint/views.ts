@@ -189,6 +189,26 @@ export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBo
   return undefined;
 });
 
+/** What a fingerprint pointer walks for a Swagger 2.0 form field: its parameter minus the parameter-only keys. */
+const PARAMETER_ONLY_KEYS = new Set(['in', 'name', 'required', 'allowEmptyValue', 'collectionFormat', 'description']);
+
+/**
+ * The schema fingerprint pointers resolve against: the body schema, or for Swagger 2.0 `in: formData`
+ * fields (which the guard reads as one object, field name → value) an object schema with a property per
+ * field, required as the fields are. `at` is the operation's `parameters`, so messages name the operation.
+ */
+export const fingerprintSchema = memo((doc: ApiDocument, op: OperationView): Located<Record<string, unknown> | boolean> | undefined => {
+  const body = requestBody(doc, op);
+  if (!body?.formFields) return body?.schema;
+  const properties: Record<string, unknown> = {};
+  const required: string[] = [];
+  for (const field of body.formFields) {
+    properties[field.name] = Object.fromEntries(Object.entries(field.node).filter(([key]) => !PARAMETER_ONLY_KEYS.has(key)));
+    if (field.required) required.push(field.name);
+  }
+  return { value: { type: 'object', properties, required }, at: child(op.at, 'parameters') };
+});
+
 // ---------------------------------------------------------------------------------------------------
 // Responses
 

@@ -174,10 +174,30 @@ definitions:
       account: { type: string }
 `;
 
+/** Swagger 2.0 form fields (`in: formData`): the guard reads them as one object, field name → value. */
+const swagger2Form = (include: string) => `swagger: '2.0'
+info: { title: Petstore, version: '1' }
+paths:
+  /pets/{petId}:
+    post:
+      operationId: updatePetWithForm
+      consumes: [application/x-www-form-urlencoded]
+      parameters:
+        - { in: path, name: petId, required: true, type: integer }
+        - { in: header, name: Idempotency-Key, required: true, type: string, maxLength: 128 }
+        - { in: formData, name: name, required: false, type: string }
+        - { in: formData, name: status, required: true, type: string }
+        - { in: formData, name: tags, type: array, items: { type: string } }
+      responses: { '200': { description: ok } }
+      x-idempotency:
+        fingerprint: { include: ${include} }
+`;
+
 ruleTester.run(fingerprintFieldUnknown, {
   valid: [
     { name: 'pointers through $ref and a 3.1 type array', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/destination/iban', '/note'])) },
     { name: 'include: all with an exclude', document: payouts((_t, c) => (c.fingerprint = { include: 'all', exclude: ['/note'] })) },
+    { name: 'Swagger 2.0 form fields, an array field item included', document: swagger2Form('[/name, /status, /tags/0]'), operation: 'updatePetWithForm' },
     {
       name: 'oneOf branches, allOf parts and nullable (3.0)',
       document: payouts((t, c) => {
@@ -212,6 +232,12 @@ ruleTester.run(fingerprintFieldUnknown, {
     },
   ],
   invalid: [
+    {
+      name: 'a Swagger 2.0 form field misspelt',
+      document: swagger2Form('[/nam, /status]'),
+      operation: 'updatePetWithForm',
+      errors: [{ messageId: 'noProperty', pointer: '/paths/~1pets~1{petId}/post/x-idempotency/fingerprint/include/0', message: /no property `nam` \(did you mean `\/name`\?\)/ }],
+    },
     {
       name: 'a misspelt top-level field',
       document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/curency', '/destination'])),
@@ -350,6 +376,12 @@ ruleTester.run(fingerprintRequiredUncovered, {
     { name: 'include: all', document: payouts((_t, c) => (c.fingerprint = { include: 'all' })) },
   ],
   invalid: [
+    {
+      name: 'a required Swagger 2.0 form field left out',
+      document: swagger2Form('[/name]'),
+      operation: 'updatePetWithForm',
+      errors: [{ messageId: 'uncovered', pointer: '/paths/~1pets~1{petId}/post/x-idempotency/fingerprint/include', message: /required property `status` of the request body schema of POST \/pets\/\{petId\}/ }],
+    },
     {
       name: 'a required field left out',
       document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/currency'])),
