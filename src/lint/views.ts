@@ -11,7 +11,7 @@
 import path from 'node:path';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
-import { lazyChild } from '../parser/pointer.js';
+import { appendPointer, lazyChild } from '../parser/pointer.js';
 
 /** A node together with where it is written. */
 export interface Located<T = unknown> {
@@ -365,7 +365,7 @@ const MAX_SCHEMA_DEPTH = 64;
  * A schema and every schema it is composed of (`allOf`, `oneOf`, `anyOf`, `$ref` followed), each with
  * its location. Cycles and broken references are skipped.
  */
-export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Location): Located<Record<string, unknown>>[] {
+export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Location, withSubtypes = false): Located<Record<string, unknown>>[] {
   const out: Located<Record<string, unknown>>[] = [];
   const seen = new Set<string>();
   const visit = (value: unknown, where: Location, depth: number): void => {
@@ -381,9 +381,66 @@ export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Locati
       const members = node[keyword];
       if (Array.isArray(members)) members.forEach((m, i) => visit(m, child(target.at, keyword, i), depth + 1));
     }
+    if (withSubtypes && node['discriminator'] !== undefined) {
+      for (const subtype of discriminatorSubtypes(doc, node, target.at)) visit(subtype.value, subtype.at, depth + 1);
+    }
   };
   visit(schema, at, 0);
   return out;
+}
+
+/**
+ * The schemas a polymorphic base (one with a `discriminator`) stands for: those its 3.x
+ * `discriminator.mapping` names, and the named schemas (`definitions`, `components.schemas`) that extend
+ * it through `allOf` — the Swagger 2.0 way, and 3.x without a mapping. A body typed as the base may be any
+ * of them, so a pointer at a subtype's property is a real field.
+ */
+function discriminatorSubtypes(doc: ApiDocument, base: Record<string, unknown>, at: Location): Located<unknown>[] {
+  const out: Located<unknown>[] = [];
+  const discriminator = base['discriminator'];
+  const mapping = isObject(discriminator) ? discriminator['mapping'] : undefined;
+  if (isObject(mapping)) {
+    for (const [value, target] of Object.entries(mapping)) {
+      if (typeof target !== 'string') continue;
+      const ref = target.includes('#') || target.includes('/') ? target : `#/components/schemas/${target}`;
+      out.push({ value: { $ref: ref }, at: child(at, 'discriminator', 'mapping', value) });
+    }
+  }
+  out.push(...(extendersIndex(doc).get(`${at.file}#${at.pointer}`) ?? []));
+  return out;
+}
+
+const extendersCache = new WeakMap<ApiDocument, ReadonlyMap<string, readonly Located<unknown>[]>>();
+
+/** Named schemas of the entry file by the location of each schema their `allOf` references. */
+function extendersIndex(doc: ApiDocument): ReadonlyMap<string, readonly Located<unknown>[]> {
+  let index = extendersCache.get(doc);
+  if (index) return index;
+  const built = new Map<string, Located<unknown>[]>();
+  const components = isObject(doc.root['components']) ? doc.root['components']['schemas'] : undefined;
+  for (const [container, pointer] of [
+    [doc.root['definitions'], '/definitions'],
+    [components, '/components/schemas'],
+  ] as const) {
+    if (!isObject(container)) continue;
+    for (const name of Object.keys(container)) {
+      const schema = container[name];
+      if (!isObject(schema) || !Array.isArray(schema['allOf'])) continue;
+      const at: Location = { file: doc.file, pointer: appendPointer(pointer, name) };
+      schema['allOf'].forEach((member, i) => {
+        if (!isObject(member) || typeof member['$ref'] !== 'string') return;
+        const target = deref(doc, member, child(at, 'allOf', i));
+        if (!target) return;
+        const key = `${target.at.file}#${target.at.pointer}`;
+        const list = built.get(key);
+        if (list) list.push({ value: schema, at });
+        else built.set(key, [{ value: schema, at }]);
+      });
+    }
+  }
+  index = built;
+  extendersCache.set(doc, index);
+  return index;
 }
 
 function typesOf(schema: Record<string, unknown>): string[] | undefined {
@@ -469,7 +526,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         open = true;
         continue;
       }
-      const alternatives = schemaAlternatives(doc, candidate.value, candidate.at);
+      const alternatives = schemaAlternatives(doc, candidate.value, candidate.at, true);
       const objects = alternatives.filter((a) => mayBe(a.value, 'object'));
       const arrays = alternatives.filter((a) => mayBe(a.value, 'array'));
       if (arrays.length > 0) array = true;

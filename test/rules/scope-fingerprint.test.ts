@@ -193,11 +193,49 @@ paths:
         fingerprint: { include: ${include} }
 `;
 
+/** A polymorphic Swagger 2.0 body: the base `Fish` has a discriminator, `Salmon` extends it through allOf. */
+const swagger2Fish = (include: string, discriminator = '    discriminator: fishtype\n') => `swagger: '2.0'
+info: { title: Polymorphism, version: '1' }
+paths:
+  /fish:
+    put:
+      operationId: putFish
+      parameters:
+        - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 64 }
+        - { in: body, name: fish, required: true, schema: { $ref: '#/definitions/Fish' } }
+      responses: { '200': { description: ok } }
+      x-idempotency:
+        fingerprint: { include: ${include} }
+definitions:
+  Fish:
+    type: object
+${discriminator}    required: [fishtype]
+    properties:
+      fishtype: { type: string }
+      length: { type: number }
+  Salmon:
+    allOf: [{ $ref: '#/definitions/Fish' }]
+    type: object
+    properties:
+      location: { type: string }
+`;
+
 ruleTester.run(fingerprintFieldUnknown, {
   valid: [
     { name: 'pointers through $ref and a 3.1 type array', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/destination/iban', '/note'])) },
     { name: 'include: all with an exclude', document: payouts((_t, c) => (c.fingerprint = { include: 'all', exclude: ['/note'] })) },
     { name: 'Swagger 2.0 form fields, an array field item included', document: swagger2Form('[/name, /status, /tags/0]'), operation: 'updatePetWithForm' },
+    { name: 'a property of a subtype that extends a discriminated base (Swagger 2.0 allOf)', document: swagger2Fish('[/fishtype, /length, /location]'), operation: 'putFish' },
+    {
+      name: 'a property of a subtype named by a 3.x discriminator mapping',
+      document: payouts((t, c) => {
+        const schemas = t.components.schemas;
+        schemas.Destination = { type: 'object', properties: { kind: { type: 'string' } }, discriminator: { propertyName: 'kind', mapping: { sepa: 'Sepa', card: '#/components/schemas/Card' } } };
+        schemas.Sepa = { type: 'object', properties: { iban: { type: 'string' } } };
+        schemas.Card = { type: 'object', properties: { last4: { type: 'string' } } };
+        c.fingerprint.include = ['/amount', '/destination/kind', '/destination/iban', '/destination/last4'];
+      }),
+    },
     {
       name: 'oneOf branches, allOf parts and nullable (3.0)',
       document: payouts((t, c) => {
@@ -232,6 +270,12 @@ ruleTester.run(fingerprintFieldUnknown, {
     },
   ],
   invalid: [
+    {
+      name: 'a property of a schema that extends the body schema without a discriminator (composition, not a subtype)',
+      document: swagger2Fish('[/fishtype, /location]', ''),
+      operation: 'putFish',
+      errors: [{ messageId: 'noProperty', pointer: '/paths/~1fish/put/x-idempotency/fingerprint/include/1', message: /no property `location`/ }],
+    },
     {
       name: 'a Swagger 2.0 form field misspelt',
       document: swagger2Form('[/nam, /status]'),
