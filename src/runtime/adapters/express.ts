@@ -12,7 +12,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
 import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
@@ -49,7 +48,6 @@ export function idempotencyOf<Tx = unknown>(res: Response): HandlerContext<Tx> {
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
   const keyHeader = contract.key.header.toLowerCase();
-  const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
 
@@ -72,11 +70,6 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     };
   }
 
-  function keyOf(request: GuardRequest): string | undefined {
-    const parsed = parseIdempotencyKey(request.headers[keyHeader], keyRules);
-    return parsed.kind === 'valid' ? parsed.key : undefined;
-  }
-
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
     void (async () => {
       const request = await toGuardRequest(req);
@@ -85,7 +78,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         sendResponse(res, decision.response);
         return;
       }
-      (res.locals as ContextHolder)[CONTEXT] = { reservation: decision.reservation, tx: undefined, idempotencyKey: keyOf(request) };
+      (res.locals as ContextHolder)[CONTEXT] = { reservation: decision.reservation, tx: undefined, idempotencyKey: decision.idempotencyKey };
       const held = holdResponse(res);
       next();
       const sent = await held.sent;
@@ -123,6 +116,7 @@ function hasBody(req: Request): boolean {
 
 /** Writes a guard answer (problem, replay or the recorded first response) to `res`. */
 function sendResponse(res: Response, response: GuardResponse): void {
+  toDictionary(res);
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   res.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
@@ -202,7 +196,8 @@ class Hold implements HeldResponse {
     res.end = this.original.end;
     res[HELD] = undefined;
     if (this.snapshot === undefined) return;
-    unshadowHeadersSent(res);
+    // Node's own `headersSent` again (res is a dictionary object already: the delete costs no hidden class).
+    delete (res as { headersSent?: boolean }).headersSent;
     const snapshot = this.snapshot;
     // Whatever ran after end() (an error handler's status, Content-Type or Content-Length) is undone.
     res.statusCode = snapshot.status;
@@ -235,23 +230,6 @@ class Hold implements HeldResponse {
       for (const cb of callbacks) cb(null);
     });
   }
-}
-
-/**
- * Makes `res.headersSent` read Node's own value again. Re-pointing the own property at the inherited getter
- * instead of `delete`-ing it keeps `res` out of V8's slow dictionary mode for the rest of the response.
- */
-function unshadowHeadersSent(res: HeldRes): void {
-  for (let proto: unknown = Object.getPrototypeOf(res); proto !== null && proto !== undefined; proto = Object.getPrototypeOf(proto)) {
-    const inherited = Object.getOwnPropertyDescriptor(proto, 'headersSent');
-    if (inherited === undefined) continue;
-    if (inherited.get !== undefined) {
-      Object.defineProperty(res, 'headersSent', { configurable: true, enumerable: inherited.enumerable ?? false, get: inherited.get });
-      return;
-    }
-    break;
-  }
-  delete (res as { headersSent?: boolean }).headersSent;
 }
 
 function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
@@ -319,6 +297,7 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
  * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
  */
 function holdResponse(res: Response): HeldResponse {
+  toDictionary(res);
   const held = res as HeldRes;
   const hold = new Hold(held);
   held[HELD] = hold;
@@ -326,4 +305,26 @@ function holdResponse(res: Response): HeldResponse {
   res.write = heldWrite as Response['write'];
   res.end = heldEnd as Response['end'];
   return hold;
+}
+
+const SCRATCH_A = Symbol('idemkit.express.scratch.a');
+const SCRATCH_B = Symbol('idemkit.express.scratch.b');
+
+/**
+ * Puts `res` in V8's dictionary mode before the guard adds its own properties to it (the hold, the three
+ * interceptors, `headersSent`). Express re-points every response's prototype (`Object.setPrototypeOf(res,
+ * app.response)`), after which V8 caches no hidden-class transitions for it: each property added to `res`
+ * builds a new hidden class (a copy of its ~50 property descriptors), and property accesses in Express and Node
+ * miss their inline caches. Dictionary-mode objects share one hidden class, so those accesses hit again and
+ * adding a property is a hash insert. Deleting a property that was not the last one added is what switches an
+ * object to dictionary mode; nothing is left behind, and only speed depends on it. Measured in one app process
+ * with the previous adapter and this one on two routes, interleaved: app CPU per fresh request 148-158 -> 129-134
+ * µs (SQLite), 174 -> 158 µs (Redis); per replay 92-98 -> 84-88 µs (SQLite).
+ */
+function toDictionary(res: Response): void {
+  const scratch = res as unknown as Record<symbol, number>;
+  scratch[SCRATCH_A] = 0;
+  scratch[SCRATCH_B] = 0;
+  delete scratch[SCRATCH_A];
+  delete scratch[SCRATCH_B];
 }
