@@ -1,9 +1,10 @@
 /**
  * What the framework adapters share: the options every route guard takes and small request helpers.
- * Imports only `../guard.js`; copied into users' generated code with the adapter.
+ * Imports only `../guard.js` and `../multipart.js`; copied into users' generated code with the adapter.
  */
 import type { CompiledContract } from '../contract.js';
 import type { GuardOptions } from '../guard.js';
+import { FilePart, multipartBoundary, multipartFields } from '../multipart.js';
 
 /**
  * Options of a route guard: the guard core's options (the store, the reconciliation hook, timeouts, …)
@@ -179,13 +180,20 @@ export function nodeHeaders(
 
 /**
  * A request body as the fingerprint sees it, whatever its declared `Content-Type` (clients often send JSON
- * as `text/plain`): a form's fields for a form; the JSON value when text or bytes parse as JSON; otherwise
+ * as `text/plain`): a form's fields for a form (urlencoded, or multipart parts with files by digest, so a
+ * retry's new boundary changes nothing); the JSON value when text or bytes parse as JSON; otherwise
  * the exact text or bytes, which the fingerprint hashes byte for byte. A body a framework already parsed
  * (an object) is kept as it is. Never lets two different payloads look alike.
  */
 export function bodyForFingerprint(body: unknown, contentType: string | readonly string[] | undefined): unknown {
   const form = isFormContentType(contentType);
   if (typeof body !== 'string' && !(body instanceof Uint8Array)) return form ? formFields(body) : body;
+  // Each multipart body has its own random boundary: its parts are the payload, not its bytes.
+  const boundary = multipartBoundary(contentType);
+  if (boundary !== undefined) {
+    const parts = multipartFields(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, boundary);
+    if (parts !== undefined) return nestFields(parts.map(({ name, value }) => [name, [value]]));
+  }
   let text: string;
   if (typeof body === 'string') {
     text = body;
@@ -212,7 +220,14 @@ export function isFormContentType(type: string | readonly string[] | undefined):
 
 const MAX_FORM_DEPTH = 32;
 
-type FormNode = { [name: string]: FormNode | string | string[] };
+/** A form field's value: text, or (multipart) a file by digest. */
+type FormLeaf = string | FilePart;
+
+type FormNode = { [name: string]: FormNode | FormLeaf | FormLeaf[] };
+
+function isLeaf(value: unknown): value is FormLeaf {
+  return typeof value === 'string' || value instanceof FilePart;
+}
 
 /** `metadata[order_id]` → `['metadata', 'order_id']`; `expand[]` → `['expand', '']`; undefined when not bracketed. */
 function bracketPath(name: string): string[] | undefined {
@@ -223,8 +238,8 @@ function bracketPath(name: string): string[] | undefined {
 }
 
 /** Objects whose member names are exactly `0`…`n-1` become arrays (`a[]=x&a[]=y`, `a[0]=x`). */
-function finishForm(node: FormNode | string | string[]): unknown {
-  if (typeof node === 'string' || Array.isArray(node)) return node;
+function finishForm(node: FormNode | FormLeaf | FormLeaf[]): unknown {
+  if (isLeaf(node) || Array.isArray(node)) return node;
   const names = Object.keys(node);
   const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const name of names) out[name] = finishForm(node[name]!);
@@ -241,19 +256,22 @@ function finishForm(node: FormNode | string | string[]): unknown {
  * field named `__proto__` is data.
  */
 export function formFields(body: unknown): unknown {
-  let entries: [string, string | readonly string[]][];
-  if (typeof body === 'string') {
-    entries = [...new URLSearchParams(body)];
-  } else if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
-    const names = Object.keys(body);
-    if (!names.some((name) => name.includes('['))) return body;
-    entries = names.map((name) => [name, (body as Record<string, string | readonly string[]>)[name]!]);
-  } else {
-    return body;
-  }
+  if (typeof body === 'string') return nestFields([...new URLSearchParams(body)].map(([name, value]) => [name, [value]]));
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+  const names = Object.keys(body);
+  if (!names.some((name) => name.includes('['))) return body;
+  return nestFields(
+    names.map((name) => {
+      const raw = (body as Record<string, string | readonly string[]>)[name]!;
+      return [name, typeof raw === 'string' ? [raw] : raw.map(String)];
+    }),
+  );
+}
+
+/** Form fields (name → values, in order) nested by their bracketed names; see {@link formFields}. */
+function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]): unknown {
   const root: FormNode = Object.create(null) as FormNode;
-  for (const [name, raw] of entries) {
-    const values = typeof raw === 'string' ? [raw] : raw.map(String);
+  for (const [name, values] of entries) {
     const tokens = bracketPath(name) ?? [name];
     let node: FormNode = root;
     let ok = true;
@@ -261,7 +279,7 @@ export function formFields(body: unknown): unknown {
       const token = tokens[i] === '' ? String(Object.keys(node).length) : tokens[i]!;
       const next = node[token];
       if (next === undefined) node = node[token] = Object.create(null) as FormNode;
-      else if (typeof next === 'object' && !Array.isArray(next)) node = next;
+      else if (!isLeaf(next) && !Array.isArray(next)) node = next;
       else {
         ok = false;
         break;
@@ -277,12 +295,12 @@ export function formFields(body: unknown): unknown {
       const leaf = last === '' ? String(Object.keys(node).length) : last;
       const previous = node[leaf];
       if (previous === undefined) node[leaf] = value;
-      else if (typeof previous === 'string') node[leaf] = [previous, value];
+      else if (isLeaf(previous)) node[leaf] = [previous, value];
       else if (Array.isArray(previous)) previous.push(value);
       else {
         // `a[b]=1&a=2`: the plain values sit beside the nested ones, under the empty name.
         const plain = previous[''];
-        previous[''] = plain === undefined ? value : typeof plain === 'string' ? [plain, value] : Array.isArray(plain) ? [...plain, value] : plain;
+        previous[''] = plain === undefined ? value : isLeaf(plain) ? [plain, value] : Array.isArray(plain) ? [...plain, value] : plain;
       }
     }
   }

@@ -1,0 +1,116 @@
+/**
+ * `multipart/form-data` bodies as the fingerprint sees them: the parts, not the bytes on the wire. A client
+ * picks a new random boundary for every body it builds (`FormData` does), so a retry of the same upload never
+ * repeats the first attempt's bytes; hashed raw, it would be refused as another payload. Node built-ins only.
+ */
+import { createHash } from 'node:crypto';
+
+/** A part that carries a file: its name, type and a digest of its bytes stand for it in the fingerprint. */
+export class FilePart {
+  constructor(
+    readonly filename: string,
+    readonly type: string,
+    readonly size: number,
+    readonly sha256: string,
+  ) {}
+}
+
+/** One part: its field name and its value (text, or a file). */
+export interface MultipartField {
+  readonly name: string;
+  readonly value: string | FilePart;
+}
+
+const CR = 13;
+const LF = 10;
+const DASH = 45;
+const SPACE = 32;
+const TAB = 9;
+
+/** The `boundary` parameter of a `multipart/form-data` Content-Type, or undefined for any other type. */
+export function multipartBoundary(contentType: string | readonly string[] | undefined): string | undefined {
+  if (typeof contentType !== 'string' || !/^\s*multipart\/form-data\s*;/i.test(contentType)) return undefined;
+  const match = /;\s*boundary\s*=\s*(?:"((?:[^"\\]|\\.){1,70})"|([^\s;"]{1,70}))/i.exec(contentType);
+  if (match === null) return undefined;
+  return match[1] !== undefined ? match[1].replace(/\\(.)/g, '$1') : match[2];
+}
+
+/**
+ * The fields of a multipart body in order (RFC 7578): a part with a `filename` (or a non-text type, or
+ * bytes that are not UTF-8) is a {@link FilePart}; any other is its text. `undefined` when the body is not
+ * well-formed multipart with that boundary (no closing delimiter, a part without a name): the fingerprint
+ * then hashes the exact bytes, which never makes two different payloads look alike.
+ */
+export function multipartFields(body: Uint8Array, boundary: string): MultipartField[] | undefined {
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const delimiter = Buffer.from(`--${boundary}`, 'latin1');
+  const between = Buffer.from(`\r\n--${boundary}`, 'latin1');
+  // The first delimiter starts the body or a line (anything before it is preamble).
+  let at = bytes.indexOf(delimiter);
+  while (at > 0 && !(bytes[at - 1] === LF && bytes[at - 2] === CR)) at = bytes.indexOf(delimiter, at + 1);
+  if (at === -1) return undefined;
+  const fields: MultipartField[] = [];
+  for (;;) {
+    let cursor = at + delimiter.length;
+    if (bytes[cursor] === DASH && bytes[cursor + 1] === DASH) return fields;
+    while (bytes[cursor] === SPACE || bytes[cursor] === TAB) cursor += 1;
+    if (bytes[cursor] !== CR || bytes[cursor + 1] !== LF) return undefined;
+    cursor += 2;
+    // A form-data part always has headers (its Content-Disposition), then an empty line, then its content.
+    const headersEnd = bytes.indexOf('\r\n\r\n', cursor, 'latin1');
+    if (headersEnd === -1) return undefined;
+    const contentStart = headersEnd + 4;
+    const next = bytes.indexOf(between, contentStart);
+    if (next === -1) return undefined;
+    const field = partField(bytes.toString('utf8', cursor, headersEnd), bytes.subarray(contentStart, next));
+    if (field === undefined) return undefined;
+    fields.push(field);
+    at = next + 2;
+  }
+}
+
+/** A part's field from its header block and content; undefined without a form-data name. */
+function partField(headers: string, content: Buffer): MultipartField | undefined {
+  let disposition: string | undefined;
+  let type = '';
+  for (const line of headers.split('\r\n')) {
+    const colon = line.indexOf(':');
+    if (colon === -1) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    if (name === 'content-disposition') disposition = line.slice(colon + 1);
+    else if (name === 'content-type') type = line.slice(colon + 1).trim().toLowerCase();
+  }
+  if (disposition === undefined || !/^\s*form-data\s*(;|$)/i.test(disposition)) return undefined;
+  const name = dispositionParameter(disposition, 'name');
+  if (name === undefined) return undefined;
+  const filename = dispositionParameter(disposition, 'filename*') ?? dispositionParameter(disposition, 'filename');
+  const textual = type === '' || type.startsWith('text/plain');
+  if (filename === undefined && textual) {
+    try {
+      return { name, value: new TextDecoder('utf-8', { fatal: true }).decode(content) };
+    } catch {
+      // Not UTF-8 text: kept as a file, by digest.
+    }
+  }
+  const digest = createHash('sha256').update(content).digest('hex');
+  return { name, value: new FilePart(filename ?? '', type, content.length, digest) };
+}
+
+/** A parameter of a Content-Disposition value: quoted, a token, or RFC 5987 `filename*=UTF-8''…`. */
+function dispositionParameter(value: string, parameter: string): string | undefined {
+  const escaped = parameter.replace('*', '\\*');
+  const match = new RegExp(`;\\s*${escaped}\\s*=\\s*(?:"((?:[^"\\\\]|\\\\.)*)"|([^;\\s]*))`, 'i').exec(value);
+  if (match === null) return undefined;
+  if (match[1] !== undefined) return match[1].replace(/\\(.)/g, '$1');
+  const token = match[2]!;
+  if (parameter.endsWith('*')) {
+    const extended = /^([\w!#$%&+^`{}~-]*)'[\w-]*'(.*)$/.exec(token);
+    if (extended === null) return undefined;
+    try {
+      return decodeURIComponent(extended[2]!);
+    } catch {
+      return undefined;
+    }
+  }
+  return token;
+}

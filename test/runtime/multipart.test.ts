@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { createRouteGuard } from '../../src/runtime/adapters/express.js';
+import { bodyForFingerprint } from '../../src/runtime/adapters/common.js';
+import { computeFingerprint, type FieldSelection } from '../../src/runtime/fingerprint.js';
+import { FilePart, multipartBoundary, multipartFields } from '../../src/runtime/multipart.js';
+import { MemoryStore } from '../../src/runtime/stores/memory.js';
+import { contract } from './adapters/fixtures.js';
+
+/** A multipart body as `fetch` encodes it: every call picks a new random boundary, as browsers and undici do. */
+async function encode(fill: (form: FormData) => void): Promise<{ bytes: Uint8Array; type: string }> {
+  const form = new FormData();
+  fill(form);
+  const request = new Request('http://127.0.0.1/', { method: 'POST', body: form });
+  return { bytes: new Uint8Array(await request.arrayBuffer()), type: request.headers.get('content-type')! };
+}
+
+const upload = (file = 'abc', name = 'a.txt') => (form: FormData) => {
+  form.append('purpose', 'dispute_evidence');
+  form.append('metadata[order]', 'o-1');
+  form.append('file', new Blob([file], { type: 'text/plain' }), name);
+};
+
+async function fingerprintOf(fill: (form: FormData) => void, selection: FieldSelection = { include: 'all', exclude: [] }): Promise<string> {
+  const { bytes, type } = await encode(fill);
+  return computeFingerprint({ operationId: 'upload', pathParams: {}, query: {}, body: bodyForFingerprint(bytes, type), selection });
+}
+
+describe('runtime/multipart', () => {
+  it('reads the boundary of a multipart/form-data type only, quoted or not', () => {
+    assert.equal(multipartBoundary('multipart/form-data; boundary=----x1'), '----x1');
+    assert.equal(multipartBoundary('Multipart/Form-Data; charset=utf-8; boundary="a b:c"'), 'a b:c');
+    assert.equal(multipartBoundary('multipart/mixed; boundary=x'), undefined);
+    assert.equal(multipartBoundary('application/json'), undefined);
+    assert.equal(multipartBoundary(undefined), undefined);
+  });
+
+  it('reads text fields as text and file parts by name, type, size and SHA-256', async () => {
+    const { bytes, type } = await encode(upload());
+    const fields = multipartFields(bytes, multipartBoundary(type)!);
+    assert.deepEqual(fields, [
+      { name: 'purpose', value: 'dispute_evidence' },
+      { name: 'metadata[order]', value: 'o-1' },
+      { name: 'file', value: new FilePart('a.txt', 'text/plain', 3, 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad') },
+    ]);
+    // Form objects have no prototype (a field named `__proto__` is data): compare as plain JSON-like values.
+    assert.deepEqual(JSON.parse(JSON.stringify(bodyForFingerprint(bytes, type))), {
+      purpose: 'dispute_evidence',
+      metadata: { order: 'o-1' },
+      file: { filename: 'a.txt', type: 'text/plain', size: 3, sha256: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' },
+    });
+  });
+
+  it('gives a retry of the same upload the same fingerprint though its boundary differs', async () => {
+    const first = await encode(upload());
+    const retry = await encode(upload());
+    assert.notEqual(first.type, retry.type, 'each FormData body has its own boundary');
+    assert.equal(await fingerprintOf(upload()), await fingerprintOf(upload()));
+  });
+
+  it('tells apart another file, another file name, a file from a text field with the same content, and another field', async () => {
+    const base = await fingerprintOf(upload());
+    assert.notEqual(await fingerprintOf(upload('abd')), base);
+    assert.notEqual(await fingerprintOf(upload('abc', 'b.txt')), base);
+    const asText = (form: FormData) => {
+      form.append('purpose', 'dispute_evidence');
+      form.append('metadata[order]', 'o-1');
+      form.append('file', 'abc');
+    };
+    assert.notEqual(await fingerprintOf(asText), base);
+    assert.notEqual(
+      await fingerprintOf((form) => {
+        upload()(form);
+        form.append('note', 'x');
+      }),
+      base,
+    );
+  });
+
+  it('lets fingerprint pointers select fields, nested by their bracketed names', async () => {
+    const selection: FieldSelection = { include: ['/purpose', '/metadata/order'], exclude: [] };
+    assert.equal(await fingerprintOf(upload('abc'), selection), await fingerprintOf(upload('another file'), selection));
+    const otherOrder = (form: FormData) => {
+      form.append('purpose', 'dispute_evidence');
+      form.append('metadata[order]', 'o-2');
+    };
+    assert.notEqual(await fingerprintOf(otherOrder, selection), await fingerprintOf(upload(), selection));
+  });
+
+  it('hashes the exact bytes of a body that is not well-formed multipart (truncated, no part name)', async () => {
+    const { bytes, type } = await encode(upload());
+    const truncated = bytes.subarray(0, bytes.length - 10);
+    assert.equal(bodyForFingerprint(truncated, type), truncated);
+    const boundary = multipartBoundary(type)!;
+    const nameless = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data\r\n\r\nx\r\n--${boundary}--\r\n`);
+    assert.equal(multipartFields(nameless, boundary), undefined);
+    assert.equal(bodyForFingerprint(nameless, type), nameless);
+  });
+
+  it('keeps a preamble out, reads RFC 5987 file names and binary parts', () => {
+    const boundary = 'b0';
+    const body = Buffer.concat([
+      Buffer.from(`preamble\r\n--${boundary}\r\nContent-Disposition: form-data; name="doc"; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf\r\nContent-Type: application/pdf\r\n\r\n`),
+      Buffer.from([0x25, 0x50, 0xff, 0x00]),
+      Buffer.from(`\r\n--${boundary}\r\nContent-Disposition: form-data; name="empty"\r\n\r\n\r\n--${boundary}--`),
+    ]);
+    const fields = multipartFields(body, boundary)!;
+    assert.equal(fields.length, 2);
+    assert.ok(fields[0]!.value instanceof FilePart);
+    assert.equal(fields[0]!.value.filename, 'résumé.pdf');
+    assert.equal(fields[0]!.value.size, 4);
+    assert.deepEqual(fields[1], { name: 'empty', value: '' });
+  });
+
+  it('over HTTP: a retried upload (new boundary) replays, another file with the key is refused, the handler runs once', async () => {
+    let effects = 0;
+    const app = express();
+    app.post('/things/:tenant', express.raw({ type: 'multipart/form-data' }), createRouteGuard(contract, { store: new MemoryStore(), principal: () => 'u' }), (_req, res) => {
+      effects += 1;
+      res.status(201).json({ id: `file_${effects}` });
+    });
+    const server = await new Promise<import('node:http').Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/things/t1`;
+      const send = async (file: string) => {
+        const form = new FormData();
+        upload(file)(form);
+        const response = await fetch(url, { method: 'POST', headers: { 'idempotency-key': 'upload-1' }, body: form });
+        return { status: response.status, replayed: response.headers.get('idempotent-replayed'), body: await response.text() };
+      };
+      const first = await send('abc');
+      assert.deepEqual(first, { status: 201, replayed: 'false', body: '{"id":"file_1"}' });
+      assert.deepEqual(await send('abc'), { status: 201, replayed: 'true', body: '{"id":"file_1"}' });
+      const other = await send('another file');
+      assert.equal(other.status, 422);
+      assert.match(other.body, /idempotency-key-reused/);
+      assert.equal(effects, 1);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
