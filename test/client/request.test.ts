@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { buildRequest } from '../../src/runtime/client/request.js';
+import { buildRequest, type ParamFormat, type ParamInput } from '../../src/runtime/client/request.js';
 
 describe('client buildRequest', () => {
   it('fills and encodes path parameters, appends the query, serialises the body as JSON', () => {
@@ -20,5 +20,52 @@ describe('client buildRequest', () => {
     assert.equal(r.body, undefined);
     assert.equal(r.url, 'http://h/v1/x');
     assert.throws(() => buildRequest('http://h', 'GET', '/v1/{id}', {}), /path parameter "id" is missing/);
+  });
+
+  describe('parameter styles (the OpenAPI 3 style table; Swagger 2.0 collectionFormat maps onto it)', () => {
+    const array = ['blue', 'black', 'brown'];
+    const object = { R: 100, G: 200, B: 150 };
+    const path = (value: unknown, style: ParamFormat['style'], explode: boolean): string =>
+      buildRequest('http://h', 'GET', '/{c}', { path: { c: value as ParamInput } }, { params: { path: { c: { style, explode } } } }).url.slice('http://h/'.length);
+    const query = (value: unknown, style: ParamFormat['style'], explode: boolean): string =>
+      buildRequest('http://h', 'GET', '/', { query: { color: value as ParamInput } }, { params: { query: { color: { style, explode } } } }).url.split('?')[1] ?? '';
+
+    it('path: simple, label and matrix, exploded or not, for scalars, arrays and objects', () => {
+      const table: [ParamFormat['style'], boolean, string, string, string][] = [
+        ['simple', false, 'blue', 'blue,black,brown', 'R,100,G,200,B,150'],
+        ['simple', true, 'blue', 'blue,black,brown', 'R=100,G=200,B=150'],
+        ['label', false, '.blue', '.blue,black,brown', '.R,100,G,200,B,150'],
+        ['label', true, '.blue', '.blue.black.brown', '.R=100.G=200.B=150'],
+        ['matrix', false, ';c=blue', ';c=blue,black,brown', ';c=R,100,G,200,B,150'],
+        ['matrix', true, ';c=blue', ';c=blue;c=black;c=brown', ';R=100;G=200;B=150'],
+      ];
+      for (const [style, explode, scalar, list, pairs] of table) {
+        assert.deepEqual([path('blue', style, explode), path(array, style, explode), path(object, style, explode)], [scalar, list, pairs], `${style} explode=${explode}`);
+      }
+    });
+
+    it('query: form, spaceDelimited, pipeDelimited, tabDelimited and deepObject; values are percent-encoded, separators are not', () => {
+      assert.equal(query(array, 'form', true), 'color=blue&color=black&color=brown');
+      assert.equal(query(array, 'form', false), 'color=blue,black,brown');
+      assert.equal(query(object, 'form', true), 'R=100&G=200&B=150');
+      assert.equal(query(object, 'form', false), 'color=R,100,G,200,B,150');
+      assert.equal(query(array, 'spaceDelimited', false), 'color=blue%20black%20brown');
+      assert.equal(query(array, 'pipeDelimited', false), 'color=blue|black|brown');
+      assert.equal(query(array, 'tabDelimited', false), 'color=blue%09black%09brown');
+      assert.equal(query(array, 'pipeDelimited', true), 'color=blue&color=black&color=brown');
+      assert.equal(query(object, 'deepObject', true), 'color[R]=100&color[G]=200&color[B]=150');
+      assert.equal(query(['a,b', 'c d', 'e|f&g'], 'form', false), 'color=a%2Cb,c%20d,e%7Cf%26g');
+      assert.equal(query('a b+c', 'form', true), 'color=a%20b%2Bc');
+    });
+
+    it('empty lists and null members are left out; headers are not percent-encoded', () => {
+      assert.equal(query([], 'form', false), '');
+      assert.equal(query(['a', null, 'b'], 'form', false), 'color=a,b');
+      assert.equal(query({ a: 1, b: null }, 'form', true), 'a=1');
+      const r = buildRequest('http://h', 'GET', '/', { headers: { 'X-List': ['a b', 'c'], 'X-Tabs': ['a', 'b'], 'X-Obj': { k: 'v w' } } }, {
+        params: { headers: { 'X-Tabs': { style: 'tabDelimited', explode: false }, 'X-Obj': { style: 'simple', explode: true } } },
+      });
+      assert.deepEqual(r.headers, { accept: 'application/json', 'X-List': 'a b,c', 'X-Tabs': 'a\tb', 'X-Obj': 'k=v w' });
+    });
   });
 });

@@ -8,9 +8,11 @@
 import { UsageError } from '../../errors.js';
 import { compileContract } from '../../parser/compile.js';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../../parser/model.js';
+import type { ParamFormats, RequestFormat } from '../../runtime/client/request.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
 import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
+import { paramFormats } from './params.js';
 import { SchemaTypes } from './schema-types.js';
 
 /** Options of {@link generateClient}. */
@@ -31,8 +33,11 @@ export interface ClientOperation {
   readonly resultType: string;
   readonly statusCallType: string;
   readonly inputType: string;
-  /** The request body's media type when it is not plain `application/json` (form, text, `…+json`), else `null`. */
-  readonly bodyMediaType: string | null;
+  /**
+   * What `buildRequest` needs beyond the parts: the body's media type when it is not plain `application/json`
+   * (form, text, `…+json`), the parameters not written their location's default way; `null` when neither.
+   */
+  readonly requestFormat: RequestFormat | null;
   /** `true` when the input has no required member (the method's input argument may be left out). */
   readonly inputOptional: boolean;
   readonly okType: string;
@@ -89,6 +94,8 @@ interface OperationTypes {
   readonly input: string;
   /** The request body's media type, when the operation has a body. */
   readonly mediaType: string | undefined;
+  /** The parameters not written their location's default way. */
+  readonly params: ParamFormats | undefined;
   readonly inputOptional: boolean;
   readonly ok: string;
   readonly error: string;
@@ -106,9 +113,11 @@ class OperationTyper {
     const members: string[] = [];
     let optional = true;
     const params = this.#parameters(op);
+    const sent: ParameterView[] = [];
     for (const where of ['path', 'query', 'header'] as const) {
       const list = params.filter((p) => p.in === where && !(where === 'header' && this.#managed(p.name, keyHeader)));
       if (list.length === 0) continue;
+      sent.push(...list);
       const fields = list
         .sort((a, b) => compare(a.name, b.name))
         .map((p) => `${toJsLiteral(p.name)}${p.required || where === 'path' ? '' : '?'}: ${this.#paramType(p)};`);
@@ -129,7 +138,7 @@ class OperationTyper {
     const error = this.types.uniqueName(`${typeBase}Error`);
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
     this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
-    return { input, mediaType, inputOptional: optional, ok, error };
+    return { input, mediaType, params: paramFormats(this.doc.version, sent), inputOptional: optional, ok, error };
   }
 
   #managed(name: string, keyHeader: string | undefined): boolean {
@@ -281,8 +290,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       resultType,
       statusCallType,
       inputType: t.input,
-      // multipart bodies need a boundary the text-only request builder cannot make: they stay JSON (a known gap).
-      bodyMediaType: t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) || /^multipart\//i.test(t.mediaType) ? null : t.mediaType,
+      requestFormat: requestFormat(t),
       inputOptional: t.inputOptional,
       okType: t.ok,
       errorType: t.error,
@@ -297,6 +305,14 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
   const named = types.declarations().map((d) => `${d.renamed === undefined ? '' : `/** ${d.renamed} */\n`}export type ${d.name} = ${d.type};`);
   const schema = [...named, ...decls].join('\n\n') + '\n';
   return { model: { operations, contracted: operations.filter((o) => o.contract !== null) }, schema };
+}
+
+/** The `buildRequest` format of an operation, or `null` when it is all defaults. */
+function requestFormat(t: OperationTypes): RequestFormat | null {
+  // multipart bodies need a boundary the text-only request builder cannot make: they stay JSON (a known gap).
+  const media = t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) || /^multipart\//i.test(t.mediaType) ? undefined : t.mediaType;
+  if (media === undefined && t.params === undefined) return null;
+  return { ...(media === undefined ? {} : { mediaType: media }), ...(t.params === undefined ? {} : { params: t.params }) };
 }
 
 function opId(op: OperationView): string {

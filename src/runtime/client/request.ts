@@ -5,49 +5,133 @@
  */
 import type { PreparedRequest } from './engine.js';
 
-/** A scalar parameter value; arrays repeat the parameter (OpenAPI `form` + `explode`). */
+/** A scalar parameter value. */
 export type ParamValue = string | number | boolean;
+
+/** A parameter's value: a scalar, an array of scalars, or an object of scalars (`null` / `undefined` members are left out). */
+export type ParamInput = ParamValue | readonly (ParamValue | null | undefined)[] | Readonly<Record<string, ParamValue | null | undefined>>;
 
 /** The parts of an operation call, by parameter location. */
 export interface RequestParts {
-  readonly path?: Readonly<Record<string, ParamValue>>;
-  readonly query?: Readonly<Record<string, ParamValue | readonly ParamValue[] | null | undefined>>;
-  readonly headers?: Readonly<Record<string, ParamValue | null | undefined>>;
-  /** Sent as JSON when not `undefined`. */
+  readonly path?: Readonly<Record<string, ParamInput>>;
+  readonly query?: Readonly<Record<string, ParamInput | null | undefined>>;
+  readonly headers?: Readonly<Record<string, ParamInput | null | undefined>>;
+  /** Serialised for the operation's media type when not `undefined`. */
   readonly body?: unknown;
 }
 
 /**
- * Fills `{name}` segments of `pathTemplate` (percent-encoded), appends the query, and serialises the body
- * for the operation's request media type (default `application/json`): JSON for `…json` types, Stripe-style
- * bracketed fields for `application/x-www-form-urlencoded`, the text itself for `text/*`.
+ * How a parameter's value is written: OpenAPI 3 `style` and `explode`. Swagger 2.0 `collectionFormat` maps onto
+ * these: `csv` → `form` (query) / `simple`, `ssv` → `spaceDelimited`, `pipes` → `pipeDelimited`,
+ * `tsv` → `tabDelimited` (2.0 only), `multi` → exploded `form`; all but `multi` not exploded.
+ */
+export interface ParamFormat {
+  readonly style: 'form' | 'simple' | 'label' | 'matrix' | 'spaceDelimited' | 'pipeDelimited' | 'tabDelimited' | 'deepObject';
+  readonly explode: boolean;
+}
+
+/**
+ * The formats of the parameters not written their location's default way: query `form` exploded
+ * (`?id=1&id=2`), path and header `simple` not exploded (`1,2`).
+ */
+export interface ParamFormats {
+  readonly path?: Readonly<Record<string, ParamFormat>>;
+  readonly query?: Readonly<Record<string, ParamFormat>>;
+  readonly headers?: Readonly<Record<string, ParamFormat>>;
+}
+
+/** How an operation's request is written, beyond its parts. */
+export interface RequestFormat {
+  /** The request body's media type (default `application/json`). */
+  readonly mediaType?: string;
+  readonly params?: ParamFormats;
+}
+
+const QUERY_DEFAULT: ParamFormat = { style: 'form', explode: true };
+const SIMPLE_DEFAULT: ParamFormat = { style: 'simple', explode: false };
+
+/** The separator of a not-exploded list, as written in a URL. */
+const URL_DELIMITER: Readonly<Record<string, string>> = { spaceDelimited: '%20', pipeDelimited: '|', tabDelimited: '%09' };
+/** The same separators in a header value. */
+const HEADER_DELIMITER: Readonly<Record<string, string>> = { spaceDelimited: ' ', pipeDelimited: '|', tabDelimited: '\t' };
+
+/**
+ * Fills `{name}` segments of `pathTemplate`, appends the query, and serialises the body for the operation's request
+ * media type (default `application/json`): JSON for `…json` types, Stripe-style bracketed fields for
+ * `application/x-www-form-urlencoded`, the text itself for `text/*`. Parameters are written in their
+ * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
  * Throws `TypeError` when a path parameter is missing.
  */
-export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts, mediaType = 'application/json'): PreparedRequest {
+export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts, format: RequestFormat = {}): PreparedRequest {
+  const formats = format.params ?? {};
   const path = pathTemplate.replace(/\{([^}]+)\}/g, (_whole, name: string) => {
     const value = parts.path?.[name];
     if (value === undefined) throw new TypeError(`path parameter "${name}" is missing`);
-    return encodeURIComponent(String(value));
+    return expand(name, value, formats.path?.[name] ?? SIMPLE_DEFAULT, encodeURIComponent, URL_DELIMITER);
   });
-  const search = new URLSearchParams();
+  const query: string[] = [];
   for (const [name, value] of Object.entries(parts.query ?? {})) {
     // `null` (a nullable parameter left empty) is sent like an absent one.
-    if (value === undefined || value === null) continue;
-    const values: readonly ParamValue[] = Array.isArray(value) ? value : [value as ParamValue];
-    for (const v of values) search.append(name, String(v));
+    if (value !== undefined && value !== null) query.push(...queryPairs(name, value, formats.query?.[name] ?? QUERY_DEFAULT));
   }
-  const query = search.toString();
   const headers: Record<string, string> = { accept: 'application/json' };
   for (const [name, value] of Object.entries(parts.headers ?? {})) {
-    if (value !== undefined && value !== null) headers[name] = String(value);
+    if (value !== undefined && value !== null) headers[name] = expand(name, value, formats.headers?.[name] ?? SIMPLE_DEFAULT, String, HEADER_DELIMITER);
   }
   let body: string | undefined;
   if (parts.body !== undefined) {
+    const mediaType = format.mediaType ?? 'application/json';
     headers['content-type'] = mediaType;
     body = encodeBody(parts.body, mediaType);
   }
-  const url = baseUrl.replace(/\/+$/, '') + path + (query === '' ? '' : `?${query}`);
+  const url = baseUrl.replace(/\/+$/, '') + path + (query.length === 0 ? '' : `?${query.join('&')}`);
   return body === undefined ? { url, method, headers } : { url, method, headers, body };
+}
+
+/** The scalars of an array value, or the `[key, value]` pairs of an object value, or `undefined` for a scalar. */
+function membersOf(value: ParamInput): { list: string[] } | { pairs: [string, string][] } | undefined {
+  if (Array.isArray(value)) return { list: (value as readonly unknown[]).filter((v) => v !== undefined && v !== null).map(String) };
+  if (typeof value === 'object' && value !== null) {
+    return { pairs: Object.entries(value).filter(([, v]) => v !== undefined && v !== null).map(([k, v]) => [k, String(v)]) };
+  }
+  return undefined;
+}
+
+/** `name=value` pairs (encoded) of one query parameter; an empty array or object adds none. */
+function queryPairs(name: string, value: ParamInput, format: ParamFormat): string[] {
+  const e = encodeURIComponent;
+  const members = membersOf(value);
+  if (members === undefined) return [`${e(name)}=${e(String(value))}`];
+  const delimiter = URL_DELIMITER[format.style] ?? ',';
+  if ('list' in members) {
+    if (members.list.length === 0) return [];
+    if (format.explode || format.style === 'deepObject') return members.list.map((v) => `${e(name)}=${e(v)}`);
+    return [`${e(name)}=${members.list.map(e).join(delimiter)}`];
+  }
+  if (members.pairs.length === 0) return [];
+  if (format.style === 'deepObject') return members.pairs.map(([k, v]) => `${e(name)}[${e(k)}]=${e(v)}`);
+  if (format.explode) return members.pairs.map(([k, v]) => `${e(k)}=${e(v)}`);
+  return [`${e(name)}=${members.pairs.flatMap(([k, v]) => [e(k), e(v)]).join(delimiter)}`];
+}
+
+/**
+ * A path segment (`encode` = percent-encoding) or header value (`encode` = none) in `simple`, `label` or `matrix`
+ * style (RFC 6570 `{x}`, `{.x}`, `{;x}`), or joined by a 2.0 `collectionFormat` separator.
+ */
+function expand(name: string, value: ParamInput, format: ParamFormat, encode: (text: string) => string, delimiters: Readonly<Record<string, string>>): string {
+  const prefix = format.style === 'label' ? '.' : format.style === 'matrix' ? ';' : '';
+  const named = (text: string): string => (format.style === 'matrix' ? `${encode(name)}=${text}` : text);
+  const members = membersOf(value);
+  if (members === undefined) return prefix + named(encode(String(value)));
+  // Exploded label and matrix values repeat their prefix; everything else is one list.
+  const separator = format.explode && prefix !== '' ? prefix : (delimiters[format.style] ?? ',');
+  if ('list' in members) {
+    const items = members.list.map(encode);
+    return prefix + (format.explode && format.style === 'matrix' ? items.map(named) : [named(items.join(separator))]).join(separator);
+  }
+  const pairs = members.pairs.map(([k, v]) => [encode(k), encode(v)] as const);
+  if (format.explode) return prefix + pairs.map(([k, v]) => `${k}=${v}`).join(separator);
+  return prefix + named(pairs.flatMap(([k, v]) => [k, v]).join(separator));
 }
 
 /** The request body as text in `mediaType`'s encoding. */

@@ -17,6 +17,9 @@ const CASES: Record<string, string> = {
   'swagger-2.0': 'test/fixtures/client/swagger-2.0.yaml',
   // Definitions named like the client's own exports (ApiResponse, Client, …) and globals: renamed, with a note.
   'name-collisions-2.0': 'test/fixtures/client/name-collisions-2.0.yaml',
+  // Parameter serialisation (2.0 collectionFormat, 3.0 style/explode); test/generate/client/wire.test.ts sends these.
+  'wire-2.0': 'test/fixtures/client/wire-2.0.yaml',
+  'wire-3.0': 'test/fixtures/client/wire-3.0.yaml',
   // No contracted operation at all, as in most real documents.
   'no-contracts': 'test/fixtures/client/no-contracts.yaml',
   // The client the end-to-end tests run against the generated guard. test/e2e imports its types from here;

@@ -1,0 +1,57 @@
+/**
+ * How a generated client writes each parameter: OpenAPI 3 `style` / `explode`, Swagger 2.0 `collectionFormat`
+ * mapped onto the same {@link ParamFormat}s the runtime's `buildRequest` reads.
+ */
+import type { ParameterView } from '../../parser/model.js';
+import type { ParamFormat, ParamFormats } from '../../runtime/client/request.js';
+
+/** Where a parameter goes, as {@link ParamFormats} names it. */
+type Place = keyof ParamFormats;
+
+const PLACES: Readonly<Record<string, Place>> = { path: 'path', query: 'query', header: 'headers' };
+
+/** 2.0 `collectionFormat` → style; `multi` is exploded `form`, the others are lists in one value. */
+const COLLECTION_STYLES: Readonly<Record<string, ParamFormat['style']>> = {
+  ssv: 'spaceDelimited',
+  tsv: 'tabDelimited',
+  pipes: 'pipeDelimited',
+};
+
+const STYLES = new Set<ParamFormat['style']>(['form', 'simple', 'label', 'matrix', 'spaceDelimited', 'pipeDelimited', 'deepObject']);
+
+/** The default of a location: query `form` exploded, path and header `simple` not exploded (both OpenAPI versions). */
+function defaultFormat(place: Place): ParamFormat {
+  return place === 'query' ? { style: 'form', explode: true } : { style: 'simple', explode: false };
+}
+
+/** The format `param` is written in, by the document's version rules. */
+export function paramFormat(version: string, place: Place, param: ParameterView): ParamFormat {
+  const node = param.node;
+  if (version === '2.0') {
+    // `collectionFormat` applies to arrays only; its default is `csv`.
+    if (node['type'] !== 'array') return defaultFormat(place);
+    const collection = typeof node['collectionFormat'] === 'string' ? node['collectionFormat'] : 'csv';
+    if (collection === 'multi') return place === 'query' ? { style: 'form', explode: true } : defaultFormat(place);
+    const style = COLLECTION_STYLES[collection] ?? (place === 'query' ? 'form' : 'simple');
+    return { style, explode: false };
+  }
+  const given = node['style'];
+  const style = typeof given === 'string' && STYLES.has(given as ParamFormat['style']) ? (given as ParamFormat['style']) : defaultFormat(place).style;
+  // OpenAPI 3: `explode` defaults to true for `form` only.
+  const explode = typeof node['explode'] === 'boolean' ? node['explode'] : style === 'form';
+  return { style, explode };
+}
+
+/** The formats of the parameters in `params` that are not their location's default, or `undefined` when all are. */
+export function paramFormats(version: string, params: readonly ParameterView[]): ParamFormats | undefined {
+  const out: Partial<Record<Place, Record<string, ParamFormat>>> = {};
+  for (const param of [...params].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    const place = PLACES[param.in];
+    if (place === undefined) continue;
+    const format = paramFormat(version, place, param);
+    const fallback = defaultFormat(place);
+    if (format.style === fallback.style && format.explode === fallback.explode) continue;
+    (out[place] ??= {})[param.name] = format;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
