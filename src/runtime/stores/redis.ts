@@ -94,7 +94,8 @@ return {'reserved', ms(now)}
 
 // KEYS: record, leases, expiry. ARGV: now, id, token, status, headers, body (base64), resultId ('' = none), hasResultId, ttlMs.
 const COMPLETE = `${NOW}
-if redis.call('HGET', KEYS[1], 'state') ~= 'in_progress' or redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[3] then
+local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
+if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
   return 0
 end
 local expires_at = now + tonumber(ARGV[9])
@@ -108,7 +109,8 @@ return 1
 
 // KEYS: record, leases. ARGV: now, id, token.
 const RELEASE = `
-if redis.call('HGET', KEYS[1], 'state') ~= 'in_progress' or redis.call('HGET', KEYS[1], 'lease_token') ~= ARGV[3] then
+local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
+if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
   return 0
 end
 redis.call('DEL', KEYS[1])
@@ -264,7 +266,7 @@ export class RedisStore implements IdempotencyStore {
       token,
       String(input.response.status),
       JSON.stringify(input.response.headers),
-      Buffer.from(input.response.body).toString('base64'),
+      base64(input.response.body),
       input.resultId ?? '',
       input.resultId === undefined ? '0' : '1',
       String(input.ttlMs),
@@ -371,6 +373,11 @@ function sha1(script: string): string {
     shas.set(script, sha);
   }
   return sha;
+}
+
+/** Base64 of the bytes, read in place (no copy of the body first). */
+function base64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 }
 
 function limitOf(options: BatchOptions): number {
