@@ -1,6 +1,7 @@
 import yargs from 'yargs';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../errors.js';
+import { describeDocumentError } from './display.js';
 import type { CliIo, ExitCode } from './io.js';
 import { lintCommand } from './commands/lint.js';
 import { generateCommand } from './commands/generate.js';
@@ -28,12 +29,12 @@ function isError<T extends Error>(error: unknown, type: new (...args: never[]) =
   return error instanceof type || (error instanceof Error && error.name === type.name && 'file' in error);
 }
 
-/** Formats an error for the terminal: one line for a user's mistake, the stack only with `--verbose`. */
-export function describeError(error: unknown, verbose: boolean): string {
-  if (isError(error, DocumentError)) {
-    const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
-    return `${where}: ${error.message}`;
-  }
+/**
+ * Formats an error for the terminal: one line for a user's mistake, the stack only with `--verbose`. A
+ * document's path is shown relative to `cwd`, as `idemkit lint` shows it.
+ */
+export function describeError(error: unknown, verbose: boolean, cwd: string): string {
+  if (isError(error, DocumentError)) return describeDocumentError(error, cwd);
   if (isError(error, UsageError)) {
     const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
     return where ? `${where}: ${error.message}` : error.message;
@@ -135,7 +136,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
   if (failure !== undefined) {
     const verbose = argv.includes('--verbose');
     if (helpText && !isError(failure, DocumentError)) io.stderr(`${helpText}\n\n`);
-    io.stderr(`${describeError(failure, verbose)}\n`);
+    io.stderr(`${describeError(failure, verbose, io.cwd)}\n`);
     return 2;
   }
   return exit;

@@ -73,6 +73,25 @@ describe('cli generate', () => {
     assert.match(io.err, /no operation has an x-idempotency contract/);
   });
 
+  it('names the spec relative to the working directory (as lint does), not to --out', async () => {
+    writeFileSync(path.join(tmp, 'empty.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'}\npaths: {}\n");
+    writeFileSync(path.join(tmp, 'plain.yaml'), 'openapi: 3.1.0\ninfo: { title: t, version: "1" }\npaths:\n  /x:\n    post:\n      responses: { "200": { description: ok } }\n');
+    writeFileSync(path.join(tmp, 'broken.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'\npaths: {}\n");
+    const cases: [string[], string | RegExp][] = [
+      [['client', 'empty.yaml', '--out', 'sub/deep/client'], 'empty.yaml: the document has no operation, so there is no client to generate\n'],
+      [['server', 'plain.yaml', '--out', 'sub/deep/guards'], 'plain.yaml: no operation has an x-idempotency contract, so there is no guard to generate\n'],
+      [['client', path.join(tmp, 'broken.yaml'), '--out', 'sub/deep/client'], /^broken\.yaml:3:1: invalid YAML: [^\n]*\n$/],
+      [['server', 'broken.yaml', '--out', 'out'], /^broken\.yaml:3:1: invalid YAML: [^\n]*\n$/],
+    ];
+    for (const [argv, expected] of cases) {
+      const io = bufferIo(tmp);
+      assert.equal(await main(['generate', ...argv], io), 2, argv.join(' '));
+      if (typeof expected === 'string') assert.equal(io.err, expected);
+      else assert.match(io.err, expected);
+      assert.equal(io.out, '');
+    }
+  });
+
   it('exits 2 on an unknown framework or store', async () => {
     for (const flags of [['--framework', 'koa'], ['--store', 'mongo']]) {
       const io = bufferIo();

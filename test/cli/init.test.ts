@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
@@ -244,6 +244,21 @@ describe('idemkit init', () => {
     writeFileSync(path.join(dir, 'plain.yaml'), "openapi: 3.0.3\ninfo: { title: t, version: '1' }\npaths:\n  /a:\n    post:\n      responses: { '201': { description: ok } }\n");
     const result = await run('plain.yaml');
     assert.deepEqual(result, { code: 0, out: 'nothing to scaffold in plain.yaml: no operation without x-idempotency takes an idempotency key\n', err: '' });
+  });
+
+  it('names a spec it cannot read relative to the working directory, as lint does', async () => {
+    mkdirSync(path.join(dir, 'api'));
+    writeFileSync(path.join(dir, 'api', 'broken.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'\npaths: {}\n");
+    const io = bufferIo(dir);
+    assert.equal(await main(['lint', 'api/broken.yaml'], io), 2);
+    const expected = /^api\/broken\.yaml:3:1: invalid YAML: /;
+    assert.match(io.err, expected);
+    for (const spec of ['api/broken.yaml', path.join(dir, 'api', 'broken.yaml')]) {
+      const result = await run(spec);
+      assert.equal(result.code, 2);
+      assert.match(result.err, expected);
+      assert.equal(result.err.split('\n').length, 2, result.err);
+    }
   });
 
   it('exits 2 on a missing spec', async () => {

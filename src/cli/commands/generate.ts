@@ -1,7 +1,9 @@
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Framework, StoreKind } from '../../generate/server.js';
+import { UsageError } from '../../errors.js';
 import type { Command } from '../main.js';
+import { displayFile } from '../display.js';
 import { nonEmpty } from '../options.js';
 import type { CliIo, ExitCode } from '../io.js';
 
@@ -20,6 +22,16 @@ void storesListed;
 /** The spec file name as generated headers show it: relative to the output directory, `/`-separated. */
 function sourceName(specFile: string, outDir: string): string {
   return path.relative(outDir, specFile).split(path.sep).join('/');
+}
+
+/**
+ * The generators begin a message about the whole document with its name as the generated headers show it
+ * (`source`, relative to --out); the terminal names the spec relative to the cwd, as every command does.
+ */
+function namedFromCwd(error: unknown, source: string, shown: string): unknown {
+  // By name: commands load the library lazily, and a second copy of errors.ts may define another class.
+  if (!(error instanceof Error) || error.name !== 'UsageError' || !error.message.startsWith(`${source}: `)) return error;
+  return new UsageError(error.message.slice(source.length + 2), shown);
 }
 
 /**
@@ -54,10 +66,15 @@ export const generateCommand: Command = {
     ]);
     const doc = await loadDocument(specFile);
     const source = sourceName(specFile, outDir);
-    const files =
-      target === 'server'
-        ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
-        : generateClient(doc, { source });
+    let files;
+    try {
+      files =
+        target === 'server'
+          ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
+          : generateClient(doc, { source });
+    } catch (error) {
+      throw namedFromCwd(error, source, displayFile(io.cwd, specFile));
+    }
     if (args['check'] === true) {
       const drift = await checkOutput(outDir, files);
       if (drift.length === 0) {

@@ -15,6 +15,7 @@ import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
 import { SourceCache } from '../../parser/source.js';
+import { describeDocumentError, displayFile } from '../display.js';
 import type { CliIo, ExitCode } from '../io.js';
 import type { Command } from '../main.js';
 import { nonEmpty } from '../options.js';
@@ -53,17 +54,6 @@ export function readLintArgs(args: Record<string, unknown>): LintArgs {
 
 function optionalString(value: unknown): string | undefined {
   return value === undefined || value === null ? undefined : String(value);
-}
-
-/** One line for an input that could not be read: `file:line:column: what is wrong — how to fix`. */
-export function describeDocumentError(error: DocumentError, cwd: string): string {
-  const where = [displayFile(cwd, error.file), error.line, error.column].filter((part) => part !== undefined).join(':');
-  return `${where}: ${error.message}`;
-}
-
-function displayFile(cwd: string, file: string): string {
-  const relative = path.relative(cwd, file);
-  return relative === '' || path.isAbsolute(relative) ? file : relative.split(path.sep).join('/');
 }
 
 /** Whether any unsuppressed finding is at or above `failOn`. */
