@@ -83,8 +83,14 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
 
 const SAFE_METHODS = new Set(['get', 'head', 'options', 'trace']);
 
-/** Scaffolds contracts into `text`, the source of `document`'s entry file (YAML or JSON). */
-export function scaffoldContracts(document: ApiDocument, text: string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
+/**
+ * Scaffolds contracts into `raw`, the source of `document`'s entry file (YAML or JSON) as the user wrote it:
+ * a byte order mark is kept.
+ */
+export function scaffoldContracts(document: ApiDocument, raw: string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
+  // The parser reads past a byte order mark (AutoRest files start with one); the written file keeps it.
+  const bom = raw.charCodeAt(0) === 0xfeff ? raw.slice(0, 1) : '';
+  const text = raw.slice(bom.length);
   const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
   const planned: { operation: OperationView; header: string; contract: Record<string, unknown> }[] = [];
   const skipped: ScaffoldSkip[] = [];
@@ -129,7 +135,7 @@ export function scaffoldContracts(document: ApiDocument, text: string, settings:
     shift += insert.text.length;
   }
   verify(out, format, document, changes.length > 0 ? inserts : []);
-  return { text: out, changes, skipped };
+  return { text: bom + out, changes, skipped };
 }
 
 interface Insert {

@@ -246,6 +246,28 @@ describe('idemkit init', () => {
     assert.deepEqual(result, { code: 0, out: 'nothing to scaffold in plain.yaml: no operation without x-idempotency takes an idempotency key\n', err: '' });
   });
 
+  it('keeps a byte order mark where the user had one (JSON and YAML)', async () => {
+    const json = `\uFEFF${JSON.stringify(parse(yamlSpec), null, 2)}\n`;
+    writeFileSync(path.join(dir, 'bom.json'), json);
+    const shown = await run('bom.json', '--write');
+    assert.equal(shown.code, 0, shown.err);
+    assert.match(shown.out, /^bom\.json:\d+ {2}POST \/payouts \(createPayout\)/);
+    const bytes = readFileSync(path.join(dir, 'bom.json'));
+    assert.deepEqual([...bytes.subarray(0, 3)], [0xef, 0xbb, 0xbf]);
+    const written = bytes.toString('utf8');
+    assert.equal(JSON.parse(written.slice(1)).paths['/payouts'].post['x-idempotency'].key.header, 'Idempotency-Key');
+    // Nothing else changed: drop the added member and the original bytes come back.
+    const start = written.indexOf(',\n        "x-idempotency"');
+    const end = written.indexOf('\n      }', start);
+    assert.equal(written.slice(0, start) + written.slice(end), json);
+
+    writeFileSync(path.join(dir, 'bom.yaml'), `\uFEFF${yamlSpec}`);
+    assert.equal((await run('bom.yaml', '--write')).code, 0);
+    const yaml = read('bom.yaml');
+    assert.ok(yaml.startsWith(`\uFEFF# Payments API`));
+    assert.ok(parse(yaml.slice(1)).paths['/payouts'].post['x-idempotency']);
+  });
+
   it('names a spec it cannot read relative to the working directory, as lint does', async () => {
     mkdirSync(path.join(dir, 'api'));
     writeFileSync(path.join(dir, 'api', 'broken.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'\npaths: {}\n");
