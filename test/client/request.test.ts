@@ -22,6 +22,21 @@ describe('client buildRequest', () => {
     assert.throws(() => buildRequest('http://h', 'GET', '/v1/{id}', {}), /path parameter "id" is missing/);
   });
 
+  it('sends text and bytes as they are for non-JSON media types; bytes are copied, so a retry sends what the call was given', () => {
+    const text = buildRequest('http://h', 'POST', '/n', { body: 'plain "text"' }, { mediaType: 'text/plain' });
+    assert.equal(text.body, 'plain "text"');
+    assert.equal(text.headers['content-type'], 'text/plain');
+    const bytes = new Uint8Array([1, 2, 3]);
+    const binary = buildRequest('http://h', 'PUT', '/f', { body: bytes }, { mediaType: 'application/octet-stream' });
+    bytes[0] = 9;
+    assert.ok(binary.body instanceof ArrayBuffer);
+    assert.deepEqual([...new Uint8Array(binary.body)], [1, 2, 3]);
+    const blob = new Blob(['b']);
+    assert.equal(buildRequest('http://h', 'PUT', '/f', { body: blob }, { mediaType: 'image/png' }).body, blob);
+    // A JSON media type still gets JSON, a string included.
+    assert.equal(buildRequest('http://h', 'POST', '/j', { body: 'x' }, { mediaType: 'application/merge-patch+json' }).body, '"x"');
+  });
+
   describe('parameter styles (the OpenAPI 3 style table; Swagger 2.0 collectionFormat maps onto it)', () => {
     const array = ['blue', 'black', 'brown'];
     const object = { R: 100, G: 200, B: 150 };

@@ -176,8 +176,10 @@ class OperationTyper {
       const consumes = this.#consumes(op);
       const param = params.find((p) => p.in === 'body');
       if (param !== undefined) {
-        const json = consumes.find((type) => JSON_MEDIA.test(type));
-        return { type: this.types.typeOf(param.node['schema'], child(param.valueAt, 'schema')), required: param.required, ...(json !== undefined ? { mediaType: json } : {}) };
+        // The media type is picked from `consumes` the way 3.0 picks it from `requestBody.content`.
+        const media = requestMedia(consumes);
+        const type = bodyType(media, () => this.types.typeOf(param.node['schema'], child(param.valueAt, 'schema')));
+        return { type, required: param.required, ...(media !== undefined ? { mediaType: media } : {}) };
       }
       // 2.0 `in: formData` parameters are the fields of a form body.
       const fields = params.filter((p) => p.in === 'formData').sort((a, b) => compare(a.name, b.name));
@@ -193,9 +195,10 @@ class OperationTyper {
     const content = target.value['content'];
     const media = isObject(content) ? requestMedia(Object.keys(content)) : undefined;
     const entry = media === undefined || !isObject(content) ? undefined : content[media];
-    // JSON, form and text bodies are typed from their schema; other media (multipart, binary) stay `unknown`.
-    const typed = media !== undefined && (JSON_MEDIA.test(media) || media.toLowerCase() === FORM || /^text\//i.test(media));
-    const type = !isObject(content) || Object.keys(content).length === 0 ? 'undefined' : typed && isObject(entry) ? this.types.typeOf(entry['schema'], child(target.at, 'content', media!, 'schema')) : 'unknown';
+    const type =
+      media === undefined || !isObject(content)
+        ? 'undefined'
+        : bodyType(media, () => (isObject(entry) ? this.types.typeOf(entry['schema'], child(target.at, 'content', media, 'schema')) : 'unknown'));
     return { type, required: target.value['required'] === true, ...(media !== undefined ? { mediaType: media } : {}) };
   }
 
@@ -250,6 +253,18 @@ function requestMedia(types: readonly string[]): string | undefined {
     types.find((t) => /^text\//i.test(t)) ??
     types[0]
   );
+}
+
+/** What a body in a media type other than JSON, form or text is sent as: the bytes (or text) themselves. */
+const BINARY_BODY = 'string | Blob | ArrayBuffer | ArrayBufferView';
+
+/**
+ * The type of a request body sent as `media` (`undefined`: JSON): JSON, form and text bodies are typed from their
+ * schema (`schemaType`), multipart stays `unknown`, other media (octet-stream, images, …) are bytes or text.
+ */
+function bodyType(media: string | undefined, schemaType: () => string): string {
+  if (media === undefined || JSON_MEDIA.test(media) || media.toLowerCase() === FORM || /^text\//i.test(media)) return schemaType();
+  return /^multipart\//i.test(media) ? 'unknown' : BINARY_BODY;
 }
 
 function unionOf(types: readonly string[]): string {

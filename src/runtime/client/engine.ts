@@ -68,7 +68,8 @@ export interface PreparedRequest {
   readonly url: string;
   readonly method: string;
   readonly headers: Readonly<Record<string, string>>;
-  readonly body?: string;
+  /** Text, or bytes for binary media types; every attempt sends the same value again (none is a one-shot stream). */
+  readonly body?: string | Blob | ArrayBuffer;
 }
 
 /** Why an intent ended `rejected`: a terminal error answer. Retrying it with the same key cannot help. */

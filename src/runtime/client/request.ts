@@ -58,7 +58,8 @@ const HEADER_DELIMITER: Readonly<Record<string, string>> = { spaceDelimited: ' '
 /**
  * Fills `{name}` segments of `pathTemplate`, appends the query, and serialises the body for the operation's request
  * media type (default `application/json`): JSON for `…json` types, Stripe-style bracketed fields for
- * `application/x-www-form-urlencoded`, the text itself for `text/*`. Parameters are written in their
+ * `application/x-www-form-urlencoded`, a string or bytes (`Blob`, `ArrayBuffer`, a typed array) as they are for
+ * other types (`text/*`, `application/octet-stream`, …). Parameters are written in their
  * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
  * Throws `TypeError` when a path parameter is missing.
  */
@@ -78,7 +79,7 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   for (const [name, value] of Object.entries(parts.headers ?? {})) {
     if (value !== undefined && value !== null) headers[name] = expand(name, value, formats.headers?.[name] ?? SIMPLE_DEFAULT, String, HEADER_DELIMITER);
   }
-  let body: string | undefined;
+  let body: PreparedRequest['body'];
   if (parts.body !== undefined) {
     const mediaType = format.mediaType ?? 'application/json';
     headers['content-type'] = mediaType;
@@ -134,14 +135,23 @@ function expand(name: string, value: ParamInput, format: ParamFormat, encode: (t
   return prefix + named(pairs.flatMap(([k, v]) => [k, v]).join(separator));
 }
 
-/** The request body as text in `mediaType`'s encoding. */
-function encodeBody(value: unknown, mediaType: string): string {
+/** The request body in `mediaType`'s encoding: text, or for other than JSON and form media, bytes as given. */
+function encodeBody(value: unknown, mediaType: string): PreparedRequest['body'] {
   if (/^application\/x-www-form-urlencoded\b/i.test(mediaType)) {
     const form = new URLSearchParams();
     appendFormField(form, '', value);
     return form.toString();
   }
-  if (typeof value === 'string' && !/json\b/i.test(mediaType)) return value;
+  if (!/json\b/i.test(mediaType)) {
+    if (typeof value === 'string' || value instanceof Blob) return value;
+    if (value instanceof ArrayBuffer) return value.slice(0);
+    if (ArrayBuffer.isView(value)) {
+      // A copy: every attempt sends these bytes even if the caller reuses its buffer meanwhile.
+      const bytes = new Uint8Array(value.byteLength);
+      bytes.set(new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
+      return bytes.buffer;
+    }
+  }
   return JSON.stringify(value);
 }
 

@@ -107,4 +107,33 @@ describe('generate client: requests on the wire (generated, compiled, sent to 12
     assert.deepEqual(search!.split('&'), ['tags=a', 'tags=b', 'csv=x,y', 'spaced=s%20t', 'piped=1|2', 'filter[color]=red', 'filter[size]=2', 'point=x,1,y,2']);
     assert.equal(got.headers['x-pairs'], 'a=1,b=2');
   });
+
+  for (const fixture of FIXTURES) {
+    it(`${fixture}: a body is sent in the media type the operation consumes — bytes and text as they are, JSON as JSON`, async () => {
+      const bytes = new Uint8Array([0, 255, 10, 34, 1]);
+      // A view into a larger buffer: only its own bytes go out.
+      const view = new Uint8Array(new Uint8Array([9, 9, ...bytes, 9]).buffer, 2, bytes.length);
+      const binary = await send(fixture, 'uploadFile', { path: { name: 'a.bin' }, body: view });
+      assert.equal(binary.method, 'PUT');
+      assert.equal(binary.url, '/files/a.bin');
+      assert.equal(binary.headers['content-type'], 'application/octet-stream');
+      assert.deepEqual([...binary.body], [...bytes]);
+
+      received = [];
+      const text = await send(fixture, 'uploadFile', { path: { name: 'a.txt' }, body: 'raw bytes' });
+      assert.equal(text.headers['content-type'], 'application/octet-stream');
+      assert.equal(text.body.toString('utf8'), 'raw bytes');
+
+      received = [];
+      const note = await send(fixture, 'createNote', { body: 'hello "world"' });
+      assert.equal(note.headers['content-type'], 'text/plain');
+      assert.equal(note.body.toString('utf8'), 'hello "world"');
+    });
+  }
+
+  it('wire-2.0: JSON is picked when consumes lists it among others', async () => {
+    const got = await send('wire-2.0', 'createPet', { body: { name: 'Rex' } });
+    assert.equal(got.headers['content-type'], 'application/json');
+    assert.deepEqual(JSON.parse(got.body.toString('utf8')), { name: 'Rex' });
+  });
 });

@@ -61,6 +61,28 @@ export function createClient(options: ClientOptions) {
   }
 
   /**
+   * "POST /notes (createNote)".
+   */
+  function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
+    return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
+      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
+   * "POST /pets (createPet)".
+   */
+  function createPet(input: T.CreatePetInput, call: CallOptions = {}): Promise<ApiResponse<T.CreatePetOk, T.CreatePetError>> {
+    return sendOnce<T.CreatePetOk, T.CreatePetError>({
+      request: buildRequest(base, "POST", "/pets", parts(input, options.headers, call.headers)),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
    * "GET /pets/{ids} (findPets)".
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
@@ -71,8 +93,22 @@ export function createClient(options: ClientOptions) {
     });
   }
 
+  /**
+   * "PUT /files/{name} (uploadFile)".
+   */
+  function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
+    return sendOnce<T.UploadFileOk, T.UploadFileError>({
+      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
   return {
     intent,
+    createNote,
+    createPet,
     findPets,
+    uploadFile,
   };
 }

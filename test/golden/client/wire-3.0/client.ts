@@ -61,6 +61,17 @@ export function createClient(options: ClientOptions) {
   }
 
   /**
+   * "POST /notes (createNote)".
+   */
+  function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
+    return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
+      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
    * "GET /pets/{label}/{matrix}/{simple} (findPets)".
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
@@ -71,8 +82,21 @@ export function createClient(options: ClientOptions) {
     });
   }
 
+  /**
+   * "PUT /files/{name} (uploadFile)".
+   */
+  function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
+    return sendOnce<T.UploadFileOk, T.UploadFileError>({
+      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
   return {
     intent,
+    createNote,
     findPets,
+    uploadFile,
   };
 }
