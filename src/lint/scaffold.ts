@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { InternalError } from '../errors.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import { JsonPositionIndex } from '../parser/positions.js';
+import { parseSource } from '../parser/source.js';
 import type { LintSettings } from './rule.js';
 import { declaredResponses, effectiveParameters, effectiveSecurity, keyEvidence, parsePointer } from './views.js';
 import type * as YamlModule from 'yaml';
@@ -83,16 +84,19 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
 
 const SAFE_METHODS = new Set(['get', 'head', 'options', 'trace']);
 
+/** An operation that gets a contract, and the contract. */
+interface Plan {
+  readonly operation: OperationView;
+  readonly header: string;
+  readonly contract: Record<string, unknown>;
+}
+
 /**
  * Scaffolds contracts into `raw`, the source of `document`'s entry file (YAML or JSON) as the user wrote it:
  * a byte order mark is kept.
  */
 export function scaffoldContracts(document: ApiDocument, raw: string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
-  // The parser reads past a byte order mark (AutoRest files start with one); the written file keeps it.
-  const bom = raw.charCodeAt(0) === 0xfeff ? raw.slice(0, 1) : '';
-  const text = raw.slice(bom.length);
-  const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
-  const planned: { operation: OperationView; header: string; contract: Record<string, unknown> }[] = [];
+  const planned: Plan[] = [];
   const skipped: ScaffoldSkip[] = [];
   for (const operation of document.operations) {
     if ('x-idempotency' in operation.node) continue;
@@ -113,29 +117,56 @@ export function scaffoldContracts(document: ApiDocument, raw: string, settings: 
     }
     planned.push({ operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
   }
+  const edited = scaffoldFile(document.file, raw, planned);
+  return { text: edited.text, changes: edited.changes, skipped: [...skipped, ...edited.skipped] };
+}
+
+/** Inserts the planned contracts into one file's text, in one pass, and checks the result. */
+function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text: string; changes: ScaffoldChange[]; skipped: ScaffoldSkip[] } {
+  // The parser reads past a byte order mark (AutoRest files start with one); the written file keeps it.
+  const bom = raw.charCodeAt(0) === 0xfeff ? raw.slice(0, 1) : '';
+  const text = raw.slice(bom.length);
+  const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
   const newline = text.includes('\r\n') ? '\r\n' : '\n';
-  const inserts: { offset: number; text: string; operation: OperationView; header: string; contract: Record<string, unknown>; lines: string[] }[] = [];
-  // One YAML Document for every operation (it was parsed once per operation: seconds on a 600 KB file).
+  const skipped: ScaffoldSkip[] = [];
+  const inserts: (Insert & Plan)[] = [];
+  // One YAML Document (or JSON index) for every operation of the file: parsing once per operation took seconds.
   let parsed: YamlModule.Document.Parsed | undefined;
-  const yamlDocument = () => (parsed ??= yamlModule().parseDocument(text));
-  for (const plan of planned) {
-    const insert = format === 'json' ? planJson(text, plan.operation, plan.contract, newline) : planYaml(text, yamlDocument(), plan.operation, plan.contract, newline);
+  let index: JsonPositionIndex | undefined;
+  for (const plan of plans) {
+    const insert =
+      format === 'json'
+        ? planJson(text, (index ??= new JsonPositionIndex(text)), plan.operation, plan.contract, newline)
+        : planYaml(text, (parsed ??= yamlModule().parseDocument(text)), plan.operation, plan.contract, newline);
     if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert });
     else inserts.push({ ...insert, ...plan });
   }
-  // Apply from the end so earlier offsets stay valid.
-  let out = text;
-  for (const insert of [...inserts].sort((a, b) => b.offset - a.offset)) out = out.slice(0, insert.offset) + insert.text + out.slice(insert.offset);
+  if (inserts.length === 0) return { text: raw, changes: [], skipped };
+  // Build the new text once, front to back, counting lines on the way (no copy of the text per insert).
+  inserts.sort((a, b) => a.offset - b.offset);
+  const parts: string[] = [];
   const changes: ScaffoldChange[] = [];
-  let shift = 0;
-  for (const insert of [...inserts].sort((a, b) => a.offset - b.offset)) {
-    const at = insert.offset + shift;
-    const firstLine = out.slice(0, at + Math.max(0, insert.text.indexOf(insert.lines[0]!))).split('\n').length;
-    changes.push({ operation: insert.operation.label, header: insert.header, line: firstLine, lines: insert.lines, contract: insert.contract });
-    shift += insert.text.length;
+  let from = 0;
+  let line = 1;
+  for (const insert of inserts) {
+    line += countLines(text, from, insert.offset);
+    const lead = Math.max(0, insert.text.indexOf(insert.lines[0]!));
+    changes.push({ operation: insert.operation.label, header: insert.header, line: line + countLines(insert.text, 0, lead), lines: insert.lines, contract: insert.contract });
+    line += countLines(insert.text, 0, insert.text.length);
+    parts.push(text.slice(from, insert.offset), insert.text);
+    from = insert.offset;
   }
-  verify(out, format, document, changes.length > 0 ? inserts : []);
+  parts.push(text.slice(from));
+  const out = parts.join('');
+  verify(out, file, inserts);
   return { text: bom + out, changes, skipped };
+}
+
+/** Number of line feeds in `text` between `from` and `to`. */
+function countLines(text: string, from: number, to: number): number {
+  let count = 0;
+  for (let at = text.indexOf('\n', from); at !== -1 && at < to; at = text.indexOf('\n', at + 1)) count += 1;
+  return count;
 }
 
 interface Insert {
@@ -225,10 +256,10 @@ function inlineShortLists(lines: string[], step: number): string[] {
   return out;
 }
 
-function planJson(text: string, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
+function planJson(text: string, index: JsonPositionIndex, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
   const tokens = parsePointer(operation.at.pointer);
   if (!tokens) return 'cannot be located in the JSON text';
-  const located = new JsonPositionIndex(text).locate(tokens);
+  const located = index.locate(tokens);
   if (located.depth !== tokens.length || text[located.valueOffset] !== '{') return 'cannot be located in the JSON text';
   const open = located.valueOffset;
   const close = matchingBrace(text, open);
@@ -275,12 +306,14 @@ function matchingBrace(text: string, open: number): number {
   return -1;
 }
 
-/** Re-parses the new text: it must parse, and each scaffolded operation must now carry exactly its contract. */
-function verify(text: string, format: 'json' | 'yaml', document: ApiDocument, inserts: readonly { operation: OperationView; contract: Record<string, unknown> }[]): void {
-  if (inserts.length === 0) return;
+/**
+ * Re-parses the new text with the parser `idemkit lint` reads it with: it must parse, and each scaffolded
+ * operation must now carry exactly its contract.
+ */
+function verify(text: string, file: string, inserts: readonly Plan[]): void {
   let root: unknown;
   try {
-    root = format === 'json' ? JSON.parse(text) : yamlModule().parse(text);
+    root = parseSource(file, text).value;
   } catch (error) {
     throw new InternalError(`init produced text that does not parse (${(error as Error).message}); nothing was written`);
   }
@@ -289,7 +322,7 @@ function verify(text: string, format: 'json' | 'yaml', document: ApiDocument, in
     for (const token of parsePointer(operation.at.pointer) ?? []) node = (node as Record<string, unknown> | undefined)?.[token];
     const written = (node as Record<string, unknown> | undefined)?.['x-idempotency'];
     if (JSON.stringify(written) !== JSON.stringify(contract)) {
-      throw new InternalError(`init could not place the contract of ${operation.label} in ${document.file}; nothing was written`);
+      throw new InternalError(`init could not place the contract of ${operation.label} in ${file}; nothing was written`);
     }
   }
 }

@@ -268,6 +268,54 @@ describe('idemkit init', () => {
     assert.ok(parse(yaml.slice(1)).paths['/payouts'].post['x-idempotency']);
   });
 
+  it('reports the line of every inserted block, in YAML and JSON', async () => {
+    const operation = (n: number) => [
+      `  /op${n}:`,
+      '    post:',
+      `      operationId: op${n}`,
+      '      parameters:',
+      '        - { name: Idempotency-Key, in: header, schema: { type: string } }',
+      '      description: |',
+      `        ${'text\n        '.repeat(n)}end`,
+      "      responses: { '201': { description: ok } }",
+    ];
+    const spec = ['openapi: 3.0.3', "info: { title: t, version: '1' }", 'paths:', ...[1, 2, 3, 4].flatMap(operation), ''].join('\r\n');
+    writeFileSync(path.join(dir, 'many.yaml'), spec);
+    writeFileSync(path.join(dir, 'many.json'), JSON.stringify(parse(spec), null, 2));
+    for (const [name, marker] of [['many.yaml', '# Scaffolded by'], ['many.json', '"x-idempotency": {']] as const) {
+      const result = await run(name, '--write');
+      assert.equal(result.code, 0, result.err);
+      const lines = read(name).split('\n');
+      const reported = [...result.out.matchAll(new RegExp(`^${name.replace('.', '\\.')}:(\\d+) {2}POST \\/op(\\d) `, 'gm'))];
+      assert.deepEqual(reported.map((match) => match[2]), ['1', '2', '3', '4'], name);
+      for (const [, line] of reported) assert.ok(lines[Number(line) - 1]!.trimStart().startsWith(marker), `${name}:${line} is ${lines[Number(line) - 1]}`);
+    }
+  });
+
+  it('scaffolds a document that lint reads with a warning (a key written twice outside any contract)', async () => {
+    const spec = [
+      'openapi: 3.0.3',
+      "info: { title: t, version: '1' }",
+      'paths:',
+      '  /a:',
+      '    post:',
+      '      operationId: createA',
+      '      parameters:',
+      '        - { name: Idempotency-Key, in: header, required: true, schema: { type: string } }',
+      '      responses:',
+      "        '201':",
+      '          description: created',
+      '          description: made',
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'dup.yaml'), spec);
+    const result = await run('dup.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /\nwrote 1 contract to dup\.yaml; next: idemkit lint dup\.yaml\n$/);
+    assert.ok(read('dup.yaml').startsWith(spec));
+    assert.match(read('dup.yaml'), /\n {6}x-idempotency:\n {8}key:\n {10}header: Idempotency-Key\n/);
+  });
+
   it('names a spec it cannot read relative to the working directory, as lint does', async () => {
     mkdirSync(path.join(dir, 'api'));
     writeFileSync(path.join(dir, 'api', 'broken.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'\npaths: {}\n");
