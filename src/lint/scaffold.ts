@@ -20,6 +20,8 @@ const require = createRequire(import.meta.url);
 
 /** One contract that was (or would be) inserted. */
 export interface ScaffoldChange {
+  /** Absolute path of the file the contract goes into: where the operation is written. */
+  readonly file: string;
   readonly operation: string;
   readonly header: string;
   /** 1-based line of the inserted block in the new text. */
@@ -36,10 +38,17 @@ export interface ScaffoldSkip {
   readonly reason: string;
 }
 
+/** A file that changes: its absolute path and its whole new text. */
+export interface ScaffoldedFile {
+  readonly file: string;
+  readonly text: string;
+}
+
 /** Result of {@link scaffoldContracts}. */
 export interface ScaffoldResult {
-  /** The new text (equal to the input when nothing changed). */
-  readonly text: string;
+  /** The files that change, each with its whole new text, in the order of their first operation; empty when nothing changes. */
+  readonly files: readonly ScaffoldedFile[];
+  /** The inserted contracts, file by file, in text order within a file. */
   readonly changes: readonly ScaffoldChange[];
   readonly skipped: readonly ScaffoldSkip[];
 }
@@ -92,11 +101,12 @@ interface Plan {
 }
 
 /**
- * Scaffolds contracts into `raw`, the source of `document`'s entry file (YAML or JSON) as the user wrote it:
- * a byte order mark is kept.
+ * Scaffolds contracts for the operations of `document` that take a key header. Each contract goes into the
+ * file where its operation is written — the entry file or an external path-item file — read with `readText`
+ * (the file's bytes decoded as UTF-8, as the user wrote them: a byte order mark is kept).
  */
-export function scaffoldContracts(document: ApiDocument, raw: string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
-  const planned: Plan[] = [];
+export function scaffoldContracts(document: ApiDocument, readText: (file: string) => string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
+  const planned = new Map<string, Map<string, Plan>>();
   const skipped: ScaffoldSkip[] = [];
   for (const operation of document.operations) {
     if ('x-idempotency' in operation.node) continue;
@@ -111,14 +121,20 @@ export function scaffoldContracts(document: ApiDocument, raw: string, settings: 
       skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`; x-idempotency reads keys from a header, so write this contract by hand` });
       continue;
     }
-    if (operation.at.file !== document.file) {
-      skipped.push({ operation: operation.label, reason: `is defined in another file (${operation.at.file}); run idemkit init on that file` });
-      continue;
-    }
-    planned.push({ operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
+    let inFile = planned.get(operation.at.file);
+    if (!inFile) planned.set(operation.at.file, (inFile = new Map()));
+    // A path item reached by two paths (a `$ref` to it) is written once: one contract serves both.
+    if (!inFile.has(operation.at.pointer)) inFile.set(operation.at.pointer, { operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
   }
-  const edited = scaffoldFile(document.file, raw, planned);
-  return { text: edited.text, changes: edited.changes, skipped: [...skipped, ...edited.skipped] };
+  const files: ScaffoldedFile[] = [];
+  const changes: ScaffoldChange[] = [];
+  for (const [file, plans] of planned) {
+    const edited = scaffoldFile(file, readText(file), [...plans.values()]);
+    skipped.push(...edited.skipped);
+    changes.push(...edited.changes);
+    if (edited.changes.length > 0) files.push({ file, text: edited.text });
+  }
+  return { files, changes, skipped };
 }
 
 /** Inserts the planned contracts into one file's text, in one pass, and checks the result. */
@@ -151,7 +167,7 @@ function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text
   for (const insert of inserts) {
     line += countLines(text, from, insert.offset);
     const lead = Math.max(0, insert.text.indexOf(insert.lines[0]!));
-    changes.push({ operation: insert.operation.label, header: insert.header, line: line + countLines(insert.text, 0, lead), lines: insert.lines, contract: insert.contract });
+    changes.push({ file, operation: insert.operation.label, header: insert.header, line: line + countLines(insert.text, 0, lead), lines: insert.lines, contract: insert.contract });
     line += countLines(insert.text, 0, insert.text.length);
     parts.push(text.slice(from, insert.offset), insert.text);
     from = insert.offset;

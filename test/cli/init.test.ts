@@ -316,6 +316,46 @@ describe('idemkit init', () => {
     assert.match(read('dup.yaml'), /\n {6}x-idempotency:\n {8}key:\n {10}header: Idempotency-Key\n/);
   });
 
+  it('writes the contract into the path-item file where the operation is written', async () => {
+    const entry = "swagger: '2.0'\ninfo: { title: t, version: '1' }\npaths:\n  /orders:\n    $ref: './paths/orders.yaml'\n";
+    const pathItem = [
+      '# orders, kept in their own file',
+      'post:',
+      '  operationId: createOrder',
+      '  parameters:',
+      '    - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 64 }',
+      '  responses:',
+      "    '201': { description: created }   # created",
+      '',
+    ].join('\n');
+    mkdirSync(path.join(dir, 'paths'));
+    writeFileSync(path.join(dir, 'swagger.yaml'), entry);
+    writeFileSync(path.join(dir, 'paths', 'orders.yaml'), pathItem);
+
+    const shown = await run('swagger.yaml');
+    assert.equal(shown.code, 0, shown.err);
+    assert.match(shown.out, /^paths\/orders\.yaml:8 {2}POST \/orders \(createOrder\) {2}\(key header Idempotency-Key\)\n\+ {3}# Scaffolded/);
+    assert.doesNotMatch(shown.out, /another file|by hand/);
+    assert.match(shown.out, /\n1 contract to add; nothing written — run again with --write to apply\n$/);
+    assert.equal(read('paths/orders.yaml'), pathItem);
+
+    const written = await run('swagger.yaml', '--write');
+    assert.equal(written.code, 0, written.err);
+    assert.match(written.out, /\nwrote 1 contract to paths\/orders\.yaml; next: idemkit lint swagger\.yaml\n$/);
+    assert.equal(read('swagger.yaml'), entry);
+    const text = read('paths/orders.yaml');
+    assert.ok(text.startsWith(pathItem), 'the file as written, then the contract');
+    assert.match(text.slice(pathItem.length), /^ {2}# Scaffolded by `idemkit init`.*\n {2}x-idempotency:\n {4}key:\n/);
+    assert.deepEqual(parse(text).post['x-idempotency'].key, { header: 'Idempotency-Key', required: true, maxLength: 64 });
+
+    const io = bufferIo(dir);
+    await main(['lint', 'swagger.yaml', '--format', 'json'], io);
+    const findings = (JSON.parse(io.out) as { findings: { ruleId: string }[] }).findings;
+    assert.ok(!findings.some((finding) => finding.ruleId === 'contract-missing' || finding.ruleId === 'contract-invalid'), io.out);
+    const again = await run('swagger.yaml', '--write');
+    assert.equal(again.out, 'nothing to scaffold in swagger.yaml: no operation without x-idempotency takes an idempotency key\n');
+  });
+
   it('names a spec it cannot read relative to the working directory, as lint does', async () => {
     mkdirSync(path.join(dir, 'api'));
     writeFileSync(path.join(dir, 'api', 'broken.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'\npaths: {}\n");

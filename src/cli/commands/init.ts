@@ -1,11 +1,13 @@
 /**
  * `idemkit init <spec>`: propose `x-idempotency` contracts for operations that already take an idempotency
- * key header. Prints what it would insert; writes (atomically) only with `--write`. Re-running is a no-op.
+ * key header. Prints what it would insert; writes (atomically) only with `--write`, each contract into the
+ * file where its operation is written (the spec, or a path-item file it references). Re-running is a no-op.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Command } from '../main.js';
+import { displayFile } from '../display.js';
 import { nonEmpty } from '../options.js';
 
 export const initCommand: Command = {
@@ -37,11 +39,12 @@ export const initCommand: Command = {
       knownRuleIds: catalogue().map((rule) => rule.meta.id),
     });
     const document = await loadDocument(file);
-    const text = readFileSync(file, 'utf8');
-    const result = scaffoldContracts(document, text, config.settings);
+    const result = scaffoldContracts(document, (name) => readFileSync(name, 'utf8'), config.settings);
+    // The spec as the user named it; an external file it references, as lint names files.
+    const name = (changed: string) => (changed === document.file ? shown : displayFile(io.cwd, changed));
     const lines: string[] = [];
     for (const change of result.changes) {
-      lines.push(`${shown}:${change.line}  ${change.operation}  (key header ${change.header})`);
+      lines.push(`${name(change.file)}:${change.line}  ${change.operation}  (key header ${change.header})`);
       for (const line of change.lines) lines.push(`+ ${line}`);
       lines.push('');
     }
@@ -58,8 +61,9 @@ export const initCommand: Command = {
       const which = skipped === 1 ? '1 operation that takes an idempotency key was' : `${skipped} operations that take an idempotency key were`;
       lines.push(`nothing written to ${shown}: ${which} skipped (see above) — ${byHand}`);
     } else if (args.write === true) {
-      writeUserFile(file, result.text, '', shown);
-      lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${shown}${alsoSkipped}; next: idemkit lint ${shown}`);
+      for (const edited of result.files) writeUserFile(edited.file, edited.text, '', name(edited.file));
+      const where = result.files.map((edited) => name(edited.file)).join(', ');
+      lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${where}${alsoSkipped}; next: idemkit lint ${shown}`);
     } else {
       lines.push(`${count} contract${count === 1 ? '' : 's'} to add${alsoSkipped}; nothing written — run again with --write to apply`);
     }
