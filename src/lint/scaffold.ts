@@ -36,6 +36,11 @@ export interface ScaffoldChange {
 export interface ScaffoldSkip {
   readonly operation: string;
   readonly reason: string;
+  /**
+   * `true` when the operation needs no contract at all (a safe method); `false` when it does and the user
+   * has to write it by hand.
+   */
+  readonly needsNone: boolean;
 }
 
 /** A file that changes: its absolute path and its whole new text. */
@@ -114,11 +119,11 @@ export function scaffoldContracts(document: ApiDocument, readText: (file: string
     if (!evidence) continue;
     if (SAFE_METHODS.has(operation.method)) {
       // A repeated safe request has no effect to guard; a key on it is usually a copy-paste leftover.
-      skipped.push({ operation: operation.label, reason: `is a safe ${operation.method.toUpperCase()}: a repeat has no effect to guard, so it gets no contract` });
+      skipped.push({ operation: operation.label, reason: `is a safe ${operation.method.toUpperCase()}: a repeat has no effect to guard, so it gets no contract`, needsNone: true });
       continue;
     }
     if (evidence.kind !== 'header') {
-      skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`; x-idempotency reads keys from a header, so write this contract by hand` });
+      skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`; x-idempotency reads keys from a header, so write this contract by hand`, needsNone: false });
       continue;
     }
     let inFile = planned.get(operation.at.file);
@@ -154,7 +159,7 @@ function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text
       format === 'json'
         ? planJson(text, (index ??= new JsonPositionIndex(text)), plan.operation, plan.contract, newline)
         : planYaml(text, (parsed ??= yamlModule().parseDocument(text)), plan.operation, plan.contract, newline);
-    if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert });
+    if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert, needsNone: false });
     else inserts.push({ ...insert, ...plan });
   }
   if (inserts.length === 0) return { text: raw, changes: [], skipped };

@@ -356,6 +356,36 @@ describe('idemkit init', () => {
     assert.equal(again.out, 'nothing to scaffold in swagger.yaml: no operation without x-idempotency takes an idempotency key\n');
   });
 
+  it('does not ask for a contract by hand for a safe method it says needs none', async () => {
+    const spec = [
+      "swagger: '2.0'",
+      "info: { title: t, version: '1' }",
+      'paths:',
+      '  /orders:',
+      '    parameters:',
+      '      - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 64 }',
+      '    get:',
+      '      operationId: listOrders',
+      "      responses: { '200': { description: ok } }",
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'get.yaml'), spec);
+    const only = await run('get.yaml', '--write');
+    assert.deepEqual(only, {
+      code: 0,
+      out:
+        'skipped GET /orders (listOrders): is a safe GET: a repeat has no effect to guard, so it gets no contract\n\n' +
+        'nothing to scaffold in get.yaml: 1 operation that takes an idempotency key is a safe method and needs no contract (see above)\n',
+      err: '',
+    });
+    assert.equal(read('get.yaml'), spec);
+
+    // Beside a contract it writes, and beside one to write by hand, each is counted for what it is.
+    const mixed = yamlSpec.replace("    get:\n      operationId: listPayouts\n", "    get:\n      operationId: listPayouts\n      parameters:\n        - $ref: '#/components/parameters/IdemKey'\n");
+    writeFileSync(path.join(dir, 'mixed.yaml'), mixed);
+    assert.match((await run('mixed.yaml')).out, /\n1 contract to add; 1 operation skipped \(see above\) — write its x-idempotency by hand; 1 safe operation needs no contract; nothing written — run again with --write to apply\n$/);
+  });
+
   it('names a spec it cannot read relative to the working directory, as lint does', async () => {
     mkdirSync(path.join(dir, 'api'));
     writeFileSync(path.join(dir, 'api', 'broken.yaml'), "swagger: '2.0'\ninfo: {title: t, version: '1'\npaths: {}\n");

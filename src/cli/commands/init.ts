@@ -51,15 +51,25 @@ export const initCommand: Command = {
     for (const skip of result.skipped) lines.push(`skipped ${skip.operation}: ${skip.reason}`);
     if (result.skipped.length > 0) lines.push('');
     const count = result.changes.length;
-    const skipped = result.skipped.length;
-    // Skipped operations do take a key: the summary must not say that none does.
-    const byHand = `write ${skipped === 1 ? 'its' : 'their'} x-idempotency by hand`;
-    const alsoSkipped = skipped === 0 ? '' : `; ${skipped} operation${skipped === 1 ? '' : 's'} skipped (see above) — ${byHand}`;
-    if (count === 0 && skipped === 0) {
+    const byHand = result.skipped.filter((skip) => !skip.needsNone).length;
+    const needNone = result.skipped.length - byHand;
+    // Skipped operations do take a key: the summary must not say that none does, nor ask for a contract a
+    // safe method does not need.
+    const writeByHand = `write ${byHand === 1 ? 'its' : 'their'} x-idempotency by hand`;
+    const noneNeeded = `${needNone} safe operation${needNone === 1 ? ' needs' : 's need'} no contract`;
+    const alsoSkipped = [
+      ...(byHand === 0 ? [] : [`${byHand} operation${byHand === 1 ? '' : 's'} skipped (see above) — ${writeByHand}`]),
+      ...(needNone === 0 ? [] : [noneNeeded]),
+    ]
+      .map((clause) => `; ${clause}`)
+      .join('');
+    const takeKey = (n: number) => (n === 1 ? '1 operation that takes an idempotency key' : `${n} operations that take an idempotency key`);
+    if (count === 0 && result.skipped.length === 0) {
       lines.push(`nothing to scaffold in ${shown}: no operation without x-idempotency takes an idempotency key`);
+    } else if (count === 0 && byHand === 0) {
+      lines.push(`nothing to scaffold in ${shown}: ${takeKey(needNone)} ${needNone === 1 ? 'is a safe method and needs' : 'are safe methods and need'} no contract (see above)`);
     } else if (count === 0) {
-      const which = skipped === 1 ? '1 operation that takes an idempotency key was' : `${skipped} operations that take an idempotency key were`;
-      lines.push(`nothing written to ${shown}: ${which} skipped (see above) — ${byHand}`);
+      lines.push(`nothing written to ${shown}: ${takeKey(byHand)} ${byHand === 1 ? 'was' : 'were'} skipped (see above) — ${writeByHand}${needNone === 0 ? '' : `; ${noneNeeded}`}`);
     } else if (args.write === true) {
       for (const edited of result.files) writeUserFile(edited.file, edited.text, '', name(edited.file));
       const where = result.files.map((edited) => name(edited.file)).join(', ');
