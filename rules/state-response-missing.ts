@@ -1,6 +1,7 @@
 import { defineRule } from '../src/lint/rule.js';
 import type { StateName } from '../src/parser/model.js';
-import { activeContract, fieldInvalid, findResponse, operationPhrase } from '../src/lint/views.js';
+import { activeContract, declaredResponses, fieldInvalid, findResponse, operationPhrase } from '../src/lint/views.js';
+import type { ApiDocument, OperationView } from '../src/parser/model.js';
 
 const STATES: readonly { name: StateName; suggest: number; meaning: string }[] = [
   { name: 'missingKey', suggest: 400, meaning: 'a request without a key is refused' },
@@ -25,7 +26,7 @@ export default defineRule({
       noStatus:
         'no status for the `{state}` state: clients cannot tell how {meaning}; add `responses.{state}: {status: {suggest}}` and document that response',
       undocumented:
-        '`responses.{state}` answers {status}, which is not a documented response of {operation}: add a `\'{status}\'` response (e.g. application/problem+json) to its `responses`',
+        '`responses.{state}` answers {status}, which is not a documented response of {operation}{defaultNote}: add a `\'{status}\'` response (e.g. application/problem+json) to its `responses`',
     },
   },
   check(ctx) {
@@ -40,8 +41,15 @@ export default defineRule({
         ctx.report('noStatus', contract.at('responses', state.name), { state: state.name, meaning: state.meaning, suggest: state.suggest });
       } else if (!findResponse(ctx.document, ctx.operation, status)) {
         const at = contract.at('responses', state.name, 'status');
-        ctx.report('undocumented', at, { state: state.name, status, operation: operationPhrase(ctx.operation, at) });
+        // A `default` response covers every other status but says nothing of this state's: a client cannot
+        // tell an in-progress 409 from any other error it documents.
+        const defaultNote = findDefault(ctx.document, ctx.operation) ? ' (its `default` response does not say which status means this state)' : '';
+        ctx.report('undocumented', at, { state: state.name, status, operation: operationPhrase(ctx.operation, at), defaultNote });
       }
     }
   },
 });
+
+function findDefault(doc: ApiDocument, op: OperationView): boolean {
+  return declaredResponses(doc, op).some((response) => response.status === 'default');
+}

@@ -72,7 +72,7 @@ ruleTester.run(stateResponseMissing, {
         post(t).responses.default = post(t).responses['422'];
         delete post(t).responses['422'];
       }),
-      errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/mismatch/status` }],
+      errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/mismatch/status`, message: /POST \/payouts \(createPayout\) \(its `default` response does not say which status means this state\): add a `'422'` response/ }],
     },
     {
       // Findings at one node are ordered by message, so the states come out alphabetically.
