@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { buildRequest, type ParamFormat, type ParamInput } from '../../src/runtime/client/request.js';
+import type { ParamFormat, ParamInput } from '../../src/runtime/client/params.js';
+import { buildRequest } from '../../src/runtime/client/request.js';
 
 describe('client buildRequest', () => {
   it('fills and encodes path parameters, appends the query, serialises the body as JSON', () => {

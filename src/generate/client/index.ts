@@ -8,11 +8,12 @@
 import { UsageError } from '../../errors.js';
 import { compileContract } from '../../parser/compile.js';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../../parser/model.js';
-import type { ParamFormats, RequestFormat } from '../../runtime/client/request.js';
+import type { ParamFormat, ParamFormats } from '../../runtime/client/params.js';
+import type { RequestFormat } from '../../runtime/client/request.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
 import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
-import { paramFormats } from './params.js';
+import { formFieldFormats, paramFormats } from './params.js';
 import { SchemaTypes } from './schema-types.js';
 
 /** Options of {@link generateClient}. */
@@ -96,6 +97,8 @@ interface OperationTypes {
   readonly mediaType: string | undefined;
   /** The parameters not written their location's default way. */
   readonly params: ParamFormats | undefined;
+  /** The Swagger 2.0 `collectionFormat` of array form fields. */
+  readonly fields: Readonly<Record<string, ParamFormat>> | undefined;
   readonly inputOptional: boolean;
   readonly ok: string;
   readonly error: string;
@@ -138,7 +141,7 @@ class OperationTyper {
     const error = this.types.uniqueName(`${typeBase}Error`);
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
     this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
-    return { input, mediaType, params: paramFormats(this.doc.version, sent), inputOptional: optional, ok, error };
+    return { input, mediaType, params: paramFormats(this.doc.version, sent), fields: body?.fields, inputOptional: optional, ok, error };
   }
 
   #managed(name: string, keyHeader: string | undefined): boolean {
@@ -171,7 +174,10 @@ class OperationTyper {
     return 'string';
   }
 
-  #body(op: OperationView, params: readonly ParameterView[]): { type: string; required: boolean; mediaType?: string } | undefined {
+  #body(
+    op: OperationView,
+    params: readonly ParameterView[],
+  ): { type: string; required: boolean; mediaType?: string; fields?: Readonly<Record<string, ParamFormat>> } | undefined {
     if (this.doc.version === '2.0') {
       const consumes = this.#consumes(op);
       const param = params.find((p) => p.in === 'body');
@@ -184,9 +190,12 @@ class OperationTyper {
       // 2.0 `in: formData` parameters are the fields of a form body.
       const fields = params.filter((p) => p.in === 'formData').sort((a, b) => compare(a.name, b.name));
       if (fields.length === 0) return undefined;
-      const members = fields.map((p) => `${toJsLiteral(p.name)}${p.required ? '' : '?'}: ${p.node['type'] === 'file' ? 'unknown' : this.types.typeOf(p.node, p.valueAt)};`);
-      const form = consumes.includes('multipart/form-data') && !consumes.includes(FORM) ? 'multipart/form-data' : FORM;
-      return { type: `{ ${members.join(' ')} }`, required: fields.some((p) => p.required), mediaType: form };
+      const members = fields.map((p) => `${toJsLiteral(p.name)}${p.required ? '' : '?'}: ${p.node['type'] === 'file' ? BINARY_BODY : this.types.typeOf(p.node, p.valueAt)};`);
+      // A file field can only be sent as multipart/form-data (Swagger 2.0 requires it to be consumed).
+      const files = fields.some((p) => p.node['type'] === 'file');
+      const form = files || (consumes.includes(MULTIPART_FORM) && !consumes.includes(FORM)) ? MULTIPART_FORM : FORM;
+      const formats = formFieldFormats(fields);
+      return { type: `{ ${members.join(' ')} }`, required: fields.some((p) => p.required), mediaType: form, ...(formats === undefined ? {} : { fields: formats }) };
     }
     const raw = op.node['requestBody'];
     if (raw === undefined) return undefined;
@@ -198,8 +207,40 @@ class OperationTyper {
     const type =
       media === undefined || !isObject(content)
         ? 'undefined'
-        : bodyType(media, () => (isObject(entry) ? this.types.typeOf(entry['schema'], child(target.at, 'content', media, 'schema')) : 'unknown'));
+        : isMultipartForm(media)
+          ? isObject(entry) ? this.#formDataType(entry['schema'], child(target.at, 'content', media, 'schema')) : 'unknown'
+          : bodyType(media, () => (isObject(entry) ? this.types.typeOf(entry['schema'], child(target.at, 'content', media, 'schema')) : 'unknown'));
     return { type, required: target.value['required'] === true, ...(media !== undefined ? { mediaType: media } : {}) };
+  }
+
+  /**
+   * The type of a 3.x `multipart/form-data` body: its schema's, except that binary properties (files: `format: binary`,
+   * or 3.1 `contentMediaType`) of an object schema take bytes. Other schemas are typed as they are.
+   */
+  #formDataType(schema: unknown, at: Location): string {
+    const target = this.doc.deref(schema, at);
+    if (target === undefined || !isObject(target.value) || !isObject(target.value['properties'])) return this.types.typeOf(schema, at);
+    const properties = target.value['properties'];
+    const schemaAt = (value: unknown, where: Location): { node: Json; at: Location } | undefined => {
+      const found = this.doc.deref(value, where);
+      return found !== undefined && isObject(found.value) ? { node: found.value, at: found.at } : undefined;
+    };
+    const binary = (node: Json | undefined): boolean => node?.['type'] === 'string' && (node['format'] === 'binary' || typeof node['contentMediaType'] === 'string');
+    const kinds = Object.keys(properties).map((name) => {
+      const property = schemaAt(properties[name], child(target.at, 'properties', name));
+      if (binary(property?.node)) return { name, type: BINARY_BODY };
+      if (property?.node['type'] === 'array' && binary(schemaAt(property.node['items'], child(property.at, 'items'))?.node)) return { name, type: `(${BINARY_BODY})[]` };
+      return { name, type: undefined };
+    });
+    if (kinds.every((kind) => kind.type === undefined)) return this.types.typeOf(schema, at);
+    const required = new Set(Array.isArray(target.value['required']) ? target.value['required'] : []);
+    const members = kinds.map(({ name, type }) => {
+      const member = type ?? this.types.typeOf(properties[name], child(target.at, 'properties', name));
+      return `${toJsLiteral(name)}${required.has(name) ? '' : '?'}: ${member};`;
+    });
+    const extra = target.value['additionalProperties'];
+    if (extra !== undefined && extra !== false) members.push('[key: string]: unknown;');
+    return `{ ${members.join(' ')} }`;
   }
 
   /** Swagger 2.0 media types an operation accepts (its own `consumes`, else the document's). */
@@ -242,6 +283,8 @@ class OperationTyper {
 }
 
 const FORM = 'application/x-www-form-urlencoded';
+const MULTIPART_FORM = 'multipart/form-data';
+const isMultipartForm = (media: string): boolean => /^multipart\/form-data\b/i.test(media);
 const JSON_MEDIA = /^application\/([\w.-]+\+)?json\b|\+json\b/i;
 
 /** The media type a client sends a request body in: JSON first, then a form, then text, else the first listed. */
@@ -260,7 +303,8 @@ const BINARY_BODY = 'string | Blob | ArrayBuffer | ArrayBufferView';
 
 /**
  * The type of a request body sent as `media` (`undefined`: JSON): JSON, form and text bodies are typed from their
- * schema (`schemaType`), multipart stays `unknown`, other media (octet-stream, images, …) are bytes or text.
+ * schema (`schemaType`), multipart other than `multipart/form-data` stays `unknown`, other media (octet-stream,
+ * images, …) are bytes or text.
  */
 function bodyType(media: string | undefined, schemaType: () => string): string {
   if (media === undefined || JSON_MEDIA.test(media) || media.toLowerCase() === FORM || /^text\//i.test(media)) return schemaType();
@@ -324,10 +368,15 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
 
 /** The `buildRequest` format of an operation, or `null` when it is all defaults. */
 function requestFormat(t: OperationTypes): RequestFormat | null {
-  // multipart bodies need a boundary the text-only request builder cannot make: they stay JSON (a known gap).
-  const media = t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) || /^multipart\//i.test(t.mediaType) ? undefined : t.mediaType;
-  if (media === undefined && t.params === undefined) return null;
-  return { ...(media === undefined ? {} : { mediaType: media }), ...(t.params === undefined ? {} : { params: t.params }) };
+  // multipart/mixed, related, …: parts with their own headers that a request input cannot say yet; they stay JSON (a known gap).
+  const other = /^multipart\//i.test(t.mediaType ?? '') && !isMultipartForm(t.mediaType!);
+  const media = t.mediaType === undefined || /^application\/json$/i.test(t.mediaType) || other ? undefined : t.mediaType;
+  if (media === undefined && t.params === undefined && t.fields === undefined) return null;
+  return {
+    ...(media === undefined ? {} : { mediaType: media }),
+    ...(t.params === undefined ? {} : { params: t.params }),
+    ...(t.fields === undefined ? {} : { fields: t.fields }),
+  };
 }
 
 function opId(op: OperationView): string {

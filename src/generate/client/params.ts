@@ -3,7 +3,7 @@
  * mapped onto the same {@link ParamFormat}s the runtime's `buildRequest` reads.
  */
 import type { ParameterView } from '../../parser/model.js';
-import type { ParamFormat, ParamFormats } from '../../runtime/client/request.js';
+import type { ParamFormat, ParamFormats } from '../../runtime/client/params.js';
 
 /** Where a parameter goes, as {@link ParamFormats} names it. */
 type Place = keyof ParamFormats;
@@ -54,4 +54,14 @@ export function paramFormats(version: string, params: readonly ParameterView[]):
     (out[place] ??= {})[param.name] = format;
   }
   return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/**
+ * The formats of Swagger 2.0 `in: formData` array fields (`csv` by default): each is written as its
+ * `collectionFormat` says, where form fields without one are bracketed (`tags[0]=…`).
+ */
+export function formFieldFormats(fields: readonly ParameterView[]): Readonly<Record<string, ParamFormat>> | undefined {
+  const arrays = fields.filter((field) => field.node['type'] === 'array');
+  if (arrays.length === 0) return undefined;
+  return Object.fromEntries(arrays.map((field) => [field.name, paramFormat('2.0', 'query', field)]));
 }

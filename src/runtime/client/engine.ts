@@ -68,7 +68,7 @@ export interface PreparedRequest {
   readonly url: string;
   readonly method: string;
   readonly headers: Readonly<Record<string, string>>;
-  /** Text, or bytes for binary media types; every attempt sends the same value again (none is a one-shot stream). */
+  /** Text, or bytes (binary media types, multipart forms); every attempt sends the same value again (none is a one-shot stream). */
   readonly body?: string | Blob | ArrayBuffer;
 }
 

@@ -94,6 +94,17 @@ export function createClient(options: ClientOptions) {
   }
 
   /**
+   * "POST /login (login)".
+   */
+  function login(input: T.LoginInput, call: CallOptions = {}): Promise<ApiResponse<T.LoginOk, T.LoginError>> {
+    return sendOnce<T.LoginOk, T.LoginError>({
+      request: buildRequest(base, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
    * "PUT /files/{name} (uploadFile)".
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
@@ -104,11 +115,24 @@ export function createClient(options: ClientOptions) {
     });
   }
 
+  /**
+   * "POST /pets/{id}/photo (uploadPhoto)".
+   */
+  function uploadPhoto(input: T.UploadPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadPhotoOk, T.UploadPhotoError>> {
+    return sendOnce<T.UploadPhotoOk, T.UploadPhotoError>({
+      request: buildRequest(base, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
   return {
     intent,
     createNote,
     createPet,
     findPets,
+    login,
     uploadFile,
+    uploadPhoto,
   };
 }

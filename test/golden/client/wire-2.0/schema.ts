@@ -27,6 +27,15 @@ export type FindPetsOk = Record<string, unknown>;
 /** The body of an error answer of "GET /pets/{ids} (findPets)". */
 export type FindPetsError = unknown;
 
+/** The input of "POST /login (login)". */
+export type LoginInput = { body: { "remember"?: boolean; "roles"?: string[]; "scopes"?: string[]; "user": string; }; };
+
+/** The body of a 2xx answer of "POST /login (login)". */
+export type LoginOk = undefined;
+
+/** The body of an error answer of "POST /login (login)". */
+export type LoginError = unknown;
+
 /** The input of "PUT /files/{name} (uploadFile)". */
 export type UploadFileInput = { path: { "name": string; }; body: string | Blob | ArrayBuffer | ArrayBufferView; };
 
@@ -35,3 +44,12 @@ export type UploadFileOk = undefined;
 
 /** The body of an error answer of "PUT /files/{name} (uploadFile)". */
 export type UploadFileError = unknown;
+
+/** The input of "POST /pets/{id}/photo (uploadPhoto)". */
+export type UploadPhotoInput = { path: { "id": string; }; body: { "caption"?: string; "file": string | Blob | ArrayBuffer | ArrayBufferView; "labels"?: string[]; "tags"?: string[]; }; };
+
+/** The body of a 2xx answer of "POST /pets/{id}/photo (uploadPhoto)". */
+export type UploadPhotoOk = undefined;
+
+/** The body of an error answer of "POST /pets/{id}/photo (uploadPhoto)". */
+export type UploadPhotoError = unknown;

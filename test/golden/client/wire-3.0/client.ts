@@ -38,10 +38,16 @@ export interface IntentOptions extends CallOptions {
 }
 
 /** The client methods of the operations with an `x-idempotency` contract. */
-export type ContractedOperation = never;
+export type ContractedOperation = "upload" | never;
 
 /** A typed client for every operation of the document. */
 export type Client = ReturnType<typeof createClient>;
+
+/** The status-route call an unknown outcome of "POST /uploads (upload)" carries. */
+export type UploadStatusCall = undefined;
+
+/** What "POST /uploads (upload)" ends with: completed, rejected, or unknown with a status check. */
+export type UploadResult = IntentResult<T.UploadOk, T.UploadError, UploadStatusCall>;
 
 function parts(input: object, ...headers: (Readonly<Record<string, string>> | undefined)[]): RequestParts {
   const given = input as RequestParts;
@@ -83,6 +89,33 @@ export function createClient(options: ClientOptions) {
   }
 
   /**
+   * "POST /tokens (token)".
+   */
+  function token(input: T.TokenInput, call: CallOptions = {}): Promise<ApiResponse<T.TokenOk, T.TokenError>> {
+    return sendOnce<T.TokenOk, T.TokenError>({
+      request: buildRequest(base, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
+   * "POST /uploads (upload)": sends one intent with one key under one deadline, retrying as its contract allows.
+   */
+  function upload(input: T.UploadInput, call: IntentOptions = {}): Promise<UploadResult> {
+    const contract = contracts.upload;
+    const sent = call.intent ?? intent("upload");
+    return sendIntent<T.UploadOk, T.UploadError, UploadStatusCall>({
+      contract,
+      intent: sent,
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data"}),
+      checkStatus: undefined,
+    });
+  }
+
+  /**
    * "PUT /files/{name} (uploadFile)".
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
@@ -97,6 +130,8 @@ export function createClient(options: ClientOptions) {
     intent,
     createNote,
     findPets,
+    token,
+    upload,
     uploadFile,
   };
 }

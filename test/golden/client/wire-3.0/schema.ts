@@ -18,6 +18,24 @@ export type FindPetsOk = Record<string, unknown>;
 /** The body of an error answer of "GET /pets/{label}/{matrix}/{simple} (findPets)". */
 export type FindPetsError = unknown;
 
+/** The input of "POST /tokens (token)". */
+export type TokenInput = { body: { "grant_type"?: string; "scope"?: string[]; "metadata"?: { [key: string]: string; }; }; };
+
+/** The body of a 2xx answer of "POST /tokens (token)". */
+export type TokenOk = undefined;
+
+/** The body of an error answer of "POST /tokens (token)". */
+export type TokenError = unknown;
+
+/** The input of "POST /uploads (upload)". */
+export type UploadInput = { body: { "file": string | Blob | ArrayBuffer | ArrayBufferView; "extra"?: (string | Blob | ArrayBuffer | ArrayBufferView)[]; "meta"?: { "kind"?: string; }; "note"?: string; "count"?: number; }; };
+
+/** The body of a 2xx answer of "POST /uploads (upload)". */
+export type UploadOk = undefined;
+
+/** The body of an error answer of "POST /uploads (upload)". */
+export type UploadError = unknown;
+
 /** The input of "PUT /files/{name} (uploadFile)". */
 export type UploadFileInput = { path: { "name": string; }; body: string | Blob | ArrayBuffer | ArrayBufferView; };
 

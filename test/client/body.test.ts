@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { encodeBody } from '../../src/runtime/client/body.js';
+
+/** The text of an encoded body (a Blob for multipart). */
+async function text(body: string | Blob | ArrayBuffer): Promise<string> {
+  if (typeof body === 'string') return body;
+  return new TextDecoder().decode(body instanceof Blob ? await body.arrayBuffer() : body);
+}
+
+describe('client encodeBody', () => {
+  it('form bodies must be objects of fields: anything else is a TypeError, not a mangled request', () => {
+    for (const media of ['application/x-www-form-urlencoded', 'multipart/form-data']) {
+      for (const value of ['x', 1, ['a'], null, new Uint8Array(1), new Blob(['x'])]) {
+        assert.throws(() => encodeBody(value, media), new TypeError(`a ${media} body must be an object of fields`), `${media} ${String(value)}`);
+      }
+    }
+  });
+
+  it('urlencoded: null is sent empty (unset), undefined left out, nested values bracketed, 2.0 formats applied', () => {
+    const { body, contentType } = encodeBody({ a: null, b: undefined, c: { d: [1, 2] }, e: ['x', 'y'] }, 'application/x-www-form-urlencoded', {
+      e: { style: 'spaceDelimited', explode: false },
+    });
+    assert.equal(contentType, 'application/x-www-form-urlencoded');
+    assert.equal(body, 'a=&c%5Bd%5D%5B0%5D=1&c%5Bd%5D%5B1%5D=2&e=x%20y');
+  });
+
+  it('multipart: names are escaped as browsers do, null and undefined fields and items left out, a fresh boundary per body', async () => {
+    const first = encodeBody({ 'we"ird\r\nname': 'v', gone: null, none: undefined, list: ['a', null, 'b'] }, 'multipart/form-data');
+    const boundary = /boundary=(idemkit-[0-9a-f-]{36})$/.exec(first.contentType)?.[1];
+    assert.ok(boundary !== undefined, first.contentType);
+    assert.equal(
+      await text(first.body),
+      [
+        `--${boundary}`,
+        'Content-Disposition: form-data; name="we%22ird%0D%0Aname"',
+        '',
+        'v',
+        `--${boundary}`,
+        'Content-Disposition: form-data; name="list"',
+        '',
+        'a',
+        `--${boundary}`,
+        'Content-Disposition: form-data; name="list"',
+        '',
+        'b',
+        `--${boundary}--`,
+        '',
+      ].join('\r\n'),
+    );
+    assert.notEqual(encodeBody({}, 'multipart/form-data').contentType, first.contentType);
+  });
+});
