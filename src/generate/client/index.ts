@@ -72,8 +72,8 @@ const CLIENT_LOCALS = [
   'RequestParts', 'CompiledContract',
 ];
 
-/** Globals `schema.ts` uses: a schema of such a name would shadow it there. */
-const SCHEMA_GLOBALS = ['Record'];
+/** Globals `schema.ts` uses (`Record`, and the types of binary bodies): a schema of such a name would shadow it there. */
+const SCHEMA_GLOBALS = ['Record', 'Blob', 'ArrayBuffer', 'ArrayBufferView'];
 
 /** Runtime files (under `src/runtime/`) every client needs. */
 export function clientRuntimeFiles(): string[] {

@@ -94,6 +94,17 @@ export function createClient(options: ClientOptions) {
   }
 
   /**
+   * "PUT /pet/{petId}/photo (putPhoto)".
+   */
+  function putPhoto(input: T.PutPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.PutPhotoOk, T.PutPhotoError>> {
+    return sendOnce<T.PutPhotoOk, T.PutPhotoError>({
+      request: buildRequest(base, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
    * "POST /pet/{petId}/uploadImage (uploadFile)".
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
@@ -108,6 +119,7 @@ export function createClient(options: ClientOptions) {
     intent,
     completed,
     listAll,
+    putPhoto,
     uploadFile,
   };
 }

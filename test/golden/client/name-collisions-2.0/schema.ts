@@ -8,6 +8,15 @@ export type ApiResponse22 = { "also"?: string; };
 
 export type Array = Error[];
 
+/** The schema "#/definitions/ArrayBuffer", renamed: the generated code uses the name `ArrayBuffer` itself. */
+export type ArrayBuffer2 = string;
+
+/** The schema "#/definitions/ArrayBufferView", renamed: the generated code uses the name `ArrayBufferView` itself. */
+export type ArrayBufferView2 = number;
+
+/** The schema "#/definitions/Blob", renamed: the generated code uses the name `Blob` itself. */
+export type Blob2 = { "url"?: string; };
+
 /** The schema "#/definitions/CallOptions", renamed: the generated code uses the name `CallOptions` itself. */
 export type CallOptions2 = string;
 
@@ -77,6 +86,15 @@ export type ListAllOk = { "a"?: ClientOptions2; "b"?: CallOptions2; "c"?: Intent
 
 /** The body of an error answer of "GET /pet (listAll)". */
 export type ListAllError = unknown;
+
+/** The input of "PUT /pet/{petId}/photo (putPhoto)". */
+export type PutPhotoInput = { path: { "petId": number; }; body: string | Blob | ArrayBuffer | ArrayBufferView; };
+
+/** The body of a 2xx answer of "PUT /pet/{petId}/photo (putPhoto)". */
+export type PutPhotoOk = Blob2;
+
+/** The body of an error answer of "PUT /pet/{petId}/photo (putPhoto)". */
+export type PutPhotoError = ArrayBuffer2 | ArrayBufferView2;
 
 /** The input of "POST /pet/{petId}/uploadImage (uploadFile)". */
 export type UploadFileInput = { path: { "petId": number; }; };
