@@ -6,17 +6,14 @@
  * operation is authenticated, the documented state responses) plus conservative defaults; everything
  * else is left for `idemkit lint` to ask about.
  */
-import { createRequire } from 'node:module';
 import { InternalError } from '../errors.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import { JsonPositionIndex } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
+import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
 import { declaredResponses, effectiveParameters, effectiveSecurity, keyEvidence, parsePointer } from './views.js';
-import type * as YamlModule from 'yaml';
 import type { Node as YamlNode, YAMLMap } from 'yaml';
-
-const require = createRequire(import.meta.url);
 
 /** One contract that was (or would be) inserted. */
 export interface ScaffoldChange {
@@ -152,13 +149,13 @@ function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text
   const skipped: ScaffoldSkip[] = [];
   const inserts: (Insert & Plan)[] = [];
   // One YAML Document (or JSON index) for every operation of the file: parsing once per operation took seconds.
-  let parsed: YamlModule.Document.Parsed | undefined;
+  let finder: YamlNodeFinder | undefined;
   let index: JsonPositionIndex | undefined;
   for (const plan of plans) {
     const insert =
       format === 'json'
         ? planJson(text, (index ??= new JsonPositionIndex(text)), plan.operation, plan.contract, newline)
-        : planYaml(text, (parsed ??= yamlModule().parseDocument(text)), plan.operation, plan.contract, newline);
+        : planYaml(text, (finder ??= new YamlNodeFinder(text)), plan.operation, plan.contract, newline);
     if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert, needsNone: false });
     else inserts.push({ ...insert, ...plan });
   }
@@ -196,27 +193,23 @@ interface Insert {
   readonly lines: string[];
 }
 
-function yamlModule(): typeof YamlModule {
-  return require('yaml') as typeof YamlModule;
-}
-
-function planYaml(text: string, doc: YamlModule.Document.Parsed, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
+function planYaml(text: string, finder: YamlNodeFinder, operation: OperationView, contract: Record<string, unknown>, newline: string): Insert | string {
   const yaml = yamlModule();
   const tokens = parsePointer(operation.at.pointer);
-  const node = tokens ? (doc.getIn(tokens, true) as YamlNode | undefined) : undefined;
+  const { node, shift } = tokens ? finder.find(tokens) : { node: undefined, shift: 0 };
   if (!yaml.isMap(node) || (node as YAMLMap).flow || (node as YAMLMap).items.length === 0) {
     return 'is not a block mapping in the YAML (flow style or an alias); add x-idempotency by hand';
   }
   const map = node as YAMLMap<YamlNode, YamlNode>;
   const firstKey = map.items[0]!.key as YamlNode;
   const last = map.items[map.items.length - 1]!;
-  const keyStart = firstKey.range![0];
+  const keyStart = firstKey.range![0] + shift;
   const lineStart = text.lastIndexOf('\n', keyStart - 1) + 1;
   const indent = text.slice(lineStart, keyStart);
   if (!/^[ ]*$/.test(indent)) return 'shares a line with other YAML syntax; add x-idempotency by hand';
-  const parentIndent = parentKeyIndent(text, node.range![0], indent.length);
+  const parentIndent = parentKeyIndent(text, node.range![0] + shift, indent.length);
   const step = Math.max(1, indent.length - parentIndent);
-  const end = ((last.value as YamlNode | null)?.range ?? (last.key as YamlNode).range)![1];
+  const end = ((last.value as YamlNode | null)?.range ?? (last.key as YamlNode).range)![1] + shift;
   let offset = end;
   let prefix = '';
   if (text[offset - 1] !== '\n') {

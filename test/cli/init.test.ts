@@ -401,6 +401,81 @@ describe('idemkit init', () => {
     }
   });
 
+  it('finds operations behind quoted keys, anchors, tags and stray comments, and leaves aliases and flow mappings alone', async () => {
+    const key = '        - { name: Idempotency-Key, in: header, schema: { type: string } }';
+    const spec = [
+      'openapi: 3.0.3',
+      "info: { title: t, version: '1' }",
+      'x-templates:',
+      '  base: &base',
+      "    parameters: [ { name: Idempotency-Key, in: header, schema: { type: string } } ]",
+      "    responses: { '200': { description: ok } }",
+      'paths:',
+      "  '/quoted':",
+      '    "post":',
+      '      parameters:',
+      key,
+      '# a column-0 comment inside the mapping',
+      '      responses:',
+      "        '200':",
+      '          description: |+',
+      '            kept',
+      '',
+      '      x-tail: [a,',
+      '        b]',
+      '  /merged:',
+      '    post:',
+      '      <<: *base',
+      '      operationId: merged',
+      '  /aliased: &item',
+      '    put:',
+      '      parameters:',
+      key,
+      "      responses: { '200': { description: ok } }",
+      '  /alias: *item',
+      "  /flow: { post: { parameters: [ { name: Idempotency-Key, in: header, schema: { type: string } } ], responses: { '200': { description: ok } } } }",
+      '  /tagged:',
+      '    delete: !!map',
+      '      parameters:',
+      key,
+      "      responses: { '200': { description: ok } }   # trailing",
+      '    # a comment after the operation',
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'shapes.yaml'), spec);
+    const result = await run('shapes.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.deepEqual(
+      [...result.out.matchAll(/^(shapes\.yaml:\d+ {2}\S+ \S+|skipped [^:]+)/gm)].map((match) => match[1]),
+      ['shapes.yaml:20  POST /quoted', 'shapes.yaml:32  POST /merged', 'shapes.yaml:45  PUT /aliased', 'shapes.yaml:60  DELETE /tagged', 'skipped PUT /alias', 'skipped POST /flow'],
+    );
+    const block = (indent: string) =>
+      [
+        '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (effect owner, retry budget, unknown outcome).',
+        'x-idempotency:',
+        '  key:',
+        '    header: Idempotency-Key',
+        '    required: false',
+        '  fingerprint: { include: all }',
+        '  ttl: P1D',
+        '  lease: PT30S',
+      ].map((line) => indent + line);
+    const lines = spec.split('\n');
+    const after = (marker: string) => lines.indexOf(marker) + 1;
+    const expected = [
+      ...lines.slice(0, after('        b]')),
+      ...block('      '),
+      ...lines.slice(after('        b]'), after('      operationId: merged')),
+      ...block('      '),
+      ...lines.slice(after('      operationId: merged'), after('  /alias: *item') - 1),
+      ...block('      '),
+      ...lines.slice(after('  /alias: *item') - 1, -2),
+      ...block('      '),
+      ...lines.slice(-2),
+    ];
+    assert.equal(read('shapes.yaml'), expected.join('\n'));
+  });
+
   it('exits 2 on a missing spec', async () => {
     const result = await run('nope.yaml');
     assert.equal(result.code, 2);
