@@ -186,7 +186,6 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
   withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: Tx) => Promise<TransactionStep<T>>): Promise<T>;
 }
 
-/** Whether `store` supports one-transaction mode. */
 /** The record a reservation creates: `in_progress` under the caller's token, leased and retained from `now`. */
 export function reservedRecord(input: ReserveInput, now: number): IdempotencyRecord {
   return {
@@ -201,11 +200,11 @@ export function reservedRecord(input: ReserveInput, now: number): IdempotencyRec
   };
 }
 
+/** Whether `store` supports one-transaction mode. */
 export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): store is TransactionalStore<Tx> {
   return typeof (store as Partial<TransactionalStore<Tx>>).withReservation === 'function';
 }
 
-/** Validate a table name or key prefix at construction, so it can be spliced into SQL or keys safely. */
 /** A record's columns as the SQL stores keep them (times in ms, as numbers or PostgreSQL's numeric strings). */
 export interface RecordRow<Headers> {
   readonly id: string;
@@ -243,7 +242,6 @@ export function recordFromRow<Headers>(row: RecordRow<Headers>, decodeHeaders: (
     response: {
       status: Number(row.status),
       headers: decodeHeaders(row.headers),
-      // A view, not a copy: the driver hands every read its own buffer.
       // A copy that owns its memory: a driver's small Buffer is a view into a shared pool, and a caller that
       // hands `body.buffer` on (not the view) would otherwise send other records' bytes with the replay.
       body: row.body === null ? new Uint8Array() : new Uint8Array(row.body),
@@ -252,6 +250,7 @@ export function recordFromRow<Headers>(row: RecordRow<Headers>, decodeHeaders: (
   };
 }
 
+/** Validate a table name or key prefix at construction, so it can be spliced into SQL or keys safely. */
 export function checkStoreName(value: string, what: string, pattern: RegExp = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/): string {
   if (!pattern.test(value)) {
     throw new StoreError('unsupported', `${what} ${JSON.stringify(value)} is not allowed: use letters, digits and _ (${pattern.source})`);

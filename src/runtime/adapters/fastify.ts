@@ -15,7 +15,6 @@ import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { compileKeyPattern, parseIdempotencyKey } from '../key.js';
 import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a Fastify route guard: the guard core's options plus principal and request-id hooks on the request. */
@@ -69,7 +68,6 @@ export function idempotencyOf<Tx = unknown>(request: FastifyRequest): HandlerCon
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
   const keyHeader = contract.key.header.toLowerCase();
-  const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
 
@@ -88,11 +86,6 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     };
   }
 
-  function keyOf(request: GuardRequest): string | undefined {
-    const parsed = parseIdempotencyKey(request.headers[keyHeader], keyRules);
-    return parsed.kind === 'valid' ? parsed.key : undefined;
-  }
-
   const preHandler: GuardPreHandler = async (request, reply) => {
     const guardRequest = await toGuardRequest(request);
     const decision = await guard.begin(guardRequest);
@@ -101,7 +94,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       return sendResponse(reply, decision.response);
     }
     states.set(request, {
-      context: { reservation: decision.reservation, tx: undefined, idempotencyKey: keyOf(guardRequest) },
+      context: { reservation: decision.reservation, tx: undefined, idempotencyKey: decision.idempotencyKey },
       headers: decision.headers,
       settled: false,
     });
