@@ -1,7 +1,8 @@
+import path from 'node:path';
 import yargs from 'yargs';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../errors.js';
-import { describeDocumentError } from './display.js';
+import { describeDocumentError, displayFile } from './display.js';
 import type { CliIo, ExitCode } from './io.js';
 import { lintCommand } from './commands/lint.js';
 import { generateCommand } from './commands/generate.js';
@@ -36,7 +37,8 @@ function isError<T extends Error>(error: unknown, type: new (...args: never[]) =
 export function describeError(error: unknown, verbose: boolean, cwd: string): string {
   if (isError(error, DocumentError)) return describeDocumentError(error, cwd);
   if (isError(error, UsageError)) {
-    const where = [error.file, error.line, error.column].filter((part) => part !== undefined).join(':');
+    const file = error.file !== undefined && path.isAbsolute(error.file) ? displayFile(cwd, error.file) : error.file;
+    const where = [file, error.line, error.column].filter((part) => part !== undefined).join(':');
     return where ? `${where}: ${error.message}` : error.message;
   }
   const text = error instanceof Error ? error.message : String(error);

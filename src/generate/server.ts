@@ -172,7 +172,7 @@ export function generateServer(doc: ApiDocument, options: ServerOptions): Output
   }
   const model = buildServerModel(doc, options);
   if (model.operations.length === 0) {
-    throw new UsageError(`${options.source}: no operation has an x-idempotency contract, so there is no guard to generate`);
+    throw new UsageError('no operation has an x-idempotency contract, so there is no guard to generate', doc.file);
   }
   const header = generatedHeader(options.source);
   return fileSet([

@@ -25,16 +25,6 @@ function sourceName(specFile: string, outDir: string): string {
 }
 
 /**
- * The generators begin a message about the whole document with its name as the generated headers show it
- * (`source`, relative to --out); the terminal names the spec relative to the cwd, as every command does.
- */
-function namedFromCwd(error: unknown, source: string, shown: string): unknown {
-  // By name: commands load the library lazily, and a second copy of errors.ts may define another class.
-  if (!(error instanceof Error) || error.name !== 'UsageError' || !error.message.startsWith(`${source}: `)) return error;
-  return new UsageError(error.message.slice(source.length + 2), shown);
-}
-
-/**
  * `idemkit generate server|client <spec> --out DIR [--check]`: writes the generated files atomically, or with
  * `--check` lists the drift and exits 1. A bad document is a DocumentError (exit 2, one line).
  */
@@ -66,15 +56,10 @@ export const generateCommand: Command = {
     ]);
     const doc = await loadDocument(specFile);
     const source = sourceName(specFile, outDir);
-    let files;
-    try {
-      files =
-        target === 'server'
-          ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
-          : generateClient(doc, { source });
-    } catch (error) {
-      throw namedFromCwd(error, source, displayFile(io.cwd, specFile));
-    }
+    const files =
+      target === 'server'
+        ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
+        : generateClient(doc, { source });
     if (args['check'] === true) {
       const drift = await checkOutput(outDir, files);
       if (drift.length === 0) {

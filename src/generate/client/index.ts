@@ -387,7 +387,7 @@ function opId(op: OperationView): string {
  * The complete output of `generate client`. Throws UsageError when the document has no operation.
  */
 export function generateClient(doc: ApiDocument, options: ClientOptions): OutputFile[] {
-  if (doc.operations.length === 0) throw new UsageError(`${options.source}: the document has no operation, so there is no client to generate`);
+  if (doc.operations.length === 0) throw new UsageError('the document has no operation, so there is no client to generate', doc.file);
   const { model, schema } = buildClientModel(doc);
   const header = generatedHeader(options.source);
   return fileSet([
