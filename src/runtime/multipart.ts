@@ -13,6 +13,11 @@ export class FilePart {
     readonly size: number,
     readonly sha256: string,
   ) {}
+
+  /** The part of a file with these bytes (`type` is compared lower-cased). */
+  static of(filename: string, type: string, bytes: Uint8Array): FilePart {
+    return new FilePart(filename, type.toLowerCase(), bytes.byteLength, createHash('sha256').update(bytes).digest('hex'));
+  }
 }
 
 /** One part: its field name and its value (text, or a file). */
@@ -92,8 +97,7 @@ function partField(headers: string, content: Buffer): MultipartField | undefined
       // Not UTF-8 text: kept as a file, by digest.
     }
   }
-  const digest = createHash('sha256').update(content).digest('hex');
-  return { name, value: new FilePart(filename ?? '', type, content.length, digest) };
+  return { name, value: FilePart.of(filename ?? '', type, content) };
 }
 
 /** A parameter of a Content-Disposition value: quoted, a token, or RFC 5987 `filename*=UTF-8''…`. */

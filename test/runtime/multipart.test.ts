@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import express from 'express';
+import multer from 'multer';
 import { createRouteGuard } from '../../src/runtime/adapters/express.js';
 import { bodyForFingerprint } from '../../src/runtime/adapters/common.js';
 import { computeFingerprint, type FieldSelection } from '../../src/runtime/fingerprint.js';
@@ -28,6 +32,12 @@ async function fingerprintOf(fill: (form: FormData) => void, selection: FieldSel
 }
 
 describe('runtime/multipart', () => {
+  let uploads = '';
+  before(() => {
+    uploads = mkdtempSync(path.join(os.tmpdir(), 'idemkit-uploads-'));
+  });
+  after(() => rmSync(uploads, { recursive: true, force: true }));
+
   it('reads the boundary of a multipart/form-data type only, quoted or not', () => {
     assert.equal(multipartBoundary('multipart/form-data; boundary=----x1'), '----x1');
     assert.equal(multipartBoundary('Multipart/Form-Data; charset=utf-8; boundary="a b:c"'), 'a b:c');
@@ -112,6 +122,47 @@ describe('runtime/multipart', () => {
     assert.equal(fields[0]!.value.size, 4);
     assert.deepEqual(fields[1], { name: 'empty', value: '' });
   });
+
+  /** An Express app with one upload route: `parse` in front of the guard, the handler counting effects. */
+  async function uploadRoute(parse: express.RequestHandler, run: (send: (file: string, purpose?: string) => Promise<{ status: number; replayed: string | null; body: string }>) => Promise<void>): Promise<number> {
+    let effects = 0;
+    const app = express();
+    app.post('/things/:tenant', parse, createRouteGuard(contract, { store: new MemoryStore(), principal: () => 'u' }), (_req, res) => {
+      effects += 1;
+      res.status(201).json({ id: `file_${effects}` });
+    });
+    const server = await new Promise<import('node:http').Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/things/t1`;
+      await run(async (file, purpose = 'dispute_evidence') => {
+        const form = new FormData();
+        form.append('purpose', purpose);
+        form.append('file', new Blob([file], { type: 'text/plain' }), 'a.txt');
+        const response = await fetch(url, { method: 'POST', headers: { 'idempotency-key': 'upload-1' }, body: form });
+        return { status: response.status, replayed: response.headers.get('idempotent-replayed'), body: await response.text() };
+      });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    return effects;
+  }
+
+  for (const [storage, make] of [
+    ['memory', () => multer.memoryStorage()],
+    ['disk', () => multer.diskStorage({ destination: uploads })],
+  ] as const) {
+    it(`behind multer (${storage} storage): the files it takes out of the body are in the fingerprint`, async () => {
+      const effects = await uploadRoute(multer({ storage: make() }).single('file'), async (send) => {
+        assert.deepEqual(await send('abc'), { status: 201, replayed: 'false', body: '{"id":"file_1"}' });
+        assert.deepEqual(await send('abc'), { status: 201, replayed: 'true', body: '{"id":"file_1"}' });
+        assert.equal((await send('another file')).status, 422, 'another file under the same key');
+        assert.equal((await send('abc', 'other purpose')).status, 422, 'another text field under the same key');
+      });
+      assert.equal(effects, 1);
+    });
+  }
 
   it('over HTTP: a retried upload (new boundary) replays, another file with the key is refused, the handler runs once', async () => {
     let effects = 0;

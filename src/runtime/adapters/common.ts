@@ -1,9 +1,10 @@
 /**
  * What the framework adapters share: the options every route guard takes and small request helpers.
- * Imports only `../guard.js` and `../multipart.js`; copied into users' generated code with the adapter.
+ * Imports `../guard.js`, `../multipart.js` and Node built-ins; copied into users' generated code with the adapter.
  */
 import type { CompiledContract } from '../contract.js';
 import type { GuardOptions } from '../guard.js';
+import { readFile } from 'node:fs/promises';
 import { FilePart, multipartBoundary, multipartFields } from '../multipart.js';
 
 /**
@@ -211,6 +212,53 @@ export function bodyForFingerprint(body: unknown, contentType: string | readonly
     // Not JSON: the exact text or bytes; the handler answers whatever is wrong with it.
     return body;
   }
+}
+
+/** A file an upload middleware took out of the body (multer's shape: `req.file`, `req.files`). */
+interface UploadedFile {
+  readonly fieldname: string;
+  readonly originalname?: string;
+  readonly mimetype?: string;
+  readonly buffer?: Uint8Array;
+  readonly path?: string;
+}
+
+function isUploadedFile(value: unknown): value is UploadedFile {
+  return value !== null && typeof value === 'object' && typeof (value as { fieldname?: unknown }).fieldname === 'string';
+}
+
+/**
+ * The fingerprint body of a multipart request a middleware such as multer already parsed: its text fields
+ * (`body`) plus each file it moved to `req.file` / `req.files` (an array, or arrays by field name), by name,
+ * type, size and SHA-256 of its bytes — read from `buffer` (memory storage) or `path` (disk storage). Without
+ * the files, two uploads of different files under one key would look alike and the second would get the
+ * first one's replay. A file whose bytes cannot be read fails the request rather than being left out.
+ */
+export async function withUploadedFiles(body: unknown, file: unknown, files: unknown): Promise<unknown> {
+  const uploaded: UploadedFile[] = [];
+  if (isUploadedFile(file)) uploaded.push(file);
+  if (Array.isArray(files)) uploaded.push(...files.filter(isUploadedFile));
+  else if (files !== null && typeof files === 'object') {
+    for (const list of Object.values(files as Record<string, unknown>)) if (Array.isArray(list)) uploaded.push(...list.filter(isUploadedFile));
+  }
+  if (uploaded.length === 0) return body;
+  const parts: (readonly [string, readonly FormLeaf[]])[] = [];
+  for (const upload of uploaded) {
+    let bytes: Uint8Array;
+    if (upload.buffer instanceof Uint8Array) bytes = upload.buffer;
+    else if (typeof upload.path === 'string') bytes = await readFile(upload.path);
+    else throw new Error(`the uploaded file '${upload.fieldname}' has neither a buffer nor a path: the idempotency fingerprint cannot read it`);
+    parts.push([upload.fieldname, [FilePart.of(upload.originalname ?? '', upload.mimetype ?? '', bytes)]]);
+  }
+  const fields = formFields(body ?? {});
+  const merged: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  if (fields !== null && typeof fields === 'object' && !Array.isArray(fields)) Object.assign(merged, fields);
+  else merged[''] = fields;
+  for (const [name, value] of Object.entries(nestFields(parts) as Record<string, unknown>)) {
+    // A file part under a text field's name sits beside the text (`[text, file]`), never in place of it.
+    merged[name] = Object.hasOwn(merged, name) ? [merged[name], value] : value;
+  }
+  return merged;
 }
 
 /** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */

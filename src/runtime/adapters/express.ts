@@ -12,7 +12,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, withUploadedFiles, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -64,7 +64,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       pathParams: pathParamsOf(req.params, () => req.originalUrl || req.url),
       query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
       headers,
-      body: bodyForFingerprint(req.body, req.headers['content-type']),
+      body: await withUploadedFiles(bodyForFingerprint(req.body, req.headers['content-type']), (req as Uploads).file, (req as Uploads).files),
       ...(principal !== undefined ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };
@@ -108,6 +108,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   return Object.assign(middleware, { contract, guard, inTransaction });
 }
+
+/** Where multer puts the files it takes out of a multipart body. */
+type Uploads = { file?: unknown; files?: unknown };
 
 function hasBody(req: Request): boolean {
   const length = req.headers['content-length'];
