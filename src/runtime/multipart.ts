@@ -20,10 +20,13 @@ export class FilePart {
   }
 }
 
-/** One part: its field name and its value (text, or a file). */
+/** A JSON part's value. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [name: string]: JsonValue };
+
+/** One part: its field name and its value (text, a JSON part's value, or a file). */
 export interface MultipartField {
   readonly name: string;
-  readonly value: string | FilePart;
+  readonly value: string | FilePart | JsonValue;
 }
 
 const CR = 13;
@@ -35,14 +38,17 @@ const TAB = 9;
 /** The `boundary` parameter of a `multipart/form-data` Content-Type, or undefined for any other type. */
 export function multipartBoundary(contentType: string | readonly string[] | undefined): string | undefined {
   if (typeof contentType !== 'string' || !/^\s*multipart\/form-data\s*;/i.test(contentType)) return undefined;
-  const match = /;\s*boundary\s*=\s*(?:"((?:[^"\\]|\\.){1,70})"|([^\s;"]{1,70}))/i.exec(contentType);
+  // RFC 2046: 1 to 70 characters. A longer one is not cut short (a prefix could match delimiters that are
+  // not there): the body is then hashed byte for byte.
+  const match = /;\s*boundary\s*=\s*(?:"((?:[^"\\]|\\.){1,70})"|([^\s;"]{1,70}))\s*(?:;|$)/i.exec(contentType);
   if (match === null) return undefined;
   return match[1] !== undefined ? match[1].replace(/\\(.)/g, '$1') : match[2];
 }
 
 /**
- * The fields of a multipart body in order (RFC 7578): a part with a `filename` (or a non-text type, or
- * bytes that are not UTF-8) is a {@link FilePart}; any other is its text. `undefined` when the body is not
+ * The fields of a multipart body in order (RFC 7578): a JSON part without a file name is its JSON value (a
+ * client sends an object field so; fingerprint pointers reach into it); a part with a `filename` (or
+ * another non-text type, or bytes that are not UTF-8) is a {@link FilePart}; any other is its text. `undefined` when the body is not
  * well-formed multipart with that boundary (no closing delimiter, a part without a name): the fingerprint
  * then hashes the exact bytes, which never makes two different payloads look alike.
  */
@@ -89,12 +95,13 @@ function partField(headers: string, content: Buffer): MultipartField | undefined
   const name = dispositionParameter(disposition, 'name');
   if (name === undefined) return undefined;
   const filename = dispositionParameter(disposition, 'filename*') ?? dispositionParameter(disposition, 'filename');
-  const textual = type === '' || type.startsWith('text/plain');
-  if (filename === undefined && textual) {
+  const json = /^application\/(?:[\w.+-]+\+)?json\s*(;|$)/.test(type);
+  if (filename === undefined && (json || type === '' || type.startsWith('text/plain'))) {
     try {
-      return { name, value: new TextDecoder('utf-8', { fatal: true }).decode(content) };
+      const text = new TextDecoder('utf-8', { fatal: true }).decode(content);
+      return { name, value: json ? (JSON.parse(text) as JsonValue) : text };
     } catch {
-      // Not UTF-8 text: kept as a file, by digest.
+      // Not UTF-8 text (or not JSON): kept as a file, by digest.
     }
   }
   return { name, value: FilePart.of(filename ?? '', type, content) };

@@ -108,6 +108,40 @@ describe('runtime/multipart', () => {
     assert.equal(bodyForFingerprint(nameless, type), nameless);
   });
 
+  it('nests thousands of `a[]` parts, and plain values beside nested ones, in order (each append finds its index directly)', () => {
+    const boundary = 'xYz';
+    let text = '';
+    for (let i = 0; i < 5000; i++) text += `--${boundary}\r\nContent-Disposition: form-data; name="a[]"\r\n\r\nv${i}\r\n`;
+    text += `--${boundary}\r\nContent-Disposition: form-data; name="b[c]"\r\n\r\n1\r\n`;
+    for (let i = 0; i < 3; i++) text += `--${boundary}\r\nContent-Disposition: form-data; name="b"\r\n\r\np${i}\r\n`;
+    text += `--${boundary}--\r\n`;
+    const body = bodyForFingerprint(Buffer.from(text), `multipart/form-data; boundary=${boundary}`) as { a: string[]; b: Record<string, unknown> };
+    assert.equal(body.a.length, 5000);
+    assert.deepEqual([body.a[0], body.a[4999]], ['v0', 'v4999']);
+    assert.deepEqual({ ...body.b }, { c: '1', '': ['p0', 'p1', 'p2'] });
+  });
+
+  it('reads a JSON part without a file name (how the generated client sends an object field) as its value, so pointers reach into it', () => {
+    const order = (kind: string, boundary: string) => ({
+      bytes: Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="meta"\r\nContent-Type: application/json\r\n\r\n${JSON.stringify({ kind, n: 1 })}\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nabc\r\n--${boundary}--\r\n`,
+      ),
+      type: `multipart/form-data; boundary=${boundary}`,
+    });
+    const fingerprint = ({ bytes, type }: { bytes: Uint8Array; type: string }) =>
+      computeFingerprint({ operationId: 'upload', pathParams: {}, query: {}, body: bodyForFingerprint(bytes, type), selection: { include: ['/meta/kind'], exclude: [] } });
+    assert.notEqual(fingerprint(order('invoice', 'b1')), fingerprint(order('receipt', 'b1')));
+    assert.equal(fingerprint(order('invoice', 'b1')), fingerprint(order('invoice', 'b2')));
+    assert.deepEqual(multipartFields(order('invoice', 'b1').bytes, 'b1')![0], { name: 'meta', value: { kind: 'invoice', n: 1 } });
+  });
+
+  it('takes no boundary longer than 70 characters (a cut prefix could match delimiters that are not there)', () => {
+    assert.equal(multipartBoundary(`multipart/form-data; boundary=${'b'.repeat(70)}`), 'b'.repeat(70));
+    assert.equal(multipartBoundary(`multipart/form-data; boundary=${'b'.repeat(70)}--x`), undefined);
+    assert.equal(multipartBoundary(`multipart/form-data; boundary="${'b'.repeat(71)}"`), undefined);
+  });
+
   it('keeps a preamble out, reads RFC 5987 file names and binary parts', () => {
     const boundary = 'b0';
     const body = Buffer.concat([

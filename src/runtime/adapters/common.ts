@@ -5,7 +5,7 @@
 import type { CompiledContract } from '../contract.js';
 import type { GuardOptions } from '../guard.js';
 import { readFile } from 'node:fs/promises';
-import { FilePart, multipartBoundary, multipartFields } from '../multipart.js';
+import { FilePart, multipartBoundary, multipartFields, type JsonValue } from '../multipart.js';
 
 /**
  * Options of a route guard: the guard core's options (the store, the reconciliation hook, timeouts, …)
@@ -268,13 +268,17 @@ export function isFormContentType(type: string | readonly string[] | undefined):
 
 const MAX_FORM_DEPTH = 32;
 
-/** A form field's value: text, or (multipart) a file by digest. */
-type FormLeaf = string | FilePart;
+/** A form field's value: text, a file by digest, or (multipart) a JSON part's value. */
+type FormLeaf = string | FilePart | JsonValue;
 
-type FormNode = { [name: string]: FormNode | FormLeaf | FormLeaf[] };
+/** An object the nesting builds (never a JSON part's own object, which is a leaf). Map: `__proto__` is data. */
+class FormNode {
+  readonly members = new Map<string, FormNode | FormList | FormLeaf>();
+}
 
-function isLeaf(value: unknown): value is FormLeaf {
-  return typeof value === 'string' || value instanceof FilePart;
+/** The values of one field sent several times, in order. */
+class FormList {
+  constructor(readonly items: FormLeaf[]) {}
 }
 
 /** `metadata[order_id]` → `['metadata', 'order_id']`; `expand[]` → `['expand', '']`; undefined when not bracketed. */
@@ -285,14 +289,19 @@ function bracketPath(name: string): string[] | undefined {
   return tokens.length > MAX_FORM_DEPTH ? undefined : tokens;
 }
 
-/** Objects whose member names are exactly `0`…`n-1` become arrays (`a[]=x&a[]=y`, `a[0]=x`). */
-function finishForm(node: FormNode | FormLeaf | FormLeaf[]): unknown {
-  if (isLeaf(node) || Array.isArray(node)) return node;
-  const names = Object.keys(node);
+/** Plain values out of the nesting: nodes whose member names are exactly `0`…`n-1` become arrays (`a[]=x&a[]=y`, `a[0]=x`). */
+function finishForm(value: FormNode | FormList | FormLeaf): unknown {
+  if (value instanceof FormList) return value.items;
+  if (!(value instanceof FormNode)) return value;
   const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const name of names) out[name] = finishForm(node[name]!);
-  if (names.length > 0 && names.every((name, index) => name === String(index))) return names.map((name) => out[name]);
-  return out;
+  const size = value.members.size;
+  let sequence = size > 0;
+  for (const [name, member] of value.members) {
+    out[name] = finishForm(member);
+    // Names 0…n-1 in any order (`a[1]=x&a[0]=y` too): the member names are distinct.
+    sequence &&= /^(0|[1-9]\d*)$/.test(name) && Number(name) < size;
+  }
+  return sequence ? Array.from({ length: size }, (_, index) => out[String(index)]) : out;
 }
 
 /**
@@ -318,16 +327,20 @@ export function formFields(body: unknown): unknown {
 
 /** Form fields (name → values, in order) nested by their bracketed names; see {@link formFields}. */
 function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]): unknown {
-  const root: FormNode = Object.create(null) as FormNode;
+  const root = new FormNode();
   for (const [name, values] of entries) {
     const tokens = bracketPath(name) ?? [name];
-    let node: FormNode = root;
+    let node = root;
     let ok = true;
     for (let i = 0; i < tokens.length - 1; i += 1) {
-      const token = tokens[i] === '' ? String(Object.keys(node).length) : tokens[i]!;
-      const next = node[token];
-      if (next === undefined) node = node[token] = Object.create(null) as FormNode;
-      else if (!isLeaf(next) && !Array.isArray(next)) node = next;
+      // `a[]` appends: its index is the member count, known without a scan.
+      const token = tokens[i] === '' ? String(node.members.size) : tokens[i]!;
+      const next = node.members.get(token);
+      if (next === undefined) {
+        const created = new FormNode();
+        node.members.set(token, created);
+        node = created;
+      } else if (next instanceof FormNode) node = next;
       else {
         ok = false;
         break;
@@ -340,15 +353,17 @@ function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]
     }
     const last = tokens[tokens.length - 1]!;
     for (const value of values) {
-      const leaf = last === '' ? String(Object.keys(node).length) : last;
-      const previous = node[leaf];
-      if (previous === undefined) node[leaf] = value;
-      else if (isLeaf(previous)) node[leaf] = [previous, value];
-      else if (Array.isArray(previous)) previous.push(value);
+      const leaf = last === '' ? String(node.members.size) : last;
+      const previous = node.members.get(leaf);
+      if (previous === undefined) node.members.set(leaf, value);
+      else if (previous instanceof FormList) previous.items.push(value);
+      else if (!(previous instanceof FormNode)) node.members.set(leaf, new FormList([previous, value]));
       else {
         // `a[b]=1&a=2`: the plain values sit beside the nested ones, under the empty name.
-        const plain = previous[''];
-        previous[''] = plain === undefined ? value : isLeaf(plain) ? [plain, value] : Array.isArray(plain) ? [...plain, value] : plain;
+        const plain = previous.members.get('');
+        if (plain === undefined) previous.members.set('', value);
+        else if (plain instanceof FormList) plain.items.push(value);
+        else if (!(plain instanceof FormNode)) previous.members.set('', new FormList([plain, value]));
       }
     }
   }
