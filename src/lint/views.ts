@@ -195,7 +195,10 @@ const PARAMETER_ONLY_KEYS = new Set(['in', 'name', 'required', 'allowEmptyValue'
 /**
  * The schema fingerprint pointers resolve against: the body schema, or for Swagger 2.0 `in: formData`
  * fields (which the guard reads as one object, field name → value) an object schema with a property per
- * field, required as the fields are. `at` is the operation's `parameters`, so messages name the operation.
+ * field, required as the fields are. An array field is one text on the wire (`tags=a,b` for csv, the 2.0
+ * default) or, for `multi`, a text or a list depending on how many values came: only the whole field
+ * (`/tags`) is certain to resolve, so it is typed as text. `at` is the operation's `parameters`, so
+ * messages name the operation.
  */
 export const fingerprintSchema = memo((doc: ApiDocument, op: OperationView): Located<Record<string, unknown> | boolean> | undefined => {
   const body = requestBody(doc, op);
@@ -203,7 +206,8 @@ export const fingerprintSchema = memo((doc: ApiDocument, op: OperationView): Loc
   const properties: Record<string, unknown> = {};
   const required: string[] = [];
   for (const field of body.formFields) {
-    properties[field.name] = Object.fromEntries(Object.entries(field.node).filter(([key]) => !PARAMETER_ONLY_KEYS.has(key)));
+    properties[field.name] =
+      field.node['type'] === 'array' ? { type: 'string' } : Object.fromEntries(Object.entries(field.node).filter(([key]) => !PARAMETER_ONLY_KEYS.has(key)));
     if (field.required) required.push(field.name);
   }
   return { value: { type: 'object', properties, required }, at: child(op.at, 'parameters') };

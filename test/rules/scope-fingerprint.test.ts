@@ -224,7 +224,7 @@ ruleTester.run(fingerprintFieldUnknown, {
   valid: [
     { name: 'pointers through $ref and a 3.1 type array', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/destination/iban', '/note'])) },
     { name: 'include: all with an exclude', document: payouts((_t, c) => (c.fingerprint = { include: 'all', exclude: ['/note'] })) },
-    { name: 'Swagger 2.0 form fields, an array field item included', document: swagger2Form('[/name, /status, /tags/0]'), operation: 'updatePetWithForm' },
+    { name: 'Swagger 2.0 form fields, an array field included whole', document: swagger2Form('[/name, /status, /tags]'), operation: 'updatePetWithForm' },
     { name: 'a property of a subtype that extends a discriminated base (Swagger 2.0 allOf)', document: swagger2Fish('[/fishtype, /length, /location]'), operation: 'putFish' },
     {
       name: 'a property of a subtype named by a 3.x discriminator mapping',
@@ -275,6 +275,12 @@ ruleTester.run(fingerprintFieldUnknown, {
       document: swagger2Fish('[/fishtype, /location]', ''),
       operation: 'putFish',
       errors: [{ messageId: 'noProperty', pointer: '/paths/~1fish/put/x-idempotency/fingerprint/include/1', message: /no property `location`/ }],
+    },
+    {
+      name: 'one item of a Swagger 2.0 form array: the wire sends the field as one text (`tags=a,b`), so only the whole field resolves',
+      document: swagger2Form('[/status, /tags/0]'),
+      operation: 'updatePetWithForm',
+      errors: [{ messageId: 'notContainer', pointer: '/paths/~1pets~1{petId}/post/x-idempotency/fingerprint/include/1', message: /point at `\/tags` itself/ }],
     },
     {
       name: 'a Swagger 2.0 form field misspelt',
