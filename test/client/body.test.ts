@@ -8,6 +8,19 @@ async function text(body: string | Blob | ArrayBuffer): Promise<string> {
 }
 
 describe('client encodeBody', () => {
+  it('sends a body of a non-JSON type as it is, whatever its name says (application/x-ndjson is not JSON)', () => {
+    const lines = '{"a":1}\n{"a":2}\n';
+    assert.equal(encodeBody(lines, 'application/x-ndjson').body, lines);
+    assert.equal(encodeBody({ a: 1 }, 'application/merge-patch+json').body, '{"a":1}');
+    assert.equal(encodeBody({ a: 1 }, 'application/json; charset=utf-8').body, '{"a":1}');
+  });
+
+  it('a form field named like an Object.prototype member takes no format from it', async () => {
+    assert.equal(encodeBody({ constructor: ['a', 'b'], toString: ['c'] }, 'application/x-www-form-urlencoded').body, 'constructor%5B0%5D=a&constructor%5B1%5D=b&toString%5B0%5D=c');
+    const { body } = encodeBody({ constructor: ['a', 'b'] }, 'multipart/form-data');
+    assert.equal((await text(body)).match(/name="constructor"/g)?.length, 2, 'one part per item');
+  });
+
   it('form bodies must be objects of fields: anything else is a TypeError, not a mangled request', () => {
     for (const media of ['application/x-www-form-urlencoded', 'multipart/form-data']) {
       for (const value of ['x', 1, ['a'], null, new Uint8Array(1), new Blob(['x'])]) {

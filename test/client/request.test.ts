@@ -21,6 +21,9 @@ describe('client buildRequest', () => {
     assert.equal(r.body, undefined);
     assert.equal(r.url, 'http://h/v1/x');
     assert.throws(() => buildRequest('http://h', 'GET', '/v1/{id}', {}), /path parameter "id" is missing/);
+    // A parameter named like an Object.prototype member is neither found on the prototype nor formatted by it.
+    assert.throws(() => buildRequest('http://h', 'GET', '/v1/{constructor}', { path: {} }), /path parameter "constructor" is missing/);
+    assert.equal(buildRequest('http://h', 'GET', '/v1', { query: { constructor: ['a', 'b'], toString: ['c', 'd'] } }).url, 'http://h/v1?constructor=a&constructor=b&toString=c&toString=d');
   });
 
   it('sends text and bytes as they are for non-JSON media types; bytes are copied, so a retry sends what the call was given', () => {

@@ -8,6 +8,7 @@
 import { UsageError } from '../../errors.js';
 import { compileContract } from '../../parser/compile.js';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../../parser/model.js';
+import { JSON_MEDIA } from '../../runtime/client/body.js';
 import type { ParamFormat, ParamFormats } from '../../runtime/client/params.js';
 import type { RequestFormat } from '../../runtime/client/request.js';
 import type { CompiledContract } from '../../runtime/contract.js';
@@ -254,7 +255,7 @@ class OperationTyper {
   #content(owner: Json, at: Location): string {
     const content = owner['content'];
     if (!isObject(content)) return 'undefined';
-    const media = Object.keys(content).find((type) => /^application\/([\w.-]+\+)?json\b/i.test(type) || /\+json\b/i.test(type));
+    const media = Object.keys(content).find((type) => JSON_MEDIA.test(type));
     if (media === undefined) return Object.keys(content).length === 0 ? 'undefined' : 'unknown';
     const entry = content[media];
     if (!isObject(entry)) return 'unknown';
@@ -285,7 +286,6 @@ class OperationTyper {
 const FORM = 'application/x-www-form-urlencoded';
 const MULTIPART_FORM = 'multipart/form-data';
 const isMultipartForm = (media: string): boolean => /^multipart\/form-data\b/i.test(media);
-const JSON_MEDIA = /^application\/([\w.-]+\+)?json\b|\+json\b/i;
 
 /** The media type a client sends a request body in: JSON first, then a form, then text, else the first listed. */
 function requestMedia(types: readonly string[]): string | undefined {

@@ -9,7 +9,7 @@
  */
 import type { PreparedRequest } from './engine.js';
 import { randomKey } from './intent.js';
-import { queryPairs, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
+import { formatOf, queryPairs, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
 
 /** A request body ready to send, and the `content-type` to send it with. */
 export interface EncodedBody {
@@ -17,6 +17,8 @@ export interface EncodedBody {
   readonly contentType: string;
 }
 
+/** JSON media types (`application/json`, `application/problem+json`, `…+json`), as the generator types them too. */
+export const JSON_MEDIA = /^application\/([\w.-]+\+)?json\b|\+json\b/i;
 const FORM = /^application\/x-www-form-urlencoded\b/i;
 const MULTIPART_FORM = /^multipart\/form-data\b/i;
 
@@ -28,7 +30,7 @@ const MULTIPART_FORM = /^multipart\/form-data\b/i;
 export function encodeBody(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>> = {}): EncodedBody {
   if (FORM.test(mediaType)) return { body: urlencoded(value, fields), contentType: mediaType };
   if (MULTIPART_FORM.test(mediaType)) return multipart(value, mediaType, fields);
-  if (!/json\b/i.test(mediaType)) {
+  if (!JSON_MEDIA.test(mediaType)) {
     if (typeof value === 'string' || value instanceof Blob) return { body: value, contentType: mediaType };
     const bytes = bytesOf(value);
     if (bytes !== undefined) return { body: bytes, contentType: mediaType };
@@ -61,7 +63,7 @@ function formMembers(value: unknown, mediaType: string): [string, unknown][] {
 function urlencoded(value: unknown, fields: Readonly<Record<string, ParamFormat>>): string {
   const pairs: string[] = [];
   for (const [name, member] of formMembers(value, 'application/x-www-form-urlencoded')) {
-    const format = fields[name];
+    const format = formatOf(fields, name);
     if (format !== undefined && member !== undefined && member !== null) {
       pairs.push(...queryPairs(name, member as ParamInput, format));
       continue;
@@ -127,7 +129,7 @@ function multipart(value: unknown, mediaType: string, fields: Readonly<Record<st
     chunks.push(`--${boundary}\r\n${headers}\r\n\r\n`, content, '\r\n');
   };
   for (const [name, member] of formMembers(value, 'multipart/form-data')) {
-    const format = fields[name];
+    const format = formatOf(fields, name);
     if (!Array.isArray(member)) part(name, member);
     else if (format !== undefined && !format.explode) {
       const items = member.filter((item) => item !== undefined && item !== null);

@@ -86,3 +86,8 @@ export function expand(name: string, value: ParamInput, format: ParamFormat, enc
   if (format.explode) return prefix + pairs.map(([k, v]) => `${k}=${v}`).join(separator);
   return prefix + named(pairs.flatMap(([k, v]) => [k, v]).join(separator));
 }
+
+/** `name`'s format in `formats`, own members only: a parameter named `constructor` or `toString` is no `Object.prototype` member. */
+export function formatOf(formats: Readonly<Record<string, ParamFormat>> | undefined, name: string): ParamFormat | undefined {
+  return formats !== undefined && Object.hasOwn(formats, name) ? formats[name] : undefined;
+}

@@ -5,7 +5,7 @@
  */
 import { encodeBody } from './body.js';
 import type { PreparedRequest } from './engine.js';
-import { expand, queryPairs, QUERY_DEFAULT, SIMPLE_DEFAULT, TEXT_DELIMITER, URL_DELIMITER, type ParamFormat, type ParamFormats, type ParamInput } from './params.js';
+import { expand, formatOf, queryPairs, QUERY_DEFAULT, SIMPLE_DEFAULT, TEXT_DELIMITER, URL_DELIMITER, type ParamFormat, type ParamFormats, type ParamInput } from './params.js';
 
 /** The parts of an operation call, by parameter location. */
 export interface RequestParts {
@@ -34,18 +34,18 @@ export interface RequestFormat {
 export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts, format: RequestFormat = {}): PreparedRequest {
   const formats = format.params ?? {};
   const path = pathTemplate.replace(/\{([^}]+)\}/g, (_whole, name: string) => {
-    const value = parts.path?.[name];
+    const value = parts.path !== undefined && Object.hasOwn(parts.path, name) ? parts.path[name] : undefined;
     if (value === undefined) throw new TypeError(`path parameter "${name}" is missing`);
-    return expand(name, value, formats.path?.[name] ?? SIMPLE_DEFAULT, encodeURIComponent, URL_DELIMITER);
+    return expand(name, value, formatOf(formats.path, name) ?? SIMPLE_DEFAULT, encodeURIComponent, URL_DELIMITER);
   });
   const query: string[] = [];
   for (const [name, value] of Object.entries(parts.query ?? {})) {
     // `null` (a nullable parameter left empty) is sent like an absent one.
-    if (value !== undefined && value !== null) query.push(...queryPairs(name, value, formats.query?.[name] ?? QUERY_DEFAULT));
+    if (value !== undefined && value !== null) query.push(...queryPairs(name, value, formatOf(formats.query, name) ?? QUERY_DEFAULT));
   }
   const headers: Record<string, string> = { accept: 'application/json' };
   for (const [name, value] of Object.entries(parts.headers ?? {})) {
-    if (value !== undefined && value !== null) headers[name] = expand(name, value, formats.headers?.[name] ?? SIMPLE_DEFAULT, String, TEXT_DELIMITER);
+    if (value !== undefined && value !== null) headers[name] = expand(name, value, formatOf(formats.headers, name) ?? SIMPLE_DEFAULT, String, TEXT_DELIMITER);
   }
   let body: PreparedRequest['body'];
   if (parts.body !== undefined) {
