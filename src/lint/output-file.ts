@@ -41,6 +41,8 @@ export function describeWriteError(error: unknown, option: string, shown: string
       return say('permission denied — choose a location you can write to');
     case 'EROFS':
       return say('the file system is read-only');
+    case 'EREADONLY':
+      return say('the file is read-only — make it writable (chmod u+w) if it should change');
     case 'ENOSPC':
     case 'EDQUOT':
       return say('no space left on the device');

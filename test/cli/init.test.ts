@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
@@ -354,6 +354,30 @@ describe('idemkit init', () => {
     assert.ok(!findings.some((finding) => finding.ruleId === 'contract-missing' || finding.ruleId === 'contract-invalid'), io.out);
     const again = await run('swagger.yaml', '--write');
     assert.equal(again.out, 'nothing to scaffold in swagger.yaml: no operation without x-idempotency takes an idempotency key\n');
+  });
+
+  it('writes through a symbolic link to a shared path-item file, keeps its mode, and leaves a read-only one alone', async () => {
+    const entry = "swagger: '2.0'\ninfo: { title: t, version: '1' }\npaths:\n  /orders:\n    $ref: './paths/orders.yaml'\n";
+    const pathItem = 'post:\n  operationId: createOrder\n  parameters:\n    - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 64 }\n  responses:\n    \'201\': { description: created }\n';
+    mkdirSync(path.join(dir, 'paths'));
+    mkdirSync(path.join(dir, 'shared'));
+    writeFileSync(path.join(dir, 'swagger.yaml'), entry);
+    writeFileSync(path.join(dir, 'shared', 'orders.yaml'), pathItem, { mode: 0o640 });
+    chmodSync(path.join(dir, 'shared', 'orders.yaml'), 0o640);
+    symlinkSync('../shared/orders.yaml', path.join(dir, 'paths', 'orders.yaml'));
+
+    const written = await run('swagger.yaml', '--write');
+    assert.equal(written.code, 0, written.err);
+    assert.ok(lstatSync(path.join(dir, 'paths', 'orders.yaml')).isSymbolicLink(), 'the link stays a link');
+    assert.match(read('shared/orders.yaml'), /\n {2}x-idempotency:\n/);
+    assert.equal(statSync(path.join(dir, 'shared', 'orders.yaml')).mode & 0o777, 0o640);
+
+    writeFileSync(path.join(dir, 'shared', 'orders.yaml'), pathItem);
+    chmodSync(path.join(dir, 'shared', 'orders.yaml'), 0o444);
+    const refused = await run('swagger.yaml', '--write');
+    assert.equal(refused.code, 2);
+    assert.match(refused.err, /cannot write paths\/orders\.yaml: the file is read-only — make it writable \(chmod u\+w\) if it should change/);
+    assert.equal(read('shared/orders.yaml'), pathItem);
   });
 
   it('does not ask for a contract by hand for a safe method it says needs none', async () => {
