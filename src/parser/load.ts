@@ -163,11 +163,14 @@ class DocumentLoader implements ApiDocument {
         return;
       }
     }
+    // Path items written beside the `$ref` are read too, after those of the file it names.
+    const entries: [string, unknown, Location][] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => [path, item, followed.at]);
+    if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push([path, item, pathsAt]);
     const operationIds = new Map<string, Location>();
-    for (const [path, rawItem] of Object.entries(followed.value as Record<string, unknown>)) {
+    for (const [path, rawItem, base] of entries) {
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
-      const itemRef: Location = { file: followed.at.file, pointer: appendPointer(followed.at.pointer, path) };
+      const itemRef: Location = { file: base.file, pointer: appendPointer(base.pointer, path) };
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {
         this.warn(itemRef, `path item '${path}' must be an object`);

@@ -326,6 +326,9 @@ describe('loadDocument', () => {
 
     it('follows `paths: {$ref}` into the other file (not OpenAPI, so with a warning) instead of linting no operation', async () => {
       const doc = await loadDocument(fixture('external/paths-ref/openapi.yaml'));
+      // Path items beside the `$ref` are read too, after the file's.
+      assert.deepEqual(doc.operations.map((o) => o.operationId), ['createOrder', 'createRefund']);
+      assert.deepEqual(op(doc, 'createRefund').at, { file: fixture('external/paths-ref/openapi.yaml'), pointer: '/paths/~1refunds/post' });
       const order = op(doc, 'createOrder');
       assert.deepEqual(order.at, { file: fixture('external/paths-ref/paths.yaml'), pointer: '/~1orders/post' });
       assert.equal(order.contract!.ttl?.ms, 86_400_000);
