@@ -67,7 +67,9 @@ export function multipartFields(body: Uint8Array, boundary: string): MultipartFi
     while (bytes[cursor] === SPACE || bytes[cursor] === TAB) cursor += 1;
     if (bytes[cursor] !== CR || bytes[cursor + 1] !== LF) return undefined;
     cursor += 2;
-    // A form-data part always has headers (its Content-Disposition), then an empty line, then its content.
+    // A form-data part always has headers (its Content-Disposition), then an empty line, then its content;
+    // an empty header block is no field (nor is a header-like line in its content).
+    if (bytes[cursor] === CR && bytes[cursor + 1] === LF) return undefined;
     const headersEnd = bytes.indexOf('\r\n\r\n', cursor, 'latin1');
     if (headersEnd === -1) return undefined;
     const contentStart = headersEnd + 4;
@@ -91,10 +93,10 @@ function partField(headers: string, content: Buffer): MultipartField | undefined
     if (name === 'content-disposition') disposition = line.slice(colon + 1);
     else if (name === 'content-type') type = line.slice(colon + 1).trim().toLowerCase();
   }
-  if (disposition === undefined || !/^\s*form-data\s*(;|$)/i.test(disposition)) return undefined;
-  const name = dispositionParameter(disposition, 'name');
+  const parameters = disposition === undefined ? undefined : formDataParameters(disposition);
+  const name = parameters?.get('name');
   if (name === undefined) return undefined;
-  const filename = dispositionParameter(disposition, 'filename*') ?? dispositionParameter(disposition, 'filename');
+  const filename = extendedValue(parameters!.get('filename*')) ?? parameters!.get('filename');
   const json = /^application\/(?:[\w.+-]+\+)?json\s*(;|$)/.test(type);
   if (filename === undefined && (json || type === '' || type.startsWith('text/plain'))) {
     try {
@@ -107,21 +109,32 @@ function partField(headers: string, content: Buffer): MultipartField | undefined
   return { name, value: FilePart.of(filename ?? '', type, content) };
 }
 
-/** A parameter of a Content-Disposition value: quoted, a token, or RFC 5987 `filename*=UTF-8''…`. */
-function dispositionParameter(value: string, parameter: string): string | undefined {
-  const escaped = parameter.replace('*', '\\*');
-  const match = new RegExp(`;\\s*${escaped}\\s*=\\s*(?:"((?:[^"\\\\]|\\\\.)*)"|([^;\\s]*))`, 'i').exec(value);
-  if (match === null) return undefined;
-  if (match[1] !== undefined) return match[1].replace(/\\(.)/g, '$1');
-  const token = match[2]!;
-  if (parameter.endsWith('*')) {
-    const extended = /^([\w!#$%&+^`{}~-]*)'[\w-]*'(.*)$/.exec(token);
-    if (extended === null) return undefined;
-    try {
-      return decodeURIComponent(extended[2]!);
-    } catch {
-      return undefined;
-    }
+/**
+ * The parameters of a `form-data` Content-Disposition value, read left to right (a quoted value may hold
+ * `; name=`), by lower-case name; undefined for another disposition or a value that does not parse.
+ */
+function formDataParameters(value: string): Map<string, string> | undefined {
+  const head = /^\s*form-data\s*/iy;
+  if (!head.test(value)) return undefined;
+  const parameter = /;\s*([^\s=;"]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;\s"]*))\s*/y;
+  parameter.lastIndex = head.lastIndex;
+  const out = new Map<string, string>();
+  while (parameter.lastIndex < value.length) {
+    const match = parameter.exec(value);
+    if (match === null) return undefined;
+    const key = match[1]!.toLowerCase();
+    if (!out.has(key)) out.set(key, match[2] !== undefined ? match[2].replace(/\\(.)/g, '$1') : match[3]!);
   }
-  return token;
+  return out;
+}
+
+/** An RFC 5987 value (`UTF-8''r%C3%A9sum%C3%A9.pdf`), decoded; undefined when absent or malformed. */
+function extendedValue(value: string | undefined): string | undefined {
+  const extended = value === undefined ? null : /^([\w!#$%&+^`{}~-]*)'[\w-]*'(.*)$/.exec(value);
+  if (extended === null) return undefined;
+  try {
+    return decodeURIComponent(extended[2]!);
+  } catch {
+    return undefined;
+  }
 }

@@ -142,6 +142,19 @@ describe('runtime/multipart', () => {
     assert.equal(multipartBoundary(`multipart/form-data; boundary="${'b'.repeat(71)}"`), undefined);
   });
 
+  it('reads Content-Disposition parameters left to right, and takes no field from a part without headers', () => {
+    const boundary = 'b1';
+    const body = (disposition: string) => Buffer.from(`--${boundary}\r\nContent-Disposition: ${disposition}\r\n\r\nx\r\n--${boundary}--\r\n`);
+    assert.deepEqual(multipartFields(body('form-data; filename="x; name=evil"; name="doc"'), boundary), [
+      { name: 'doc', value: FilePart.of('x; name=evil', '', Buffer.from('x')) },
+    ]);
+    assert.deepEqual(multipartFields(body('form-data; name="a\\"b"'), boundary), [{ name: 'a"b', value: 'x' }]);
+    assert.equal(multipartFields(body('attachment; name="a"'), boundary), undefined);
+    assert.equal(multipartFields(body('form-data; name="a"; junk'), boundary), undefined);
+    const headerless = Buffer.from(`--${boundary}\r\n\r\nContent-Disposition: form-data; name="a"\r\n\r\nx\r\n--${boundary}--\r\n`);
+    assert.equal(multipartFields(headerless, boundary), undefined);
+  });
+
   it('keeps a preamble out, reads RFC 5987 file names and binary parts', () => {
     const boundary = 'b0';
     const body = Buffer.concat([
