@@ -11,6 +11,7 @@ import type * as JsYamlModule from 'js-yaml';
 import type { Event } from 'js-yaml';
 import type * as YamlModule from 'yaml';
 import type { Node as YamlNode } from 'yaml';
+import { ALIAS, DOCUMENT, MAPPING, POP, SCALAR, SEQUENCE } from '../parser/yaml-positions.js';
 
 const require = createRequire(import.meta.url);
 
@@ -20,13 +21,7 @@ export interface LocatedYamlNode {
   readonly shift: number;
 }
 
-// js-yaml's EVENT_ID, SCALAR_STYLE and COLLECTION_STYLE values.
-const DOCUMENT = 1;
-const SEQUENCE = 2;
-const MAPPING = 3;
-const SCALAR = 4;
-const ALIAS = 5;
-const POP = 6;
+// js-yaml's SCALAR_STYLE and COLLECTION_STYLE values (its event ids come with the loader's position index).
 const PLAIN = 1;
 const BLOCK = 1;
 

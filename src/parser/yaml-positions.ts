@@ -7,12 +7,13 @@
 import type { Event, ScalarEvent } from 'js-yaml';
 import type { Located, PositionIndex } from './positions.js';
 
-const DOCUMENT = 1;
-const SEQUENCE = 2;
-const MAPPING = 3;
-const SCALAR = 4;
-const ALIAS = 5;
-const POP = 6;
+/** js-yaml's parse event ids (EVENT_ID), shared with init's node finder. */
+export const DOCUMENT = 1;
+export const SEQUENCE = 2;
+export const MAPPING = 3;
+export const SCALAR = 4;
+export const ALIAS = 5;
+export const POP = 6;
 const SINGLE_QUOTED = 2;
 const DOUBLE_QUOTED = 3;
 
