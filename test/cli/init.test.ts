@@ -360,24 +360,24 @@ describe('idemkit init', () => {
     const entry = "swagger: '2.0'\ninfo: { title: t, version: '1' }\npaths:\n  /orders:\n    $ref: './paths/orders.yaml'\n";
     const pathItem = 'post:\n  operationId: createOrder\n  parameters:\n    - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 64 }\n  responses:\n    \'201\': { description: created }\n';
     mkdirSync(path.join(dir, 'paths'));
-    mkdirSync(path.join(dir, 'shared'));
+    mkdirSync(path.join(dir, 'common'));
     writeFileSync(path.join(dir, 'swagger.yaml'), entry);
-    writeFileSync(path.join(dir, 'shared', 'orders.yaml'), pathItem, { mode: 0o640 });
-    chmodSync(path.join(dir, 'shared', 'orders.yaml'), 0o640);
-    symlinkSync('../shared/orders.yaml', path.join(dir, 'paths', 'orders.yaml'));
+    writeFileSync(path.join(dir, 'common', 'orders.yaml'), pathItem, { mode: 0o640 });
+    chmodSync(path.join(dir, 'common', 'orders.yaml'), 0o640);
+    symlinkSync('../common/orders.yaml', path.join(dir, 'paths', 'orders.yaml'));
 
     const written = await run('swagger.yaml', '--write');
     assert.equal(written.code, 0, written.err);
     assert.ok(lstatSync(path.join(dir, 'paths', 'orders.yaml')).isSymbolicLink(), 'the link stays a link');
-    assert.match(read('shared/orders.yaml'), /\n {2}x-idempotency:\n/);
-    assert.equal(statSync(path.join(dir, 'shared', 'orders.yaml')).mode & 0o777, 0o640);
+    assert.match(read('common/orders.yaml'), /\n {2}x-idempotency:\n/);
+    assert.equal(statSync(path.join(dir, 'common', 'orders.yaml')).mode & 0o777, 0o640);
 
-    writeFileSync(path.join(dir, 'shared', 'orders.yaml'), pathItem);
-    chmodSync(path.join(dir, 'shared', 'orders.yaml'), 0o444);
+    writeFileSync(path.join(dir, 'common', 'orders.yaml'), pathItem);
+    chmodSync(path.join(dir, 'common', 'orders.yaml'), 0o444);
     const refused = await run('swagger.yaml', '--write');
     assert.equal(refused.code, 2);
     assert.match(refused.err, /cannot write paths\/orders\.yaml: the file is read-only — make it writable \(chmod u\+w\) if it should change/);
-    assert.equal(read('shared/orders.yaml'), pathItem);
+    assert.equal(read('common/orders.yaml'), pathItem);
   });
 
   it('does not ask for a contract by hand for a safe method it says needs none', async () => {
