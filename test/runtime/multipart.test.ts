@@ -4,7 +4,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import express from 'express';
+import Fastify from 'fastify';
 import multer from 'multer';
+import { createRouteGuard as createFastifyGuard } from '../../src/runtime/adapters/fastify.js';
 import { createRouteGuard } from '../../src/runtime/adapters/express.js';
 import { bodyForFingerprint } from '../../src/runtime/adapters/common.js';
 import { computeFingerprint, type FieldSelection } from '../../src/runtime/fingerprint.js';
@@ -213,4 +215,66 @@ describe('runtime/multipart', () => {
       assert.equal(effects, 1);
     });
   }
+
+  describe('behind Fastify', () => {
+    /** A Fastify app whose multipart parser is `parse` (standing in for @fastify/multipart's two modes), with one guarded upload route. */
+    async function fastifyUpload(parse: (raw: Buffer, type: string) => Promise<unknown>, run: (url: string) => Promise<void>): Promise<number> {
+      let effects = 0;
+      const app = Fastify();
+      app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (request, raw, done) => {
+        parse(raw as Buffer, String(request.headers['content-type'])).then((body) => done(null, body), done);
+      });
+      const guard = createFastifyGuard(contract, { store: new MemoryStore(), principal: () => 'u' });
+      app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+        effects += 1;
+        reply.code(201);
+        return { id: `file_${effects}` };
+      });
+      const address = await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        await run(`${address}/things/t1`);
+      } finally {
+        await app.close();
+      }
+      return effects;
+    }
+    const send = async (url: string, file: string) => {
+      const form = new FormData();
+      upload(file)(form);
+      const response = await fetch(url, { method: 'POST', headers: { 'idempotency-key': 'upload-1' }, body: form });
+      return { status: response.status, replayed: response.headers.get('idempotent-replayed'), body: await response.text() };
+    };
+
+    it('refuses a body no parser read (the handler would read the file itself): never one fingerprint for every upload', async () => {
+      const effects = await fastifyUpload(
+        async () => undefined,
+        async (url) => {
+          const answer = await send(url, 'abc');
+          assert.equal(answer.status, 500);
+          assert.match(answer.body, /the request body was not parsed before the guard/);
+        },
+      );
+      assert.equal(effects, 0);
+    });
+
+    it("fingerprints parts read as key values (files as bytes, as attachFieldsToBody: 'keyValues' gives them)", async () => {
+      const keyValues = async (raw: Buffer, type: string) => {
+        const form = await new Response(new Uint8Array(raw), { headers: { 'content-type': type } }).formData();
+        const entries: [string, string | Blob][] = [];
+        form.forEach((value, name) => entries.push([name, value]));
+        const out: Record<string, unknown> = {};
+        for (const [name, value] of entries) out[name] = typeof value === 'string' ? value : Buffer.from(await value.arrayBuffer());
+        return out;
+      };
+      // The bytes are hashed once, not written out as JSON (a 10 MB file would be a 100 MB canonical text).
+      const parsed = bodyForFingerprint({ purpose: 'x', file: Buffer.from('abc'), more: [Buffer.from('d')] }, 'multipart/form-data; boundary=b') as Record<string, unknown>;
+      assert.deepEqual({ ...parsed }, { purpose: 'x', file: FilePart.of('', '', Buffer.from('abc')), more: [FilePart.of('', '', Buffer.from('d'))] });
+      const effects = await fastifyUpload(keyValues, async (url) => {
+        assert.deepEqual(await send(url, 'abc'), { status: 201, replayed: 'false', body: '{"id":"file_1"}' });
+        assert.deepEqual(await send(url, 'abc'), { status: 201, replayed: 'true', body: '{"id":"file_1"}' });
+        assert.equal((await send(url, 'another file')).status, 422);
+      });
+      assert.equal(effects, 1);
+    });
+  });
 });

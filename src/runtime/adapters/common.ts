@@ -188,9 +188,13 @@ export function nodeHeaders(
  */
 export function bodyForFingerprint(body: unknown, contentType: string | readonly string[] | undefined): unknown {
   const form = isFormContentType(contentType);
-  if (typeof body !== 'string' && !(body instanceof Uint8Array)) return form ? formFields(body) : body;
   // Each multipart body has its own random boundary: its parts are the payload, not its bytes.
   const boundary = multipartBoundary(contentType);
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+    if (form) return formFields(body);
+    // Parts a parser already read (`@fastify/multipart` with `attachFieldsToBody: 'keyValues'`): files are bytes.
+    return boundary !== undefined ? withFileDigests(body) : body;
+  }
   if (boundary !== undefined) {
     const parts = multipartFields(typeof body === 'string' ? Buffer.from(body, 'utf8') : body, boundary);
     if (parts !== undefined) return nestFields(parts.map(({ name, value }) => [name, [value]]));
@@ -259,6 +263,25 @@ export async function withUploadedFiles(body: unknown, file: unknown, files: unk
     merged[name] = Object.hasOwn(merged, name) ? [merged[name], value] : value;
   }
   return merged;
+}
+
+/**
+ * Whether a request announces a body (a non-zero Content-Length, or Transfer-Encoding) that no parser put
+ * in front of the guard: fingerprinting `undefined` would make every payload under a key look alike, so the
+ * adapters refuse such a request instead of guessing.
+ */
+export function bodyNotParsed(body: unknown, headers: Readonly<Record<string, string | readonly string[] | undefined>>): boolean {
+  const length = headers['content-length'];
+  return body === undefined && ((length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined);
+}
+
+/** A parsed multipart body with each file's bytes (a member, or an item of a repeated member) as a {@link FilePart}. */
+function withFileDigests(body: unknown): unknown {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
+  const digest = (value: unknown): unknown => (value instanceof Uint8Array ? FilePart.of('', '', value) : value);
+  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const [name, value] of Object.entries(body)) out[name] = Array.isArray(value) ? value.map(digest) : digest(value);
+  return out;
 }
 
 /** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */

@@ -12,7 +12,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, withUploadedFiles, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, withUploadedFiles, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -52,7 +52,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const pathParamsOf = routerPathParams(contract.path);
 
   async function toGuardRequest(req: Request): Promise<GuardRequest> {
-    if (req.body === undefined && hasBody(req)) {
+    if (bodyNotParsed(req.body, req.headers)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
     }
@@ -111,11 +111,6 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
 /** Where multer puts the files it takes out of a multipart body. */
 type Uploads = { file?: unknown; files?: unknown };
-
-function hasBody(req: Request): boolean {
-  const length = req.headers['content-length'];
-  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
-}
 
 /** Writes a guard answer (problem, replay or the recorded first response) to `res`. */
 function sendResponse(res: Response, response: GuardResponse): void {

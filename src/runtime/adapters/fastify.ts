@@ -15,7 +15,7 @@ import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of a Fastify route guard: the guard core's options plus principal and request-id hooks on the request. */
 export type RouteGuardOptions = RouteGuardOptionsFor<FastifyRequest>;
@@ -72,6 +72,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const pathParamsOf = routerPathParams(contract.path);
 
   async function toGuardRequest(request: FastifyRequest): Promise<GuardRequest> {
+    if (bodyNotParsed(request.body, request.headers)) {
+      // A content-type parser that leaves the body to the handler (`@fastify/multipart` by default, `request.file()`).
+      throw new Error(
+        `idempotency guard for ${contract.operationId}: the request body was not parsed before the guard; give the route a body (for multipart, @fastify/multipart with attachFieldsToBody: 'keyValues')`,
+      );
+    }
     const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(request);
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
