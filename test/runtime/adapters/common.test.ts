@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { concatBytes, headersFromEntries, nodeHeaders, pathMatcher, queryFromSearchParams, readsQuery, requestPathname, routerPathParams, singleHeader, templateParamNames } from '../../../src/runtime/adapters/common.js';
+import { concatBytes, formFields, headersFromEntries, nodeHeaders, pathMatcher, queryFromSearchParams, readsQuery, requestPathname, routerPathParams, singleHeader, templateParamNames } from '../../../src/runtime/adapters/common.js';
+import { canonicalJson } from '../../../src/runtime/fingerprint.js';
 import { contract } from './fixtures.js';
 
 describe('runtime/adapters/common', () => {
@@ -54,6 +55,26 @@ describe('runtime/adapters/common', () => {
     assert.deepEqual(pathMatcher('/items/{id}')('/items/%E0%A4%A'), { id: '%E0%A4%A' });
     assert.equal(requestPathname('/a%20b/c?d=e#f'), '/a%20b/c');
     assert.equal(requestPathname('http://h.example/x/y?z'), '/x/y');
+  });
+
+  it('nests urlencoded forms exactly as v1 fingerprints always did (records made before an upgrade keep matching)', () => {
+    // Canonical forms as the fingerprint hashes them, written down from the nesting before it was made linear.
+    const v1: [string, string][] = [
+      ['a=1&b=2', '{"a":"1","b":"2"}'],
+      ['a[]=x&a[]=y', '{"a":["x","y"]}'],
+      ['a[1]=x&a[0]=y', '{"a":["y","x"]}'],
+      ['a[0]=x&a[2]=y', '{"a":{"0":"x","2":"y"}}'],
+      ['metadata[order_id]=1&expand[]=a&expand[]=b', '{"expand":["a","b"],"metadata":{"order_id":"1"}}'],
+      ['a=1&a[b]=2', '{"a":"1","a[b]":"2"}'],
+      ['a[b]=1&a=2&a=3', '{"a":{"":["2","3"],"b":"1"}}'],
+      ['a=1&a=2', '{"a":["1","2"]}'],
+      ['__proto__[x]=1', '{"__proto__":{"x":"1"}}'],
+      ['a[][b]=1&a[][b]=2', '{"a":[{"b":"1"},{"b":"2"}]}'],
+      ['x[0][]=1&x[0][]=2&x[1]=3', '{"x":[["1","2"],"3"]}'],
+      ['=v&0=w', '[["v","w"]]'],
+      ['a[b][c][d]=1&a[b][e]=2', '{"a":{"b":{"c":{"d":"1"},"e":"2"}}}'],
+    ];
+    for (const [form, canonical] of v1) assert.equal(canonicalJson(formFields(form)), canonical, form);
   });
 
   it('concatenates byte chunks', () => {
