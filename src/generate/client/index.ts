@@ -89,6 +89,9 @@ const child = (at: Location, ...segs: (string | number)[]): Location => ({
 });
 const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
+/** The member of an operation's input that holds the parameters of each location. */
+const MEMBERS = { path: 'path', query: 'query', header: 'headers', cookie: 'cookies' } as const;
+
 /** Header parameters the client sets itself (or that OpenAPI says to ignore). */
 const MANAGED_HEADERS = new Set(['x-request-id', 'accept', 'content-type', 'authorization']);
 
@@ -118,7 +121,7 @@ class OperationTyper {
     let optional = true;
     const params = this.#parameters(op);
     const sent: ParameterView[] = [];
-    for (const where of ['path', 'query', 'header'] as const) {
+    for (const where of ['path', 'query', 'header', 'cookie'] as const) {
       const list = params.filter((p) => p.in === where && !(where === 'header' && this.#managed(p.name, keyHeader)));
       if (list.length === 0) continue;
       sent.push(...list);
@@ -127,7 +130,7 @@ class OperationTyper {
         .map((p) => `${toJsLiteral(p.name)}${p.required || where === 'path' ? '' : '?'}: ${this.#paramType(p)};`);
       const required = where === 'path' || list.some((p) => p.required);
       if (required) optional = false;
-      members.push(`${where === 'header' ? 'headers' : where}${required ? '' : '?'}: { ${fields.join(' ')} };`);
+      members.push(`${MEMBERS[where]}${required ? '' : '?'}: { ${fields.join(' ')} };`);
     }
     const body = this.#body(op, params);
     if (body !== undefined) {

@@ -8,7 +8,7 @@ import type { ParamFormat, ParamFormats } from '../../runtime/client/params.js';
 /** Where a parameter goes, as {@link ParamFormats} names it. */
 type Place = keyof ParamFormats;
 
-const PLACES: Readonly<Record<string, Place>> = { path: 'path', query: 'query', header: 'headers' };
+const PLACES: Readonly<Record<string, Place>> = { path: 'path', query: 'query', header: 'headers', cookie: 'cookies' };
 
 /** 2.0 `collectionFormat` → style; `multi` is exploded `form`, the others are lists in one value. */
 const COLLECTION_STYLES: Readonly<Record<string, ParamFormat['style']>> = {
@@ -19,9 +19,9 @@ const COLLECTION_STYLES: Readonly<Record<string, ParamFormat['style']>> = {
 
 const STYLES = new Set<ParamFormat['style']>(['form', 'simple', 'label', 'matrix', 'spaceDelimited', 'pipeDelimited', 'deepObject']);
 
-/** The default of a location: query `form` exploded, path and header `simple` not exploded (both OpenAPI versions). */
+/** The default of a location: query and cookie `form` exploded, path and header `simple` not exploded (both OpenAPI versions). */
 function defaultFormat(place: Place): ParamFormat {
-  return place === 'query' ? { style: 'form', explode: true } : { style: 'simple', explode: false };
+  return place === 'query' || place === 'cookies' ? { style: 'form', explode: true } : { style: 'simple', explode: false };
 }
 
 /** The format `param` is written in, by the document's version rules. */

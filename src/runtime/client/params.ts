@@ -22,16 +22,17 @@ export interface ParamFormat {
 }
 
 /**
- * The formats of the parameters not written their location's default way: query `form` exploded
+ * The formats of the parameters not written their location's default way: query and cookie `form` exploded
  * (`?id=1&id=2`), path and header `simple` not exploded (`1,2`).
  */
 export interface ParamFormats {
   readonly path?: Readonly<Record<string, ParamFormat>>;
   readonly query?: Readonly<Record<string, ParamFormat>>;
   readonly headers?: Readonly<Record<string, ParamFormat>>;
+  readonly cookies?: Readonly<Record<string, ParamFormat>>;
 }
 
-/** The default of a query parameter (and a form field): `form`, exploded. */
+/** The default of a query or cookie parameter (and a form field): `form`, exploded. */
 export const QUERY_DEFAULT: ParamFormat = { style: 'form', explode: true };
 /** The default of a path or header parameter: `simple`, not exploded. */
 export const SIMPLE_DEFAULT: ParamFormat = { style: 'simple', explode: false };

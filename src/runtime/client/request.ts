@@ -12,6 +12,8 @@ export interface RequestParts {
   readonly path?: Readonly<Record<string, ParamInput>>;
   readonly query?: Readonly<Record<string, ParamInput | null | undefined>>;
   readonly headers?: Readonly<Record<string, ParamInput | null | undefined>>;
+  /** Cookie parameters, sent in one `Cookie` header (after a `Cookie` header given with the call's headers). */
+  readonly cookies?: Readonly<Record<string, ParamInput | null | undefined>>;
   /** Serialised for the operation's media type when not `undefined`. */
   readonly body?: unknown;
 }
@@ -26,7 +28,7 @@ export interface RequestFormat {
 }
 
 /**
- * Fills `{name}` segments of `pathTemplate`, appends the query, and encodes the body for the operation's request
+ * Fills `{name}` segments of `pathTemplate`, appends the query, writes cookie parameters, and encodes the body for the operation's request
  * media type (default `application/json`; see `encodeBody`). Parameters are written in their
  * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
  * Throws `TypeError` when a path parameter is missing or a form body is not an object of fields.
@@ -46,6 +48,17 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   const headers: Record<string, string> = { accept: 'application/json' };
   for (const [name, value] of Object.entries(parts.headers ?? {})) {
     if (value !== undefined && value !== null) headers[name] = expand(name, value, formatOf(formats.headers, name) ?? SIMPLE_DEFAULT, String, TEXT_DELIMITER);
+  }
+  const cookies: string[] = [];
+  for (const [name, value] of Object.entries(parts.cookies ?? {})) {
+    // Written as form query pairs (percent-encoded, so `;` and `,` in a value cannot split the header).
+    if (value !== undefined && value !== null) cookies.push(...queryPairs(name, value, formatOf(formats.cookies, name) ?? QUERY_DEFAULT));
+  }
+  if (cookies.length > 0) {
+    // One `Cookie` header (RFC 6265 §5.4): joined to one the caller set, whatever its case.
+    const given = Object.keys(headers).find((name) => name.toLowerCase() === 'cookie');
+    if (given === undefined) headers['cookie'] = cookies.join('; ');
+    else headers[given] = `${headers[given]}; ${cookies.join('; ')}`;
   }
   let body: PreparedRequest['body'];
   if (parts.body !== undefined) {

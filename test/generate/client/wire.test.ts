@@ -142,11 +142,28 @@ describe('generate client: requests on the wire (generated, compiled, sent to 12
       path: { label: ['a', 'b'], matrix: ['c', 'd'], simple: ['e', 'f'] },
       query: { tags: ['a', 'b'], csv: ['x', 'y'], spaced: ['s', 't'], piped: [1, 2], filter: { color: 'red', size: 2 }, point: { x: 1, y: 2 } },
       headers: { 'X-Pairs': { a: '1', b: '2' } },
+      cookies: { session: 's; id=1', prefs: ['a', 'b'] },
     });
     const [pathname, search] = got.url.split('?');
     assert.equal(pathname, '/pets/.a,b/;matrix=c;matrix=d/e,f');
     assert.deepEqual(search!.split('&'), ['tags=a', 'tags=b', 'csv=x,y', 'spaced=s%20t', 'piped=1|2', 'filter[color]=red', 'filter[size]=2', 'point=x,1,y,2']);
     assert.equal(got.headers['x-pairs'], 'a=1,b=2');
+    // One Cookie header; a `;` in a value is percent-encoded, so it cannot forge another cookie.
+    assert.equal(got.headers.cookie, 'session=s%3B%20id%3D1; prefs=a,b');
+  });
+
+  it('cookie parameters join a Cookie header the caller gives with the call, whatever its case; absent ones are left out', async () => {
+    const client = modules.get('wire-3.0')!.createClient({ baseUrl }) as unknown as Record<
+      string,
+      (input: unknown, call?: { headers?: Record<string, string> }) => Promise<{ status: number }>
+    >;
+    const answer = await client['findPets']!(
+      { path: { label: ['a'], matrix: ['c'], simple: ['e'] }, cookies: { session: 'abc', theme: undefined } },
+      { headers: { Cookie: 'tracking=off' } },
+    );
+    assert.equal(answer.status, 200);
+    assert.equal(received.length, 1);
+    assert.equal(received[0]!.headers.cookie, 'tracking=off; session=abc');
   });
 
   for (const fixture of FIXTURES) {

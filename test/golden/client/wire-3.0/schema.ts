@@ -10,7 +10,7 @@ export type CreateNoteOk = undefined;
 export type CreateNoteError = unknown;
 
 /** The input of "GET /pets/{label}/{matrix}/{simple} (findPets)". */
-export type FindPetsInput = { path: { "label": string[]; "matrix": string[]; "simple": string[]; }; query?: { "csv"?: string[]; "filter"?: { "color"?: string; "size"?: number; }; "piped"?: number[]; "point"?: { "x"?: number; "y"?: number; }; "spaced"?: string[]; "tags"?: string[]; }; headers?: { "X-Pairs"?: { [key: string]: string; }; }; };
+export type FindPetsInput = { path: { "label": string[]; "matrix": string[]; "simple": string[]; }; query?: { "csv"?: string[]; "filter"?: { "color"?: string; "size"?: number; }; "piped"?: number[]; "point"?: { "x"?: number; "y"?: number; }; "spaced"?: string[]; "tags"?: string[]; }; headers?: { "X-Pairs"?: { [key: string]: string; }; }; cookies: { "prefs"?: string[]; "session": string; "theme"?: string; }; };
 
 /** The body of a 2xx answer of "GET /pets/{label}/{matrix}/{simple} (findPets)". */
 export type FindPetsOk = Record<string, unknown>;
