@@ -14,7 +14,7 @@ import type { RequestFormat } from '../../runtime/client/request.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
 import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
-import { formFieldFormats, paramFormats } from './params.js';
+import { formEncoding, formFieldFormats, paramFormats } from './params.js';
 import { SchemaTypes } from './schema-types.js';
 
 /** Options of {@link generateClient}. */
@@ -103,6 +103,8 @@ interface OperationTypes {
   readonly params: ParamFormats | undefined;
   /** The Swagger 2.0 `collectionFormat` of array form fields. */
   readonly fields: Readonly<Record<string, ParamFormat>> | undefined;
+  /** The `Content-Type` of multipart parts a 3.x `encoding` names. */
+  readonly partTypes: Readonly<Record<string, string>> | undefined;
   readonly inputOptional: boolean;
   readonly ok: string;
   readonly error: string;
@@ -145,7 +147,7 @@ class OperationTyper {
     const error = this.types.uniqueName(`${typeBase}Error`);
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
     this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
-    return { input, mediaType, params: paramFormats(this.doc.version, sent), fields: body?.fields, inputOptional: optional, ok, error };
+    return { input, mediaType, params: paramFormats(this.doc.version, sent), fields: body?.fields, partTypes: body?.partTypes, inputOptional: optional, ok, error };
   }
 
   #managed(name: string, keyHeader: string | undefined): boolean {
@@ -181,7 +183,7 @@ class OperationTyper {
   #body(
     op: OperationView,
     params: readonly ParameterView[],
-  ): { type: string; required: boolean; mediaType?: string; fields?: Readonly<Record<string, ParamFormat>> } | undefined {
+  ): { type: string; required: boolean; mediaType?: string; fields?: Readonly<Record<string, ParamFormat>>; partTypes?: Readonly<Record<string, string>> } | undefined {
     if (this.doc.version === '2.0') {
       const consumes = this.#consumes(op);
       const param = params.find((p) => p.in === 'body');
@@ -214,7 +216,9 @@ class OperationTyper {
         : isMultipartForm(media)
           ? isObject(entry) ? this.#formDataType(entry['schema'], child(target.at, 'content', media, 'schema')) : 'unknown'
           : bodyType(media, () => (isObject(entry) ? this.types.typeOf(entry['schema'], child(target.at, 'content', media, 'schema')) : 'unknown'));
-    return { type, required: target.value['required'] === true, ...(media !== undefined ? { mediaType: media } : {}) };
+    const form = media !== undefined && isObject(entry) && (isMultipartForm(media) || /^application\/x-www-form-urlencoded\b/i.test(media));
+    const encoding = form ? formEncoding(isMultipartForm(media!), entry['encoding']) : {};
+    return { type, required: target.value['required'] === true, ...(media !== undefined ? { mediaType: media } : {}), ...encoding };
   }
 
   /**
@@ -379,6 +383,7 @@ function requestFormat(t: OperationTypes): RequestFormat | null {
     ...(media === undefined ? {} : { mediaType: media }),
     ...(t.params === undefined ? {} : { params: t.params }),
     ...(t.fields === undefined ? {} : { fields: t.fields }),
+    ...(t.partTypes === undefined ? {} : { partTypes: t.partTypes }),
   };
 }
 

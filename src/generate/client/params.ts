@@ -65,3 +65,41 @@ export function formFieldFormats(fields: readonly ParameterView[]): Readonly<Rec
   if (arrays.length === 0) return undefined;
   return Object.fromEntries(arrays.map((field) => [field.name, paramFormat('2.0', 'query', field)]));
 }
+
+/** What a 3.x form body's `encoding` object says about its fields, for the runtime's `fields` and `partTypes`. */
+export interface FormEncoding {
+  /** Fields written with an explicit `style` / `explode` (urlencoded; not-exploded arrays in multipart). */
+  readonly fields?: Readonly<Record<string, ParamFormat>>;
+  /** The `Content-Type` of multipart parts whose `encoding` names one (its first media type without a wildcard). */
+  readonly partTypes?: Readonly<Record<string, string>>;
+}
+
+const FORM_STYLES = new Set<ParamFormat['style']>(['form', 'spaceDelimited', 'pipeDelimited', 'deepObject']);
+
+/**
+ * The 3.x Encoding Objects of a `application/x-www-form-urlencoded` or `multipart/form-data` body: `style` and
+ * `explode` (defaults `form`, and exploded for `form`, as for query parameters) and, for multipart, `contentType`.
+ */
+export function formEncoding(multipart: boolean, encoding: unknown): FormEncoding {
+  if (typeof encoding !== 'object' || encoding === null || Array.isArray(encoding)) return {};
+  const fields: Record<string, ParamFormat> = {};
+  const partTypes: Record<string, string> = {};
+  for (const name of Object.keys(encoding).sort()) {
+    const entry = (encoding as Record<string, unknown>)[name];
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) continue;
+    const { style, explode, contentType } = entry as Record<string, unknown>;
+    if (typeof style === 'string' || typeof explode === 'boolean') {
+      const written = typeof style === 'string' && FORM_STYLES.has(style as ParamFormat['style']) ? (style as ParamFormat['style']) : 'form';
+      fields[name] = { style: written, explode: typeof explode === 'boolean' ? explode : written === 'form' };
+    }
+    if (multipart && typeof contentType === 'string') {
+      const first = contentType.split(',')[0]!.trim();
+      // A header value: printable ASCII only (spec text never reaches the wire as anything else), no wildcard.
+      if (/^[\x21-\x7e][\x20-\x7e]*$/.test(first) && !first.includes('*')) partTypes[name] = first;
+    }
+  }
+  return {
+    ...(Object.keys(fields).length === 0 ? {} : { fields }),
+    ...(Object.keys(partTypes).length === 0 ? {} : { partTypes }),
+  };
+}

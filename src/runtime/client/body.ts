@@ -25,11 +25,17 @@ const MULTIPART_FORM = /^multipart\/form-data\b/i;
 /**
  * `value` in `mediaType`'s encoding: JSON for `…json` types; form fields for `application/x-www-form-urlencoded`
  * and `multipart/form-data`; a string or bytes (`Blob`, `ArrayBuffer`, a typed array) as they are for other types
- * (`text/*`, `application/octet-stream`, …). `fields`: the Swagger 2.0 `collectionFormat` of form fields that have one.
+ * (`text/*`, `application/octet-stream`, …). `fields`: the format of form fields that have one (2.0
+ * `collectionFormat`, 3.x `encoding` style/explode); `partTypes`: the `Content-Type` of multipart parts (3.x `encoding`).
  */
-export function encodeBody(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>> = {}): EncodedBody {
+export function encodeBody(
+  value: unknown,
+  mediaType: string,
+  fields: Readonly<Record<string, ParamFormat>> = {},
+  partTypes: Readonly<Record<string, string>> = {},
+): EncodedBody {
   if (FORM.test(mediaType)) return { body: urlencoded(value, fields), contentType: mediaType };
-  if (MULTIPART_FORM.test(mediaType)) return multipart(value, mediaType, fields);
+  if (MULTIPART_FORM.test(mediaType)) return multipart(value, mediaType, fields, partTypes);
   if (!JSON_MEDIA.test(mediaType)) {
     if (typeof value === 'string' || value instanceof Blob) return { body: value, contentType: mediaType };
     const bytes = bytesOf(value);
@@ -102,28 +108,32 @@ function quoted(text: string): string {
 /**
  * `multipart/form-data`, one part per field: strings, numbers and booleans as text; a `Blob` (its `name` as the
  * file name when it has one, as a `File` does), an `ArrayBuffer` or a typed array as a file; other objects as
- * `application/json`. An array is one part per item, unless a 2.0 `collectionFormat` joins it into one text part.
- * `null` and `undefined` fields are left out.
+ * `application/json`. An array is one part per item, unless its format joins it into one text part.
+ * A part type from `partTypes` labels bytes that have no type of their own and text fields; a `Blob`'s own type
+ * wins, and objects stay JSON. `null` and `undefined` fields are left out.
  */
-function multipart(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>>): EncodedBody {
+function multipart(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>>, partTypes: Readonly<Record<string, string>>): EncodedBody {
   const boundary = `idemkit-${randomKey()}`;
   const chunks: (string | Blob | ArrayBuffer)[] = [];
   const part = (name: string, item: unknown): void => {
     if (item === undefined || item === null) return;
+    const given = Object.hasOwn(partTypes, name) ? partTypes[name] : undefined;
     let headers = `Content-Disposition: form-data; name=${quoted(name)}`;
     let content: string | Blob | ArrayBuffer;
     const bytes = bytesOf(item);
     if (item instanceof Blob) {
       const file = (item as { name?: unknown }).name;
-      headers += `; filename=${quoted(typeof file === 'string' && file !== '' ? file : 'blob')}\r\nContent-Type: ${item.type || 'application/octet-stream'}`;
+      headers += `; filename=${quoted(typeof file === 'string' && file !== '' ? file : 'blob')}\r\nContent-Type: ${item.type || given || 'application/octet-stream'}`;
       content = item;
     } else if (bytes !== undefined) {
-      headers += `; filename="blob"\r\nContent-Type: application/octet-stream`;
+      headers += `; filename="blob"\r\nContent-Type: ${given ?? 'application/octet-stream'}`;
       content = bytes;
     } else if (typeof item === 'object') {
-      headers += '\r\nContent-Type: application/json';
+      headers += `\r\nContent-Type: ${given !== undefined && JSON_MEDIA.test(given) ? given : 'application/json'}`;
       content = JSON.stringify(item);
     } else {
+      // Text is text/plain unless the document names another type.
+      if (given !== undefined && !/^text\/plain\s*(;|$)/i.test(given)) headers += `\r\nContent-Type: ${given}`;
       content = String(item);
     }
     chunks.push(`--${boundary}\r\n${headers}\r\n\r\n`, content, '\r\n');

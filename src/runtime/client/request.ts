@@ -23,8 +23,10 @@ export interface RequestFormat {
   /** The request body's media type (default `application/json`). */
   readonly mediaType?: string;
   readonly params?: ParamFormats;
-  /** The Swagger 2.0 `collectionFormat` of form-body fields (`in: formData`) that are arrays. */
+  /** How form-body fields are written: 2.0 `collectionFormat` of `in: formData` arrays, 3.x `encoding` style/explode. */
   readonly fields?: Readonly<Record<string, ParamFormat>>;
+  /** The `Content-Type` of multipart parts a 3.x `encoding` names (files without a type of their own, text fields). */
+  readonly partTypes?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -62,7 +64,7 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   }
   let body: PreparedRequest['body'];
   if (parts.body !== undefined) {
-    const encoded = encodeBody(parts.body, format.mediaType ?? 'application/json', format.fields);
+    const encoded = encodeBody(parts.body, format.mediaType ?? 'application/json', format.fields, format.partTypes);
     headers['content-type'] = encoded.contentType;
     body = encoded.body;
   }

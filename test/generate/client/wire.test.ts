@@ -254,4 +254,38 @@ describe('generate client: requests on the wire (generated, compiled, sent to 12
     assert.equal(got.headers['content-type'], 'application/x-www-form-urlencoded');
     assert.equal(decodeURIComponent(got.body.toString('utf8')), 'grant_type=client_credentials&scope[0]=a&scope[1]=b&metadata[k]=v');
   });
+
+  it('3.0 encoding style/explode on urlencoded fields: spaceDelimited, repeated form, deepObject; fields without one stay bracketed', async () => {
+    const got = await send('wire-3.0', 'encodedToken', {
+      body: { grant_type: 'client_credentials', scope: ['read', 'write'], roles: ['a', 'b'], filter: { color: 'red' }, metadata: { k: 'v' } },
+    });
+    assert.equal(got.body.toString('utf8'), 'grant_type=client_credentials&scope=read%20write&roles=a&roles=b&filter[color]=red&metadata%5Bk%5D=v');
+  });
+
+  it('3.0 encoding contentType on multipart parts: typeless bytes and text get the named type; wildcards and header-breaking values are ignored', async () => {
+    const got = await send('wire-3.0', 'uploadScan', {
+      body: {
+        image: new Uint8Array([1]),
+        raw: new Uint8Array([2]),
+        caption: '**bold**',
+        label: 'plain',
+        meta: { kind: 'scan' },
+        tags: ['x', 'y'],
+      },
+    });
+    assert.deepEqual(describeParts(multipartParts(got)).map(([disposition, type]) => [disposition, type]), [
+      ['form-data; name="image"; filename="blob"', 'image/png'],
+      ['form-data; name="raw"; filename="blob"', 'application/octet-stream'],
+      ['form-data; name="caption"', 'text/markdown'],
+      ['form-data; name="label"', undefined],
+      ['form-data; name="meta"', 'application/vnd.scan+json'],
+      ['form-data; name="tags"', undefined],
+    ]);
+    assert.equal(multipartParts(got)[5]!.content.toString('utf8'), 'x,y');
+    assert.ok(!got.body.toString('latin1').includes('X-Injected'), 'a CR LF in a spec value never reaches the wire');
+    // A File keeps its own type over the document's.
+    received = [];
+    const typed = await send('wire-3.0', 'uploadScan', { body: { image: new File([new Uint8Array([1])], 'a.jpg', { type: 'image/jpeg' }) } });
+    assert.equal(multipartParts(typed)[0]!.headers['content-type'], 'image/jpeg');
+  });
 });

@@ -78,6 +78,17 @@ export function createClient(options: ClientOptions) {
   }
 
   /**
+   * "POST /encoded-tokens (encodedToken)".
+   */
+  function encodedToken(input: T.EncodedTokenInput, call: CallOptions = {}): Promise<ApiResponse<T.EncodedTokenOk, T.EncodedTokenError>> {
+    return sendOnce<T.EncodedTokenOk, T.EncodedTokenError>({
+      request: buildRequest(base, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
    * "GET /pets/{label}/{matrix}/{simple} (findPets)".
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
@@ -126,12 +137,25 @@ export function createClient(options: ClientOptions) {
     });
   }
 
+  /**
+   * "POST /scans (uploadScan)".
+   */
+  function uploadScan(input: T.UploadScanInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadScanOk, T.UploadScanError>> {
+    return sendOnce<T.UploadScanOk, T.UploadScanError>({
+      request: buildRequest(base, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}}),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
   return {
     intent,
     createNote,
+    encodedToken,
     findPets,
     token,
     upload,
     uploadFile,
+    uploadScan,
   };
 }

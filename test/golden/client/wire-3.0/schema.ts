@@ -9,6 +9,15 @@ export type CreateNoteOk = undefined;
 /** The body of an error answer of "POST /notes (createNote)". */
 export type CreateNoteError = unknown;
 
+/** The input of "POST /encoded-tokens (encodedToken)". */
+export type EncodedTokenInput = { body: { "grant_type"?: string; "scope"?: string[]; "roles"?: string[]; "filter"?: { [key: string]: string; }; "metadata"?: { [key: string]: string; }; }; };
+
+/** The body of a 2xx answer of "POST /encoded-tokens (encodedToken)". */
+export type EncodedTokenOk = undefined;
+
+/** The body of an error answer of "POST /encoded-tokens (encodedToken)". */
+export type EncodedTokenError = unknown;
+
 /** The input of "GET /pets/{label}/{matrix}/{simple} (findPets)". */
 export type FindPetsInput = { path: { "label": string[]; "matrix": string[]; "simple": string[]; }; query?: { "csv"?: string[]; "filter"?: { "color"?: string; "size"?: number; }; "piped"?: number[]; "point"?: { "x"?: number; "y"?: number; }; "spaced"?: string[]; "tags"?: string[]; }; headers?: { "X-Pairs"?: { [key: string]: string; }; }; cookies: { "prefs"?: string[]; "session": string; "theme"?: string; }; };
 
@@ -44,3 +53,12 @@ export type UploadFileOk = undefined;
 
 /** The body of an error answer of "PUT /files/{name} (uploadFile)". */
 export type UploadFileError = unknown;
+
+/** The input of "POST /scans (uploadScan)". */
+export type UploadScanInput = { body: { "image"?: string | Blob | ArrayBuffer | ArrayBufferView; "raw"?: string | Blob | ArrayBuffer | ArrayBufferView; "caption"?: string; "label"?: string; "meta"?: { "kind"?: string; }; "tags"?: string[]; }; };
+
+/** The body of a 2xx answer of "POST /scans (uploadScan)". */
+export type UploadScanOk = undefined;
+
+/** The body of an error answer of "POST /scans (uploadScan)". */
+export type UploadScanError = unknown;
