@@ -1,4 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import yargs from 'yargs';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../errors.js';
@@ -80,6 +82,17 @@ function skipHelpCache(parser: Argv): void {
   if (usage && typeof usage.cacheHelpMessage === 'function') usage.cacheHelpMessage = () => {};
 }
 
+/** idemkit's version, from its `package.json` (next to `src/` when run from source, to `dist/` when built). */
+export function packageVersion(): string {
+  for (const relative of ['../../package.json', '../../../package.json']) {
+    const candidate = fileURLToPath(new URL(relative, import.meta.url));
+    if (!existsSync(candidate)) continue;
+    const manifest = JSON.parse(readFileSync(candidate, 'utf8')) as { name?: unknown; version?: unknown };
+    if (manifest.name === 'idemkit' && typeof manifest.version === 'string') return manifest.version;
+  }
+  return 'unknown';
+}
+
 /** Runs the CLI on `argv` (without `node` and the script) and resolves to the exit code. */
 export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let exit: ExitCode = 0;
@@ -95,7 +108,9 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
     .recommendCommands()
     .help()
     .alias('h', 'help')
+    // Read only when asked: yargs' own lookup walks the directories up on every run.
     .version(false)
+    .option('version', { type: 'boolean', describe: 'Show the version number' })
     .wrap(Math.min(100, process.stdout.columns ?? 100))
     .exitProcess(false)
     .fail((message, error) => {
@@ -107,6 +122,10 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
       if (error?.name === 'YError') throw new UsageError(oneLineUsage(error.message, active?.command ?? ''));
       throw error ?? new UsageError(oneLineUsage(message ?? 'invalid arguments', active?.command ?? ''));
     });
+  if (argv.length === 1 && argv[0] === '--version') {
+    io.stdout(`${packageVersion()}\n`);
+    return 0;
+  }
   for (const command of commands) {
     parser = parser.command({
       command: command.command,

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
 
@@ -8,6 +9,14 @@ describe('cli main', () => {
     assert.equal(await main([], io), 2);
     assert.match(io.err, /Name a command/);
     assert.doesNotMatch(io.err, /at .*\.ts:\d+/);
+  });
+
+  it('prints the package version with --version and exits 0', async () => {
+    const io = bufferIo();
+    assert.equal(await main(['--version'], io), 0);
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    assert.equal(io.out, `${manifest.version}\n`);
+    assert.equal(io.err, '');
   });
 
   it('prints help and exits 0', async () => {
