@@ -555,8 +555,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     };
   }
 
-  function inProgress(recordId: string, msLeft: number, requestId: string | undefined): Respond {
-    const seconds = Math.max(1, Math.ceil(msLeft / 1000));
+  /**
+   * 409 in progress. `Retry-After` is as long as the first request has run so far (at least 1 s, at most the lease
+   * left): a quick handler is replayed a second later, and waiting clients back off as a slow one goes on. The
+   * lease left alone (renewed while the handler runs) would keep every duplicate waiting the whole lease.
+   */
+  function inProgress(recordId: string, msLeft: number, msRunning: number, requestId: string | undefined): Respond {
+    const seconds = Math.max(1, Math.ceil(Math.min(msLeft, Math.max(1000, msRunning)) / 1000));
     if (logging) log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress }, requestId);
     return {
       kind: 'respond',
@@ -665,7 +670,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         if (record.leaseUntil <= now) break;
       }
     }
-    if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, req.requestId);
+    if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, now - record.createdAt, req.requestId);
     return reconcile(req, prep, record);
   }
 
@@ -711,7 +716,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const now = await bounded(store.now());
       if (latest.fingerprint !== prep.fingerprint) return mismatch(latest, req.requestId);
       if (latest.state === 'completed') return replay(latest, req.requestId);
-      return inProgress(latest.id, latest.leaseUntil - now, req.requestId);
+      return inProgress(latest.id, latest.leaseUntil - now, now - latest.createdAt, req.requestId);
     } catch (error) {
       // As above: an owned (abandoned) record was seen, so never fail open here.
       if (error instanceof StoreError) return storeUnavailableResponse(req, prep.recordId);
@@ -765,9 +770,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const keyId = reservation.recordId!;
     if (transient.has(sent.status)) return release(reservation, 'released', sent.status);
     if (sent.status >= 500) {
-      // A 5xx may follow a write that happened: keep the reservation; its lease runs out into reconciliation.
+      // A 5xx may follow a write that happened: keep the reservation for reconciliation.
       if (logging) log({ decision: 'kept', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
-      return;
+      return endLease(reservation);
     }
     const input = toStored(sent);
     try {
@@ -786,6 +791,21 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     stopRenewal(reservation);
     if (info.rolledBack) return release(reservation, 'rolled-back');
     if (logging) log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+    return endLease(reservation);
+  }
+
+  /**
+   * A kept reservation whose handler has finished: its lease ends now, so a retry goes to reconciliation (or
+   * 409 abandoned) at once instead of hearing "still being processed" until the lease runs out. Best effort:
+   * if the store cannot say it, the lease runs out by itself.
+   */
+  async function endLease(reservation: Reservation): Promise<void> {
+    if (store.extend === undefined) return;
+    try {
+      await bounded(store.extend(reservation.recordId!, reservation.token!, 0));
+    } catch {
+      // The lease expires on its own.
+    }
   }
 
   async function handleInTransaction(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
@@ -855,7 +875,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         throw error;
       }
       if (error instanceof StoreError && error.kind === 'lock-timeout') {
-        return inProgress(prep.recordId, 1000, req.requestId).response;
+        return inProgress(prep.recordId, 1000, 0, req.requestId).response;
       }
       // Once the handler has run, a failed commit leaves the outcome unknown (a lost COMMIT reply may have
       // committed; an external call may have happened even if it rolled back): never "store unavailable",

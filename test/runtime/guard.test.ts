@@ -221,17 +221,26 @@ describe('runtime/guard: states', () => {
     assert.equal(again.headers['idempotent-replayed'], 'true');
   });
 
-  it('answers 409 idempotency-request-in-progress with the seconds left on the lease', async () => {
+  it('answers 409 idempotency-request-in-progress; Retry-After is how long the first has run (≥ 1 s), at most the lease left', async () => {
     const s = setup();
     const first = await s.guard.begin(demoRequest(KEY));
     assert.equal(first.kind, 'proceed');
-    s.advance(10_500);
-    const second = await s.guard.begin(demoRequest(KEY));
-    assert.equal(second.kind, 'respond');
-    if (second.kind !== 'respond') return;
-    assert.equal(second.response.status, 409);
-    assert.equal(second.response.headers['retry-after'], '20');
-    assert.equal(problemType(second.response), `${PROBLEM_BASE}idempotency-request-in-progress`);
+    const retryAfter = async () => {
+      const again = await s.guard.begin(demoRequest(KEY));
+      assert.equal(again.kind, 'respond');
+      if (again.kind !== 'respond') return undefined;
+      assert.equal(again.response.status, 409);
+      assert.equal(problemType(again.response), `${PROBLEM_BASE}idempotency-request-in-progress`);
+      return again.response.headers['retry-after'];
+    };
+    // A duplicate right behind the first: a second later it is likely done (not the 30 s lease).
+    s.advance(50);
+    assert.equal(await retryAfter(), '1');
+    s.advance(10_450);
+    assert.equal(await retryAfter(), '11');
+    // Never past the lease: then the record is abandoned, and the retry should come to reconciliation.
+    s.advance(14_000);
+    assert.equal(await retryAfter(), '6');
   });
 
   it('waits a bounded time for an in-progress duplicate and replays its result', async () => {
@@ -360,12 +369,29 @@ describe('runtime/guard: recording the outcome', () => {
     }
   });
 
-  it('keeps the reservation on a non-transient 5xx (the effect may have happened)', async () => {
+  it('keeps the reservation on a non-transient 5xx (the effect may have happened), and ends its lease: a retry is abandoned, not in progress', async () => {
     const s = setup();
     await s.guard.handle(demoRequest(KEY), async () => jsonResponse(500, { error: 'boom' }));
     const retry = await s.guard.handle(demoRequest(KEY), s.handler);
     assert.equal(retry.status, 409);
+    assert.equal(problemType(retry), `${PROBLEM_BASE}idempotency-request-abandoned`, 'the handler has finished: nothing is in progress');
     assert.equal(s.runs(), 0);
+    assert.equal((await s.store.listAbandoned()).length, 1);
+  });
+
+  it('after a 5xx or a throw, the retry goes to the reconcile hook at once (no wait for the lease)', async () => {
+    let verdicts = 0;
+    const s = setup({ reconcile: () => ((verdicts += 1), { outcome: 'not-happened' }) });
+    await s.guard.handle(demoRequest(KEY), async () => jsonResponse(500, { error: 'boom' }));
+    const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(verdicts, 1);
+    assert.equal(retry.status, 201);
+    assert.equal(s.runs(), 1);
+    const other = 'thrown-then-retried';
+    await assert.rejects(s.guard.handle(demoRequest(other), async () => { throw new Error('crash'); }), /crash/);
+    assert.equal((await s.guard.handle(demoRequest(other), s.handler)).status, 201);
+    assert.equal(verdicts, 2);
+    assert.equal(s.runs(), 2);
   });
 
   it('keeps the reservation when the handler throws, and rethrows', async () => {
