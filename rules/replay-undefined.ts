@@ -1,10 +1,9 @@
+import { wrapperMembers } from '../src/runtime/contract.js';
 import { defineRule } from '../src/lint/rule.js';
 import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
 
 // A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID.
 const RESULT_ID = /^(id|uuid)$|[a-z0-9](Id|ID|Uuid)$|_(id|uuid)$/;
-// Envelopes real APIs wrap the result in.
-const ENVELOPES = ['data', 'result', 'object', 'item', 'resource'];
 
 /** No replay behaviour, or nothing that identifies the result a replay must return again. */
 export default defineRule({
@@ -42,7 +41,9 @@ export default defineRule({
     if (schema) {
       const names = propertyNames(doc, schema.value, schema.at);
       if (names.some((p) => RESULT_ID.test(p.name))) return;
-      for (const envelope of names.filter((p) => ENVELOPES.includes(p.name))) {
+      // The resource wrapped in an envelope (`{data: {…}}`) or alone beside metadata (`{payments: {…}, links}`), as the guard reads it.
+      const wrappers = new Set(wrapperMembers(names.map((p) => p.name)));
+      for (const envelope of names.filter((p) => wrappers.has(p.name))) {
         const inner = doc.deref(doc.get(envelope.at), envelope.at);
         if (inner && propertyNames(doc, inner.value, inner.at).some((p) => RESULT_ID.test(p.name))) return;
       }

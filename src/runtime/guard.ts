@@ -8,7 +8,7 @@
  * built-ins only. Copied into users' generated code.
  */
 import { randomUUID } from 'node:crypto';
-import type { CompiledContract } from './contract.js';
+import { wrapperMembers, type CompiledContract } from './contract.js';
 import { computeFingerprint, computeRecordId, parseJsonPointer } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
 import { problemResponse } from './problem.js';
@@ -180,7 +180,10 @@ export interface GuardOptions {
    * `proxy-authorization` are refused (`createGuard` throws).
    */
   readonly replayHeaders?: readonly string[];
-  /** Result id of a response, for the record and logs. Default: the JSON body's top-level `id`. */
+  /**
+   * Result id of a response, for the record and logs. Default: the JSON body's `id`, or that of the resource it
+   * wraps (`{data: {id}}`, `{payment: {id}, links: {…}}`).
+   */
   readonly resultId?: (body: unknown, response: GuardResponse) => string | undefined;
   /** Optional bounded wait (ms) for an in-progress duplicate to complete before answering 409 (default 0). */
   readonly waitInProgressMs?: number;
@@ -623,9 +626,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       body = undefined;
     }
     if (options.resultId !== undefined) return options.resultId(body, sent);
-    if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
-      const id = (body as Record<string, unknown>)['id'];
-      if (typeof id === 'string' || typeof id === 'number') return String(id);
+    const own = idOf(body);
+    if (own !== undefined || body === null || typeof body !== 'object' || Array.isArray(body)) return own;
+    // `{data: {id}}`, `{payment: {id}, links: {…}}`: the wrapped resource's id.
+    for (const name of wrapperMembers(Object.keys(body))) {
+      const wrapped = idOf((body as Record<string, unknown>)[name]);
+      if (wrapped !== undefined) return wrapped;
     }
     return undefined;
   }
@@ -941,4 +947,11 @@ function withHeaders(response: GuardResponse, headers: Record<string, string>): 
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The `id` member of a JSON object, as text. */
+function idOf(value: unknown): string | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const id = (value as Record<string, unknown>)['id'];
+  return typeof id === 'string' || typeof id === 'number' ? String(id) : undefined;
 }

@@ -190,8 +190,25 @@ ruleTester.run(replayUndefined, {
         t.components.schemas.PayoutData = { type: 'object', properties: { payout_id: { type: 'string' } } };
       }),
     },
+    {
+      name: 'an id in the resource named after itself beside metadata, as GoCardless writes it ({payouts: {id}, links})',
+      document: payouts((t) => {
+        t.components.schemas.Payout = {
+          type: 'object',
+          properties: { payouts: { type: 'object', properties: { id: { type: 'string' } } }, links: { type: 'object' }, meta: { type: 'object' } },
+        };
+      }),
+    },
   ],
   invalid: [
+    {
+      name: 'two resources side by side: neither is the result',
+      document: payouts((t) => {
+        const resource = { type: 'object', properties: { id: { type: 'string' } } };
+        t.components.schemas.Payout = { type: 'object', properties: { payout: resource, customer: resource } };
+      }),
+      errors: [{ messageId: 'noResultId', pointer: '/components/schemas/Payout' }],
+    },
     { name: 'no replay block', document: payouts((_t, c) => delete c.responses.replay), errors: [{ messageId: 'noReplay', pointer: `${CONTRACT}/responses` }] },
     {
       name: 'no success response',

@@ -175,6 +175,21 @@ describe('runtime/guard: states', () => {
     assert.equal(record?.resultId, 'dr_1');
   });
 
+  it('records the id of a wrapped resource: {data: {id}}, {payments: {id}, links}; none when two resources sit side by side', async () => {
+    const bodies: [unknown, string | undefined][] = [
+      [{ data: { id: 'D1' } }, 'D1'],
+      [{ payments: { id: 'PM1', amount: 5 }, links: { mandate: 'MD1' } }, 'PM1'],
+      [{ payment: { id: 'PM2' }, customer: { id: 'CU1' } }, undefined],
+      [{ id: 7, data: { id: 'inner' } }, '7'],
+    ];
+    for (const [index, [body, expected]] of bodies.entries()) {
+      const s = setup();
+      await s.guard.handle(demoRequest(`${KEY}-${index}`), async () => jsonResponse(201, body));
+      const record = await s.store.get(firstEventKeyId(s.events));
+      assert.equal(record?.resultId, expected, JSON.stringify(body));
+    }
+  });
+
   it('replays an empty body and a non-JSON body byte for byte', async () => {
     const s = setup();
     const bytes = new Uint8Array([0, 255, 10, 13, 0xc3]);
