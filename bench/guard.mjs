@@ -9,7 +9,7 @@
 //           --downstream ms (default 2) call to another service (a timer standing in for a payment provider's answer), as
 //           the handlers a guard is put in front of usually do. The no-op and write rows stay the reference.
 // Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to the bare handler of the same kind,
-// and the app process's CPU time per request. Each phase's time is cut into --rounds slices run interleaved
+// the app process's CPU time per request, and the store server's (Redis, PostgreSQL) CPU time per request. Each phase's time is cut into --rounds slices run interleaved
 // (bare, bare write, fresh, fresh write, bare call, fresh call, replay; then again), so a change in the machine's other load hits every
 // phase alike instead of skewing one ratio. Replays never run the handler, so the one replay figure is shown
 // against both references.
@@ -19,9 +19,11 @@
 // power loss can lose the last commits — reservations and completions — and a retry may then run the effect
 // again; a crash of the app process alone loses nothing. The PostgreSQL server here runs with fsync and
 // synchronous_commit off (the disk is not what is measured there), so sqlite-normal is its like-for-like row.
+// The PostgreSQL pool has 10 connections (PG_POOL_MAX=n changes it) and the store batches (its default; PG_BATCH=0
+// sends every call alone); Redis uses ioredis auto-pipelining (REDIS_AUTO_PIPELINING=0 turns it off).
 // Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16] [--stores memory,sqlite,sqlite-normal,postgres,redis] [--downstream 2]
 import { execFile, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -95,8 +97,8 @@ export async function makeStore() {
 import pg from 'pg';
 import { PostgresStore } from './gen/runtime/stores/postgres.js';
 export async function makeStore() {
-  const pool = new pg.Pool({ connectionString: process.env['PG_URL'], max: 10 });
-  const store = new PostgresStore(pool);
+  const pool = new pg.Pool({ connectionString: process.env['PG_URL'], max: Number(process.env['PG_POOL_MAX'] ?? 10) });
+  const store = new PostgresStore(pool, { batch: process.env['PG_BATCH'] !== '0' });
   await store.migrate();
   await pool.query('CREATE TABLE IF NOT EXISTS demo_rows (id text PRIMARY KEY, topic text NOT NULL)');
   return { store, write: async (id: string, topic: string) => void (await pool.query('INSERT INTO demo_rows (id, topic) VALUES ($1, $2)', [id, topic])) };
@@ -162,8 +164,10 @@ async function startPostgres() {
   await tool(initdb, ['-D', path.join(dir, 'data'), '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
   // Durable defaults (fsync on, synchronous commit) would measure the disk, not the guard; the ratio is what matters.
   await tool(pgCtl, ['-D', path.join(dir, 'data'), '-l', path.join(dir, 'log'), '-w', '-o', `-p ${port} -h 127.0.0.1 -k ${dir} -c fsync=off -c synchronous_commit=off`, 'start']);
+  const postmaster = Number(readFileSync(path.join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
   return {
     env: { PG_URL: `postgres://postgres@127.0.0.1:${port}/postgres` },
+    cpuMs: () => treeCpuMs(postmaster),
     stop: async () => {
       await tool(pgCtl, ['-D', path.join(dir, 'data'), '-m', 'fast', '-w', 'stop']).catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });
@@ -185,7 +189,7 @@ async function startRedis() {
     if (ok) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { env: { REDIS_URL: `redis://127.0.0.1:${port}` }, stop: async () => (child.kill('SIGTERM'), await exited) };
+  return { env: { REDIS_URL: `redis://127.0.0.1:${port}` }, cpuMs: () => cpuMs(child.pid), stop: async () => (child.kill('SIGTERM'), await exited) };
 }
 
 async function build(work) {
@@ -232,13 +236,31 @@ async function startApp(work, store, env) {
 
 // CPU time (ms, user + system) the app process has used, from /proc (Linux; undefined elsewhere). Per request it
 // is the app's own cost, much less disturbed by other load on the machine than requests/s.
-function cpuMs(pid) {
+function cpuMs(pid, withReaped = false) {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in USER_HZ (100 on Linux)
+    // utime, stime (and cutime, cstime: children that exited) in USER_HZ (100 on Linux)
+    const ticks = Number(fields[11]) + Number(fields[12]) + (withReaped ? Number(fields[13]) + Number(fields[14]) : 0);
+    return (ticks * 1000) / 100;
   } catch {
     return undefined;
   }
+}
+
+// CPU time (ms) of a server process and its children (PostgreSQL: the postmaster, its backends and workers).
+function treeCpuMs(root) {
+  let total = cpuMs(root, true);
+  if (total === undefined) return undefined;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const fields = readFileSync(`/proc/${entry}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+      if (Number(fields[1]) === root) total += cpuMs(Number(entry)) ?? 0;
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return total;
 }
 
 /**
@@ -295,11 +317,13 @@ function summarise(slices) {
   const measuredMs = slices.reduce((n, slice) => n + slice.measuredMs, 0);
   const responses = slices.reduce((n, slice) => n + slice.responses, 0);
   const cpu = slices.reduce((n, slice) => n + slice.cpuMs, 0);
+  const serverCpu = slices.reduce((n, slice) => n + slice.serverCpuMs, 0);
   return {
     rps: latencies.length / (measuredMs / 1000),
     p50: latencies[Math.floor(latencies.length * 0.5)] ?? NaN,
     p99: latencies[Math.floor(latencies.length * 0.99)] ?? NaN,
     cpuUs: (cpu * 1000) / responses,
+    serverCpuUs: (serverCpu * 1000) / responses,
     errors: slices.reduce((n, slice) => n + slice.errors, 0),
   };
 }
@@ -354,9 +378,12 @@ try {
         for (const [name, pathname, keyOf, topic] of phases) {
           // Round -1 warms every route up (JIT, pools, prepared statements) and is not counted.
           const cpu0 = cpuMs(app.pid);
+          const server0 = backend.cpuMs?.();
           const slice = await load(app.port, (i) => request(pathname, keyOf?.(round, i), topic ?? `t-${run}-${round}-${i}`), Math.min(sliceMs, round < 0 ? 1000 : sliceMs));
           const cpu1 = cpuMs(app.pid);
-          if (round >= 0) slices[name].push({ ...slice, cpuMs: cpu0 === undefined || cpu1 === undefined ? NaN : cpu1 - cpu0 });
+          const server1 = backend.cpuMs?.();
+          const delta = (a, b) => (a === undefined || b === undefined ? NaN : b - a);
+          if (round >= 0) slices[name].push({ ...slice, cpuMs: delta(cpu0, cpu1), serverCpuMs: delta(server0, server1) });
         }
       }
       const result = Object.fromEntries(phases.map(([name]) => [name, summarise(slices[name])]));
@@ -394,4 +421,11 @@ console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99  
 for (const row of rows) {
   if (row.skipped) continue;
   console.log(`${row.store.padEnd(13)} | ${base(row.bareCall)} | ${cell(row.freshCall, row.bareCall)} | ${cell(row.replay, row.bareCall)}`);
+}
+console.log('store server CPU µs per request (redis-server; PostgreSQL postmaster and backends), on the same cores as the app:');
+console.log('store         | bare write | fresh | fresh write | replay');
+for (const row of rows) {
+  if (row.skipped || !Number.isFinite(row.fresh.serverCpuUs)) continue;
+  const us = (r) => fmt(r.serverCpuUs).padStart(5);
+  console.log(`${row.store.padEnd(13)} | ${us(row.bareWrite).padStart(10)} | ${us(row.fresh)} | ${us(row.freshWrite).padStart(11)} | ${us(row.replay).padStart(6)}`);
 }
