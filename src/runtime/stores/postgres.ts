@@ -17,12 +17,12 @@
  * statements fenced by the lease token. Every statement is a named prepared statement (parsed and planned
  * once per connection). Time is the server's (`clock_timestamp()`, in ms) unless a `clock` is injected.
  *
- * Batching (opt-in): the reservations (and, separately, the completions) that concurrent requests ask for within one
- * turn of the event loop go to the server as one statement over arrays (`unnest`) — one round trip and one
- * commit for all of them — with the same per-record semantics: each reservation is its own
+ * Batching (default): the reservations (and, separately, the completions) that concurrent requests ask for within one
+ * turn of the event loop go to the server as one statement (a `VALUES` row per call, up to 16 rows) — one round
+ * trip and one commit for all of them — with the same per-record semantics: each reservation is its own
  * `INSERT … ON CONFLICT` row (ids in sorted order, so two batches never wait on each other in a cycle), each
  * completion its own token-fenced row. A call alone in its turn, or a second call for an id already in the
- * batch, runs as its own statement. Off by default; see {@link PostgresStoreOptions.batch}.
+ * batch, runs as its own statement. See {@link PostgresStoreOptions.batch}.
  */
 import { createHash } from 'node:crypto';
 import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
@@ -57,10 +57,9 @@ export interface PostgresStoreOptions {
   readonly lockTimeoutMs?: number;
   /**
    * Batch the reservations, and the completions, asked for within one event-loop turn into one statement each
-   * (default false: every call is its own statement, sent at once). Concurrent requests then share a round trip
-   * and a commit, which cuts the app's CPU per request and helps replay-heavy traffic; but every call of the turn
-   * waits for the whole batch, so with a pool that has idle connections and handlers that do their own queries,
-   * throughput can drop. Measure with your load (`npm run bench:guard`) before turning it on.
+   * of up to 16 rows (default true). Concurrent requests then share a round trip and a commit, which cuts the
+   * app's and the server's CPU per request; a call alone in its turn is sent alone, one turn later. Every call of
+   * a batch waits for the whole statement. `false`: every call is its own statement, sent at once.
    */
   readonly batch?: boolean;
 }
@@ -95,6 +94,12 @@ interface Row extends QueryResultRow {
   reserved?: boolean;
 }
 
+/**
+ * Most rows in one batched statement; a larger turn goes as several. Each size is its own prepared statement on
+ * each connection (see `statements`), so this also bounds how many of them a connection holds.
+ */
+const MAX_BATCH_ROWS = 16;
+
 // $1 is always the injected time or NULL for the server clock, in ms.
 const NOW = `COALESCE($1::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)`;
 
@@ -116,7 +121,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     this.#clock = options.clock;
     this.#lockTimeoutMs = Math.max(1, Math.floor(options.lockTimeoutMs ?? 30_000));
     this.#sql = statements(this.#table);
-    this.#batch = options.batch ?? false;
+    this.#batch = options.batch ?? true;
   }
 
   /** The schema {@link PostgresStore.migrate} creates, for review or your own migration tool. */
@@ -206,86 +211,77 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     });
   }
 
-  /** Distinct ids in sorted order (lock order), and the calls for an id already taken, to run on their own. */
-  static #split<C extends { readonly input: { readonly id: string } }>(calls: readonly C[]): { batch: C[]; alone: C[] } {
+  /**
+   * Send one turn's calls of one kind: the distinct ids in sorted order (lock order), in statements of at most
+   * {@link MAX_BATCH_ROWS} rows; a call for an id already taken, or a statement's worth of one call, alone.
+   */
+  static #dispatch<C extends { readonly input: { readonly id: string } }>(calls: readonly C[], alone: (call: C) => void, many: (batch: C[]) => void): void {
     const seen = new Set<string>();
-    const batch: C[] = [];
-    const alone: C[] = [];
+    const distinct: C[] = [];
     for (const call of calls) {
-      if (seen.has(call.input.id)) alone.push(call);
+      if (seen.has(call.input.id)) alone(call);
       else {
         seen.add(call.input.id);
-        batch.push(call);
+        distinct.push(call);
       }
     }
-    batch.sort((a, b) => (a.input.id < b.input.id ? -1 : a.input.id > b.input.id ? 1 : 0));
-    return { batch, alone };
+    distinct.sort((a, b) => (a.input.id < b.input.id ? -1 : a.input.id > b.input.id ? 1 : 0));
+    for (let start = 0; start < distinct.length; start += MAX_BATCH_ROWS) {
+      const batch = distinct.slice(start, start + MAX_BATCH_ROWS);
+      if (batch.length === 1) alone(batch[0]!);
+      else many(batch);
+    }
   }
 
   #reserveBatch(calls: Queued<ReserveInput, ReserveResult>[]): void {
     const alone = (call: Queued<ReserveInput, ReserveResult>): void => {
       this.#reserveOn(this.#db, call.input).then(call.resolve, call.reject);
     };
-    const { batch, alone: again } = PostgresStore.#split(calls);
-    for (const call of again) alone(call);
-    if (batch.length === 1) return alone(batch[0]!);
-    const inputs = batch.map((call) => call.input);
-    this.#query(this.#sql.reserveMany, [
-      this.#now(),
-      inputs.map((i) => i.id),
-      inputs.map((i) => i.operation),
-      inputs.map((i) => i.fingerprint),
-      inputs.map((i) => i.token),
-      inputs.map((i) => i.leaseMs),
-      inputs.map((i) => i.ttlMs),
-    ]).then(
-      (result) => {
-        const rows = new Map<string, Row>();
-        for (const row of result.rows) rows.set(row.id, row);
-        for (const call of batch) {
-          const row = rows.get(call.input.id);
-          // No row: committed by a concurrent reservation after the statement's snapshot; read it as the single call does.
-          if (row === undefined) alone(call);
-          else call.resolve(reserveResultOf(row));
-        }
-      },
-      (error: unknown) => {
-        // A statement that failed as a whole changed nothing. Whatever failed it (a deadlock, a conflict the
-        // batch could not arbitrate, one call's value the server rejects, a lost connection), each call is
-        // tried again on its own: a bad row must not fail the other requests of the turn, and a call that
-        // really cannot succeed fails alone, as it would have without batching.
-        for (const call of batch) alone(call);
-      },
-    );
+    PostgresStore.#dispatch(calls, alone, (batch) => {
+      const values: unknown[] = [this.#now()];
+      for (const { input: i } of batch) values.push(i.id, i.operation, i.fingerprint, i.token, i.leaseMs, i.ttlMs);
+      this.#query(this.#sql.reserveMany(batch.length), values).then(
+        (result) => {
+          const rows = new Map<string, Row>();
+          for (const row of result.rows) rows.set(row.id, row);
+          for (const call of batch) {
+            const row = rows.get(call.input.id);
+            // No row: committed by a concurrent reservation after the statement's snapshot; read it as the single call does.
+            if (row === undefined) alone(call);
+            else call.resolve(reserveResultOf(row));
+          }
+        },
+        (error: unknown) => {
+          // A statement that failed as a whole changed nothing. Whatever failed it (a deadlock, a conflict the
+          // batch could not arbitrate, one call's value the server rejects, a lost connection), each call is
+          // tried again on its own: a bad row must not fail the other requests of the turn, and a call that
+          // really cannot succeed fails alone, as it would have without batching.
+          for (const call of batch) alone(call);
+        },
+      );
+    });
   }
 
   #completeBatch(calls: Queued<CompleteCall, boolean>[]): void {
     const alone = (call: Queued<CompleteCall, boolean>): void => {
       this.#completeOn(this.#db, call.input.id, call.input.token, call.input.complete).then((count) => call.resolve(count === 1), call.reject);
     };
-    const { batch, alone: again } = PostgresStore.#split(calls);
-    for (const call of again) alone(call);
-    if (batch.length === 1) return alone(batch[0]!);
-    const inputs = batch.map((call) => call.input);
-    this.#query(this.#sql.completeMany, [
-      this.#now(),
-      inputs.map((i) => i.id),
-      inputs.map((i) => i.token),
-      inputs.map((i) => i.complete.response.status),
-      inputs.map((i) => JSON.stringify(i.complete.response.headers)),
-      inputs.map((i) => i.complete.response.body),
-      inputs.map((i) => i.complete.resultId ?? null),
-      inputs.map((i) => i.complete.ttlMs),
-    ]).then(
-      (result) => {
-        const done = new Set(result.rows.map((row) => row.id));
-        for (const call of batch) call.resolve(done.has(call.input.id));
-      },
-      // As for reservations: the failed statement changed nothing, so each completion is tried on its own.
-      () => {
-        for (const call of batch) alone(call);
-      },
-    );
+    PostgresStore.#dispatch(calls, alone, (batch) => {
+      const values: unknown[] = [this.#now()];
+      for (const { input: i } of batch) {
+        values.push(i.id, i.token, i.complete.response.status, JSON.stringify(i.complete.response.headers), i.complete.response.body, i.complete.resultId ?? null, i.complete.ttlMs);
+      }
+      this.#query(this.#sql.completeMany(batch.length), values).then(
+        (result) => {
+          const done = new Set(result.rows.map((row) => row.id));
+          for (const call of batch) call.resolve(done.has(call.input.id));
+        },
+        // As for reservations: the failed statement changed nothing, so each completion is tried on its own.
+        () => {
+          for (const call of batch) alone(call);
+        },
+      );
+    });
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -460,20 +456,6 @@ function statements(t: string) {
         SELECT $2, $3, $4, 'in_progress', $5, c.now + $6::bigint, c.now + $7::bigint, c.now FROM c
         WHERE NOT EXISTS (SELECT 1 FROM cur)
         ${takeExpiredAndAnswer}`,
-    // The batched form of reserve: one row per distinct id ($2…$7 are arrays of equal length, ids sorted).
-    reserveMany: `
-      WITH c AS (SELECT ${NOW} AS now),
-      i AS (
-        SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
-          AS i(id, operation, fingerprint, token, lease_ms, ttl_ms)),
-      cur AS (
-        SELECT r.* FROM ${t} r, c WHERE r.id = ANY($2::text[]) AND NOT (r.state = 'completed' AND r.expires_at <= c.now)),
-      ins AS (
-        INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
-        SELECT i.id, i.operation, i.fingerprint, 'in_progress', i.token, c.now + i.lease_ms, c.now + i.ttl_ms, c.now FROM i, c
-        WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.id = i.id)
-        ORDER BY i.id
-        ${takeExpiredAndAnswer}`,
     existing: `SELECT r.*, ${NOW} AS now FROM ${t} r WHERE r.id = $2`,
     get: `SELECT * FROM ${t} WHERE id = $1`,
     now: `SELECT ${NOW} AS now`,
@@ -481,15 +463,6 @@ function statements(t: string) {
       UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, result_id = $7, expires_at = c.now + $8::bigint
       FROM (SELECT ${NOW} AS now) c
       WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
-    // The batched form of complete: each row fenced by its own token; returns the ids it completed.
-    completeMany: `
-      UPDATE ${t} AS r SET state = 'completed', status = i.status, headers = i.headers::jsonb, body = i.body,
-        result_id = i.result_id, expires_at = c.now + i.ttl_ms
-      FROM (SELECT ${NOW} AS now) c,
-        unnest($2::text[], $3::text[], $4::int[], $5::text[], $6::bytea[], $7::text[], $8::bigint[])
-          AS i(id, token, status, headers, body, result_id, ttl_ms)
-      WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'in_progress'
-      RETURNING r.id`,
     release: `DELETE FROM ${t} WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`,
     takeover: `
       UPDATE ${t} AS r SET lease_token = $5, lease_until = c.now + $6::bigint, created_at = c.now
@@ -509,7 +482,44 @@ function statements(t: string) {
         SELECT r.id FROM ${t} r, (SELECT ${NOW} AS now) c
         WHERE r.state = 'completed' AND r.expires_at <= c.now ORDER BY r.expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED)`,
   };
-  return Object.fromEntries(Object.entries(texts).map(([key, text]) => [key, named(text)])) as { readonly [K in keyof typeof texts]: Named };
+  const fixed = Object.fromEntries(Object.entries(texts).map(([key, text]) => [key, named(text)])) as { readonly [K in keyof typeof texts]: Named };
+  // The batched forms, one statement per batch size: `rows` rows of scalar parameters after $1 (the time).
+  // Scalars, not arrays: over arrays the planner knows each batch's length only when it plans for the
+  // values, so PostgreSQL re-planned the statement at every execution (a custom plan, dearer than the
+  // batch saved); with one statement per size the generic plan is as good and is kept.
+  const batched = (build: (rows: number) => string) => {
+    const cache: Named[] = [];
+    return (rows: number): Named => (cache[rows] ??= named(build(rows)));
+  };
+  return {
+    ...fixed,
+    // One row per distinct id, ids sorted (lock order); each row its own ON CONFLICT arbitration.
+    reserveMany: batched((rows) => `
+      WITH c AS (SELECT ${NOW} AS now),
+      i (id, operation, fingerprint, token, lease_ms, ttl_ms) AS (VALUES ${valueRows(rows, ['text', 'text', 'text', 'text', 'bigint', 'bigint'])}),
+      cur AS (
+        SELECT r.* FROM ${t} r, c WHERE r.id IN (${Array.from({ length: rows }, (_, j) => `$${2 + 6 * j}`).join(', ')})
+          AND NOT (r.state = 'completed' AND r.expires_at <= c.now)),
+      ins AS (
+        INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+        SELECT i.id, i.operation, i.fingerprint, 'in_progress', i.token, c.now + i.lease_ms, c.now + i.ttl_ms, c.now FROM i, c
+        WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.id = i.id)
+        ORDER BY i.id
+        ${takeExpiredAndAnswer}`),
+    // Each row fenced by its own token; returns the ids it completed.
+    completeMany: batched((rows) => `
+      UPDATE ${t} AS r SET state = 'completed', status = i.status, headers = i.headers::jsonb, body = i.body,
+        result_id = i.result_id, expires_at = c.now + i.ttl_ms
+      FROM (SELECT ${NOW} AS now) c,
+        (VALUES ${valueRows(rows, ['text', 'text', 'int', 'text', 'bytea', 'text', 'bigint'])}) AS i (id, token, status, headers, body, result_id, ttl_ms)
+      WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'in_progress'
+      RETURNING r.id`),
+  };
+}
+
+/** `($2::a, $3::b, …), (…)`: `rows` rows of typed parameters, numbered from $2. */
+function valueRows(rows: number, types: readonly string[]): string {
+  return Array.from({ length: rows }, (_, j) => `(${types.map((type, k) => `$${2 + types.length * j + k}::${type}`).join(', ')})`).join(', ');
 }
 
 function reserveResultOf(row: Row): ReserveResult {
