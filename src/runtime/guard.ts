@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { wrapperMembers, type CompiledContract } from './contract.js';
 import { computeFingerprint, computeRecordId, parseJsonPointer } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
-import { problemResponse } from './problem.js';
+import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
   StoreError,
   isTransactionalStore,
@@ -185,6 +185,12 @@ export interface GuardOptions {
    * wraps (`{data: {id}}`, `{payment: {id}, links: {…}}`).
    */
   readonly resultId?: (body: unknown, response: GuardResponse) => string | undefined;
+  /**
+   * Writes the guard's own answers (400, 409, 422, 503) in the API's error format instead of RFC 9457 problem
+   * details, for clients and SDKs that read their own error body. Status and headers stay the guard's; a
+   * renderer that throws or returns nothing leaves the problem details. Default: problem details.
+   */
+  readonly renderProblem?: ProblemRenderer;
   /** Optional bounded wait (ms) for an in-progress duplicate to complete before answering 409 (default 0). */
   readonly waitInProgressMs?: number;
   /** Poll interval of that wait (default 50 ms). */
@@ -351,6 +357,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   function stopRenewal(reservation: Reservation): void {
     if (reservation.token !== undefined) renewals.delete(reservation.token);
+  }
+
+  /** One of the guard's own answers: problem details, or the API's own format through `renderProblem`. */
+  function problemResponse(name: ProblemName, status: number, detail: string, headers: Record<string, string>, requestId: string | undefined): ProblemResponse {
+    return problemDetails(name, status, detail, headers, requestId, options.renderProblem);
   }
 
   // Call sites test this first, so no event object is built for a guard without a log sink.

@@ -54,6 +54,7 @@ export function problemResponse(
   detail: string,
   extraHeaders: Record<string, string> = {},
   requestId?: string,
+  render?: ProblemRenderer,
 ): ProblemResponse {
   const body: ProblemBody = {
     type: problemType(name),
@@ -62,9 +63,38 @@ export function problemResponse(
     detail,
     ...(requestId !== undefined ? { requestId } : {}),
   };
+  const custom = render === undefined ? undefined : rendered(render, { ...body, name });
   return {
     status,
-    headers: { 'content-type': 'application/problem+json', 'cache-control': 'no-store', ...extraHeaders },
-    body: new TextEncoder().encode(JSON.stringify(body)),
+    headers: { 'content-type': custom?.contentType ?? 'application/problem+json', 'cache-control': 'no-store', ...extraHeaders },
+    body: custom?.body ?? new TextEncoder().encode(JSON.stringify(body)),
   };
+}
+
+/** One of the guard's own answers as a renderer sees it: the problem details and the stable problem name. */
+export interface GuardProblem extends ProblemBody {
+  readonly name: ProblemName;
+}
+
+/**
+ * Writes the guard's own answers in the API's error format (for clients and SDKs that read their own error
+ * body, not problem details): the body — bytes and text as they are, anything else as JSON — and its media
+ * type (default `application/json`). The status and headers (`Retry-After`, `Cache-Control`) stay the guard's.
+ */
+export type ProblemRenderer = (problem: GuardProblem) => { readonly body: unknown; readonly contentType?: string };
+
+/** The renderer's answer as bytes; `undefined` (problem details are sent instead) when it throws or gives nothing. */
+function rendered(render: ProblemRenderer, problem: GuardProblem): { contentType: string; body: Uint8Array } | undefined {
+  let out: ReturnType<ProblemRenderer> | undefined;
+  try {
+    out = render(problem);
+  } catch {
+    return undefined;
+  }
+  if (out === undefined || out === null || out.body === undefined) return undefined;
+  const contentType = typeof out.contentType === 'string' && /^[\x21-\x7e][\x20-\x7e]*$/.test(out.contentType) ? out.contentType : 'application/json';
+  if (out.body instanceof Uint8Array) return { contentType, body: out.body };
+  if (typeof out.body === 'string') return { contentType, body: new TextEncoder().encode(out.body) };
+  const json = JSON.stringify(out.body);
+  return json === undefined ? undefined : { contentType, body: new TextEncoder().encode(json) };
 }

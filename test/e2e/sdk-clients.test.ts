@@ -315,17 +315,14 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       const attempts = proxy.since(from);
       assert.equal(attempts.length, 1, 'no retry of a 422');
       assert.equal(attempts[0]!.status, 422);
-      // stripe-node turns only bodies with an `error` member into exceptions; an RFC 9457 problem has none,
-      // so the SDK hands the problem to the caller as the result (status on lastResponse), it never retries it.
-      if (outcome instanceof Stripe.errors.StripeError) {
-        assert.equal(outcome.statusCode, 422);
-      } else {
-        // stripe-node turns only bodies with Stripe's `error` envelope into exceptions; an RFC 9457 problem has
-        // none, so the SDK resolves with the problem itself (status on lastResponse). It does not retry it.
-        const result = outcome as { lastResponse: { statusCode: number }; type: string };
-        assert.equal(result.lastResponse.statusCode, 422);
-        assert.equal(result.type, `${PROBLEM}idempotency-key-reused`);
-      }
+      // The app renders the guard's answers in Stripe's error envelope (renderProblem): stripe-node raises a
+      // StripeError carrying Stripe's error type and the guard's problem name (it resolved with the problem
+      // document as if it were a customer before). Stripe itself answers a reused key with 400, whence the class.
+      assert.ok(outcome instanceof Stripe.errors.StripeError, `a StripeError, got ${String(outcome)}`);
+      assert.equal(outcome.statusCode, 422);
+      assert.equal(outcome.rawType, 'idempotency_error');
+      assert.equal(outcome.code, 'idempotency-key-reused');
+      assert.match(outcome.message, /already used with a different payload/);
       assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
     });
 

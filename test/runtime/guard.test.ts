@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { CompiledContract } from '../../src/runtime/contract.js';
 import { createGuard, type GuardLogEvent, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
-import { PROBLEM_BASE } from '../../src/runtime/problem.js';
+import { PROBLEM_BASE, type GuardProblem } from '../../src/runtime/problem.js';
 import { StoreError, type IdempotencyStore, type ReserveInput, type ReserveResult, type TransactionStep, type TransactionalStore } from '../../src/runtime/store.js';
 import { MemoryStore } from '../../src/runtime/stores/memory.js';
 import { bodyJson, demoContract, demoRequest, jsonResponse } from './fixtures.js';
@@ -537,6 +537,49 @@ describe('runtime/guard: lease renewal keeps one effect when clocks or calls mis
     assert.equal(problemType(retry), `${PROBLEM_BASE}idempotency-request-in-progress`);
     assert.equal(effects(), 1);
     assert.ok(extendCalls >= 2, `extend called ${extendCalls} time(s)`);
+  });
+});
+
+describe('runtime/guard: answers in the API\'s own error format (renderProblem)', () => {
+  const gocardless = (p: GuardProblem) => ({ body: { error: { type: 'invalid_api_usage', code: p.status, reason: p.name, message: p.detail, request_id: p.requestId } } });
+
+  it('renders every guard answer with the hook; status, Retry-After and no-store stay the guard\'s', async () => {
+    const seen: string[] = [];
+    const s = setup({ renderProblem: (p) => (seen.push(p.name), gocardless(p)) });
+    const missing = await s.guard.handle(demoRequest(undefined), s.handler);
+    assert.equal(missing.status, 400);
+    assert.equal(missing.headers['content-type'], 'application/json');
+    assert.deepEqual(bodyJson(missing), {
+      error: { type: 'invalid_api_usage', code: 400, reason: 'idempotency-key-missing', message: 'Send the Idempotency-Key header: one key per intent, kept across retries.', request_id: 'req-1' },
+    });
+    const first = await s.guard.begin(demoRequest(KEY));
+    assert.equal(first.kind, 'proceed');
+    const busy = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(busy.status, 409);
+    assert.equal(busy.headers['retry-after'], '1');
+    assert.equal(busy.headers['cache-control'], 'no-store');
+    assert.equal((bodyJson(busy) as unknown as { error: { reason: string } }).error.reason, 'idempotency-request-in-progress');
+    const other = await s.guard.handle(demoRequest(KEY, { topic: 'other', contact: { email: 'a@example.com' } }), s.handler);
+    assert.equal(other.status, 422);
+    assert.deepEqual(seen, ['idempotency-key-missing', 'idempotency-request-in-progress', 'idempotency-key-reused']);
+    assert.equal(s.runs(), 0);
+  });
+
+  it('text and bytes go as they are with the given media type; a throwing or empty renderer leaves problem details', async () => {
+    const text = setup({ renderProblem: (p) => ({ body: `error: ${p.name}`, contentType: 'text/plain; charset=utf-8' }) });
+    const plain = await text.guard.handle(demoRequest(undefined), text.handler);
+    assert.equal(plain.headers['content-type'], 'text/plain; charset=utf-8');
+    assert.equal(Buffer.from(plain.body).toString('utf8'), 'error: idempotency-key-missing');
+    for (const renderProblem of [() => { throw new Error('renderer bug'); }, () => undefined as never, () => ({ body: undefined })]) {
+      const s = setup({ renderProblem });
+      const answer = await s.guard.handle(demoRequest(undefined), s.handler);
+      assert.equal(answer.status, 400);
+      assert.equal(answer.headers['content-type'], 'application/problem+json');
+      assert.equal(problemType(answer), `${PROBLEM_BASE}idempotency-key-missing`);
+    }
+    // A media type that is not one header line is not sent.
+    const bad = setup({ renderProblem: () => ({ body: {}, contentType: 'application/json\r\nx-injected: 1' }) });
+    assert.equal((await bad.guard.handle(demoRequest(undefined), bad.handler)).headers['content-type'], 'application/json');
   });
 });
 
