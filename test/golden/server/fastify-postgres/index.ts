@@ -5,3 +5,4 @@ export * from "./runtime/adapters/fastify.js";
 export * from "./runtime/stores/postgres.js";
 export { StoreError, type IdempotencyStore, type IdempotencyRecord } from './runtime/store.js';
 export type { AbandonedReservation, GuardLogEvent, HandlerContext, ReconcileHook, ReconcileVerdict } from './runtime/guard.js';
+export type { GuardProblem, ProblemName, ProblemRenderer } from './runtime/problem.js';
