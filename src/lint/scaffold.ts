@@ -120,7 +120,7 @@ export function scaffoldContracts(document: ApiDocument, readText: (file: string
       continue;
     }
     if (evidence.kind !== 'header') {
-      skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`; x-idempotency reads keys from a header, so write this contract by hand`, needsNone: false });
+      skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`, and a guard reads its key from a request header: to guard it, declare a key header (e.g. \`Idempotency-Key\`) and write the contract by hand; otherwise the API's own deduplication on \`${evidence.name}\` stays the only one`, needsNone: false });
       continue;
     }
     let inFile = planned.get(operation.at.file);

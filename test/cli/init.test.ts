@@ -77,7 +77,8 @@ describe('idemkit init', () => {
     assert.equal(read('api.yaml'), yamlSpec);
     assert.match(result.out, /^api\.yaml:16 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
     assert.match(result.out, /\n\+ {7}x-idempotency:\n/);
-    assert.match(result.out, /skipped POST \/refunds \(createRefund\): takes its key in the body field `idempotency_key`/);
+    // A contract cannot read a body key: the advice says what a guard needs, not "write the same by hand".
+    assert.match(result.out, /skipped POST \/refunds \(createRefund\): takes its key in the body field `idempotency_key`, and a guard reads its key from a request header: to guard it, declare a key header/);
     assert.match(result.out, /\n1 contract to add; 1 operation skipped \(see above\) — write its x-idempotency by hand; nothing written — run again with --write to apply\n$/);
   });
 
