@@ -610,7 +610,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       response: problemResponse(
         'idempotency-key-reused',
         R.mismatch,
-        'This key was already used with a different payload. A changed request is a new intent: use a new key.',
+        'This key was already used for a different request (its payload or path differ). A changed request is a new intent: use a new key.',
         {},
         requestId,
       ),

@@ -66,7 +66,7 @@ export function problemResponse(
   const custom = render === undefined ? undefined : rendered(render, { ...body, name });
   return {
     status,
-    headers: { 'content-type': custom?.contentType ?? 'application/problem+json', 'cache-control': 'no-store', ...extraHeaders },
+    headers: { ...custom?.headers, 'content-type': custom?.contentType ?? 'application/problem+json', 'cache-control': 'no-store', ...extraHeaders },
     body: custom?.body ?? new TextEncoder().encode(JSON.stringify(body)),
   };
 }
@@ -78,13 +78,23 @@ export interface GuardProblem extends ProblemBody {
 
 /**
  * Writes the guard's own answers in the API's error format (for clients and SDKs that read their own error
- * body, not problem details): the body — bytes and text as they are, anything else as JSON — and its media
- * type (default `application/json`). The status and headers (`Retry-After`, `Cache-Control`) stay the guard's.
+ * body, not problem details): the body — bytes and text as they are, anything else as JSON — its media type
+ * (default `application/json`) and extra headers (e.g. `x-should-retry: false`, which Stainless-generated SDKs
+ * obey). The status, `Retry-After` (given or not), `Cache-Control` and the framing headers stay the guard's.
  */
-export type ProblemRenderer = (problem: GuardProblem) => { readonly body: unknown; readonly contentType?: string };
+export type ProblemRenderer = (problem: GuardProblem) => {
+  readonly body: unknown;
+  readonly contentType?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+};
+
+/** Headers whose meaning is the guard's: a renderer cannot set them. */
+const GUARD_HEADERS = new Set(['content-type', 'cache-control', 'retry-after', 'content-length', 'transfer-encoding']);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_VALUE = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
 
 /** The renderer's answer as bytes; `undefined` (problem details are sent instead) when it throws or gives nothing. */
-function rendered(render: ProblemRenderer, problem: GuardProblem): { contentType: string; body: Uint8Array } | undefined {
+function rendered(render: ProblemRenderer, problem: GuardProblem): { contentType: string; body: Uint8Array; headers: Record<string, string> } | undefined {
   let out: ReturnType<ProblemRenderer> | undefined;
   try {
     out = render(problem);
@@ -92,9 +102,15 @@ function rendered(render: ProblemRenderer, problem: GuardProblem): { contentType
     return undefined;
   }
   if (out === undefined || out === null || out.body === undefined) return undefined;
-  const contentType = typeof out.contentType === 'string' && /^[\x21-\x7e][\x20-\x7e]*$/.test(out.contentType) ? out.contentType : 'application/json';
-  if (out.body instanceof Uint8Array) return { contentType, body: out.body };
-  if (typeof out.body === 'string') return { contentType, body: new TextEncoder().encode(out.body) };
+  const contentType = typeof out.contentType === 'string' && HEADER_VALUE.test(out.contentType) ? out.contentType : 'application/json';
+  // Header lines the renderer adds: only well-formed ones (a CR LF in a value would split the answer).
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(out.headers ?? {})) {
+    const lower = name.toLowerCase();
+    if (HEADER_NAME.test(name) && !GUARD_HEADERS.has(lower) && typeof value === 'string' && HEADER_VALUE.test(value)) headers[lower] = value;
+  }
+  if (out.body instanceof Uint8Array) return { contentType, body: out.body, headers };
+  if (typeof out.body === 'string') return { contentType, body: new TextEncoder().encode(out.body), headers };
   const json = JSON.stringify(out.body);
-  return json === undefined ? undefined : { contentType, body: new TextEncoder().encode(json) };
+  return json === undefined ? undefined : { contentType, body: new TextEncoder().encode(json), headers };
 }

@@ -322,7 +322,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.equal(outcome.statusCode, 422);
       assert.equal(outcome.rawType, 'idempotency_error');
       assert.equal(outcome.code, 'idempotency-key-reused');
-      assert.match(outcome.message, /already used with a different payload/);
+      assert.match(outcome.message, /already used for a different request/);
       assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
     });
 

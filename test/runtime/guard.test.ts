@@ -577,6 +577,22 @@ describe('runtime/guard: answers in the API\'s own error format (renderProblem)'
       assert.equal(answer.headers['content-type'], 'application/problem+json');
       assert.equal(problemType(answer), `${PROBLEM_BASE}idempotency-key-missing`);
     }
+    // Extra headers (Stainless SDKs obey x-should-retry); the guard's own headers win; malformed lines are dropped.
+    const stainless = setup({
+      renderProblem: (p) => ({
+        body: { error: { message: p.detail } },
+        headers: { 'X-Should-Retry': p.status === 409 && p.name === 'idempotency-request-in-progress' ? 'true' : 'false', 'Retry-After': '99', 'x-bad': 'a\r\nx-injected: 1', 'bad name': 'x' },
+      }),
+    });
+    const rejected = await stainless.guard.handle(demoRequest(undefined), stainless.handler);
+    assert.equal(rejected.headers['x-should-retry'], 'false');
+    assert.equal(rejected.headers['retry-after'], undefined, 'a renderer cannot invent a Retry-After the guard did not give');
+    assert.equal(rejected.headers['x-bad'], undefined);
+    assert.equal(Object.keys(rejected.headers).some((name) => name.includes(' ')), false);
+    await stainless.guard.begin(demoRequest(KEY));
+    const busy = await stainless.guard.handle(demoRequest(KEY), stainless.handler);
+    assert.equal(busy.headers['x-should-retry'], 'true');
+    assert.equal(busy.headers['retry-after'], '1', "the guard's Retry-After wins");
     // A media type that is not one header line is not sent.
     const bad = setup({ renderProblem: () => ({ body: {}, contentType: 'application/json\r\nx-injected: 1' }) });
     assert.equal((await bad.guard.handle(demoRequest(undefined), bad.handler)).headers['content-type'], 'application/json');
