@@ -100,7 +100,8 @@ describe('runtime/adapters/express', () => {
     assert.equal(failed.status, 500);
     const retry = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: {} });
     assert.equal(retry.status, 409);
-    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress');
+    // The handler has finished: the kept record goes to reconciliation at once, not "in progress" for the lease.
+    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned');
     assert.equal(calls, 1);
   });
 
