@@ -1,4 +1,4 @@
-import { wrapperMembers } from '../src/runtime/contract.js';
+import { wrapperMembers } from '../src/runtime/result-id.js';
 import { defineRule } from '../src/lint/rule.js';
 import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
 

@@ -110,7 +110,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
     .alias('h', 'help')
     // Read only when asked: yargs' own lookup walks the directories up on every run.
     .version(false)
-    .option('version', { type: 'boolean', describe: 'Show the version number' })
+    .option('version', { type: 'boolean', describe: 'Show the version number', global: false })
     .wrap(Math.min(100, process.stdout.columns ?? 100))
     .exitProcess(false)
     .fail((message, error) => {
@@ -122,7 +122,9 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
       if (error?.name === 'YError') throw new UsageError(oneLineUsage(error.message, active?.command ?? ''));
       throw error ?? new UsageError(oneLineUsage(message ?? 'invalid arguments', active?.command ?? ''));
     });
-  if (argv.length === 1 && argv[0] === '--version') {
+  // `--version` (with `--verbose` or `--version=true` too) when no command is named.
+  const names = new Set(commands.map((command) => command.command.split(' ')[0]));
+  if (argv.some((arg) => arg === '--version' || arg === '--version=true') && !argv.some((arg) => names.has(arg))) {
     io.stdout(`${packageVersion()}\n`);
     return 0;
   }

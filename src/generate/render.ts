@@ -45,7 +45,10 @@ export function toJsLiteral(value: unknown, indent?: number): string {
     throw new InternalError(`cannot emit a ${typeof value} as a literal`);
   }
   const text = JSON.stringify(value, null, indent);
-  return text.replace(UNSAFE_IN_SOURCE, escapeForSource);
+  // `"__proto__": …` in an object literal sets the prototype instead of a member: a spec's field of that name
+  // is written as a computed key, an own member like the others. (In JSON text a string followed by `:` right
+  // after `{` or `,` is always a member name.)
+  return text.replace(UNSAFE_IN_SOURCE, escapeForSource).replace(/([{,]\s*)"__proto__":/g, '$1["__proto__"]:');
 }
 
 /** A string that is safe inside a `//` line comment: the quoted, escaped literal of `text`. */

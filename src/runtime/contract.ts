@@ -84,18 +84,3 @@ export interface CompiledContract {
   readonly unknownOutcome: 'status-route' | 'surface';
 }
 
-/**
- * How a success body wraps the resource it created, for finding its id (the guard's `resultId`, the
- * `replay-undefined` rule): members named like an envelope (`{data: {id}}`), or the one member beside
- * metadata (`{payments: {id}, links: {…}}`, as GoCardless writes it).
- */
-export const RESULT_ENVELOPES: readonly string[] = ['data', 'result', 'object', 'item', 'resource'];
-/** Members beside a wrapped resource that are metadata about it, not another resource. */
-export const ENVELOPE_METADATA: readonly string[] = ['links', '_links', 'meta', '_meta', 'included', 'linked'];
-
-/** The members of an object (given by name) that may wrap the resource: envelope names, or the one non-metadata member. */
-export function wrapperMembers(names: readonly string[]): string[] {
-  const named = names.filter((name) => RESULT_ENVELOPES.includes(name));
-  const others = names.filter((name) => !ENVELOPE_METADATA.includes(name));
-  return others.length === 1 && !named.includes(others[0]!) ? [...named, others[0]!] : named;
-}

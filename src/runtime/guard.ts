@@ -4,13 +4,14 @@
  * what the handler really sent with {@link Guard.complete} (or {@link Guard.abort} when it threw).
  * {@link Guard.handle} does all of it for handlers that return a response, and runs one-transaction mode.
  *
- * Needs `contract.ts`, `key.ts`, `fingerprint.ts`, `problem.ts`, `store.ts` and one `stores/*.ts`; Node
+ * Needs `contract.ts`, `key.ts`, `fingerprint.ts`, `problem.ts`, `result-id.ts`, `store.ts` and one `stores/*.ts`; Node
  * built-ins only. Copied into users' generated code.
  */
 import { randomUUID } from 'node:crypto';
-import { wrapperMembers, type CompiledContract } from './contract.js';
+import type { CompiledContract } from './contract.js';
 import { computeFingerprint, computeRecordId, parseJsonPointer } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
+import { resultIdOf as idInBody } from './result-id.js';
 import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
   StoreError,
@@ -105,7 +106,11 @@ export interface AbandonedReservation {
  * `not-happened` — the effect did not happen and **can no longer happen** (the owner is gone, or whatever would
  *   carry the effect out was cancelled): this request takes the reservation over and runs. "Not yet" is
  *   `unknown` — a slow owner may still be running. `createdAt` / `leaseUntil` tell how long it has been;
- *   with a store that has `extend`, a live owner's lease is renewed, so past the lease it really stopped;
+ *   with a store that has `extend`, a live owner's lease is renewed, so past the lease it really stopped.
+ *   For a local effect (`effect.external: false`) the lease also ends as soon as the handler answered a
+ *   non-transient 5xx or threw: its request is over, so the record is reconciled at once (the effect's own
+ *   data tells whether it happened). An external effect's lease runs its course: work handed to a provider
+ *   may still act after the handler gave up;
  * `unknown` — keep the record, answer 409 `idempotency-request-abandoned`.
  */
 export type ReconcileVerdict =
@@ -264,6 +269,8 @@ interface Renewal {
   readonly recordId: string;
   next: number;
   readonly until: number;
+  /** Heartbeats sent and not yet settled: ending the lease waits for them, or one could renew it afterwards. */
+  readonly inFlight: Set<Promise<void>>;
 }
 
 /** A store call the guard bounds in time (`performance.now()` deadline). */
@@ -332,7 +339,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // Every period sends a fresh renewal, even while an earlier one hangs (each is bounded by
       // storeTimeoutMs): one stuck call must not let the lease lapse under a running handler.
       renewal.next = now + renewEveryMs;
-      bounded(extend.call(store, renewal.recordId, token, contract.leaseMs)).then(
+      const beat = bounded(extend.call(store, renewal.recordId, token, contract.leaseMs)).then(
         (extended) => {
           // Completed, released or taken over: nothing left to renew.
           if (!extended) renewals.delete(token);
@@ -340,6 +347,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
         () => undefined,
       );
+      renewal.inFlight.add(beat);
+      void beat.then(() => renewal.inFlight.delete(beat));
     }
   }
 
@@ -347,7 +356,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   function startRenewal(recordId: string, token: string): void {
     if (typeof store.extend !== 'function') return;
     const now = performance.now();
-    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs) });
+    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs), inFlight: new Set() });
     if (renewTicker === undefined) {
       renewTicker = setInterval(renewDue, renewTickMs);
       // The heartbeat never keeps a process alive on its own.
@@ -355,13 +364,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
-  function stopRenewal(reservation: Reservation): void {
-    if (reservation.token !== undefined) renewals.delete(reservation.token);
+  /** Stops a reservation's heartbeat; returns the heartbeats still on their way. */
+  function stopRenewal(reservation: Reservation): ReadonlySet<Promise<void>> | undefined {
+    if (reservation.token === undefined) return undefined;
+    const renewal = renewals.get(reservation.token);
+    renewals.delete(reservation.token);
+    return renewal?.inFlight;
   }
 
   /** One of the guard's own answers: problem details, or the API's own format through `renderProblem`. */
   function problemResponse(name: ProblemName, status: number, detail: string, headers: Record<string, string>, requestId: string | undefined): ProblemResponse {
-    return problemDetails(name, status, detail, headers, requestId, options.renderProblem);
+    const answer = problemDetails(name, status, detail, headers, requestId, options.renderProblem);
+    // The replay header marks stored answers (true) and the handler's own (false): never a guard answer.
+    if (options.renderProblem !== undefined) delete answer.headers[replayHeader];
+    return answer;
   }
 
   // Call sites test this first, so no event object is built for a guard without a log sink.
@@ -575,7 +591,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * lease left alone (renewed while the handler runs) would keep every duplicate waiting the whole lease.
    */
   function inProgress(recordId: string, msLeft: number, msRunning: number, requestId: string | undefined): Respond {
-    const seconds = Math.max(1, Math.ceil(Math.min(msLeft, Math.max(1000, msRunning)) / 1000));
+    // A store without a usable `createdAt` gives NaN: then the lease left is all there is to go by.
+    const wait = Number.isFinite(msRunning) ? Math.min(msLeft, Math.max(1000, msRunning)) : msLeft;
+    const seconds = Math.max(1, Math.ceil(wait / 1000));
     if (logging) log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress }, requestId);
     return {
       kind: 'respond',
@@ -636,15 +654,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     } catch {
       body = undefined;
     }
-    if (options.resultId !== undefined) return options.resultId(body, sent);
-    const own = idOf(body);
-    if (own !== undefined || body === null || typeof body !== 'object' || Array.isArray(body)) return own;
-    // `{data: {id}}`, `{payment: {id}, links: {…}}`: the wrapped resource's id.
-    for (const name of wrapperMembers(Object.keys(body))) {
-      const wrapped = idOf((body as Record<string, unknown>)[name]);
-      if (wrapped !== undefined) return wrapped;
-    }
-    return undefined;
+    return options.resultId !== undefined ? options.resultId(body, sent) : idInBody(body);
   }
 
   async function classify(
@@ -783,13 +793,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function complete(reservation: Reservation, sent: GuardResponse): Promise<void> {
     if (!reservation.guarded) return;
-    stopRenewal(reservation);
+    const heartbeats = stopRenewal(reservation);
     const keyId = reservation.recordId!;
     if (transient.has(sent.status)) return release(reservation, 'released', sent.status);
     if (sent.status >= 500) {
       // A 5xx may follow a write that happened: keep the reservation for reconciliation.
       if (logging) log({ decision: 'kept', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
-      return endLease(reservation);
+      return endLease(reservation, heartbeats);
     }
     const input = toStored(sent);
     try {
@@ -805,24 +815,27 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void> {
     if (!reservation.guarded) return;
-    stopRenewal(reservation);
+    const heartbeats = stopRenewal(reservation);
     if (info.rolledBack) return release(reservation, 'rolled-back');
     if (logging) log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
-    return endLease(reservation);
+    return endLease(reservation, heartbeats);
   }
 
   /**
-   * A kept reservation whose handler has finished: its lease ends now, so a retry goes to reconciliation (or
-   * 409 abandoned) at once instead of hearing "still being processed" until the lease runs out. Best effort:
-   * if the store cannot say it, the lease runs out by itself.
+   * A kept reservation of a local effect whose handler has finished: its lease ends now, so a retry goes to
+   * reconciliation (or 409 abandoned) at once instead of hearing "still being processed" until the lease runs
+   * out. An external effect keeps its lease (a provider may still act). Not awaited by the answer: the 5xx goes
+   * out at once; the heartbeats still on their way land first, so none renews the lease after it ended. Best
+   * effort: if the store cannot say it, the lease runs out by itself.
    */
-  async function endLease(reservation: Reservation): Promise<void> {
-    if (store.extend === undefined) return;
-    try {
-      await bounded(store.extend(reservation.recordId!, reservation.token!, 0));
-    } catch {
-      // The lease expires on its own.
-    }
+  function endLease(reservation: Reservation, heartbeats: ReadonlySet<Promise<void>> | undefined): void {
+    const extend = store.extend;
+    if (extend === undefined || contract.effect.external) return;
+    const end = () => bounded(extend.call(store, reservation.recordId!, reservation.token!, 0));
+    const ended = heartbeats === undefined || heartbeats.size === 0 ? end() : Promise.allSettled([...heartbeats]).then(end);
+    ended.catch(() => {
+      if (logging) log({ decision: 'record-failed', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+    });
   }
 
   async function handleInTransaction(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
@@ -958,11 +971,4 @@ function withHeaders(response: GuardResponse, headers: Record<string, string>): 
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** The `id` member of a JSON object, as text. */
-function idOf(value: unknown): string | undefined {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const id = (value as Record<string, unknown>)['id'];
-  return typeof id === 'string' || typeof id === 'number' ? String(id) : undefined;
 }

@@ -45,8 +45,14 @@ export function problemType(name: ProblemName): string {
 }
 
 /**
- * Build an `application/problem+json` answer with `Cache-Control: no-store`, plus `extraHeaders`
- * (e.g. `retry-after`). Header names are lower-case.
+ * The header every guard answer names its problem in (`idempotency-key-reused`, …), whatever its body: clients
+ * tell states that share a status apart by it, also when `renderProblem` writes the body in the API's format.
+ */
+export const PROBLEM_HEADER = 'idempotency-problem';
+
+/**
+ * Build a guard answer: `application/problem+json` (or what `render` makes of it), `Cache-Control: no-store`,
+ * the {@link PROBLEM_HEADER}, plus `extraHeaders` (e.g. `retry-after`). Header names are lower-case.
  */
 export function problemResponse(
   name: ProblemName,
@@ -66,7 +72,13 @@ export function problemResponse(
   const custom = render === undefined ? undefined : rendered(render, { ...body, name });
   return {
     status,
-    headers: { ...custom?.headers, 'content-type': custom?.contentType ?? 'application/problem+json', 'cache-control': 'no-store', ...extraHeaders },
+    headers: {
+      ...custom?.headers,
+      'content-type': custom?.contentType ?? 'application/problem+json',
+      'cache-control': 'no-store',
+      [PROBLEM_HEADER]: name,
+      ...extraHeaders,
+    },
     body: custom?.body ?? new TextEncoder().encode(JSON.stringify(body)),
   };
 }
@@ -89,28 +101,41 @@ export type ProblemRenderer = (problem: GuardProblem) => {
 };
 
 /** Headers whose meaning is the guard's: a renderer cannot set them. */
-const GUARD_HEADERS = new Set(['content-type', 'cache-control', 'retry-after', 'content-length', 'transfer-encoding']);
+const GUARD_HEADERS = new Set(['content-type', 'cache-control', 'retry-after', 'content-length', 'transfer-encoding', PROBLEM_HEADER]);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
 
-/** The renderer's answer as bytes; `undefined` (problem details are sent instead) when it throws or gives nothing. */
+/**
+ * The renderer's answer as bytes; `undefined` (problem details are sent instead) when it throws, gives nothing,
+ * or gives a body that cannot be written (a `BigInt`, a cycle).
+ */
 function rendered(render: ProblemRenderer, problem: GuardProblem): { contentType: string; body: Uint8Array; headers: Record<string, string> } | undefined {
-  let out: ReturnType<ProblemRenderer> | undefined;
   try {
-    out = render(problem);
+    const out = render(problem);
+    if (out === undefined || out === null || typeof out !== 'object' || out.body === undefined) return undefined;
+    const contentType = typeof out.contentType === 'string' && HEADER_VALUE.test(out.contentType) ? out.contentType : 'application/json';
+    // Header lines the renderer adds: only well-formed ones (a CR LF in a value would split the answer).
+    const headers: Record<string, string> = {};
+    const given: unknown = out.headers;
+    if (typeof given === 'object' && given !== null && !Array.isArray(given)) {
+      for (const [name, value] of Object.entries(given)) {
+        const lower = name.toLowerCase();
+        if (HEADER_NAME.test(name) && !GUARD_HEADERS.has(lower) && typeof value === 'string' && HEADER_VALUE.test(value)) headers[lower] = value;
+      }
+    }
+    return { contentType, body: bytesOf(out.body), headers };
   } catch {
     return undefined;
   }
-  if (out === undefined || out === null || out.body === undefined) return undefined;
-  const contentType = typeof out.contentType === 'string' && HEADER_VALUE.test(out.contentType) ? out.contentType : 'application/json';
-  // Header lines the renderer adds: only well-formed ones (a CR LF in a value would split the answer).
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(out.headers ?? {})) {
-    const lower = name.toLowerCase();
-    if (HEADER_NAME.test(name) && !GUARD_HEADERS.has(lower) && typeof value === 'string' && HEADER_VALUE.test(value)) headers[lower] = value;
-  }
-  if (out.body instanceof Uint8Array) return { contentType, body: out.body, headers };
-  if (typeof out.body === 'string') return { contentType, body: new TextEncoder().encode(out.body), headers };
-  const json = JSON.stringify(out.body);
-  return json === undefined ? undefined : { contentType, body: new TextEncoder().encode(json), headers };
+}
+
+/** A rendered body as bytes: bytes and text as they are, anything else as JSON (throws when it cannot be). */
+function bytesOf(body: unknown): Uint8Array {
+  if (body instanceof Uint8Array) return body;
+  if (body instanceof ArrayBuffer) return new Uint8Array(body.slice(0));
+  if (ArrayBuffer.isView(body)) return new Uint8Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength));
+  if (typeof body === 'string') return new TextEncoder().encode(body);
+  const json = JSON.stringify(body);
+  if (json === undefined) throw new TypeError('the rendered body has no JSON form');
+  return new TextEncoder().encode(json);
 }

@@ -139,7 +139,8 @@ export interface IdempotencyStore {
    * Optional lease heartbeat: only when the record is `in_progress` and its token equals `token`, set
    * `leaseUntil = now + leaseMs` (store clock; also after the lease ran out, as long as nobody took it over).
    * Returns whether it extended. The guard renews every lease/3 while the handler runs when a store has it,
-   * so a slow but live owner never looks abandoned.
+   * so a slow but live owner never looks abandoned; and it calls it with `leaseMs = 0` to end the lease of a
+   * kept local-effect record whose handler answered 5xx or threw (`leaseUntil = now`: abandoned at once).
    */
   extend?(id: string, token: string, leaseMs: number): Promise<boolean>;
 

@@ -17,6 +17,15 @@ describe('cli main', () => {
     const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
     assert.equal(io.out, `${manifest.version}\n`);
     assert.equal(io.err, '');
+    for (const argv of [['--verbose', '--version'], ['--version=true']]) {
+      const other = bufferIo();
+      assert.equal(await main(argv, other), 0, argv.join(' '));
+      assert.equal(other.out, `${manifest.version}\n`);
+    }
+    // A command's help does not offer it.
+    const help = bufferIo();
+    assert.equal(await main(['lint', '--help'], help), 0);
+    assert.doesNotMatch(help.out, /--version/);
   });
 
   it('prints help and exits 0', async () => {

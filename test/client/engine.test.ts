@@ -201,6 +201,19 @@ describe('client sendIntent', () => {
     assert.equal(rt.seen.length, 1);
   });
 
+  it('reads the guard\'s problem from its header when the API renders the body in its own format', async () => {
+    const own = (name: string) => json(409, { error: { message: 'busy or stuck' } }, { 'Idempotency-Problem': name });
+    const abandoned = await send([own('idempotency-request-abandoned')]);
+    assert.ok(abandoned.result.kind === 'unknown' && abandoned.result.reason === 'abandoned', 'a rendered abandoned 409 is not waited on');
+    assert.equal(abandoned.rt.seen.length, 1);
+    const waited = await send([own('idempotency-request-in-progress'), json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    assert.ok(waited.result.kind === 'completed' && waited.result.replayed);
+    const outage = await send([json(503, { error: {} }, { 'Idempotency-Problem': 'idempotency-store-unavailable' }), json(201, created)], externalNoKey);
+    assert.ok(outage.result.kind === 'completed', 'the store was down before the handler: a repeat is safe even for an external effect');
+    const unnamed = await send([json(503, { error: {} }), json(201, created)], externalNoKey);
+    assert.ok(unnamed.result.kind === 'unknown' && unnamed.result.reason === 'unsafe-to-retry', 'without the header the same 503 may have acted');
+  });
+
   it('does not start an attempt for an intent whose deadline has passed (e.g. restored after a reload)', async () => {
     const rt = fakeRuntime([json(201, created)]);
     const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 1_000, now: rt.clock - 2_000 });

@@ -50,6 +50,16 @@ describe('generate/render', () => {
       assert.throws(() => toJsLiteral(Number.NaN), InternalError);
       assert.throws(() => toJsLiteral(() => 1), InternalError);
     });
+
+    it('writes a member named __proto__ as an own member, not the prototype (also when the text holds the same words)', () => {
+      const value = JSON.parse('{"__proto__": {"style": "form"}, "b": {"__proto__": 1, "t": "\\"__proto__\\": x"}}') as Record<string, unknown>;
+      for (const indent of [undefined, 2]) {
+        const v = run(`var v = ${toJsLiteral(value, indent)};`)['v'] as Record<string, unknown>;
+        assert.ok(Object.hasOwn(v, '__proto__'), 'an own member');
+        assert.equal(typeof (Object.getPrototypeOf(v) as { hasOwnProperty?: unknown }).hasOwnProperty, 'function', "the prototype is the context's Object.prototype");
+        assert.equal(JSON.stringify(v), JSON.stringify(value));
+      }
+    });
   });
 
   describe('toIdentifier', () => {

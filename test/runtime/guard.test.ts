@@ -31,6 +31,17 @@ function setup(options: Partial<Parameters<typeof createGuard>[1]> = {}, contrac
   };
 }
 
+/** A memory store whose `extend` is `extend` (slow, hanging, counted). */
+function withExtend(memory: MemoryStore, extend: NonNullable<IdempotencyStore['extend']>): IdempotencyStore {
+  return new Proxy(memory, {
+    get(target, property) {
+      if (property === 'extend') return extend;
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 function problemType(response: GuardResponse): string {
   return bodyJson(response).type;
 }
@@ -409,6 +420,53 @@ describe('runtime/guard: recording the outcome', () => {
     assert.equal(s.runs(), 2);
   });
 
+  it('an external effect keeps its lease after a 5xx: work handed to a provider may still act', async () => {
+    const s = setup({}, demoContract({ effect: { owner: 'payments', external: true, providerKey: 'forward', statusRoute: 'getDemoRequest' }, transient: [429] }));
+    await s.guard.handle(demoRequest(KEY), async () => jsonResponse(504, { error: 'provider timed out' }));
+    const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(problemType(retry), `${PROBLEM_BASE}idempotency-request-in-progress`);
+    assert.deepEqual(await s.store.listAbandoned(), []);
+    s.advance(30_000);
+    assert.equal((await s.store.listAbandoned()).length, 1, 'the lease runs its course');
+  });
+
+  it('ending the lease waits for a heartbeat still on its way, so none renews it afterwards', async () => {
+    let t = 1_800_000_000_000;
+    const clock = () => t;
+    const memory = new MemoryStore({ clock });
+    const calls: number[] = [];
+    let releaseBeat: () => void = () => undefined;
+    // A store whose heartbeat (extend with the lease) is slow, as on another pooled connection.
+    const store = withExtend(memory, async (id, token, leaseMs) => {
+      calls.push(leaseMs);
+      if (leaseMs > 0) await new Promise<void>((resolve) => (releaseBeat = resolve));
+      return memory.extend(id, token, leaseMs);
+    });
+    const guard = createGuard(demoContract({ leaseMs: 90 }), { store, now: clock });
+    const begun = await guard.begin(demoRequest(KEY));
+    assert.equal(begun.kind, 'proceed');
+    if (begun.kind !== 'proceed') return;
+    await new Promise((resolve) => setTimeout(resolve, 60)); // a heartbeat goes out (every lease/3) and hangs
+    assert.deepEqual(calls, [90]);
+    await guard.complete(begun.reservation, jsonResponse(500, { error: 'boom' }));
+    assert.deepEqual(calls, [90], 'the lease end waits for the heartbeat');
+    releaseBeat();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(calls, [90, 0], 'then ends the lease, last');
+    t += 1;
+    assert.equal((await memory.listAbandoned()).length, 1);
+  });
+
+  it('a 5xx goes out without waiting for the lease end, even when the store hangs', async () => {
+    const memory = new MemoryStore();
+    const store = withExtend(memory, () => new Promise<boolean>(() => undefined));
+    const guard = createGuard(demoContract(), { store, storeTimeoutMs: 1_000 });
+    const started = Date.now();
+    const answer = await guard.handle(demoRequest(KEY), async () => jsonResponse(500, { error: 'boom' }));
+    assert.equal(answer.status, 500);
+    assert.ok(Date.now() - started < 500, `answered after ${Date.now() - started} ms`);
+  });
+
   it('keeps the reservation when the handler throws, and rethrows', async () => {
     const s = setup();
     await assert.rejects(s.guard.handle(demoRequest(KEY), async () => { throw new Error('db write failed?'); }), /db write failed/);
@@ -593,6 +651,20 @@ describe('runtime/guard: answers in the API\'s own error format (renderProblem)'
     const busy = await stainless.guard.handle(demoRequest(KEY), stainless.handler);
     assert.equal(busy.headers['x-should-retry'], 'true');
     assert.equal(busy.headers['retry-after'], '1', "the guard's Retry-After wins");
+    // Every guard answer names its problem in a header a renderer cannot change, nor can it set the replay header.
+    assert.equal(rejected.headers['idempotency-problem'], 'idempotency-key-missing');
+    const sneaky = setup({ renderProblem: () => ({ body: {}, headers: { 'Idempotent-Replayed': 'true', 'Idempotency-Problem': 'x' } }) });
+    const sneaked = await sneaky.guard.handle(demoRequest(undefined), sneaky.handler);
+    assert.equal(sneaked.headers['idempotent-replayed'], undefined);
+    assert.equal(sneaked.headers['idempotency-problem'], 'idempotency-key-missing');
+    // Bodies: an ArrayBuffer as bytes; one JSON cannot write, or headers that are not an object, leave problem details / no headers.
+    const buffer = setup({ renderProblem: () => ({ body: new TextEncoder().encode('raw').buffer, contentType: 'text/plain', headers: 'abc' as never }) });
+    const raw = await buffer.guard.handle(demoRequest(undefined), buffer.handler);
+    assert.equal(Buffer.from(raw.body).toString('utf8'), 'raw');
+    assert.equal(raw.headers['0'], undefined);
+    const bigint = setup({ renderProblem: () => ({ body: { n: 1n } }) });
+    const fallback = await bigint.guard.handle(demoRequest(undefined), bigint.handler);
+    assert.equal(fallback.headers['content-type'], 'application/problem+json');
     // A media type that is not one header line is not sent.
     const bad = setup({ renderProblem: () => ({ body: {}, contentType: 'application/json\r\nx-injected: 1' }) });
     assert.equal((await bad.guard.handle(demoRequest(undefined), bad.handler)).headers['content-type'], 'application/json');

@@ -44,16 +44,18 @@ export function paramFormat(version: string, place: Place, param: ParameterView)
 
 /** The formats of the parameters in `params` that are not their location's default, or `undefined` when all are. */
 export function paramFormats(version: string, params: readonly ParameterView[]): ParamFormats | undefined {
-  const out: Partial<Record<Place, Record<string, ParamFormat>>> = {};
+  const out: Partial<Record<Place, [string, ParamFormat][]>> = {};
   for (const param of [...params].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
-    const place = PLACES[param.in];
+    const place = Object.hasOwn(PLACES, param.in) ? PLACES[param.in] : undefined;
     if (place === undefined) continue;
     const format = paramFormat(version, place, param);
     const fallback = defaultFormat(place);
     if (format.style === fallback.style && format.explode === fallback.explode) continue;
-    (out[place] ??= {})[param.name] = format;
+    (out[place] ??= []).push([param.name, format]);
   }
-  return Object.keys(out).length === 0 ? undefined : out;
+  // Built from entries: a parameter named `__proto__` is an own member, not the object's prototype.
+  const places = Object.entries(out).map(([place, entries]) => [place, Object.fromEntries(entries)] as const);
+  return places.length === 0 ? undefined : (Object.fromEntries(places) as ParamFormats);
 }
 
 /**
@@ -82,24 +84,25 @@ const FORM_STYLES = new Set<ParamFormat['style']>(['form', 'spaceDelimited', 'pi
  */
 export function formEncoding(multipart: boolean, encoding: unknown): FormEncoding {
   if (typeof encoding !== 'object' || encoding === null || Array.isArray(encoding)) return {};
-  const fields: Record<string, ParamFormat> = {};
-  const partTypes: Record<string, string> = {};
+  // Entries, not assignments: a field named `__proto__` stays an own member.
+  const fields: [string, ParamFormat][] = [];
+  const partTypes: [string, string][] = [];
   for (const name of Object.keys(encoding).sort()) {
     const entry = (encoding as Record<string, unknown>)[name];
     if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) continue;
     const { style, explode, contentType } = entry as Record<string, unknown>;
     if (typeof style === 'string' || typeof explode === 'boolean') {
       const written = typeof style === 'string' && FORM_STYLES.has(style as ParamFormat['style']) ? (style as ParamFormat['style']) : 'form';
-      fields[name] = { style: written, explode: typeof explode === 'boolean' ? explode : written === 'form' };
+      fields.push([name, { style: written, explode: typeof explode === 'boolean' ? explode : written === 'form' }]);
     }
     if (multipart && typeof contentType === 'string') {
       const first = contentType.split(',')[0]!.trim();
       // A header value: printable ASCII only (spec text never reaches the wire as anything else), no wildcard.
-      if (/^[\x21-\x7e][\x20-\x7e]*$/.test(first) && !first.includes('*')) partTypes[name] = first;
+      if (/^[\x21-\x7e][\x20-\x7e]*$/.test(first) && !first.includes('*')) partTypes.push([name, first]);
     }
   }
   return {
-    ...(Object.keys(fields).length === 0 ? {} : { fields }),
-    ...(Object.keys(partTypes).length === 0 ? {} : { partTypes }),
+    ...(fields.length === 0 ? {} : { fields: Object.fromEntries(fields) }),
+    ...(partTypes.length === 0 ? {} : { partTypes: Object.fromEntries(partTypes) }),
   };
 }

@@ -193,15 +193,24 @@ type Verdict =
   | { readonly act: 'retry' }
   | { readonly act: 'unknown'; readonly reason: UnknownReason };
 
-/** Classifies one answer by the contract's state statuses and the guard's problem `type` URIs. */
-function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean, handled: boolean): Verdict {
+/**
+ * The header a guard names its problem in, whatever the body's format (an API may render the guard's answers in
+ * its own error format); the same name as the runtime's `PROBLEM_HEADER`, which this file cannot import.
+ */
+const PROBLEM_HEADER = 'idempotency-problem';
+
+/**
+ * Classifies one answer by the contract's state statuses and the guard's problem: named in its header, else
+ * by the problem `type` URI of the body.
+ */
+function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean, handled: boolean, problem: string | null): Verdict {
   if (status >= 200 && status < 300) return { act: 'complete' };
   // A replay is the stored answer of the first execution (e.g. a business 409): terminal, whatever its status.
   if (replayed) return { act: 'reject', reason: 'client-error' };
   // `Idempotent-Replayed: false` marks the handler's own first answer (the guard's problems never carry it):
   // a business 4xx is just as terminal; its 5xx and transient statuses fall through to the retry rules.
   if (handled && status < 500 && status !== 429 && !contract.transient.includes(status)) return { act: 'reject', reason: 'client-error' };
-  const type = problemType(body);
+  const type = problem !== null && problem !== '' ? problem.trim() : problemType(body);
   const r = contract.responses;
   // The guard's problem types are stable; they disambiguate states that share a status (e.g. 409, 400).
   if (type.endsWith('idempotency-key-reused')) return { act: 'reject', reason: 'mismatch' };
@@ -278,7 +287,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       lastError = undefined;
       const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();
       const replayed = replayHeader === 'true';
-      verdict = classify(contract, res.status, body, replayed, replayHeader === 'false');
+      verdict = classify(contract, res.status, body, replayed, replayHeader === 'false', res.headers.get(PROBLEM_HEADER));
       if (verdict.act === 'complete') {
         return {
           kind: 'completed',

@@ -262,6 +262,18 @@ describe('generate client: requests on the wire (generated, compiled, sent to 12
     assert.equal(got.body.toString('utf8'), 'grant_type=client_credentials&scope=read%20write&roles=a&roles=b&filter[color]=red&metadata%5Bk%5D=v');
   });
 
+  it('parameters and form fields named like Object.prototype members (or __proto__) keep their formats; the client compiles', async () => {
+    const input = JSON.parse(
+      '{"query":{"constructor":["a","b"],"__proto__":["c","d"]},"cookies":{"toString":["e","f"]},"headers":{"hasOwnProperty":{"k":"v"}},' +
+        '"body":{"__proto__":["g","h"],"valueOf":["i","j"]}}',
+    ) as unknown;
+    const got = await send('wire-3.0', 'oddNames', input);
+    assert.deepEqual(got.url.split('?')[1]!.split('&'), ['constructor=a,b', '__proto__=c,d']);
+    assert.equal(got.headers.cookie, 'toString=e,f');
+    assert.equal(got.headers['hasownproperty'], 'k=v');
+    assert.equal(got.body.toString('utf8'), '__proto__=g|h&valueOf=i%20j');
+  });
+
   it('3.0 encoding contentType on multipart parts: typeless bytes and text get the named type; wildcards and header-breaking values are ignored', async () => {
     const got = await send('wire-3.0', 'uploadScan', {
       body: {

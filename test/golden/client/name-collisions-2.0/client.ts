@@ -98,7 +98,7 @@ export function createClient(options: ClientOptions) {
    */
   function putPhoto(input: T.PutPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.PutPhotoOk, T.PutPhotoError>> {
     return sendOnce<T.PutPhotoOk, T.PutPhotoError>({
-      request: buildRequest(base, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"}),
+      request: buildRequest(base, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

@@ -87,7 +87,7 @@ export function createClient(options: ClientOptions) {
    */
   function getPayment(input: T.GetPaymentInput, call: CallOptions = {}): Promise<ApiResponse<T.GetPaymentOk, T.GetPaymentError>> {
     return sendOnce<T.GetPaymentOk, T.GetPaymentError>({
-      request: buildRequest(base, "GET", "/payments/{id}", parts(input, options.headers, call.headers), {"params":{"query":{"expand":{"style":"form","explode":false}}}}),
+      request: buildRequest(base, "GET", "/payments/{id}", parts(input, options.headers, call.headers), {"params":{"query":{"expand":{"style":"form","explode":false}}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

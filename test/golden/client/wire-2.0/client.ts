@@ -65,7 +65,7 @@ export function createClient(options: ClientOptions) {
    */
   function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
-      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"}),
+      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -87,7 +87,7 @@ export function createClient(options: ClientOptions) {
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
-      request: buildRequest(base, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}}),
+      request: buildRequest(base, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -98,7 +98,7 @@ export function createClient(options: ClientOptions) {
    */
   function login(input: T.LoginInput, call: CallOptions = {}): Promise<ApiResponse<T.LoginOk, T.LoginError>> {
     return sendOnce<T.LoginOk, T.LoginError>({
-      request: buildRequest(base, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}}),
+      request: buildRequest(base, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -109,7 +109,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
-      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"}),
+      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -120,7 +120,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadPhoto(input: T.UploadPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadPhotoOk, T.UploadPhotoError>> {
     return sendOnce<T.UploadPhotoOk, T.UploadPhotoError>({
-      request: buildRequest(base, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}}),
+      request: buildRequest(base, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

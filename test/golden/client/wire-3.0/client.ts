@@ -71,7 +71,7 @@ export function createClient(options: ClientOptions) {
    */
   function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
-      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"}),
+      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -82,7 +82,7 @@ export function createClient(options: ClientOptions) {
    */
   function encodedToken(input: T.EncodedTokenInput, call: CallOptions = {}): Promise<ApiResponse<T.EncodedTokenOk, T.EncodedTokenError>> {
     return sendOnce<T.EncodedTokenOk, T.EncodedTokenError>({
-      request: buildRequest(base, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}}),
+      request: buildRequest(base, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -93,7 +93,18 @@ export function createClient(options: ClientOptions) {
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
-      request: buildRequest(base, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}}),
+      request: buildRequest(base, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}} as const),
+      runtime,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+    });
+  }
+
+  /**
+   * "POST /odd-names (oddNames)".
+   */
+  function oddNames(input: T.OddNamesInput, call: CallOptions = {}): Promise<ApiResponse<T.OddNamesOk, T.OddNamesError>> {
+    return sendOnce<T.OddNamesOk, T.OddNamesError>({
+      request: buildRequest(base, "POST", "/odd-names", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","params":{"query":{["__proto__"]:{"style":"form","explode":false},"constructor":{"style":"form","explode":false}},"headers":{"hasOwnProperty":{"style":"simple","explode":true}},"cookies":{"toString":{"style":"form","explode":false}}},"fields":{["__proto__"]:{"style":"pipeDelimited","explode":false},"valueOf":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -104,7 +115,7 @@ export function createClient(options: ClientOptions) {
    */
   function token(input: T.TokenInput, call: CallOptions = {}): Promise<ApiResponse<T.TokenOk, T.TokenError>> {
     return sendOnce<T.TokenOk, T.TokenError>({
-      request: buildRequest(base, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"}),
+      request: buildRequest(base, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -121,7 +132,7 @@ export function createClient(options: ClientOptions) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data"}),
+      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data"} as const),
       checkStatus: undefined,
     });
   }
@@ -131,7 +142,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
-      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"}),
+      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -142,7 +153,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadScan(input: T.UploadScanInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadScanOk, T.UploadScanError>> {
     return sendOnce<T.UploadScanOk, T.UploadScanError>({
-      request: buildRequest(base, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}}),
+      request: buildRequest(base, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -153,6 +164,7 @@ export function createClient(options: ClientOptions) {
     createNote,
     encodedToken,
     findPets,
+    oddNames,
     token,
     upload,
     uploadFile,

@@ -27,6 +27,15 @@ export type FindPetsOk = Record<string, unknown>;
 /** The body of an error answer of "GET /pets/{label}/{matrix}/{simple} (findPets)". */
 export type FindPetsError = unknown;
 
+/** The input of "POST /odd-names (oddNames)". */
+export type OddNamesInput = { query?: { "__proto__"?: string[]; "constructor"?: string[]; }; headers?: { "hasOwnProperty"?: { [key: string]: string; }; }; cookies?: { "toString"?: string[]; }; body: { "__proto__"?: string[]; "valueOf"?: string[]; }; };
+
+/** The body of a 2xx answer of "POST /odd-names (oddNames)". */
+export type OddNamesOk = undefined;
+
+/** The body of an error answer of "POST /odd-names (oddNames)". */
+export type OddNamesError = unknown;
+
 /** The input of "POST /tokens (token)". */
 export type TokenInput = { body: { "grant_type"?: string; "scope"?: string[]; "metadata"?: { [key: string]: string; }; }; };
 
