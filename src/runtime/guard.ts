@@ -136,6 +136,7 @@ export type GuardDecisionName =
   | 'taken-over'
   | 'store-unavailable'
   | 'outcome-unknown'
+  | 'expired'
   | 'fail-open'
   | 'completed'
   | 'released'
@@ -299,6 +300,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (replayAllow.has(name)) throw new TypeError(`replayHeaders must not include ${name}: credentials are never recorded or replayed`);
   }
   const replayHeader = contract.responses.replayHeader.toLowerCase();
+  // OASIS Repeatable Requests (Azure's `Repeatability-Request-ID`): answers say `Repeatability-Result`, and a
+  // `Repeatability-First-Sent` older than the records kept (the TTL) is refused with 412 instead of run again.
+  const repeatable = contract.key.header.toLowerCase() === REPEATABILITY_ID;
+  const acceptedHeaders: Record<string, string> = repeatable ? { [REPEATABILITY_RESULT]: 'accepted' } : {};
   replayAllow.delete(replayHeader);
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
@@ -374,7 +379,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   /** One of the guard's own answers: problem details, or the API's own format through `renderProblem`. */
   function problemResponse(name: ProblemName, status: number, detail: string, headers: Record<string, string>, requestId: string | undefined): ProblemResponse {
-    const answer = problemDetails(name, status, detail, headers, requestId, options.renderProblem);
+    const result = repeatable ? repeatabilityResult(name) : undefined;
+    const answer = problemDetails(name, status, detail, result === undefined ? headers : { ...headers, [REPEATABILITY_RESULT]: result }, requestId, options.renderProblem);
     // The replay header marks stored answers (true) and the handler's own (false): never a guard answer.
     if (options.renderProblem !== undefined) delete answer.headers[replayHeader];
     return answer;
@@ -472,6 +478,22 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return { guarded: true, operation, recordId, token, requestId };
   }
 
+  /** A `Repeatability-First-Sent` that is no HTTP date (400), or older than the records kept (412); else nothing. */
+  function staleRepeat(req: GuardRequest): Respond | undefined {
+    const raw = req.headers[REPEATABILITY_FIRST_SENT];
+    if (raw === undefined) return undefined;
+    const sentAt = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
+    if (!Number.isFinite(sentAt)) {
+      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
+      const detail = 'The Repeatability-First-Sent header is not one HTTP date (e.g. Tue, 15 Nov 1994 08:12:31 GMT).';
+      return { kind: 'respond', response: problemResponse('idempotency-key-invalid', R.invalidKey, detail, {}, req.requestId) };
+    }
+    if (clock() - sentAt <= contract.ttlMs) return undefined;
+    if (logging) log({ decision: 'expired', status: 412 }, req.requestId);
+    const detail = 'This request was first sent longer ago than this server keeps its records: it may have run already, so it is not run again. Check the operation status.';
+    return { kind: 'respond', response: problemResponse('idempotency-request-expired', 412, detail, {}, req.requestId) };
+  }
+
   function prepare(req: GuardRequest): Prepared {
     const parsed = parseIdempotencyKey(req.headers[keyHeader], keyRules);
     if (parsed.kind === 'missing') {
@@ -491,6 +513,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         kind: 'respond',
         response: problemResponse('idempotency-key-invalid', R.invalidKey, `The ${contract.key.header} header is not a valid key: ${parsed.detail}.`, {}, req.requestId),
       };
+    }
+    if (repeatable) {
+      const stale = staleRepeat(req);
+      if (stale !== undefined) return stale;
     }
     const scopeValues: unknown[] = [];
     for (const part of contract.scope) {
@@ -581,7 +607,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return {
       kind: 'respond',
       // The record is the store's fresh copy (every get/reserve reads or copies it anew): its body is ours to send.
-      response: { status: stored.status, headers: { ...stored.headers, [replayHeader]: 'true' }, body: stored.body },
+      response: { status: stored.status, headers: { ...stored.headers, ...acceptedHeaders, [replayHeader]: 'true' }, body: stored.body },
     };
   }
 
@@ -669,7 +695,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return {
         kind: 'proceed',
         reservation: reservationOf(prep.recordId, result.record.leaseToken, req.requestId),
-        headers: { [replayHeader]: 'false' },
+        headers: { ...acceptedHeaders, [replayHeader]: 'false' },
         idempotencyKey: prep.key,
       };
     }
@@ -735,7 +761,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (taken !== undefined) {
         if (logging) log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
         startRenewal(record.id, token);
-        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { [replayHeader]: 'false' }, idempotencyKey: prep.key };
+        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { ...acceptedHeaders, [replayHeader]: 'false' }, idempotencyKey: prep.key };
       }
       // Another request won the takeover (or the record moved on): answer from what is there now.
       const latest = await bounded(store.get(record.id));
@@ -936,7 +962,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       },
       req.requestId,
     );
-    return withHeaders(outcome.response, { [replayHeader]: 'false' });
+    return withHeaders(outcome.response, { ...acceptedHeaders, [replayHeader]: 'false' });
   }
 
   async function runHandler(begun: Extract<Begun, { kind: 'proceed' }>, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
@@ -963,6 +989,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return runHandler(begun, handler);
     },
   };
+}
+
+/** OASIS Repeatable Requests headers (lower-case). */
+const REPEATABILITY_ID = 'repeatability-request-id';
+const REPEATABILITY_FIRST_SENT = 'repeatability-first-sent';
+const REPEATABILITY_RESULT = 'repeatability-result';
+
+/** `Repeatability-Result` of a guard answer: refused requests are `rejected`; a duplicate of an accepted one, `accepted`. */
+function repeatabilityResult(name: ProblemName): 'accepted' | 'rejected' | undefined {
+  if (name === 'idempotency-request-in-progress' || name === 'idempotency-request-abandoned') return 'accepted';
+  if (name === 'idempotency-store-unavailable' || name === 'idempotency-outcome-unknown') return undefined;
+  return 'rejected';
 }
 
 function withHeaders(response: GuardResponse, headers: Record<string, string>): GuardResponse {

@@ -17,6 +17,11 @@ export const PROBLEM_TITLES = {
   'idempotency-store-unavailable': 'Idempotency store unavailable',
   /** The handler ran but its result could not be recorded (e.g. a failed commit): the effect may have happened. */
   'idempotency-outcome-unknown': 'Outcome of the request unknown',
+  /**
+   * OASIS Repeatable Requests: the request says it was first sent longer ago than records are kept, so it may
+   * have run already with its record gone; it is not run again (412).
+   */
+  'idempotency-request-expired': 'Request first sent before the records kept',
 } as const;
 
 /** One of the guard's problem type names. */

@@ -671,6 +671,46 @@ describe('runtime/guard: answers in the API\'s own error format (renderProblem)'
   });
 });
 
+describe('runtime/guard: OASIS Repeatable Requests (Repeatability-Request-ID, as Azure SDKs send it)', () => {
+  const contract = demoContract({ key: { header: 'Repeatability-Request-ID', required: true, maxLength: 64 }, ttlMs: 300_000 });
+  const request = (id: string, firstSent: string | undefined, body?: unknown) => {
+    const base = demoRequest(undefined, body);
+    return { ...base, headers: { ...base.headers, 'repeatability-request-id': id, ...(firstSent === undefined ? {} : { 'repeatability-first-sent': firstSent }) } };
+  };
+
+  it('accepted: the first answer and the replay say Repeatability-Result: accepted', async () => {
+    const s = setup({}, contract);
+    const sent = new Date(1_800_000_000_000 - 60_000).toUTCString();
+    const first = await s.guard.handle(request('r-1', sent), s.handler);
+    assert.equal(first.status, 201);
+    assert.equal(first.headers['repeatability-result'], 'accepted');
+    const again = await s.guard.handle(request('r-1', sent), s.handler);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.headers['repeatability-result'], 'accepted');
+    assert.equal(s.runs(), 1);
+    const changed = await s.guard.handle(request('r-1', sent, { topic: 'other', contact: { email: 'a@example.com' } }), s.handler);
+    assert.equal(changed.status, 422);
+    assert.equal(changed.headers['repeatability-result'], 'rejected');
+  });
+
+  it('a request first sent longer ago than the records kept is refused with 412, not run again; a bad date is 400', async () => {
+    const s = setup({}, contract);
+    const stale = await s.guard.handle(request('r-2', new Date(1_800_000_000_000 - 301_000).toUTCString()), s.handler);
+    assert.equal(stale.status, 412);
+    assert.equal(stale.headers['repeatability-result'], 'rejected');
+    assert.equal(stale.headers['idempotency-problem'], 'idempotency-request-expired');
+    const bad = await s.guard.handle(request('r-3', 'yesterday'), s.handler);
+    assert.equal(bad.status, 400);
+    assert.equal(problemType(bad), `${PROBLEM_BASE}idempotency-key-invalid`);
+    assert.equal(s.runs(), 0);
+    // Without the header (or with an ordinary key header) nothing changes.
+    assert.equal((await s.guard.handle(request('r-4', undefined), s.handler)).status, 201);
+    const plain = setup();
+    const answer = await plain.guard.handle(demoRequest(KEY), plain.handler);
+    assert.equal(answer.headers['repeatability-result'], undefined);
+  });
+});
+
 describe('runtime/guard: store failures', () => {
   function brokenStore(mode: 'reject' | 'hang'): IdempotencyStore {
     const fail = () => (mode === 'reject' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise<never>(() => undefined));
