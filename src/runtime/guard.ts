@@ -62,9 +62,12 @@ export interface Reservation {
 
 /** What {@link Guard.begin} decided. */
 export type Decision =
-  /** 400 / 422 / 409 / 503 / a replay: send `response` as is, do not run the handler. */
+  /** 400 / 409 / 412 / 422 / 503 / a replay: send `response` as is, do not run the handler. */
   | { readonly kind: 'respond'; readonly response: GuardResponse }
-  /** Run the handler, add `headers` (`idempotent-replayed: false`) to its response, then call complete/abort. */
+  /**
+   * Run the handler, add `headers` (`idempotent-replayed: false`, and `repeatability-result: accepted` for an OASIS
+   * contract) to its response, then call complete/abort.
+   */
   | {
       readonly kind: 'proceed';
       readonly reservation: Reservation;
@@ -164,7 +167,10 @@ export interface GuardLogEvent {
 /** Guard configuration. Only `store` is required. */
 export interface GuardOptions {
   readonly store: IdempotencyStore;
-  /** The guard's clock in ms (default `Date.now`): log times and the in-progress wait. Lease maths uses the store clock. */
+  /**
+   * The guard's wall clock in ms (default `Date.now`): log times, the in-progress wait and the age of an OASIS
+   * `Repeatability-First-Sent`. Lease maths uses the store clock.
+   */
   readonly now?: () => number;
   /** Structured log sink; gets safe fields only. Exceptions it throws are ignored. */
   readonly log?: (event: GuardLogEvent) => void;
@@ -192,7 +198,7 @@ export interface GuardOptions {
    */
   readonly resultId?: (body: unknown, response: GuardResponse) => string | undefined;
   /**
-   * Writes the guard's own answers (400, 409, 422, 503) in the API's error format instead of RFC 9457 problem
+   * Writes the guard's own answers (400, 409, 412, 422, 503) in the API's error format instead of RFC 9457 problem
    * details, for clients and SDKs that read their own error body. Status and headers stay the guard's; a
    * renderer that throws or returns nothing leaves the problem details. Default: problem details.
    */
@@ -270,8 +276,6 @@ interface Renewal {
   readonly recordId: string;
   next: number;
   readonly until: number;
-  /** Heartbeats sent and not yet settled: ending the lease waits for them, or one could renew it afterwards. */
-  readonly inFlight: Set<Promise<void>>;
 }
 
 /** A store call the guard bounds in time (`performance.now()` deadline). */
@@ -344,7 +348,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // Every period sends a fresh renewal, even while an earlier one hangs (each is bounded by
       // storeTimeoutMs): one stuck call must not let the lease lapse under a running handler.
       renewal.next = now + renewEveryMs;
-      const beat = bounded(extend.call(store, renewal.recordId, token, contract.leaseMs)).then(
+      const call = extend.call(store, renewal.recordId, token, contract.leaseMs);
+      bounded(call).then(
         (extended) => {
           // Completed, released or taken over: nothing left to renew.
           if (!extended) renewals.delete(token);
@@ -352,8 +357,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
         () => undefined,
       );
-      renewal.inFlight.add(beat);
-      void beat.then(() => renewal.inFlight.delete(beat));
+      trackHeartbeat(token, call);
     }
   }
 
@@ -361,7 +365,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   function startRenewal(recordId: string, token: string): void {
     if (typeof store.extend !== 'function') return;
     const now = performance.now();
-    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs), inFlight: new Set() });
+    renewals.set(token, { recordId, next: now + renewEveryMs, until: now + (options.leaseRenewalMaxMs ?? contract.ttlMs) });
     if (renewTicker === undefined) {
       renewTicker = setInterval(renewDue, renewTickMs);
       // The heartbeat never keeps a process alive on its own.
@@ -369,12 +373,29 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
+  // Heartbeats sent and not yet landed, by lease token, however long they take (not only within their time
+  // bound): ending a lease waits for them, or one landing later would renew the ended lease.
+  const landing = new Map<string, Set<Promise<void>>>();
+
+  function trackHeartbeat(token: string, call: Promise<boolean>): void {
+    let set = landing.get(token);
+    if (set === undefined) landing.set(token, (set = new Set()));
+    const landed: Promise<void> = call.then(
+      () => undefined,
+      () => undefined,
+    );
+    set.add(landed);
+    void landed.then(() => {
+      set.delete(landed);
+      if (set.size === 0 && landing.get(token) === set) landing.delete(token);
+    });
+  }
+
   /** Stops a reservation's heartbeat; returns the heartbeats still on their way. */
   function stopRenewal(reservation: Reservation): ReadonlySet<Promise<void>> | undefined {
     if (reservation.token === undefined) return undefined;
-    const renewal = renewals.get(reservation.token);
     renewals.delete(reservation.token);
-    return renewal?.inFlight;
+    return landing.get(reservation.token);
   }
 
   /** One of the guard's own answers: problem details, or the API's own format through `renderProblem`. */
@@ -382,7 +403,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const result = repeatable ? repeatabilityResult(name) : undefined;
     const answer = problemDetails(name, status, detail, result === undefined ? headers : { ...headers, [REPEATABILITY_RESULT]: result }, requestId, options.renderProblem);
     // The replay header marks stored answers (true) and the handler's own (false): never a guard answer.
-    if (options.renderProblem !== undefined) delete answer.headers[replayHeader];
+    if (options.renderProblem !== undefined) {
+      delete answer.headers[replayHeader];
+      if (result === undefined) delete answer.headers[REPEATABILITY_RESULT];
+    }
     return answer;
   }
 
@@ -478,24 +502,32 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return { guarded: true, operation, recordId, token, requestId };
   }
 
-  /** A `Repeatability-First-Sent` that is no HTTP date (400), or older than the records kept (412); else nothing. */
-  function staleRepeat(req: GuardRequest): Respond | undefined {
-    const raw = req.headers[REPEATABILITY_FIRST_SENT];
+  /**
+   * OASIS Repeatable Requests: a `Repeatability-First-Sent` that is no IMF-fixdate, or more than the clock
+   * tolerance ahead (400); or older than the records kept, less that tolerance (412: it may have run with its
+   * record gone, so it is not run again, even if a record is left — as Azure services answer); else nothing.
+   * Without the header there is no window: the request is guarded like any other.
+   */
+  function staleRepeat(req: GuardRequest, recordId: string): Respond | undefined {
+    const raw = own(req.headers, REPEATABILITY_FIRST_SENT);
     if (raw === undefined) return undefined;
-    const sentAt = typeof raw === 'string' ? Date.parse(raw) : Number.NaN;
-    if (!Number.isFinite(sentAt)) {
-      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
-      const detail = 'The Repeatability-First-Sent header is not one HTTP date (e.g. Tue, 15 Nov 1994 08:12:31 GMT).';
+    const sentAt = typeof raw === 'string' ? parseImfFixdate(raw) : undefined;
+    const age = sentAt === undefined ? Number.NaN : clock() - sentAt;
+    // Client and server clocks differ: a date this far in the future is refused, and the window shrinks by as much.
+    const tolerance = Math.min(REPEAT_CLOCK_TOLERANCE_MS, contract.ttlMs / 10);
+    if (!(age >= -tolerance)) {
+      if (logging) log({ decision: 'invalid-key', keyId: recordId, status: R.invalidKey }, req.requestId);
+      const detail = 'The Repeatability-First-Sent header must be the IMF-fixdate the request was first sent at (e.g. Tue, 15 Nov 1994 08:12:31 GMT), not in the future: check the client clock.';
       return { kind: 'respond', response: problemResponse('idempotency-key-invalid', R.invalidKey, detail, {}, req.requestId) };
     }
-    if (clock() - sentAt <= contract.ttlMs) return undefined;
-    if (logging) log({ decision: 'expired', status: 412 }, req.requestId);
+    if (age <= contract.ttlMs - tolerance) return undefined;
+    if (logging) log({ decision: 'expired', keyId: recordId, status: 412 }, req.requestId);
     const detail = 'This request was first sent longer ago than this server keeps its records: it may have run already, so it is not run again. Check the operation status.';
     return { kind: 'respond', response: problemResponse('idempotency-request-expired', 412, detail, {}, req.requestId) };
   }
 
   function prepare(req: GuardRequest): Prepared {
-    const parsed = parseIdempotencyKey(req.headers[keyHeader], keyRules);
+    const parsed = parseIdempotencyKey(own(req.headers, keyHeader), keyRules);
     if (parsed.kind === 'missing') {
       if (!contract.key.required) {
         if (logging) log({ decision: 'unguarded' }, req.requestId);
@@ -514,10 +546,6 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         response: problemResponse('idempotency-key-invalid', R.invalidKey, `The ${contract.key.header} header is not a valid key: ${parsed.detail}.`, {}, req.requestId),
       };
     }
-    if (repeatable) {
-      const stale = staleRepeat(req);
-      if (stale !== undefined) return stale;
-    }
     const scopeValues: unknown[] = [];
     for (const part of contract.scope) {
       if (part.kind === 'global') {
@@ -532,7 +560,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         }
         scopeValues.push(['principal', req.principal]);
       } else {
-        const source = part.kind === 'header' ? req.headers[part.name.toLowerCase()] : part.kind === 'path' ? req.pathParams[part.name] : req.query[part.name];
+        const source = part.kind === 'header' ? own(req.headers, part.name.toLowerCase()) : part.kind === 'path' ? own(req.pathParams, part.name) : own(req.query, part.name);
         if (source === undefined || source === '') {
           // An absent part must not become one shared key space (every caller without it would see the others' replays).
           if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
@@ -546,9 +574,15 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
     }
     const recordId = computeRecordId(scopeValues, operation, parsed.key);
-    const query: Record<string, string | readonly string[] | undefined> = {};
+    if (repeatable) {
+      const stale = staleRepeat(req, recordId);
+      if (stale !== undefined) return stale;
+    }
+    // Null prototype and own members only: a query parameter named `constructor` or `__proto__` is just a name.
+    const query: Record<string, string | readonly string[] | undefined> = Object.create(null) as Record<string, string | readonly string[] | undefined>;
     for (const name of contract.fingerprint.query) {
-      if (req.query[name] !== undefined) query[name] = req.query[name];
+      const value = own(req.query, name);
+      if (value !== undefined) query[name] = value;
     }
     const fingerprint = computeFingerprint({
       operationId: operation,
@@ -851,8 +885,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * A kept reservation of a local effect whose handler has finished: its lease ends now, so a retry goes to
    * reconciliation (or 409 abandoned) at once instead of hearing "still being processed" until the lease runs
    * out. An external effect keeps its lease (a provider may still act). Not awaited by the answer: the 5xx goes
-   * out at once; the heartbeats still on their way land first, so none renews the lease after it ended. Best
-   * effort: if the store cannot say it, the lease runs out by itself.
+   * out at once; the heartbeats still on their way land first (however late), so none renews the lease after
+   * it ended. Best effort: if the store cannot say it, or a heartbeat never lands, the lease runs out by itself.
    */
   function endLease(reservation: Reservation, heartbeats: ReadonlySet<Promise<void>> | undefined): void {
     const extend = store.extend;
@@ -989,6 +1023,26 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return runHandler(begun, handler);
     },
   };
+}
+
+/** `record[name]` when it is the record's own member (never an `Object.prototype` one such as `constructor`). */
+function own<T>(record: Readonly<Record<string, T>>, name: string): T | undefined {
+  return Object.hasOwn(record, name) ? record[name] : undefined;
+}
+
+/** How far a client's clock may be off for `Repeatability-First-Sent` (at most a tenth of the TTL). */
+const REPEAT_CLOCK_TOLERANCE_MS = 300_000;
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const IMF_FIXDATE = /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
+
+/** An RFC 9110 IMF-fixdate (`Tue, 15 Nov 1994 08:12:31 GMT`) in ms, or `undefined` for anything else. */
+function parseImfFixdate(text: string): number | undefined {
+  const match = IMF_FIXDATE.exec(text.trim());
+  if (match === null) return undefined;
+  const [, day, month, year, hours, minutes, seconds] = match;
+  const ms = Date.UTC(Number(year), MONTHS.indexOf(month!), Number(day), Number(hours), Number(minutes), Number(seconds));
+  // 31 Feb and 25:00 roll over in Date.UTC: refuse them rather than read another date.
+  return new Date(ms).getUTCDate() === Number(day) && Number(hours) < 24 && Number(minutes) < 60 && Number(seconds) < 61 ? ms : undefined;
 }
 
 /** OASIS Repeatable Requests headers (lower-case). */

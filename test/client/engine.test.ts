@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { PROBLEM_HEADER } from '../../src/runtime/problem.js';
 import { sendIntent, sendOnce, type IntentResult } from '../../src/runtime/client/engine.js';
 import { Intent } from '../../src/runtime/client/intent.js';
 import type { CompiledContract } from '../../src/runtime/contract.js';
@@ -212,6 +214,26 @@ describe('client sendIntent', () => {
     assert.ok(outage.result.kind === 'completed', 'the store was down before the handler: a repeat is safe even for an external effect');
     const unnamed = await send([json(503, { error: {} }), json(201, created)], externalNoKey);
     assert.ok(unnamed.result.kind === 'unknown' && unnamed.result.reason === 'unsafe-to-retry', 'without the header the same 503 may have acted');
+  });
+
+  it('a 412 idempotency-request-expired (OASIS: first sent before the records kept) is an unknown outcome, not a rejection', async () => {
+    const { rt, result } = await send([json(412, problem('idempotency-request-expired'), { 'Idempotency-Problem': 'idempotency-request-expired' })]);
+    assert.ok(result.kind === 'unknown' && result.reason === 'expired', JSON.stringify(result));
+    assert.equal(rt.seen.length, 1);
+  });
+
+  it("does not take a problem name from the handler's own answer (Idempotent-Replayed: false) for the guard's", async () => {
+    // An upstream's header passed on by a gateway must not make a repeat of an external effect look safe.
+    const { result } = await send(
+      [json(503, { error: {} }, { 'Idempotency-Problem': 'idempotency-store-unavailable', 'Idempotent-Replayed': 'false' }), json(201, created)],
+      externalNoKey,
+    );
+    assert.ok(result.kind === 'unknown' && result.reason === 'unsafe-to-retry', JSON.stringify(result));
+  });
+
+  it("reads the same problem header the guard writes", async () => {
+    const engine = readFileSync(new URL('../../src/runtime/client/engine.ts', import.meta.url), 'utf8');
+    assert.match(engine, new RegExp(`const PROBLEM_HEADER = '${PROBLEM_HEADER}';`));
   });
 
   it('does not start an attempt for an intent whose deadline has passed (e.g. restored after a reload)', async () => {

@@ -430,41 +430,52 @@ describe('runtime/guard: recording the outcome', () => {
     assert.equal((await s.store.listAbandoned()).length, 1, 'the lease runs its course');
   });
 
-  it('ending the lease waits for a heartbeat still on its way, so none renews it afterwards', async () => {
+  it('ending the lease waits for a heartbeat still on its way — even one past its time bound — so none renews it afterwards', async () => {
     let t = 1_800_000_000_000;
     const clock = () => t;
     const memory = new MemoryStore({ clock });
     const calls: number[] = [];
+    let heartbeatSent: () => void = () => undefined;
+    const sent = new Promise<void>((resolve) => (heartbeatSent = resolve));
+    let leaseEnded: () => void = () => undefined;
+    const ended = new Promise<void>((resolve) => (leaseEnded = resolve));
     let releaseBeat: () => void = () => undefined;
-    // A store whose heartbeat (extend with the lease) is slow, as on another pooled connection.
+    // A heartbeat (extend with the lease) that lands late, as on another pooled connection, after its 20 ms bound.
     const store = withExtend(memory, async (id, token, leaseMs) => {
       calls.push(leaseMs);
-      if (leaseMs > 0) await new Promise<void>((resolve) => (releaseBeat = resolve));
+      if (leaseMs > 0) {
+        heartbeatSent();
+        await new Promise<void>((resolve) => (releaseBeat = resolve));
+      } else leaseEnded();
       return memory.extend(id, token, leaseMs);
     });
-    const guard = createGuard(demoContract({ leaseMs: 90 }), { store, now: clock });
+    const guard = createGuard(demoContract({ leaseMs: 90 }), { store, now: clock, storeTimeoutMs: 20, leaseRenewalMaxMs: 45 });
     const begun = await guard.begin(demoRequest(KEY));
     assert.equal(begun.kind, 'proceed');
     if (begun.kind !== 'proceed') return;
-    await new Promise((resolve) => setTimeout(resolve, 60)); // a heartbeat goes out (every lease/3) and hangs
-    assert.deepEqual(calls, [90]);
+    await sent; // the first heartbeat (at 30 ms) went out and hangs; renewals stop at 45 ms: no second one
+    await new Promise((resolve) => setTimeout(resolve, 50)); // well past its 20 ms bound
     await guard.complete(begun.reservation, jsonResponse(500, { error: 'boom' }));
     assert.deepEqual(calls, [90], 'the lease end waits for the heartbeat');
     releaseBeat();
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await ended;
     assert.deepEqual(calls, [90, 0], 'then ends the lease, last');
     t += 1;
     assert.equal((await memory.listAbandoned()).length, 1);
   });
 
-  it('a 5xx goes out without waiting for the lease end, even when the store hangs', async () => {
+  it('a 5xx goes out without waiting for the lease end', async () => {
     const memory = new MemoryStore();
-    const store = withExtend(memory, () => new Promise<boolean>(() => undefined));
-    const guard = createGuard(demoContract(), { store, storeTimeoutMs: 1_000 });
-    const started = Date.now();
+    let answerEnd: (extended: boolean) => void = () => undefined;
+    let endSettled = false;
+    const store = withExtend(memory, () =>
+      new Promise<boolean>((resolve) => (answerEnd = resolve)).then((extended) => ((endSettled = true), extended)),
+    );
+    const guard = createGuard(demoContract(), { store });
     const answer = await guard.handle(demoRequest(KEY), async () => jsonResponse(500, { error: 'boom' }));
     assert.equal(answer.status, 500);
-    assert.ok(Date.now() - started < 500, `answered after ${Date.now() - started} ms`);
+    assert.equal(endSettled, false, 'the answer came while the store still had the lease end');
+    answerEnd(true);
   });
 
   it('keeps the reservation when the handler throws, and rethrows', async () => {
@@ -702,12 +713,56 @@ describe('runtime/guard: OASIS Repeatable Requests (Repeatability-Request-ID, as
     const bad = await s.guard.handle(request('r-3', 'yesterday'), s.handler);
     assert.equal(bad.status, 400);
     assert.equal(problemType(bad), `${PROBLEM_BASE}idempotency-key-invalid`);
-    assert.equal(s.runs(), 0);
+    // Only an IMF-fixdate: other forms Date.parse would read (ISO, "1", asctime in local time) are 400.
+    for (const text of ['2026-11-30T10:00:00Z', '1', 'Sun Nov  6 08:49:37 1994', 'Mon, 31 Feb 2027 00:00:00 GMT']) {
+      assert.equal((await s.guard.handle(request(`r-bad-${text}`, text), s.handler)).status, 400, text);
+    }
+    // A client clock ahead by more than the tolerance (a tenth of the 5 min TTL) is refused; a little ahead is fine.
+    assert.equal((await s.guard.handle(request('r-future', new Date(1_800_000_000_000 + 31_000).toUTCString()), s.handler)).status, 400);
+    assert.equal((await s.guard.handle(request('r-ahead', new Date(1_800_000_000_000 + 20_000).toUTCString()), s.handler)).status, 201);
+    // The window shrinks by the tolerance: first sent 290 s ago (under the 300 s TTL, over 270 s) is already stale.
+    assert.equal((await s.guard.handle(request('r-edge', new Date(1_800_000_000_000 - 290_000).toUTCString()), s.handler)).status, 412);
+    assert.ok(s.events.some((e) => e.decision === 'expired' && e.keyId !== undefined), 'the 412 is logged with the hashed key id');
     // Without the header (or with an ordinary key header) nothing changes.
     assert.equal((await s.guard.handle(request('r-4', undefined), s.handler)).status, 201);
+    assert.equal(s.runs(), 2);
     const plain = setup();
     const answer = await plain.guard.handle(demoRequest(KEY), plain.handler);
     assert.equal(answer.headers['repeatability-result'], undefined);
+  });
+});
+
+describe('runtime/guard: OASIS answers beyond the first', () => {
+  const contract = demoContract({ key: { header: 'Repeatability-Request-ID', required: true, maxLength: 64 } });
+  const request = (id: string) => {
+    const base = demoRequest(undefined);
+    return { ...base, headers: { ...base.headers, 'repeatability-request-id': id } };
+  };
+
+  it('in progress is accepted; a store outage says nothing; a renderer cannot set the result', async () => {
+    const s = setup({ renderProblem: () => ({ body: {}, headers: { 'Repeatability-Result': 'accepted' } }) }, contract);
+    await s.guard.begin(request('r-1'));
+    const busy = await s.guard.handle(request('r-1'), s.handler);
+    assert.equal(busy.status, 409);
+    assert.equal(busy.headers['repeatability-result'], 'accepted');
+    const missing = await s.guard.handle({ ...request('x'), headers: { 'x-tenant-id': 't1' } }, s.handler);
+    assert.equal(missing.headers['repeatability-result'], 'rejected', "the guard's value, not the renderer's");
+    const fail = () => Promise.reject(new Error('ECONNREFUSED'));
+    const broken: IdempotencyStore = { reserve: fail, complete: fail, release: fail, takeover: fail, get: fail, listAbandoned: fail, purgeExpired: fail, now: fail };
+    const down = createGuard(contract, { store: broken, storeTimeoutMs: 50, renderProblem: () => ({ body: {}, headers: { 'Repeatability-Result': 'accepted' } }) });
+    const outage = await down.handle(request('r-2'), s.handler);
+    assert.equal(outage.status, 503);
+    assert.equal(outage.headers['repeatability-result'], undefined);
+  });
+});
+
+describe('runtime/guard: names that are Object.prototype members', () => {
+  it('a query parameter named constructor is absent unless sent, and fingerprinted when sent', async () => {
+    const s = setup({}, demoContract({ fingerprint: { include: ['/topic'], exclude: [], query: ['constructor', '__proto__'] } }));
+    const first = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(first.status, 201, 'no "function has no JSON form" from Object.prototype.constructor');
+    const withQuery = await s.guard.handle(demoRequest(KEY, undefined, { query: JSON.parse('{"constructor":"a","__proto__":"b"}') as Record<string, string> }), s.handler);
+    assert.equal(withQuery.status, 422, 'another query is another request');
   });
 });
 

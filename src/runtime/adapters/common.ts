@@ -45,9 +45,12 @@ export function singleHeader(headers: GuardHeaders, name: string): string | unde
   return typeof value === 'string' ? value : undefined;
 }
 
-/** Query parameters as the guard reads them: repeated names become arrays. */
+/**
+ * Query parameters as the guard reads them: repeated names become arrays. No prototype: `?constructor=a` or
+ * `?__proto__=b` are parameters like any other.
+ */
 export function queryFromSearchParams(params: URLSearchParams): Record<string, string | readonly string[]> {
-  const query: Record<string, string | string[]> = {};
+  const query = Object.create(null) as Record<string, string | string[]>;
   for (const [name, value] of params) {
     const previous = query[name];
     query[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];

@@ -85,6 +85,11 @@ export type UnknownReason =
   | 'unsafe-to-retry'
   /** The server reports the first attempt's reservation abandoned: it goes to reconciliation. */
   | 'abandoned'
+  /**
+   * The server refused the intent as first sent longer ago than it keeps records (OASIS Repeatable Requests,
+   * 412): it may have run already.
+   */
+  | 'expired'
   /** The caller aborted the intent. */
   | 'aborted';
 
@@ -210,13 +215,16 @@ function classify(contract: CompiledContract, status: number, body: unknown, rep
   // `Idempotent-Replayed: false` marks the handler's own first answer (the guard's problems never carry it):
   // a business 4xx is just as terminal; its 5xx and transient statuses fall through to the retry rules.
   if (handled && status < 500 && status !== 429 && !contract.transient.includes(status)) return { act: 'reject', reason: 'client-error' };
-  const type = problem !== null && problem !== '' ? problem.trim() : problemType(body);
+  // The handler's own answer (`Idempotent-Replayed: false`) is not the guard's: a problem name in it came from
+  // elsewhere (an upstream service behind a gateway) and must not make an unsafe repeat look safe.
+  const type = handled ? '' : problem !== null && problem !== '' ? problem.trim() : problemType(body);
   const r = contract.responses;
   // The guard's problem types are stable; they disambiguate states that share a status (e.g. 409, 400).
   if (type.endsWith('idempotency-key-reused')) return { act: 'reject', reason: 'mismatch' };
   if (type.endsWith('idempotency-key-missing')) return { act: 'reject', reason: 'missing-key' };
   if (type.endsWith('idempotency-key-invalid')) return { act: 'reject', reason: 'invalid-key' };
   if (type.endsWith('idempotency-request-abandoned')) return { act: 'unknown', reason: 'abandoned' };
+  if (type.endsWith('idempotency-request-expired')) return { act: 'unknown', reason: 'expired' };
   if (type.endsWith('idempotency-request-in-progress')) return { act: 'wait' };
   // The guard failed closed before reserving: the handler never ran, so a repeat is safe for any effect.
   if (type.endsWith('idempotency-store-unavailable')) return { act: 'retry' };

@@ -31,7 +31,11 @@ describe('runtime/adapters/common', () => {
     assert.equal(readsQuery(contract), true);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] } }), false);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] }, scope: [{ kind: 'query', name: 'tenant' }] }), true);
-    assert.deepEqual(queryFromSearchParams(new URLSearchParams('a=1&b=2&a=3&c=')), { a: ['1', '3'], b: '2', c: '' });
+    assert.deepEqual({ ...queryFromSearchParams(new URLSearchParams('a=1&b=2&a=3&c=')) }, { a: ['1', '3'], b: '2', c: '' });
+    // Object.prototype's names are parameters like any other: no inherited `constructor`, no prototype set.
+    const odd = queryFromSearchParams(new URLSearchParams('constructor=a&__proto__=b&__proto__=c'));
+    assert.deepEqual(Object.entries(odd), [['constructor', 'a'], ['__proto__', ['b', 'c']]]);
+    assert.equal(queryFromSearchParams(new URLSearchParams('x=1'))['constructor'], undefined);
   });
 
   it('completes router params with the template names the router cannot spell, from the percent-decoded path', () => {
