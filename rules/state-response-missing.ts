@@ -27,6 +27,8 @@ export default defineRule({
         'no status for the `{state}` state: clients cannot tell how {meaning}; add `responses.{state}: {status: {suggest}}` and document that response',
       undocumented:
         '`responses.{state}` answers {status}, which is not a documented response of {operation}{defaultNote}: add a `\'{status}\'` response (e.g. application/problem+json) to its `responses`',
+      repeatExpired:
+        'the key header `{header}` follows OASIS Repeatable Requests, so the guard answers 412 to a request first sent longer ago than its records are kept, but {operation} documents no 412: add a `\'412\'` response (e.g. application/problem+json)',
     },
   },
   check(ctx) {
@@ -46,6 +48,11 @@ export default defineRule({
         const defaultNote = findDefault(ctx.document, ctx.operation) ? ' (its `default` response does not say which status means this state)' : '';
         ctx.report('undocumented', at, { state: state.name, status, operation: operationPhrase(ctx.operation, at), defaultNote });
       }
+    }
+    // Not a contract state: the guard's fixed answer to a stale `Repeatability-First-Sent`.
+    if (contract.key.header.toLowerCase() === 'repeatability-request-id' && !findResponse(ctx.document, ctx.operation, 412)) {
+      const at = contract.at('key', 'header');
+      ctx.report('repeatExpired', at, { header: contract.key.header, operation: operationPhrase(ctx.operation, at) });
     }
   },
 });

@@ -45,6 +45,13 @@ ruleTester.run(stateResponseMissing, {
       }),
     },
     { name: 'an optional key needs no missingKey answer', document: payouts((_t, c) => ((c.key.required = false), delete c.responses.missingKey)) },
+    {
+      name: 'an OASIS key header with its 412 documented',
+      document: payouts((t, c) => {
+        c.key.header = 'Repeatability-Request-ID';
+        post(t).responses['412'] = post(t).responses['422'];
+      }),
+    },
   ],
   invalid: [
     {
@@ -73,6 +80,11 @@ ruleTester.run(stateResponseMissing, {
         delete post(t).responses['422'];
       }),
       errors: [{ messageId: 'undocumented', pointer: `${CONTRACT}/responses/mismatch/status`, message: /POST \/payouts \(createPayout\) \(its `default` response does not say which status means this state\): add a `'422'` response/ }],
+    },
+    {
+      name: 'an OASIS key header (Repeatability-Request-ID) without a documented 412',
+      document: payouts((_t, c) => (c.key.header = 'Repeatability-Request-ID')),
+      errors: [{ messageId: 'repeatExpired', pointer: `${CONTRACT}/key/header`, message: /follows OASIS Repeatable Requests.*add a `'412'` response/ }],
     },
     {
       // Findings at one node are ordered by message, so the states come out alphabetically.
