@@ -216,6 +216,22 @@ describe('client sendIntent', () => {
     assert.ok(unnamed.result.kind === 'unknown' && unnamed.result.reason === 'unsafe-to-retry', 'without the header the same 503 may have acted');
   });
 
+  it('an OASIS key (Repeatability-Request-ID) goes with Repeatability-First-Sent: the intent\'s creation, the same on every attempt', async () => {
+    const oasis: CompiledContract = { ...localContract, key: { ...localContract.key, header: 'Repeatability-Request-ID' } };
+    const rt = fakeRuntime([new Error('socket hang up'), json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    const intent = Intent.create({ operationId: oasis.operationId, deadlineMs: 30_000, now: rt.clock });
+    const stale = { ...request, headers: { ...request.headers, 'repeatability-first-sent': 'Mon, 01 Jan 2024 00:00:00 GMT' } };
+    const result = await sendIntent({ contract: oasis, intent, request: stale, runtime: rt, checkStatus: undefined });
+    assert.ok(result.kind === 'completed');
+    const sent = rt.seen.map((r) => r.headers['repeatability-first-sent']);
+    assert.deepEqual(sent, [new Date(intent.createdAt).toUTCString(), new Date(intent.createdAt).toUTCString()], 'the caller\'s copy is not sent beside it');
+    assert.match(sent[0]!, /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
+    assert.equal(rt.seen[0]!.headers['repeatability-request-id'], rt.seen[1]!.headers['repeatability-request-id']);
+    // Other keys send no such header.
+    const plain = await send([json(201, created)]);
+    assert.equal(plain.rt.seen[0]!.headers['repeatability-first-sent'], undefined);
+  });
+
   it('a 412 idempotency-request-expired (OASIS: first sent before the records kept) is an unknown outcome, not a rejection', async () => {
     const { rt, result } = await send([json(412, problem('idempotency-request-expired'), { 'Idempotency-Problem': 'idempotency-request-expired' })]);
     assert.ok(result.kind === 'unknown' && result.reason === 'expired', JSON.stringify(result));

@@ -251,9 +251,13 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     throw new TypeError(`intent of ${intent.operationId} sent to ${contract.operationId}; make a new intent for a new command`);
   }
   const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
-  // The intent owns these two headers: a caller's own copy (in any letter case) would be sent alongside
+  // OASIS Repeatable Requests (a `Repeatability-Request-ID` key): every attempt also says when the intent was
+  // first sent, the same on each, so a server can refuse a repeat that comes after it stopped keeping records.
+  const firstSent: Record<string, string> =
+    contract.key.header.toLowerCase() === 'repeatability-request-id' ? { 'Repeatability-First-Sent': new Date(intent.createdAt).toUTCString() } : {};
+  // The intent owns these headers: a caller's own copy (in any letter case) would be sent alongside
   // and turn one key into two values.
-  const owned = new Set([contract.key.header.toLowerCase(), requestIdHeader.toLowerCase()]);
+  const owned = new Set([contract.key.header.toLowerCase(), requestIdHeader.toLowerCase(), ...Object.keys(firstSent).map((name) => name.toLowerCase())]);
   const baseHeaders = Object.fromEntries(Object.entries(request.headers).filter(([name]) => !owned.has(name.toLowerCase())));
   let lastStatus: number | undefined;
   let lastError: string | undefined;
@@ -286,7 +290,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     try {
       const res = await rt.fetch(request.url, {
         method: request.method,
-        headers: { ...baseHeaders, [contract.key.header]: intent.key, [requestIdHeader]: requestId },
+        headers: { ...baseHeaders, [contract.key.header]: intent.key, ...firstSent, [requestIdHeader]: requestId },
         body: request.body,
         signal: controller.signal,
       });
