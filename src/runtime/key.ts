@@ -19,7 +19,7 @@ export interface KeyRules {
   /** Longest accepted key in characters. */
   readonly maxLength: number;
   /** Compiled whole-key pattern, when the contract has one. */
-  readonly pattern?: RegExp;
+  readonly pattern?: RegExp | undefined;
 }
 
 /** Compile a contract's key pattern so that it must match the whole key. Throws `SyntaxError` on a bad pattern. */

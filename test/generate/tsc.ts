@@ -23,6 +23,7 @@ export const STRICT_OPTIONS = {
   noUncheckedIndexedAccess: true,
   noImplicitOverride: true,
   noImplicitReturns: true,
+  exactOptionalPropertyTypes: true,
   skipLibCheck: true,
   types: ['node'],
 } as const;

@@ -153,7 +153,7 @@ const HELD = Symbol('idemkit.express.held');
 
 const alwaysTrue = (): boolean => true;
 
-type HeldRes = Response & { [HELD]?: Hold };
+type HeldRes = Response & { [HELD]?: Hold | undefined };
 
 /** The buffered response of one request; the interceptors below find it on `res[HELD]`. */
 class Hold implements HeldResponse {

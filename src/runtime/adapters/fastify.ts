@@ -155,8 +155,8 @@ export function idempotencyPlugin(guards: Iterable<RouteGuard>): (instance: Fast
         if (guard === undefined) continue;
         // A transactional handler runs the guard itself.
         if ((route.handler as unknown as Record<symbol, unknown>)[TRANSACTIONAL] === true) return;
-        route.preHandler = [...asArray(route.preHandler), guard.preHandler] as RouteOptions['preHandler'];
-        route.onSend = [...asArray(route.onSend), guard.onSend] as RouteOptions['onSend'];
+        route.preHandler = [...asArray(route.preHandler), guard.preHandler] as NonNullable<RouteOptions['preHandler']>;
+        route.onSend = [...asArray(route.onSend), guard.onSend] as NonNullable<RouteOptions['onSend']>;
         return;
       }
     });

@@ -291,7 +291,8 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       const res = await rt.fetch(request.url, {
         method: request.method,
         headers: { ...baseHeaders, [contract.key.header]: intent.key, ...firstSent, [requestIdHeader]: requestId },
-        body: request.body,
+        // Left out when absent (not `undefined`), for projects with `exactOptionalPropertyTypes`.
+        ...(request.body === undefined ? {} : { body: request.body }),
         signal: controller.signal,
       });
       const body = await readBody(res);
@@ -358,8 +359,8 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   const res = await options.runtime.fetch(options.request.url, {
     method: options.request.method,
     headers: { ...options.request.headers, [options.requestIdHeader ?? 'X-Request-Id']: requestId },
-    body: options.request.body,
-    signal: options.signal,
+    ...(options.request.body === undefined ? {} : { body: options.request.body }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
   });
   const body = await readBody(res);
   if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
