@@ -1,3 +1,4 @@
+import { isRepeatableRequestsKey } from '../src/runtime/wire.js';
 import { defineRule } from '../src/lint/rule.js';
 import type { StateName } from '../src/parser/model.js';
 import { activeContract, declaredResponses, fieldInvalid, findResponse, operationPhrase } from '../src/lint/views.js';
@@ -50,7 +51,7 @@ export default defineRule({
       }
     }
     // Not a contract state: the guard's fixed answer to a stale `Repeatability-First-Sent`.
-    if (contract.key.header.toLowerCase() === 'repeatability-request-id' && !findResponse(ctx.document, ctx.operation, 412)) {
+    if (isRepeatableRequestsKey(contract.key.header) && !findResponse(ctx.document, ctx.operation, 412)) {
       const at = contract.at('key', 'header');
       ctx.report('repeatExpired', at, { header: contract.key.header, operation: operationPhrase(ctx.operation, at) });
     }

@@ -4,7 +4,7 @@
  * what the handler really sent with {@link Guard.complete} (or {@link Guard.abort} when it threw).
  * {@link Guard.handle} does all of it for handlers that return a response, and runs one-transaction mode.
  *
- * Needs `contract.ts`, `key.ts`, `fingerprint.ts`, `problem.ts`, `result-id.ts`, `store.ts` and one `stores/*.ts`; Node
+ * Needs `contract.ts`, `key.ts`, `fingerprint.ts`, `problem.ts`, `result-id.ts`, `store.ts`, `wire.ts` and one `stores/*.ts`; Node
  * built-ins only. Copied into users' generated code.
  */
 import { randomUUID } from 'node:crypto';
@@ -12,6 +12,7 @@ import type { CompiledContract } from './contract.js';
 import { computeFingerprint, computeRecordId, parseJsonPointer } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
 import { resultIdOf as idInBody } from './result-id.js';
+import { isRepeatableRequestsKey } from './wire.js';
 import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
   StoreError,
@@ -306,7 +307,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const replayHeader = contract.responses.replayHeader.toLowerCase();
   // OASIS Repeatable Requests (Azure's `Repeatability-Request-ID`): answers say `Repeatability-Result`, and a
   // `Repeatability-First-Sent` older than the records kept (the TTL) is refused with 412 instead of run again.
-  const repeatable = contract.key.header.toLowerCase() === REPEATABILITY_ID;
+  const repeatable = isRepeatableRequestsKey(contract.key.header);
   const acceptedHeaders: Record<string, string> = repeatable ? { [REPEATABILITY_RESULT]: 'accepted' } : {};
   replayAllow.delete(replayHeader);
   const keyHeader = contract.key.header.toLowerCase();
@@ -1046,7 +1047,6 @@ function parseImfFixdate(text: string): number | undefined {
 }
 
 /** OASIS Repeatable Requests headers (lower-case). */
-const REPEATABILITY_ID = 'repeatability-request-id';
 const REPEATABILITY_FIRST_SENT = 'repeatability-first-sent';
 const REPEATABILITY_RESULT = 'repeatability-result';
 

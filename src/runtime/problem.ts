@@ -1,7 +1,10 @@
 /**
- * RFC 9457 problem details for the guard's own answers, with stable `type` URIs. Imports nothing but
- * Node's `TextEncoder` global; copied into users' generated code.
+ * RFC 9457 problem details for the guard's own answers, with stable `type` URIs. Imports only `wire.ts` (and
+ * Node's `TextEncoder` global); copied into users' generated code.
  */
+import { PROBLEM_HEADER } from './wire.js';
+
+export { PROBLEM_HEADER };
 
 /** Base of every problem type URI idemkit answers with. */
 export const PROBLEM_BASE = 'https://idemkit.dev/problems/';
@@ -48,12 +51,6 @@ export interface ProblemResponse {
 export function problemType(name: ProblemName): string {
   return PROBLEM_BASE + name;
 }
-
-/**
- * The header every guard answer names its problem in (`idempotency-key-reused`, …), whatever its body: clients
- * tell states that share a status apart by it, also when `renderProblem` writes the body in the API's format.
- */
-export const PROBLEM_HEADER = 'idempotency-problem';
 
 /**
  * Build a guard answer: `application/problem+json` (or what `render` makes of it), `Cache-Control: no-store`,

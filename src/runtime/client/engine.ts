@@ -12,10 +12,11 @@
  *   so the caller reads the status route;
  * - mismatch, missing/invalid key and other 4xx → `rejected`, never retried.
  *
- * This file is copied into users' generated output: it imports nothing outside `runtime/client` and the
- * compiled contract types.
+ * This file is copied into users' generated output: it imports nothing outside `runtime/client`, the
+ * compiled contract types and `wire.ts`.
  */
 import type { CompiledContract } from '../contract.js';
+import { isRepeatableRequestsKey, PROBLEM_HEADER } from '../wire.js';
 import { backoffDelay, parseRetryAfter } from './backoff.js';
 import { Intent, randomKey } from './intent.js';
 
@@ -199,12 +200,6 @@ type Verdict =
   | { readonly act: 'unknown'; readonly reason: UnknownReason };
 
 /**
- * The header a guard names its problem in, whatever the body's format (an API may render the guard's answers in
- * its own error format); the same name as the runtime's `PROBLEM_HEADER`, which this file cannot import.
- */
-const PROBLEM_HEADER = 'idempotency-problem';
-
-/**
  * Classifies one answer by the contract's state statuses and the guard's problem: named in its header, else
  * by the problem `type` URI of the body.
  */
@@ -253,8 +248,9 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
   // OASIS Repeatable Requests (a `Repeatability-Request-ID` key): every attempt also says when the intent was
   // first sent, the same on each, so a server can refuse a repeat that comes after it stopped keeping records.
-  const firstSent: Record<string, string> =
-    contract.key.header.toLowerCase() === 'repeatability-request-id' ? { 'Repeatability-First-Sent': new Date(intent.createdAt).toUTCString() } : {};
+  const firstSent: Record<string, string> = isRepeatableRequestsKey(contract.key.header)
+    ? { 'Repeatability-First-Sent': new Date(intent.createdAt).toUTCString() }
+    : {};
   // The intent owns these headers: a caller's own copy (in any letter case) would be sent alongside
   // and turn one key into two values.
   const owned = new Set([contract.key.header.toLowerCase(), requestIdHeader.toLowerCase(), ...Object.keys(firstSent).map((name) => name.toLowerCase())]);

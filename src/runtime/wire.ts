@@ -1,0 +1,19 @@
+/**
+ * The HTTP names the guard and the generated client agree on, beyond the contract itself. Copied into users'
+ * generated output (server and client): it imports nothing.
+ */
+
+/**
+ * The header every guard answer names its problem in (`idempotency-key-reused`, …), whatever its body: clients
+ * tell states that share a status apart by it, also when `renderProblem` writes the body in the API's format.
+ */
+export const PROBLEM_HEADER = 'idempotency-problem';
+
+/**
+ * Whether a key header is OASIS Repeatable Requests' `Repeatability-Request-ID` (Azure SDKs send it): its
+ * requests also say when they were first sent (`Repeatability-First-Sent`), and answers say
+ * `Repeatability-Result`.
+ */
+export function isRepeatableRequestsKey(header: string): boolean {
+  return header.toLowerCase() === 'repeatability-request-id';
+}
