@@ -18,36 +18,51 @@ export interface Located extends NodeOffsets {
 }
 
 /**
- * Maps offsets to 1-based line/column. The line table grows on demand, only as far as the furthest offset
- * asked for: a finding near the top of a 10 MB file does not index every line.
+ * Maps offsets to 1-based line/column. The table grows on demand, only as far as the furthest offset asked
+ * for (a finding near the top of a 10 MB file does not index every line), and keeps the start of every
+ * {@link LINES_PER_CHECKPOINT}th line only: a line is found by a binary search over those, then a native
+ * search for the few newlines between the checkpoint and the offset.
  */
 export class LineTable {
-  private readonly starts: number[] = [0];
-  /** Offset from which the next newline is searched; -1 once the whole text is indexed. */
-  private from = 0;
+  /** `checkpoints[k]` is the offset where line `k * LINES_PER_CHECKPOINT + 1` starts. */
+  private readonly checkpoints: number[] = [0];
+  /** Lines known so far (line `known` starts at `lastStart`); the next newline is searched from `lastStart`. */
+  private known = 1;
+  private lastStart = 0;
+  private complete = false;
   constructor(private readonly text: string) {}
 
   position(offset: number): Position {
-    const starts = this.starts;
-    while (this.from !== -1 && this.from <= offset) {
-      const newline = this.text.indexOf('\n', this.from);
+    const text = this.text;
+    const checkpoints = this.checkpoints;
+    while (!this.complete && this.lastStart <= offset) {
+      const newline = text.indexOf('\n', this.lastStart);
       if (newline === -1) {
-        this.from = -1;
+        this.complete = true;
         break;
       }
-      starts.push(newline + 1);
-      this.from = newline + 1;
+      this.lastStart = newline + 1;
+      if (this.known++ % LINES_PER_CHECKPOINT === 0) checkpoints.push(this.lastStart);
     }
     let low = 0;
-    let high = starts.length - 1;
+    let high = checkpoints.length - 1;
     while (low < high) {
       const mid = (low + high + 1) >> 1;
-      if (starts[mid]! <= offset) low = mid;
+      if (checkpoints[mid]! <= offset) low = mid;
       else high = mid - 1;
     }
-    return { line: low + 1, column: offset - starts[low]! + 1 };
+    let line = low * LINES_PER_CHECKPOINT + 1;
+    let start = checkpoints[low]!;
+    for (let newline = text.indexOf('\n', start); newline !== -1 && newline < offset; newline = text.indexOf('\n', start)) {
+      line += 1;
+      start = newline + 1;
+    }
+    return { line, column: offset - start + 1 };
   }
 }
+
+/** How many lines apart {@link LineTable} keeps a line start. */
+const LINES_PER_CHECKPOINT = 64;
 
 /** Something that can find the offsets of a pointer's tokens in one file's text. */
 export interface PositionIndex {
@@ -94,6 +109,11 @@ const NAME_END = /"[ \t\r\n]*:/g;
 
 const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
 
+/** Texts shorter than this index the root object to find a member (one scan of a small text costs nothing). */
+const LATE_MEMBER_MIN_TEXT = 1 << 20;
+/** Occurrences of a root member's name tried from the end before indexing the root instead. */
+const LATE_MEMBER_TRIES = 8;
+
 type ContainerIndex =
   | { readonly kind: 'object'; readonly members: Map<string, NodeOffsets>; readonly duplicate?: DuplicateKey }
   | { readonly kind: 'array'; readonly items: number[] };
@@ -113,6 +133,15 @@ export class JsonPositionIndex implements PositionIndex {
     let keyOffset: number | undefined;
     let depth = 0;
     for (const token of tokens) {
+      if (depth === 0 && !this.containers.has(offset)) {
+        const member = this.lateRootMember(offset, token);
+        if (member) {
+          keyOffset = member.keyOffset;
+          offset = member.valueOffset;
+          depth += 1;
+          continue;
+        }
+      }
       const container = this.index(offset);
       if (!container) break;
       if (container.kind === 'object') {
@@ -129,6 +158,56 @@ export class JsonPositionIndex implements PositionIndex {
       depth += 1;
     }
     return { keyOffset, valueOffset: offset, depth };
+  }
+
+  /**
+   * A member of the root object written in the second half of a big text (`components` after a 10 MB
+   * `paths`), found without indexing the root: indexing it steps over every member before this one. The
+   * last textual occurrence of the name that is a member of the root is the one JSON.parse kept; it is one
+   * when the members that follow it run up to the root's closing brace, the text's last character.
+   * `undefined` when there is no such occurrence; {@link index} then finds the member (or its absence).
+   */
+  private lateRootMember(rootOffset: number, token: string): NodeOffsets | undefined {
+    const text = this.text;
+    if (text.length < LATE_MEMBER_MIN_TEXT || text.charCodeAt(rootOffset) !== OPEN_BRACE) return undefined;
+    let rootEnd = text.length - 1;
+    while (rootEnd > rootOffset && isJsonSpace(text.charCodeAt(rootEnd))) rootEnd -= 1;
+    if (text.charCodeAt(rootEnd) !== CLOSE_BRACE) return undefined;
+    const needle = JSON.stringify(token);
+    const half = text.length >> 1;
+    for (let at = text.lastIndexOf(needle, rootEnd), tries = 0; at >= half && tries < LATE_MEMBER_TRIES; at = text.lastIndexOf(needle, at - 1), tries++) {
+      const valueOffset = this.memberValueAt(at, needle.length);
+      if (valueOffset !== undefined && this.membersRunTo(valueOffset, rootEnd)) return { keyOffset: at, valueOffset };
+    }
+    return undefined;
+  }
+
+  /** Where the value of the member whose name (`length` characters, quotes included) is written at `at` starts; `undefined` when the text there is not a member name. */
+  private memberValueAt(at: number, length: number): number | undefined {
+    const text = this.text;
+    let before = at - 1;
+    while (before >= 0 && isJsonSpace(text.charCodeAt(before))) before -= 1;
+    const opener = text.charCodeAt(before);
+    if (opener !== OPEN_BRACE && opener !== COMMA) return undefined;
+    const colon = this.skipWhitespace(at + length);
+    return text.charCodeAt(colon) === COLON ? this.skipWhitespace(colon + 1) : undefined;
+  }
+
+  /**
+   * Whether, from the value at `offset`, the text is that value and then members of the same object (`, "name":
+   * value`…) up to the closing brace at `end`: then the value's member belongs to the object that closes there.
+   */
+  private membersRunTo(offset: number, end: number): boolean {
+    const text = this.text;
+    let i = this.skipWhitespace(this.skipValue(offset));
+    while (text.charCodeAt(i) === COMMA) {
+      const name = this.skipWhitespace(i + 1);
+      if (text.charCodeAt(name) !== QUOTE) return false;
+      const colon = this.skipWhitespace(this.skipString(name));
+      if (text.charCodeAt(colon) !== COLON) return false;
+      i = this.skipWhitespace(this.skipValue(this.skipWhitespace(colon + 1)));
+    }
+    return i === end;
   }
 
   duplicateKey(tokens: readonly string[], deep: boolean): DuplicateKey | undefined {

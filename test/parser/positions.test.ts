@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { loadDocument } from '../../src/parser/load.js';
-import { LineTable } from '../../src/parser/positions.js';
+import { JsonPositionIndex, LineTable } from '../../src/parser/positions.js';
 import type { ApiDocument, OperationView } from '../../src/parser/model.js';
 import { fixture, spot } from './helpers.js';
 
@@ -96,6 +96,43 @@ describe('parser positions', () => {
     });
   });
 
+  describe('JSON members of the root written after a big one', () => {
+    // Over 1 MB, so a root member in the second half is found from the end instead of by indexing the root.
+    const big = (marker: string) => JSON.stringify({ [marker]: 'x'.repeat(1 << 20) });
+    const keyAt = (text: string, marker: string, from = 0) => {
+      const at = text.indexOf(marker, from);
+      assert.ok(at !== -1, marker);
+      return at;
+    };
+
+    it('finds the member, and the nodes below it, at the name JSON.parse kept', () => {
+      const text = `{"openapi": "3.1.0", "paths": {"/a": ${big('pad')}},\n "components": {"headers": {"RetryAfter": {"schema": 1}}}\n}\n`;
+      const index = new JsonPositionIndex(text);
+      const located = index.locate(['components', 'headers', 'RetryAfter']);
+      assert.equal(located.depth, 3);
+      assert.equal(located.keyOffset, keyAt(text, '"RetryAfter"'));
+      assert.equal(index.locate(['openapi']).keyOffset, keyAt(text, '"openapi"'));
+    });
+
+    it('is not fooled by a member of the same name nested later, nor by one written twice at the root', () => {
+      // The last "components" is inside a path item; the root's own is the one before it.
+      const nestedLast = `{"paths": {"/a": ${big('pad')}, "/b": {"x": 1}}, "components": {"a": 1}, "tail": {"components": {"b": 2}}}`;
+      const nested = new JsonPositionIndex(nestedLast).locate(['components', 'a']);
+      assert.equal(nested.keyOffset, keyAt(nestedLast, '"a": 1'));
+      // Only a nested one in the second half: the root's, in the first half, is found by indexing the root.
+      const early = `{"components": {"a": 1}, "paths": {"/a": ${big('pad')}, "/b": {"components": {"b": 2}}}}`;
+      assert.equal(new JsonPositionIndex(early).locate(['components', 'a']).keyOffset, keyAt(early, '"a": 1'));
+      // Written twice at the root: JSON.parse keeps the second, so positions point there.
+      const twice = `{"components": {"a": 1}, "paths": ${big('pad')}, "components": {"a": 2}}`;
+      assert.deepEqual(JSON.parse(twice).components, { a: 2 });
+      assert.equal(new JsonPositionIndex(twice).locate(['components', 'a']).keyOffset, keyAt(twice, '"a": 2'));
+      // A name that appears only as a string value, or escaped inside a string, is not a member.
+      const strings = `{"paths": ${big('pad')}, "info": {"title": "components", "description": "\\"components\\": no"}}`;
+      const missing = new JsonPositionIndex(strings).locate(['components']);
+      assert.equal(missing.depth, 0);
+    });
+  });
+
   describe('line table', () => {
     it('maps offsets asked in any order (it grows only as far as asked) like a full scan', () => {
       const text = 'ab\n\ncd\nefg\n';
@@ -108,6 +145,24 @@ describe('parser positions', () => {
       for (const offset of order) assert.deepEqual(table.position(offset), expected(offset), `offset ${offset}`);
       const backwards = new LineTable(text);
       for (const offset of [...order].sort((a, b) => b - a)) assert.deepEqual(backwards.position(offset), expected(offset), `offset ${offset}`);
+    });
+
+    it('maps every offset of a text of thousands of lines, blank ones included, asked forwards, backwards and at random', () => {
+      // Line lengths 0–9 (blank lines in runs), so offsets fall on and beside every checkpoint the table keeps.
+      const text = Array.from({ length: 3000 }, (_, i) => 'x'.repeat((i * 7) % 10)).join('\n');
+      const lines: { line: number; column: number }[] = [];
+      for (let offset = 0, line = 1, column = 1; offset <= text.length; offset++) {
+        lines.push({ line, column });
+        if (text[offset] === '\n') [line, column] = [line + 1, 1];
+        else column += 1;
+      }
+      const offsets = lines.map((_, offset) => offset);
+      let seed = 7;
+      const shuffled = [...offsets].sort(() => ((seed = (seed * 16807) % 2147483647) % 3) - 1);
+      for (const order of [offsets, [...offsets].reverse(), shuffled]) {
+        const table = new LineTable(text);
+        for (const offset of order) assert.deepEqual(table.position(offset), lines[offset], `offset ${offset}`);
+      }
     });
   });
 
