@@ -11,7 +11,7 @@
 import path from 'node:path';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
-import { appendPointer, lazyChild } from '../parser/pointer.js';
+import { appendPointer, escapeToken, lazyChild, unescapeToken } from '../parser/pointer.js';
 
 /** A node together with where it is written. */
 export interface Located<T = unknown> {
@@ -20,21 +20,13 @@ export interface Located<T = unknown> {
 }
 
 /** Escapes one JSON Pointer reference token (RFC 6901). */
-export function escapePointerToken(token: string | number): string {
-  const text = String(token);
-  // Most tokens need no escaping; skip the two regex passes for them.
-  if (!text.includes('~') && !text.includes('/')) return text;
-  return text.replace(/~/g, '~0').replace(/\//g, '~1');
-}
+export const escapePointerToken = escapeToken;
 
 /** Splits a JSON Pointer into unescaped tokens; `undefined` when it is not a pointer (no leading `/`). */
 export function parsePointer(pointer: string): string[] | undefined {
   if (pointer === '') return [];
   if (!pointer.startsWith('/')) return undefined;
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return pointer.slice(1).split('/').map(unescapeToken);
 }
 
 /** The location of a child of `at`, e.g. `child(op.at, 'responses', '200')`. */
