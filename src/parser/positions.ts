@@ -267,9 +267,12 @@ export class JsonPositionIndex implements PositionIndex {
     const nameEnd = NAME_END;
     nameEnd.lastIndex = offset;
     let names = 0;
-    for (let match = nameEnd.exec(text); match !== null && match.index < end; match = nameEnd.exec(text)) {
+    // `test`, not `exec`: no match object per name (a contract-dense document has tens of thousands).
+    while (nameEnd.test(text)) {
+      const quote = text.lastIndexOf('"', nameEnd.lastIndex - 1);
+      if (quote >= end) break;
       let backslashes = 0;
-      for (let k = match.index - 1; text.charCodeAt(k) === BACKSLASH; k--) backslashes += 1;
+      for (let k = quote - 1; text.charCodeAt(k) === BACKSLASH; k--) backslashes += 1;
       if (backslashes % 2 === 0) names += 1;
     }
     return names;
