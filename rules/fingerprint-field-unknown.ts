@@ -1,4 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
+import { bracketPath } from '../src/runtime/form-names.js';
 import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
 
 /** A fingerprint pointer that does not resolve in the request body schema. */
@@ -73,6 +74,17 @@ export default defineRule({
         if (result.reason === 'not-container') {
           ctx.report('notContainer', at, { list, pointer, parent, token, schema: schemaName });
           return;
+        }
+        // A form field's bracketed name is nested (`metadata[order_id]` is `/metadata/order_id`): say so.
+        const bracketed = bracketPath(token);
+        if (bracketed) {
+          const after = parsePointer(pointer)!.slice(result.failedToken + 1).map(escapePointerToken);
+          const nested = [result.resolvedPrefix, ...bracketed.map((name, i) => (name === '' && i > 0 ? '0' : escapePointerToken(name))), ...after].join('/');
+          if (resolveSchemaPointer(ctx.document, schema.value, schema.at, nested).ok) {
+            const hint = ` (the guard nests a form field's bracketed name: did you mean \`${nested}\`?)`;
+            ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint });
+            return;
+          }
         }
         const near = closest(token, result.known);
         let suggestion = near === undefined ? undefined : `${result.resolvedPrefix}/${escapePointerToken(near)}`;

@@ -12,6 +12,7 @@ import path from 'node:path';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
 import { appendPointer, escapeToken, lazyChild, unescapeToken } from '../parser/pointer.js';
+import { bracketPath } from '../runtime/form-names.js';
 
 /** A node together with where it is written. */
 export interface Located<T = unknown> {
@@ -191,19 +192,95 @@ const PARAMETER_ONLY_KEYS = new Set(['in', 'name', 'required', 'allowEmptyValue'
  * default) or, for `multi`, a text or a list depending on how many values came: only the whole field
  * (`/tags`) is certain to resolve, so it is typed as text. `at` is the operation's `parameters`, so
  * messages name the operation.
+ *
+ * A form's bracketed field names (`metadata[order_id]`, `expand[]`, 2.0 form fields or the top-level
+ * properties of a 3.x form body) are nested as the guard nests them before fingerprinting: the field is
+ * `/metadata/order_id`, and `/metadata[order_id]` resolves to nothing, as it matches nothing at run time.
  */
 export const fingerprintSchema = memo((doc: ApiDocument, op: OperationView): Located<Record<string, unknown> | boolean> | undefined => {
   const body = requestBody(doc, op);
-  if (!body?.formFields) return body?.schema;
-  const properties: Record<string, unknown> = {};
-  const required: string[] = [];
-  for (const field of body.formFields) {
-    properties[field.name] =
-      field.node['type'] === 'array' ? { type: 'string' } : Object.fromEntries(Object.entries(field.node).filter(([key]) => !PARAMETER_ONLY_KEYS.has(key)));
-    if (field.required) required.push(field.name);
+  if (body?.formFields) {
+    const fields = body.formFields.map((field) => ({
+      name: field.name,
+      required: field.required,
+      schema: field.node['type'] === 'array' ? { type: 'string' } : Object.fromEntries(Object.entries(field.node).filter(([key]) => !PARAMETER_ONLY_KEYS.has(key))),
+    }));
+    return { value: { type: 'object', ...nestFormFields(fields) }, at: child(op.at, 'parameters') };
   }
-  return { value: { type: 'object', properties, required }, at: child(op.at, 'parameters') };
+  const schema = body?.schema;
+  if (!schema || !isObject(schema.value) || !isFormMediaType(body.mediaType)) return schema;
+  const properties = schema.value['properties'];
+  if (!isObject(properties) || !Object.keys(properties).some((name) => bracketPath(name) !== undefined)) return schema;
+  const required = Array.isArray(schema.value['required']) ? schema.value['required'] : [];
+  const fields = Object.entries(properties).map(([name, value]) => ({ name, required: required.includes(name), schema: value }));
+  // Its own location (the operation's media type entry), not the schema's: views cache by location, and a
+  // shared schema read as JSON elsewhere must not meet this nested reading of it.
+  return { value: { ...schema.value, ...nestFormFields(fields) }, at: child(body.at, 'content', body.mediaType!, 'schema', 'x-idemkit-form-fields') };
 });
+
+function isFormMediaType(mediaType: string | undefined): boolean {
+  return mediaType !== undefined && /^\s*(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i.test(mediaType);
+}
+
+/**
+ * Object-schema `properties` and `required` for form fields nested by their bracketed names:
+ * `metadata[order_id]` becomes property `order_id` of an object property `metadata`, `expand[]` (or
+ * `lines[0]`) the items of an array property. A required nested field makes its top-level field required.
+ * A name both plain and bracketed (`a` and `a[b]`) keeps the bracketed one under its literal name, as the
+ * guard does when both arrive.
+ */
+function nestFormFields(fields: readonly { readonly name: string; readonly required: boolean; readonly schema: unknown }[]): {
+  properties: Record<string, unknown>;
+  required: string[];
+} {
+  const root: Record<string, unknown> = { type: 'object', properties: {}, required: [] };
+  const made = new WeakSet<object>();
+  const isIndex = (token: string | undefined) => token === '' || (token !== undefined && /^(0|[1-9]\d*)$/.test(token));
+  const container = (kind: 'object' | 'array') => {
+    const node: Record<string, unknown> = kind === 'object' ? { type: 'object', properties: {}, required: [] } : { type: 'array' };
+    made.add(node);
+    return node;
+  };
+  for (const field of fields) {
+    const tokens = bracketPath(field.name) ?? [field.name];
+    let node = root;
+    let placed = true;
+    for (let i = 0; i < tokens.length - 1 && placed; i++) {
+      const kind = isIndex(tokens[i + 1]) ? 'array' : 'object';
+      const slot = node['type'] === 'array' ? 'items' : tokens[i]!;
+      const holder = (node['type'] === 'array' ? node : (node['properties'] as Record<string, unknown>)) as Record<string, unknown>;
+      let next = holder[slot];
+      if (next === undefined) holder[slot] = next = container(kind);
+      if (!isObject(next) || !made.has(next) || next['type'] !== kind) placed = false;
+      else {
+        if (field.required && node['type'] === 'object') addRequired(node, tokens[i]!);
+        node = next;
+      }
+    }
+    const last = tokens[tokens.length - 1]!;
+    if (!placed) {
+      node = root;
+      tokens.splice(0, tokens.length, field.name);
+    }
+    if (node['type'] === 'array') {
+      node['items'] ??= field.schema;
+    } else {
+      const name = tokens.length === 1 ? tokens[0]! : last;
+      const properties = node['properties'] as Record<string, unknown>;
+      const existing = properties[name];
+      // `a` beside `a[b]`: the plain value sits in the nested object under the empty name, as the guard puts it.
+      if (isObject(existing) && made.has(existing) && existing['type'] === 'object') (existing['properties'] as Record<string, unknown>)[''] = field.schema;
+      else properties[name] = field.schema;
+      if (field.required) addRequired(node, name);
+    }
+  }
+  return { properties: root['properties'] as Record<string, unknown>, required: root['required'] as string[] };
+}
+
+function addRequired(node: Record<string, unknown>, name: string): void {
+  const required = node['required'] as string[];
+  if (!required.includes(name)) required.push(name);
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Responses

@@ -193,6 +193,52 @@ paths:
         fingerprint: { include: ${include} }
 `;
 
+/**
+ * Stripe-style bracketed form fields: the guard nests `metadata[order_id]` as `/metadata/order_id` and
+ * `expand[]` as the list `/expand` before fingerprinting, in a 2.0 form or a 3.x urlencoded body alike.
+ */
+const bracketForm2 = (include: string) => `swagger: '2.0'
+info: { title: Charges, version: '1' }
+consumes: [application/x-www-form-urlencoded]
+paths:
+  /charges:
+    post:
+      operationId: createCharge
+      parameters:
+        - { in: header, name: Idempotency-Key, required: true, type: string, maxLength: 255 }
+        - { in: formData, name: amount, required: true, type: integer }
+        - { in: formData, name: 'metadata[order_id]', required: true, type: string }
+        - { in: formData, name: 'expand[]', type: string }
+        - { in: formData, name: 'lines[0][sku]', type: string }
+      responses: { '200': { description: ok } }
+      x-idempotency:
+        fingerprint: { include: ${include} }
+`;
+const bracketForm3 = (include: string, mediaType = 'application/x-www-form-urlencoded') => `openapi: 3.1.0
+info: { title: Charges, version: '1' }
+paths:
+  /charges:
+    post:
+      operationId: createCharge
+      parameters:
+        - { in: header, name: Idempotency-Key, required: true, schema: { type: string, maxLength: 255 } }
+      requestBody:
+        content:
+          ${mediaType}:
+            schema: { $ref: '#/components/schemas/ChargeForm' }
+      responses: { '200': { description: ok } }
+      x-idempotency:
+        fingerprint: { include: ${include} }
+components:
+  schemas:
+    ChargeForm:
+      type: object
+      required: [amount, 'metadata[order_id]']
+      properties:
+        amount: { type: integer }
+        'metadata[order_id]': { type: string }
+`;
+
 /** A polymorphic Swagger 2.0 body: the base `Fish` has a discriminator, `Salmon` extends it through allOf. */
 const swagger2Fish = (include: string, discriminator = '    discriminator: fishtype\n') => `swagger: '2.0'
 info: { title: Polymorphism, version: '1' }
@@ -225,6 +271,13 @@ ruleTester.run(fingerprintFieldUnknown, {
     { name: 'pointers through $ref and a 3.1 type array', document: payouts((_t, c) => (c.fingerprint.include = ['/amount', '/destination/iban', '/note'])) },
     { name: 'include: all with an exclude', document: payouts((_t, c) => (c.fingerprint = { include: 'all', exclude: ['/note'] })) },
     { name: 'Swagger 2.0 form fields, an array field included whole', document: swagger2Form('[/name, /status, /tags]'), operation: 'updatePetWithForm' },
+    {
+      name: 'Swagger 2.0 bracketed form fields, nested as the guard nests them',
+      document: bracketForm2('[/amount, /metadata/order_id, /metadata, /expand, /expand/0, /lines/0/sku]'),
+      operation: 'createCharge',
+    },
+    { name: 'bracketed properties of a 3.x form body, nested as the guard nests them', document: bracketForm3('[/amount, /metadata/order_id]'), operation: 'createCharge' },
+    { name: 'a JSON body property named with brackets is itself (JSON is not nested)', document: bracketForm3("[/amount, '/metadata[order_id]']", 'application/json'), operation: 'createCharge' },
     { name: 'a property of a subtype that extends a discriminated base (Swagger 2.0 allOf)', document: swagger2Fish('[/fishtype, /length, /location]'), operation: 'putFish' },
     {
       name: 'a property of a subtype named by a 3.x discriminator mapping',
@@ -287,6 +340,24 @@ ruleTester.run(fingerprintFieldUnknown, {
       document: swagger2Form('[/nam, /status]'),
       operation: 'updatePetWithForm',
       errors: [{ messageId: 'noProperty', pointer: '/paths/~1pets~1{petId}/post/x-idempotency/fingerprint/include/0', message: /no property `nam` \(did you mean `\/name`\?\)/ }],
+    },
+    {
+      name: 'a bracketed form field written as its raw name, which the guard never matches (2.0)',
+      document: bracketForm2("[/amount, '/metadata[order_id]']"),
+      operation: 'createCharge',
+      errors: [
+        {
+          messageId: 'noProperty',
+          pointer: '/paths/~1charges/post/x-idempotency/fingerprint/include/1',
+          message: /no property `metadata\[order_id\]` \(the guard nests a form field's bracketed name: did you mean `\/metadata\/order_id`\?\)/,
+        },
+      ],
+    },
+    {
+      name: 'a bracketed property of a 3.x form body written as its raw name',
+      document: bracketForm3("[/amount, '/metadata[order_id]']", 'multipart/form-data'),
+      operation: 'createCharge',
+      errors: [{ messageId: 'noProperty', pointer: '/paths/~1charges/post/x-idempotency/fingerprint/include/1', message: /did you mean `\/metadata\/order_id`/ }],
     },
     {
       name: 'a misspelt top-level field',
@@ -424,8 +495,15 @@ ruleTester.run(fingerprintRequiredUncovered, {
       }),
     },
     { name: 'include: all', document: payouts((_t, c) => (c.fingerprint = { include: 'all' })) },
+    { name: 'a required bracketed form field covered by its nested pointer', document: bracketForm2('[/amount, /metadata/order_id]'), operation: 'createCharge' },
   ],
   invalid: [
+    {
+      name: 'a required bracketed form field left out: named as the guard nests it',
+      document: bracketForm2('[/amount]'),
+      operation: 'createCharge',
+      errors: [{ messageId: 'uncovered', pointer: '/paths/~1charges/post/x-idempotency/fingerprint/include', message: /required property `metadata` .*add `\/metadata`/ }],
+    },
     {
       name: 'a required Swagger 2.0 form field left out',
       document: swagger2Form('[/name]'),
