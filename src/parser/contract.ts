@@ -13,6 +13,7 @@ import {
   type StateResponse,
 } from './model.js';
 import { appendPointer } from './pointer.js';
+import { PROBLEM_HEADER } from '../runtime/wire.js';
 import { validateContractValue } from './schema.js';
 
 /** A value and where it lives. */
@@ -74,6 +75,12 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
         message: `x-idempotency.key.pattern is not a valid regular expression (${(error as Error).message})`,
       });
     }
+  }
+
+  const replayHeader = isPlainObject(source.responses) && isPlainObject(source.responses.replay) ? source.responses.replay.header : undefined;
+  if (typeof replayHeader === 'string') {
+    const clash = replayHeaderClash(replayHeader, typeof key.header === 'string' && key.header !== '' ? key.header : DEFAULT_KEY_HEADER);
+    if (clash) schemaErrors.push({ at: at('responses', 'replay', 'header'), message: `x-idempotency.responses.replay.header \`${replayHeader}\` ${clash} — name another header, e.g. \`Idempotent-Replayed\`` });
   }
 
   if (!enabled) {
@@ -168,6 +175,24 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
     at,
   };
 }
+
+/**
+ * Why a replay header cannot carry the replay flag (`true`/`false`), when it cannot: the guard (or HTTP) sets
+ * that header itself, so the flag would overwrite it or be overwritten.
+ */
+function replayHeaderClash(header: string, keyHeader: string): string | undefined {
+  const name = header.trim().toLowerCase();
+  if (name === REPEATABILITY_RESULT) {
+    return "is OASIS Repeatable Requests' result header, which the guard sets to `accepted` or `rejected` itself; as the replay flag it would say `true`/`false`, which OASIS clients (Azure SDKs) do not read";
+  }
+  if (name === PROBLEM_HEADER) return 'is the header the guard names its own answers\' problem in';
+  if (name === keyHeader.toLowerCase()) return 'is the idempotency key header itself';
+  if (HTTP_OWNED_HEADERS.includes(name)) return 'is a header HTTP and the guard set on every answer';
+  return undefined;
+}
+
+const REPEATABILITY_RESULT = 'repeatability-result';
+const HTTP_OWNED_HEADERS: readonly string[] = ['content-type', 'content-length', 'transfer-encoding', 'connection', 'retry-after', 'cache-control', 'date'];
 
 /** Parses `principal`, `global`, `header:NAME`, `path:NAME`, `query:NAME`; anything else yields nothing. */
 export function parseScopePart(part: unknown): ScopePart[] {

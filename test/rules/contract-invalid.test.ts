@@ -30,5 +30,18 @@ ruleTester.run(contractInvalid, {
       }),
       errors: [{ messageId: 'invalid', pointer: '/x-idempotency/key/required', operations: ['createPayout', 'createRefund'] }],
     },
+    {
+      name: "a replay header the guard sets itself: OASIS's Repeatability-Result (true/false there breaks Azure SDKs), or the key header",
+      document: payouts((t, c) => {
+        c.responses.replay.header = 'Repeatability-Result';
+        const other = structuredClone(c);
+        other.responses.replay.header = 'idempotency-key';
+        t.paths['/refunds'] = { post: { ...structuredClone(t.paths['/payouts'].post), operationId: 'createRefund', 'x-idempotency': other } };
+      }),
+      errors: [
+        { messageId: 'invalid', pointer: `${CONTRACT}/responses/replay/header`, message: /`Repeatability-Result` is OASIS Repeatable Requests' result header, which the guard sets to `accepted` or `rejected`/ },
+        { messageId: 'invalid', pointer: '/paths/~1refunds/post/x-idempotency/responses/replay/header', message: /is the idempotency key header itself — name another header/ },
+      ],
+    },
   ],
 });
