@@ -232,17 +232,26 @@ function opaqueBody(body: unknown, selection: FieldSelection): Uint8Array | stri
  * fields — or, for a body the selection cannot see into, the SHA-256 of its exact bytes.
  */
 export function computeFingerprint(input: FingerprintInput): string {
-  const opaque = opaqueBody(input.body, input.selection);
-  const material = {
-    v: FINGERPRINT_VERSION,
-    operation: input.operationId,
-    path: input.pathParams,
-    query: input.query,
-    ...(opaque === undefined
-      ? { body: selectFields(input.body, input.selection) }
-      : { bodyBytes: sha256(opaque) }),
+  return fingerprintFor(input.operationId, input.selection)(input.pathParams, input.query, input.body);
+}
+
+/**
+ * {@link computeFingerprint} of one operation and field selection, for a guard to build once: the canonical
+ * material `{"body"|"bodyBytes":…,"operation":…,"path":…,"query":…,"v":"v1"}` (members in JCS order) is
+ * written straight into one string around the operation's text made here, with no material object to sort per
+ * request.
+ */
+export function fingerprintFor(
+  operationId: string,
+  selection: FieldSelection,
+): (pathParams: FingerprintInput['pathParams'], query: FingerprintInput['query'], body: unknown) => string {
+  const operation = `,"operation":${JSON.stringify(operationId)},"path":`;
+  const version = `,"v":${JSON.stringify(FINGERPRINT_VERSION)}}`;
+  return (pathParams, query, body) => {
+    const opaque = opaqueBody(body, selection);
+    const head = opaque === undefined ? `{"body":${write(selectFields(body, selection), 1)}` : `{"bodyBytes":${JSON.stringify(sha256(opaque))}`;
+    return `${FINGERPRINT_VERSION}:${sha256(`${head}${operation}${write(pathParams, 1)},"query":${write(query, 1)}${version}`)}`;
   };
-  return `${FINGERPRINT_VERSION}:${sha256(canonicalJson(material))}`;
 }
 
 /**
@@ -250,5 +259,11 @@ export function computeFingerprint(input: FingerprintInput): string {
  * keeps the parts apart (no `"ab"+"c"` = `"a"+"bc"` collisions); the raw key never leaves this function.
  */
 export function computeRecordId(scopeValues: readonly unknown[], operationId: string, key: string): string {
-  return sha256(canonicalJson(['idemkit-record/v1', scopeValues, operationId, key]));
+  return recordIdFor(operationId)(scopeValues, key);
+}
+
+/** {@link computeRecordId} of one operation, for a guard to build once: the array's constant text is made here. */
+export function recordIdFor(operationId: string): (scopeValues: readonly unknown[], key: string) => string {
+  const operation = `,${JSON.stringify(operationId)},`;
+  return (scopeValues, key) => sha256(`["idemkit-record/v1",${write(scopeValues, 1)}${operation}${JSON.stringify(key)}]`);
 }

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CompiledContract } from './contract.js';
-import { computeFingerprint, computeRecordId, parseJsonPointer } from './fingerprint.js';
+import { fingerprintFor, parseJsonPointer, recordIdFor } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
 import { resultIdOf as idInBody } from './result-id.js';
 import { isRepeatableRequestsKey } from './wire.js';
@@ -322,6 +322,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const pollMs = Math.max(1, options.pollIntervalMs ?? 50);
   const txWaitMs = options.transactionWaitMs ?? contract.leaseMs;
   const operation = contract.operationId;
+  const recordIdOf = recordIdFor(operation);
+  const fingerprintOf = fingerprintFor(operation, contract.fingerprint);
   const R = contract.responses;
   // Lease heartbeats of running handlers (stores with the optional `extend` only), by lease token. One shared
   // ticker renews every lease that is a third through, instead of an interval timer per request.
@@ -574,7 +576,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push([part.kind, part.name, source]);
       }
     }
-    const recordId = computeRecordId(scopeValues, operation, parsed.key);
+    const recordId = recordIdOf(scopeValues, parsed.key);
     if (repeatable) {
       const stale = staleRepeat(req, recordId);
       if (stale !== undefined) return stale;
@@ -585,13 +587,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const value = own(req.query, name);
       if (value !== undefined) query[name] = value;
     }
-    const fingerprint = computeFingerprint({
-      operationId: operation,
-      pathParams: req.pathParams,
-      query,
-      body: req.body,
-      selection: contract.fingerprint,
-    });
+    const fingerprint = fingerprintOf(req.pathParams, query, req.body);
     return { kind: 'ready', recordId, fingerprint, key: parsed.key };
   }
 
@@ -718,22 +714,25 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return options.resultId !== undefined ? options.resultId(body, sent) : idInBody(body);
   }
 
+  /** This request reserved the record under `token`: run the handler. */
+  function reserved(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, token: string): Begun {
+    if (logging) log({ decision: 'reserved', keyId: prep.recordId, state: 'absent' }, req.requestId);
+    startRenewal(prep.recordId, token);
+    return {
+      kind: 'proceed',
+      reservation: reservationOf(prep.recordId, token, req.requestId),
+      headers: { ...acceptedHeaders, [replayHeader]: 'false' },
+      idempotencyKey: prep.key,
+    };
+  }
+
   async function classify(
     req: GuardRequest,
     prep: Extract<Prepared, { kind: 'ready' }>,
     result: ReserveResult,
     allowWait: boolean,
   ): Promise<Begun> {
-    if (result.outcome === 'reserved') {
-      if (logging) log({ decision: 'reserved', keyId: prep.recordId, state: 'absent' }, req.requestId);
-      startRenewal(prep.recordId, result.record.leaseToken);
-      return {
-        kind: 'proceed',
-        reservation: reservationOf(prep.recordId, result.record.leaseToken, req.requestId),
-        headers: { ...acceptedHeaders, [replayHeader]: 'false' },
-        idempotencyKey: prep.key,
-      };
-    }
+    if (result.outcome === 'reserved') return reserved(req, prep, result.record.leaseToken);
     let record = result.record;
     let now = result.now;
     // The DESIGN order: a payload mismatch wins over every state, before the handler.
@@ -833,14 +832,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       );
       return storeUnavailable(req, prep.recordId, prep.key);
     }
-    return classify(req, prep, result, allowWait);
+    // A fresh reservation (the common case) is answered here, without another async step.
+    return result.outcome === 'reserved' ? reserved(req, prep, result.record.leaseToken) : await classify(req, prep, result, allowWait);
   }
 
   async function beginInternal(req: GuardRequest): Promise<Begun> {
     const prep = prepare(req);
     if (prep.kind === 'respond') return prep;
     if (prep.kind === 'unguarded') return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined };
-    return reserveAndClassify(req, prep, true);
+    // Awaited rather than returned: an async function that returns a promise takes two more microtask turns.
+    return await reserveAndClassify(req, prep, true);
   }
 
   async function release(reservation: Reservation, decision: 'released' | 'rolled-back', status?: number): Promise<void> {

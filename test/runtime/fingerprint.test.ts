@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import {
   CanonicalJsonError,
   canonicalJson,
   computeFingerprint,
   computeRecordId,
+  fingerprintFor,
   parseJsonPointer,
+  recordIdFor,
   resolveJsonPointer,
   selectFields,
   type FingerprintInput,
@@ -138,6 +141,37 @@ describe('runtime/fingerprint: computeFingerprint', () => {
     assert.notEqual(fp({}, { operationId: 'a' }), fp({}, { operationId: 'b' }));
     assert.notEqual(fp({}, { pathParams: { id: '1' } }), fp({}, { pathParams: { id: '2' } }));
     assert.notEqual(fp({}, { query: { dry: 'true' } }), fp({}, { query: {} }));
+  });
+});
+
+describe('runtime/fingerprint: stored values stay the same', () => {
+  // Records already stored carry these: a change of how they are computed must not change them.
+  it('fingerprints: selected fields, all fields with an exclude, opaque text, no body', () => {
+    const selection = { include: ['/topic', '/contact/email'], exclude: [] };
+    assert.equal(
+      computeFingerprint({ operationId: 'createDemoRequest', pathParams: { id: 'a b/ü' }, query: { dry: 'true', tags: ['x', 'y'] }, body: { topic: 't', contact: { email: 'e', phone: 1 } }, selection }),
+      'v1:e78598d3ddc4c855258b91faf6f23b4b601ac143541ee0b24d28eb311fd7d833',
+    );
+    assert.equal(
+      computeFingerprint({ operationId: 'op', pathParams: {}, query: {}, body: { b: [1, 2.5, -0, null, true], a: 'Zoë 😀' }, selection: { include: 'all', exclude: ['/b/1'] } }),
+      'v1:85c386189b1d77e2ebea9c5d27ce176d8a9332368acd9dadbb461e7148966a0a',
+    );
+    assert.equal(computeFingerprint({ operationId: 'op', pathParams: {}, query: {}, body: 'amount=1', selection }), 'v1:2f404758dd71202abcd7d797069ae08eaab6b5dba9e8d70ad0afa6864e483822');
+    assert.equal(computeFingerprint({ operationId: 'op', pathParams: {}, query: {}, body: undefined, selection }), 'v1:6d2f5d607371ac63ff1a856d7d551b57822be6917bdbd95dfc83efe02acd2dbc');
+  });
+  it('is the SHA-256 of the canonical material, as the guard builds it once per operation', () => {
+    const selection = { include: 'all' as const, exclude: ['/note'] };
+    const body = { z: 1, a: { y: [true, null], b: 'x' }, note: 'n' };
+    const material = { v: 'v1', operation: 'op', path: { id: '7' }, query: { q: ['1', '2'] }, body: { '': { z: 1, a: { y: [true, null], b: 'x' } } } };
+    const expected = `v1:${createHash('sha256').update(canonicalJson(material)).digest('hex')}`;
+    assert.equal(fingerprintFor('op', selection)({ id: '7' }, { q: ['1', '2'] }, body), expected);
+    assert.equal(computeFingerprint({ operationId: 'op', pathParams: { id: '7' }, query: { q: ['1', '2'] }, body, selection }), expected);
+  });
+  it('record ids', () => {
+    assert.equal(computeRecordId([['principal', 'u'], ['path', 'item.id', 'a b/ü']], 'items.actions-run now', 'k1'), 'ec0e53d9653cebe1d8d30eb0e04fc9c4173f506ff5bae35b4078a2c624368451');
+    assert.equal(computeRecordId([['global']], 'op', '"quoted\\'), '1536e05dcd732fee571f0cf2e498d662fd983e99142579bbf65111f548c89878');
+    const expected = createHash('sha256').update(canonicalJson(['idemkit-record/v1', [['principal', 'u']], 'op', 'k'])).digest('hex');
+    assert.equal(recordIdFor('op')([['principal', 'u']], 'k'), expected);
   });
 });
 

@@ -184,6 +184,33 @@ describe('runtime/adapters/express', () => {
     assert.match((await post(server.port, '/unguarded', {})).text, /no idempotency guard ran/);
   });
 
+  it('scopes by the principal whether the hook answers at once, with a promise or with another thenable; req and res stay paired', async () => {
+    const hooks: RouteGuardOptions['principal'][] = [
+      (req) => req.get('x-user'),
+      async (req) => req.get('x-user'),
+      (req) => ({ then: (resolve: (value: string | undefined) => void) => resolve(req.get('x-user')) }) as unknown as Promise<string | undefined>,
+    ];
+    for (const principal of hooks) {
+      const app = express();
+      let runs = 0;
+      app.post('/things/:tenant', express.json(), createRouteGuard(contract, options(new MemoryStore(), { principal })), (req, res) => {
+        runs += 1;
+        res.status(201).json({ id: `r${runs}`, sameRequest: res.req === req });
+      });
+      server = await listen(app);
+      const first = await post(server.port, '/things/t1', { key: 'k', user: 'alice', body: { topic: 'x' } });
+      const replay = await post(server.port, '/things/t1', { key: 'k', user: 'alice', body: { topic: 'x' } });
+      const otherUser = await post(server.port, '/things/t1', { key: 'k', user: 'bob', body: { topic: 'x' } });
+      assert.deepEqual([first.status, first.json, first.headers['idempotent-replayed']], [201, { id: 'r1', sameRequest: true }, 'false']);
+      assert.deepEqual([replay.status, replay.text, replay.headers['idempotent-replayed']], [201, first.text, 'true']);
+      assert.deepEqual([otherUser.status, otherUser.json], [201, { id: 'r2', sameRequest: true }]);
+      assert.equal((await post(server.port, '/things/t1', { key: 'k', body: { topic: 'x' } })).status, 400, 'no principal, no shared key space');
+      assert.equal(runs, 2);
+      await server.close();
+    }
+    server = await listen(express());
+  });
+
   it('resolves path parameters Express cannot name ({item.id}) from the request path, percent-decoded, under a mount prefix', async () => {
     const app = express();
     const router = express.Router();
