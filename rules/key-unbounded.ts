@@ -1,8 +1,12 @@
 import { defineRule } from '../src/lint/rule.js';
+import { isRepeatableRequestsKey } from '../src/runtime/wire.js';
 import { activeContract, child, findParameter, parameterSchema } from '../src/lint/views.js';
 
 // DESIGN §4: accept at least 64 characters (SDK-generated keys are 54–57).
 const MIN_KEY_LENGTH = 64;
+// A key whose format is a UUID — OASIS Repeatable Requests' `Repeatability-Request-ID` (Azure SDKs send a
+// UUID), or a header declared `format: uuid` — needs 36: its clients do not send `<sdk>-retry-<uuid>` keys.
+const UUID_LENGTH = 36;
 
 /** The key has no length bound, pattern or format, in the contract or on its header parameter. */
 export default defineRule({
@@ -18,6 +22,8 @@ export default defineRule({
         'the key `{header}` has no `maxLength`, `pattern` or `format`: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
       tooShort:
         '{where} `maxLength: {maxLength}` rejects the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): accept at least 64 (255 is a good default)',
+      tooShortForUuid:
+        '{where} `maxLength: {maxLength}` is shorter than a UUID (36 characters), which is what clients send as `{header}`: accept at least 36',
       disagrees:
         '`key.maxLength` is {maxLength} but the header parameter `{header}` declares `maxLength: {declared}`: clients follow the documented limit and the guard enforces the contract one; make them agree',
     },
@@ -29,15 +35,20 @@ export default defineRule({
     const schema = param ? parameterSchema(ctx.document, param) : undefined;
     const declared = typeof schema?.value['maxLength'] === 'number' ? (schema.value['maxLength'] as number) : undefined;
     const own = contract.key.maxLength;
+    const minimum = isRepeatableRequestsKey(contract.key.header) || schema?.value['format'] === 'uuid' ? UUID_LENGTH : MIN_KEY_LENGTH;
     if (own !== undefined) {
-      if (own < MIN_KEY_LENGTH) ctx.report('tooShort', contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own });
+      if (own < minimum) ctx.report(minimum === UUID_LENGTH ? 'tooShortForUuid' : 'tooShort', contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: contract.key.header });
       else if (declared !== undefined && declared !== own) {
         ctx.report('disagrees', contract.at('key', 'maxLength'), { maxLength: own, header: contract.key.header, declared });
       }
       return;
     }
-    if (declared !== undefined && declared < MIN_KEY_LENGTH && contract.key.pattern === undefined) {
-      ctx.report('tooShort', child(schema!.at, 'maxLength'), { where: `the header parameter \`${contract.key.header}\`'s`, maxLength: declared });
+    if (declared !== undefined && declared < minimum && contract.key.pattern === undefined) {
+      ctx.report(minimum === UUID_LENGTH ? 'tooShortForUuid' : 'tooShort', child(schema!.at, 'maxLength'), {
+        where: `the header parameter \`${contract.key.header}\`'s`,
+        maxLength: declared,
+        header: contract.key.header,
+      });
       return;
     }
     if (contract.key.pattern !== undefined) return;

@@ -407,6 +407,20 @@ ruleTester.run(keyUnbounded, {
     { name: 'a pattern in the contract', document: payouts((_t, c) => ((c.key.pattern = '^[a-z0-9-]{1,64}$'), delete c.key.maxLength)) },
     { name: 'maxLength on the header parameter schema', document: payouts((_t, c) => delete c.key.maxLength) },
     {
+      name: "OASIS Repeatability-Request-ID bounded at a UUID's 36 characters (Azure SDKs send UUIDs)",
+      document: payouts((t, c) => {
+        c.key = { header: 'Repeatability-Request-ID', required: true, maxLength: 36 };
+        t.components.parameters.IdempotencyKey = { name: 'Repeatability-Request-ID', in: 'header', required: true, schema: { type: 'string', maxLength: 36 } };
+      }),
+    },
+    {
+      name: 'a header declared format: uuid with maxLength 36, the contract bounding it the same',
+      document: payouts((t, c) => {
+        c.key.maxLength = 36;
+        Object.assign(t.components.parameters.IdempotencyKey.schema, { format: 'uuid', maxLength: 36 });
+      }),
+    },
+    {
       name: 'format: uuid on the header parameter',
       document: payouts((t, c) => {
         delete c.key.maxLength;
@@ -457,6 +471,14 @@ paths:
         t.components.parameters.IdempotencyKey.schema.maxLength = 40;
       }),
       errors: [{ messageId: 'tooShort', pointer: '/components/parameters/IdempotencyKey/schema/maxLength' }],
+    },
+    {
+      name: 'a UUID key (a header declared format: uuid) shorter than a UUID',
+      document: payouts((t, c) => {
+        delete c.key.maxLength;
+        Object.assign(t.components.parameters.IdempotencyKey.schema, { format: 'uuid', maxLength: 32 });
+      }),
+      errors: [{ messageId: 'tooShortForUuid', pointer: '/components/parameters/IdempotencyKey/schema/maxLength', message: /shorter than a UUID \(36 characters\)/ }],
     },
     {
       name: 'the contract and the header parameter disagree on maxLength',
