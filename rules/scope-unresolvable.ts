@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, closest, effectiveParameters, effectiveSecurity, findParameter, formatScopePart, operationPhrase, rawScopeIndex } from '../src/lint/views.js';
+import { activeContract, closest, effectiveParameters, effectiveSecurity, findParameter, formatScopePart, operationPhrase, rawScopeIndex, securityParameter } from '../src/lint/views.js';
 
 /** A scope part that the server cannot evaluate from the declared request. */
 export default defineRule({
@@ -45,7 +45,8 @@ export default defineRule({
         return;
       }
       if (part.kind === 'global') return;
-      if (findParameter(doc, op, part.kind, part.name)) return;
+      // A header or query API key of a security scheme that applies is declared by the scheme.
+      if (findParameter(doc, op, part.kind, part.name) || securityParameter(doc, op, part.kind, part.name)) return;
       const declared = effectiveParameters(doc, op).filter((p) => p.in === part.kind).map((p) => p.name);
       const near = closest(part.name, declared);
       ctx.report('undeclared', at(), { part: formatScopePart(part), where: part.kind, operation, hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });

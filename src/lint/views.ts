@@ -429,6 +429,29 @@ export const effectiveSecurity = memo((doc: ApiDocument, op: OperationView): Sec
   };
 });
 
+/**
+ * An API key security scheme that applies to the operation (named in one of its effective requirements)
+ * and sends its key in the `where` (`header`, `query`) parameter `name` (header names case-insensitive):
+ * such a parameter is declared, by the scheme, even when no parameter lists it.
+ */
+export function securityParameter(doc: ApiDocument, op: OperationView, where: string, name: string): Located<Record<string, unknown>> | undefined {
+  const components = doc.root['components'];
+  const definitions = doc.version === '2.0' ? doc.root['securityDefinitions'] : isObject(components) ? components['securitySchemes'] : undefined;
+  if (!isObject(definitions)) return undefined;
+  const definitionsAt: Location = { file: doc.file, pointer: doc.version === '2.0' ? '/securityDefinitions' : '/components/securitySchemes' };
+  const wanted = where === 'header' ? name.toLowerCase() : name;
+  for (const requirement of effectiveSecurity(doc, op).requirements) {
+    for (const schemeName of Object.keys(requirement)) {
+      if (!Object.hasOwn(definitions, schemeName)) continue;
+      const scheme = deref(doc, definitions[schemeName], child(definitionsAt, schemeName));
+      if (!scheme || !isObject(scheme.value) || scheme.value['type'] !== 'apiKey' || scheme.value['in'] !== where) continue;
+      const keyName = scheme.value['name'];
+      if (typeof keyName === 'string' && (where === 'header' ? keyName.toLowerCase() : keyName) === wanted) return { value: scheme.value, at: scheme.at };
+    }
+  }
+  return undefined;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Schemas
 

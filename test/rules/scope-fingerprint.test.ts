@@ -85,12 +85,46 @@ ruleTester.run(scopeUnresolvable, {
       }),
     },
     { name: 'an explicit global', document: payouts((_t, c) => (c.scope = ['global'])) },
+    {
+      name: 'a header that an API key security scheme of the operation sends (no parameter lists it)',
+      document: payouts((t, c) => {
+        t.components.securitySchemes.tenantKey = { type: 'apiKey', in: 'header', name: 'X-Tenant-Id' };
+        t.security = [{ bearerAuth: [], tenantKey: [] }];
+        c.scope = ['principal', 'header:x-tenant-id'];
+      }),
+    },
+    {
+      name: 'a query API key (Swagger 2.0 securityDefinitions)',
+      document: `swagger: '2.0'
+info: { title: Keys, version: '1' }
+securityDefinitions:
+  appKey: { type: apiKey, in: query, name: app_key }
+security: [{ appKey: [] }]
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      parameters:
+        - { in: header, name: Idempotency-Key, type: string, required: true, maxLength: 255 }
+      responses: { '201': { description: created } }
+      x-idempotency: { scope: ['query:app_key'] }
+`,
+      operation: 'createOrder',
+    },
   ],
   invalid: [
     {
       name: 'an undeclared header',
       document: payouts((_t, c) => (c.scope = ['principal', 'header:X-Tenant-Id'])),
       errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/scope/1`, message: /`header:X-Tenant-Id`.*header parameter/ }],
+    },
+    {
+      name: 'a header of an API key scheme the operation does not use',
+      document: payouts((t, c) => {
+        t.components.securitySchemes.tenantKey = { type: 'apiKey', in: 'header', name: 'X-Tenant-Id' };
+        c.scope = ['principal', 'header:X-Tenant-Id'];
+      }),
+      errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/scope/1` }],
     },
     {
       name: 'a defaults scope part that two operations lack: one finding at the defaults naming both',
