@@ -197,7 +197,9 @@ function parseYaml(file: string, text: string): SourceFile {
   const jsYaml = loadJsYaml();
   // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys. js-yaml rejects
   // a key written twice; the error path below decides whether it matters to a contract.
-  yamlSchema ??= jsYaml.CORE_SCHEMA.withTags(jsYaml.mergeTag);
+  // Local tags (`!Sub`, `!Ref`, `!GetAtt` of AWS SAM / CloudFormation templates that embed an API) are read
+  // as the plain value they tag: they are valid YAML, and nothing idemkit reads sits under one.
+  yamlSchema ??= jsYaml.CORE_SCHEMA.withTags(jsYaml.mergeTag, ...localTags(jsYaml));
   let events: JsYamlModule.Event[];
   let documents: unknown[];
   try {
@@ -238,14 +240,42 @@ function parseYaml(file: string, text: string): SourceFile {
       });
     }
   }
+  // A `---` at the end with nothing after it (common in hand-kept files) opens an empty document: no content lost.
+  while (documents.length > 1 && (documents[documents.length - 1] === null || documents[documents.length - 1] === undefined)) documents.pop();
   if (documents.length > 1) {
-    throw new DocumentError('invalid YAML: the file holds several documents — keep one document per file (remove the extra ---)', file, undefined, 1, 1);
+    const { line, column } = new LineTable(text).position(secondDocumentOffset(text, events));
+    throw new DocumentError('invalid YAML: the file holds several documents — keep one document per file (remove the extra --- and what follows, or move it to its own file)', file, undefined, line, column);
   }
   const value = documents[0];
   if (value === undefined || value === null) {
     throw new DocumentError('the file has no content (only comments or blank lines) — write an OpenAPI document (openapi: 3.1.0, info, paths)', file, '', 1, 1);
   }
   return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue), warnings);
+}
+
+/** Where the second document of a YAML stream starts: its `---` marker, else its first node. */
+function secondDocumentOffset(text: string, events: readonly JsYamlModule.Event[]): number {
+  let documents = 0;
+  for (const event of events) {
+    if (event.type === 1) documents += 1;
+    else if (documents === 2) {
+      const start = 'valueStart' in event ? event.valueStart : 'start' in event ? event.start : -1;
+      if (start < 0) continue;
+      const marker = text.lastIndexOf('---', start);
+      return marker === -1 ? start : marker;
+    }
+  }
+  return 0;
+}
+
+/** Tags for any local tag (`!Name`): a scalar is its text, a sequence a list, a mapping an object. */
+function localTags(jsYaml: typeof JsYamlModule): JsYamlModule.TagDefinition[] {
+  const loadOnly = { matchByTagPrefix: true, identify: () => false };
+  return [
+    jsYaml.defineScalarTag('!', { ...loadOnly, resolve: (source: string) => source }),
+    jsYaml.defineSequenceTag('!', { ...jsYaml.seqTag, ...loadOnly }),
+    jsYaml.defineMappingTag('!', { ...jsYaml.mapTag, ...loadOnly }),
+  ];
 }
 
 /** `duplicate key `x` (first at line N) — keep one`, at the second occurrence. */

@@ -168,6 +168,17 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.position(doc.warnings[0]!.at), spot(file, 'second words'));
     });
 
+    it('reads local tags (CloudFormation `!Sub`, `!GetAtt`, `!If`, `!Ref`) as the values they tag, and a trailing `---` as nothing', async () => {
+      const doc = await loadDocument(fixture('cloudformation-tags.yaml'));
+      const operation = op(doc, 'createOrder');
+      const integration = operation.node['x-amazon-apigateway-integration'] as Record<string, unknown>;
+      assert.match(String(integration['uri']), /^arn:aws:apigateway:\$\{AWS::Region\}/);
+      assert.equal(integration['credentials'], 'ApiRole.Arn');
+      assert.deepEqual(integration['requestParameters'], ['HasTenant', { tenant: 'Tenant' }, 'AWS::NoValue']);
+      assert.deepEqual(operation.contract!.scope, [{ kind: 'principal' }]);
+      assert.deepEqual(doc.warnings, []);
+    });
+
     it('follows no $ref that no contract needs', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
@@ -301,9 +312,10 @@ describe('loadDocument', () => {
       assert.equal(typeof error.line, 'number');
     });
 
-    it('several YAML documents in one file', async () => {
+    it('several YAML documents in one file, at the second one', async () => {
       const error = await loadError('bad/two-documents.yaml');
       assert.match(error.message, /several documents|one document per file/);
+      assert.deepEqual({ line: error.line, column: error.column }, { line: 4, column: 1 });
     });
 
     it('a $ref a contract needs that points at a missing node, at the $ref', async () => {
