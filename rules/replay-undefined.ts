@@ -2,6 +2,8 @@ import { wrapperMembers } from '../src/runtime/result-id.js';
 import { defineRule } from '../src/lint/rule.js';
 import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
 
+const RESULT_HEADERS = ['location', 'content-location', 'operation-location'];
+
 // A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID.
 const RESULT_ID = /^(id|uuid)$|[a-z0-9](Id|ID|Uuid)$|_(id|uuid)$/;
 
@@ -19,7 +21,7 @@ export default defineRule({
         'no `responses.replay`: the contract does not say what a retry of a completed request gets; add `responses.replay: {header: Idempotent-Replayed}` (the stored status and body, marked with that header)',
       noSuccess: 'the operation documents no 2xx response, so there is nothing to replay: document the success response and its result id',
       noResultId:
-        'the {status} success response carries no result id (no `id`, `…Id` or `…_id` property, no `Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
+        'the {status} success response carries no result id (no `id`, `…Id` or `…_id` property, no `Location` or `Operation-Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
     },
   },
   check(ctx) {
@@ -36,7 +38,8 @@ export default defineRule({
       return;
     }
     const primary = [...successes].sort((a, b) => a.status.localeCompare(b.status))[0]!;
-    if (primary.status === '204' || primary.headers.has('location')) return;
+    // A header that names the result: Location, Content-Location (RFC 9110), Azure's Operation-Location.
+    if (primary.status === '204' || RESULT_HEADERS.some((name) => primary.headers.has(name))) return;
     const schema = responseSchema(doc, primary);
     if (schema) {
       const names = propertyNames(doc, schema.value, schema.at);

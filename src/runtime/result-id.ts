@@ -3,18 +3,22 @@
  * and the `replay-undefined` rule looks for it in the documented schema. This file imports nothing.
  */
 
-/** Member names real APIs wrap the created resource in (`{data: {id}}`). */
+/** Member names real APIs wrap the created resource in (`{data: {id}}`; UK Open Banking writes `Data`), lower case. */
 export const RESULT_ENVELOPES: readonly string[] = ['data', 'result', 'object', 'item', 'resource'];
-/** Members beside a wrapped resource that are metadata about it, not another resource. */
-export const ENVELOPE_METADATA: readonly string[] = ['links', '_links', 'meta', '_meta', 'included', 'linked'];
+/**
+ * Members beside a wrapped resource that are metadata about it, not another resource (lower case): links and
+ * meta (`Links`, `Meta` in UK Open Banking), and the `errors`/`warnings` lists an answer carries beside what it
+ * created (`{errors: [], refund: {id}}`, as Square writes it).
+ */
+export const ENVELOPE_METADATA: readonly string[] = ['links', '_links', 'meta', '_meta', 'included', 'linked', 'errors', 'warnings'];
 
 /**
  * The members of an object (given by their names) that may wrap the resource: envelope names, or the one
- * member beside metadata (`{payments: {id}, links: {…}}`, as GoCardless writes it).
+ * member beside metadata (`{payments: {id}, links: {…}}`, as GoCardless writes it). Names compare without case.
  */
 export function wrapperMembers(names: readonly string[]): string[] {
-  const named = names.filter((name) => RESULT_ENVELOPES.includes(name));
-  const others = names.filter((name) => !ENVELOPE_METADATA.includes(name));
+  const named = names.filter((name) => RESULT_ENVELOPES.includes(name.toLowerCase()));
+  const others = names.filter((name) => !ENVELOPE_METADATA.includes(name.toLowerCase()));
   return others.length === 1 && !named.includes(others[0]!) ? [...named, others[0]!] : named;
 }
 

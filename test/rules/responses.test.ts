@@ -211,6 +211,29 @@ ruleTester.run(replayUndefined, {
         };
       }),
     },
+    {
+      name: "UK Open Banking's capitalised envelope ({Data: {ConsentId}, Links, Meta})",
+      document: payouts((t) => {
+        t.components.schemas.Payout = {
+          type: 'object',
+          properties: { Data: { type: 'object', properties: { ConsentId: { type: 'string' } } }, Links: { type: 'object' }, Meta: { type: 'object' } },
+        };
+      }),
+    },
+    {
+      name: "Square's resource beside its errors list ({errors: [], refund: {id}})",
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { errors: { type: 'array', items: { type: 'object' } }, refund: { type: 'object', properties: { id: { type: 'string' } } } } };
+      }),
+    },
+    {
+      name: "Azure's long-running 202 names its result by Operation-Location",
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { status: { type: 'string' } } };
+        t.components.headers = { ...t.components.headers, OperationLocation: { schema: { type: 'string', format: 'uri' } } };
+        post(t).responses['201'].headers['Operation-Location'] = { $ref: '#/components/headers/OperationLocation' };
+      }),
+    },
   ],
   invalid: [
     {
