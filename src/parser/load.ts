@@ -171,6 +171,9 @@ class DocumentLoader implements ApiDocument {
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
       const itemRef: Location = { file: base.file, pointer: appendPointer(base.pointer, path) };
+      if (!path.startsWith('/')) {
+        this.warn(itemRef, `path '${path}' does not start with '/': OpenAPI paths are appended to the server URL, so clients would call \`…${path}\` glued to it — write '/${path}'`);
+      }
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {
         this.warn(itemRef, `path item '${path}' must be an object`);

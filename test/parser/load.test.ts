@@ -132,6 +132,10 @@ describe('loadDocument', () => {
       assert.ok(messages.includes("the document has no 'info' object"), messages.join('\n'));
       assert.ok(messages.includes("operationId 'x' is used twice"), messages.join('\n'));
       assert.ok(messages.includes('operation PUT /broken-elsewhere must be an object'), messages.join('\n'));
+      const relative = doc.warnings.find((warning) => warning.message.startsWith("path 'business-accounts/{id}' does not start with '/'"));
+      assert.ok(relative, messages.join('\n'));
+      assert.match(relative.message, /write '\/business-accounts\/\{id\}'/);
+      assert.deepEqual(doc.position(relative.at), spot(file, 'business-accounts/{id}:'));
       const twice = doc.warnings.find((warning) => warning.message.includes('used twice'))!;
       assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
     });
