@@ -6,7 +6,7 @@
  * operation is authenticated, the documented state responses) plus conservative defaults; everything
  * else is left for `idemkit lint` to ask about.
  */
-import { InternalError } from '../errors.js';
+import { InternalError, type DocumentError } from '../errors.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import { JsonPositionIndex } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
@@ -107,7 +107,12 @@ interface Plan {
  * file where its operation is written — the entry file or an external path-item file — read with `readText`
  * (the file's bytes decoded as UTF-8, as the user wrote them: a byte order mark is kept).
  */
-export function scaffoldContracts(document: ApiDocument, readText: (file: string) => string, settings: Pick<LintSettings, 'keyHeaders'>): ScaffoldResult {
+export function scaffoldContracts(
+  document: ApiDocument,
+  readText: (file: string) => string,
+  settings: Pick<LintSettings, 'keyHeaders'>,
+  describe: (error: DocumentError) => string = (error) => `${error.file}:${error.line ?? 1}:${error.column ?? 1}: ${error.message}`,
+): ScaffoldResult {
   const planned = new Map<string, Map<string, Plan>>();
   const skipped: ScaffoldSkip[] = [];
   for (const operation of document.operations) {
@@ -121,6 +126,12 @@ export function scaffoldContracts(document: ApiDocument, readText: (file: string
     }
     if (evidence.kind !== 'header') {
       skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`, and a guard reads its key from a request header: to guard it, declare a key header (e.g. \`Idempotency-Key\`) and write the contract by hand; otherwise the API's own deduplication on \`${evidence.name}\` stays the only one`, needsNone: false });
+      continue;
+    }
+    // A contract makes every `$ref` it needs mandatory: one broken now would make the file unloadable.
+    const broken = document.contractRefProblem?.(operation);
+    if (broken) {
+      skipped.push({ operation: operation.label, reason: `${describe(broken)}; a contract needs every $ref of the operation's parameters, body and responses, so fix it first and run init again`, needsNone: false });
       continue;
     }
     let inFile = planned.get(operation.at.file);

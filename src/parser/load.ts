@@ -261,8 +261,11 @@ class DocumentLoader implements ApiDocument {
     return buildContract(inputs);
   }
 
-  /** The `$ref`s a contract's rules and generators read: parameters, request body, responses and their headers. */
-  private checkNeededRefs(node: Record<string, unknown>, at: Location, pathItem: Record<string, unknown>, pathItemAt: Location): void {
+  /**
+   * The `$ref`s a contract's rules and generators read: parameters, request body, responses and their headers.
+   * `checked` holds the shared nodes already checked (the loader's own set; a fresh one to probe).
+   */
+  private checkNeededRefs(node: Record<string, unknown>, at: Location, pathItem: Record<string, unknown>, pathItemAt: Location, checked = this.checked): void {
     const list = (owner: Record<string, unknown>, ownerAt: Location) => {
       if (!Array.isArray(owner.parameters)) return;
       owner.parameters.forEach((parameter, index) => {
@@ -274,20 +277,30 @@ class DocumentLoader implements ApiDocument {
     list(node, at);
     if (node.requestBody !== undefined) {
       const body = this.need(node.requestBody, lazyChild(at, 'requestBody'));
-      this.needContentSchemas(body.value, body.at);
+      this.needContentSchemas(body.value, body.at, checked);
     }
     if (isPlainObject(node.responses)) {
       for (const code in node.responses) {
         const response = this.need(node.responses[code], lazyChild(at, 'responses', code));
-        if (!isPlainObject(response.value) || this.checked.has(response.value)) continue;
-        this.checked.add(response.value);
+        if (!isPlainObject(response.value) || checked.has(response.value)) continue;
+        checked.add(response.value);
         const headers = response.value.headers;
         if (isPlainObject(headers)) {
           for (const name in headers) this.need(headers[name], lazyChild(response.at, 'headers', name));
         }
         if (this.version === '2.0') this.needSchema(response.value, response.at);
-        else this.needContentSchemas(response.value, response.at);
+        else this.needContentSchemas(response.value, response.at, checked);
       }
+    }
+  }
+
+  contractRefProblem(operation: OperationView): DocumentError | undefined {
+    try {
+      this.checkNeededRefs(operation.node, operation.at, operation.pathItem, operation.pathItemAt, new WeakSet());
+      return undefined;
+    } catch (error) {
+      if (error instanceof DocumentError) return error;
+      throw error;
     }
   }
 
@@ -315,9 +328,9 @@ class DocumentLoader implements ApiDocument {
     if (isPlainObject(node.responses)) for (const code in node.responses) check(node.responses[code], at, 'responses', code);
   }
 
-  private needContentSchemas(value: unknown, at: Location): void {
-    if (!isPlainObject(value) || !isPlainObject(value.content) || this.checked.has(value.content)) return;
-    this.checked.add(value.content);
+  private needContentSchemas(value: unknown, at: Location, checked = this.checked): void {
+    if (!isPlainObject(value) || !isPlainObject(value.content) || checked.has(value.content)) return;
+    checked.add(value.content);
     for (const mediaType in value.content) {
       const media = value.content[mediaType];
       if (isPlainObject(media)) this.needSchema(media, lazyChild(at, 'content', mediaType));

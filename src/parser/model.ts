@@ -2,6 +2,7 @@
  * The typed, normalised view of an OpenAPI document and its `x-idempotency` contracts that rules and
  * generators read. Every node keeps a {@link Location}; positions (line/column) are computed lazily.
  */
+import type { DocumentError } from '../errors.js';
 import type { ScopePart, ProviderKey } from '../runtime/contract.js';
 
 export type { ScopePart, ProviderKey };
@@ -164,6 +165,12 @@ export interface ApiDocument {
   readonly files?: readonly string[];
   /** The format and text of a loaded file (the entry file when omitted), or `undefined` when it is not loaded. */
   source?(file?: string): { readonly format: 'json' | 'yaml'; readonly text: string } | undefined;
+  /**
+   * The first broken `$ref` among those a contract on `operation` would need (parameters, request body and
+   * response schemas and headers), as the error loading would stop with once the operation has a contract;
+   * `undefined` when they all resolve. For `init`, which must not write a contract that makes the file unloadable.
+   */
+  contractRefProblem?(operation: OperationView): DocumentError | undefined;
 }
 
 /** A problem in a document unrelated to idempotency; it did not stop the document from loading. */

@@ -241,6 +241,35 @@ describe('idemkit init', () => {
     assert.match(second.out, /\nnothing written to c\.yaml: 1 operation that takes an idempotency key was skipped \(see above\) — write its x-idempotency by hand\n$/);
   });
 
+  it('skips an operation with a broken $ref a contract would need, saying where, so --write never leaves an unloadable file', async () => {
+    const spec = [
+      "swagger: '2.0'",
+      "info: { title: t, version: '1' }",
+      'paths:',
+      '  /payments:',
+      '    post:',
+      '      operationId: pay',
+      '      parameters:',
+      '        - { name: x-idempotency-key, in: header, required: true, type: string, maxLength: 64 }',
+      "        - { name: body, in: body, required: true, schema: { $ref: '#/definitions/Missing' } }",
+      "      responses: { '201': { description: ok } }",
+      '  /refunds:',
+      '    post:',
+      '      operationId: refund',
+      '      parameters:',
+      '        - { name: x-idempotency-key, in: header, required: true, type: string, maxLength: 64 }',
+      "      responses: { '201': { description: ok } }",
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'd.yaml'), spec);
+    const result = await run('d.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /\nskipped POST \/payments \(pay\): d\.yaml:9:61: \$ref '#\/definitions\/Missing' points at nothing.*so fix it first and run init again\n/);
+    assert.match(result.out, /wrote 1 contract to d\.yaml/);
+    const lint = bufferIo(dir);
+    assert.notEqual(await main(['lint', 'd.yaml'], lint), 2, lint.err);
+  });
+
   it('says there is nothing to scaffold when no operation takes a key', async () => {
     writeFileSync(path.join(dir, 'plain.yaml'), "openapi: 3.0.3\ninfo: { title: t, version: '1' }\npaths:\n  /a:\n    post:\n      responses: { '201': { description: ok } }\n");
     const result = await run('plain.yaml');

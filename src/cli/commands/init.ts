@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Command } from '../main.js';
-import { displayFile } from '../display.js';
+import { describeDocumentError, displayFile } from '../display.js';
 import { nonEmpty } from '../options.js';
 
 export const initCommand: Command = {
@@ -39,7 +39,7 @@ export const initCommand: Command = {
       knownRuleIds: catalogue().map((rule) => rule.meta.id),
     });
     const document = await loadDocument(file);
-    const result = scaffoldContracts(document, (name) => readFileSync(name, 'utf8'), config.settings);
+    const result = scaffoldContracts(document, (name) => readFileSync(name, 'utf8'), config.settings, (error) => describeDocumentError(error, io.cwd));
     // The spec as the user named it; an external file it references, as lint names files.
     const name = (changed: string) => (changed === document.file ? shown : displayFile(io.cwd, changed));
     const lines: string[] = [];
