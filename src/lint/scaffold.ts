@@ -12,7 +12,7 @@ import { JsonPositionIndex } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
-import { declaredResponses, effectiveParameters, effectiveSecurity, keyEvidence, parsePointer } from './views.js';
+import { declaredResponses, effectiveParameters, effectiveSecurity, keyEvidence, parameterSchema, parsePointer } from './views.js';
 import type { Node as YamlNode, YAMLMap } from 'yaml';
 
 /** One contract that was (or would be) inserted. */
@@ -69,15 +69,13 @@ const COMMENT = 'Scaffolded by `idemkit init`: `idemkit lint` lists what is stil
 /** The contract idemkit proposes for an operation with a key header. */
 export function proposeContract(document: ApiDocument, operation: OperationView, header: string): Record<string, unknown> {
   const parameter = effectiveParameters(document, operation).find((p) => p.in === 'header' && p.name.toLowerCase() === header.toLowerCase());
-  const schema = parameter?.node['schema'];
-  const maxLength =
-    typeof (schema as Record<string, unknown> | undefined)?.['maxLength'] === 'number'
-      ? (schema as Record<string, number>)['maxLength']
-      : typeof parameter?.node['maxLength'] === 'number'
-        ? (parameter.node['maxLength'] as number)
-        : undefined;
+  // The bounds the API documents for its key (3.x: the parameter's schema, `$ref` followed; 2.0: the parameter).
+  const schema = parameter ? parameterSchema(document, parameter)?.value : undefined;
+  const maxLength = schema?.['maxLength'];
+  const pattern = schema?.['pattern'];
   const key: Record<string, unknown> = { header, required: parameter?.required ?? false };
-  if (maxLength !== undefined) key.maxLength = maxLength;
+  if (typeof maxLength === 'number' && Number.isInteger(maxLength)) key.maxLength = maxLength;
+  if (typeof pattern === 'string' && isRegExp(pattern)) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
   if (effectiveSecurity(document, operation).secured) contract.scope = ['principal'];
   contract.fingerprint = { include: 'all' };
@@ -91,6 +89,16 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   }
   if (Object.keys(responses).length > 0) contract.responses = responses;
   return contract;
+}
+
+/** Whether the guard can compile `pattern` (a documented pattern it cannot is left for lint to report). */
+function isRegExp(pattern: string): boolean {
+  try {
+    new RegExp(pattern);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 const SAFE_METHODS = new Set(['get', 'head', 'options', 'trace']);

@@ -270,6 +270,28 @@ describe('idemkit init', () => {
     assert.notEqual(await main(['lint', 'd.yaml'], lint), 2, lint.err);
   });
 
+  it("copies the key's documented bounds, maxLength and pattern, from a parameter schema behind a $ref", async () => {
+    const spec = [
+      'openapi: 3.0.3',
+      "info: { title: t, version: '1' }",
+      'paths:',
+      '  /payments:',
+      '    post:',
+      '      operationId: pay',
+      "      parameters: [ { name: x-idempotency-key, in: header, required: true, schema: { $ref: '#/components/schemas/Key' } } ]",
+      "      responses: { '201': { description: ok } }",
+      'components:',
+      '  schemas:',
+      "    Key: { type: string, maxLength: 40, pattern: '^(?!\\s)(.*)(\\S)$' }",
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'k.yaml'), spec);
+    const result = await run('k.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    const contract = parse(read('k.yaml')).paths['/payments'].post['x-idempotency'];
+    assert.deepEqual(contract.key, { header: 'x-idempotency-key', required: true, maxLength: 40, pattern: '^(?!\\s)(.*)(\\S)$' });
+  });
+
   it('says there is nothing to scaffold when no operation takes a key', async () => {
     writeFileSync(path.join(dir, 'plain.yaml'), "openapi: 3.0.3\ninfo: { title: t, version: '1' }\npaths:\n  /a:\n    post:\n      responses: { '201': { description: ok } }\n");
     const result = await run('plain.yaml');
