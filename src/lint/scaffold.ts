@@ -123,6 +123,7 @@ export function scaffoldContracts(
 ): ScaffoldResult {
   const planned = new Map<string, Map<string, Plan>>();
   const skipped: ScaffoldSkip[] = [];
+  const plannedNodes = new Map<object, OperationView>();
   for (const operation of document.operations) {
     if ('x-idempotency' in operation.node) continue;
     const evidence = keyEvidence(document, operation, settings.keyHeaders);
@@ -136,6 +137,12 @@ export function scaffoldContracts(
       skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`, and a guard reads its key from a request header: to guard it, declare a key header (e.g. \`Idempotency-Key\`) and write the contract by hand; otherwise the API's own deduplication on \`${evidence.name}\` stays the only one`, needsNone: false });
       continue;
     }
+    // A YAML alias (`post: *createCharge`) is the anchored operation itself: the contract written there is its own.
+    const anchored = plannedNodes.get(operation.node);
+    if (anchored) {
+      skipped.push({ operation: operation.label, reason: `is a YAML alias of ${anchored.label}, so it shares the contract written there`, needsNone: true });
+      continue;
+    }
     // A contract makes every `$ref` it needs mandatory: one broken now would make the file unloadable.
     const broken = document.contractRefProblem?.(operation);
     if (broken) {
@@ -146,6 +153,7 @@ export function scaffoldContracts(
     if (!inFile) planned.set(operation.at.file, (inFile = new Map()));
     // A path item reached by two paths (a `$ref` to it) is written once: one contract serves both.
     if (!inFile.has(operation.at.pointer)) inFile.set(operation.at.pointer, { operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
+    plannedNodes.set(operation.node, operation);
   }
   const files: ScaffoldedFile[] = [];
   const changes: ScaffoldChange[] = [];

@@ -525,6 +525,8 @@ describe('idemkit init', () => {
       [...result.out.matchAll(/^(shapes\.yaml:\d+ {2}\S+ \S+|skipped [^:]+)/gm)].map((match) => match[1]),
       ['shapes.yaml:20  POST /quoted', 'shapes.yaml:32  POST /merged', 'shapes.yaml:45  PUT /aliased', 'shapes.yaml:60  DELETE /tagged', 'skipped PUT /alias', 'skipped POST /flow'],
     );
+    // The alias is the anchored operation itself: it shares the contract, and nobody is asked to write one by hand.
+    assert.match(result.out, /\nskipped PUT \/alias[^:]*: is a YAML alias of PUT \/aliased[^,]*, so it shares the contract written there\n/);
     const block = (indent: string) =>
       [
         '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (effect owner, retry budget, unknown outcome).',
