@@ -6,6 +6,7 @@ import type { CompiledContract } from '../contract.js';
 import type { GuardOptions } from '../guard.js';
 import { readFile } from 'node:fs/promises';
 import { FilePart, multipartBoundary, multipartFields, type JsonValue } from '../multipart.js';
+import { bracketPath } from '../form-names.js';
 
 /**
  * Options of a route guard: the guard core's options (the store, the reconciliation hook, timeouts, …)
@@ -292,8 +293,6 @@ export function isFormContentType(type: string | readonly string[] | undefined):
   return typeof type === 'string' && /^\s*application\/x-www-form-urlencoded\s*(;|$)/i.test(type);
 }
 
-const MAX_FORM_DEPTH = 32;
-
 /** A form field's value: text, a file by digest, or (multipart) a JSON part's value. */
 type FormLeaf = string | FilePart | JsonValue;
 
@@ -305,14 +304,6 @@ class FormNode {
 /** The values of one field sent several times, in order. */
 class FormList {
   constructor(readonly items: FormLeaf[]) {}
-}
-
-/** `metadata[order_id]` → `['metadata', 'order_id']`; `expand[]` → `['expand', '']`; undefined when not bracketed. */
-function bracketPath(name: string): string[] | undefined {
-  const match = /^([^[\]]+)((?:\[[^[\]]*\])+)$/.exec(name);
-  if (match === null) return undefined;
-  const tokens = [match[1]!, ...match[2]!.slice(1, -1).split('][')];
-  return tokens.length > MAX_FORM_DEPTH ? undefined : tokens;
 }
 
 /** Plain values out of the nesting: nodes whose member names are exactly `0`…`n-1` become arrays (`a[]=x&a[]=y`, `a[0]=x`). */
