@@ -1123,6 +1123,12 @@ function insideOperation(op: OperationView, at: Location): boolean {
 export function bodySchemaPhrase(op: OperationView, schemaAt: Location, at: Location): string {
   if (insideOperation(op, schemaAt)) return `the request body schema of ${operationPhrase(op, at)}`;
   const tokens = parsePointer(schemaAt.pointer) ?? [];
-  const name = tokens.length > 0 ? tokens[tokens.length - 1] : path.basename(schemaAt.file);
-  return `the request body schema \`${name}\``;
+  // A named schema (`#/components/schemas/PayoutInput`, a file's top-level `PayoutInput`) by its name; one
+  // written inside something shared (a 2.0 `#/parameters/Body`, a 3.x request body component) by its place.
+  if (tokens.length === 0) return `the request body schema \`${path.basename(schemaAt.file)}\``;
+  if (tokens.length === 1 || SCHEMA_MAPS.includes(tokens[tokens.length - 2]!)) return `the request body schema \`${tokens[tokens.length - 1]}\``;
+  return `the request body schema at \`#${schemaAt.pointer}\``;
 }
+
+/** Members that map names to schemas. */
+const SCHEMA_MAPS = ['schemas', 'definitions', '$defs'];

@@ -388,6 +388,30 @@ ruleTester.run(fingerprintFieldUnknown, {
       ],
     },
     {
+      name: 'an inline schema of a shared 2.0 body parameter is named by its place, not as `schema`',
+      document: `swagger: '2.0'
+info: { title: Transfers, version: '1' }
+paths:
+  /transfers:
+    post:
+      operationId: createTransfer
+      parameters:
+        - { in: header, name: Idempotency-Key, required: true, type: string, maxLength: 255 }
+        - $ref: '#/parameters/Body'
+      responses: { '201': { description: ok } }
+      x-idempotency:
+        fingerprint: { include: [/amount, /amout] }
+parameters:
+  Body:
+    in: body
+    name: body
+    required: true
+    schema: { type: object, properties: { amount: { type: integer } } }
+`,
+      operation: 'createTransfer',
+      errors: [{ messageId: 'noProperty', pointer: '/paths/~1transfers/post/x-idempotency/fingerprint/include/1', message: /in the request body schema at `#\/parameters\/Body\/schema`: the body has no property `amout`/ }],
+    },
+    {
       name: 'a bracketed property of a 3.x form body written as its raw name',
       document: bracketForm3("[/amount, '/metadata[order_id]']", 'multipart/form-data'),
       operation: 'createCharge',
