@@ -15,7 +15,9 @@ import type { CompiledContract } from '../../runtime/contract.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
 import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
 import { formEncoding, formFieldFormats, paramFormats } from './params.js';
+import { ClientRefs } from './refs.js';
 import { SchemaTypes } from './schema-types.js';
+import { documentServers, operationServer, type ServerEntry } from './servers.js';
 
 /** Options of {@link generateClient}. */
 export interface ClientOptions {
@@ -48,6 +50,8 @@ export interface ClientOperation {
   readonly notIdempotent: boolean;
   /** The compiled contract, or `null` for operations without an enabled contract. */
   readonly contract: CompiledContract | null;
+  /** The server of the operation's own 3.x `servers` (path- or operation-level) when it differs from the document's, else `null`. */
+  readonly server: string | null;
   /** The status-route operation of a contracted operation, or `null`. */
   readonly status: { readonly name: string; readonly inputType: string; readonly inputOptional: boolean; readonly okType: string; readonly errorType: string } | null;
 }
@@ -56,6 +60,20 @@ export interface ClientOperation {
 export interface ClientModel {
   readonly operations: readonly ClientOperation[];
   readonly contracted: readonly ClientOperation[];
+  /** The document's servers (`SERVERS` in `client.ts`). */
+  readonly servers: readonly ServerEntry[];
+  /** The server the client sends to unless `baseUrl` says otherwise (`DEFAULT_SERVER_URL`). */
+  readonly server: string;
+  /** `true` when {@link server} is an absolute URL, so `baseUrl` may be left out. */
+  readonly serverAbsolute: boolean;
+  /** {@link server} moved to `http://localhost:8080` (its path kept), for the `baseUrl` TSDoc. */
+  readonly localServer: string;
+  /** `true` when {@link server} is `/`: the document does not say where the API is. */
+  readonly serverUnknown: boolean;
+  /** `true` when some operation has a server of its own. */
+  readonly hasOperationServers: boolean;
+  /** `true` for a Swagger 2.0 document. */
+  readonly swagger: boolean;
 }
 
 /**
@@ -65,12 +83,13 @@ export interface ClientModel {
 export const CLIENT_EXPORTS: readonly string[] = [
   'createClient', 'Client', 'ClientOptions', 'CallOptions', 'IntentOptions', 'ContractedOperation', 'Intent', 'ApiResponse',
   'ClientRuntime', 'IntentResult', 'CompletedResult', 'RejectedResult', 'UnknownResult', 'RejectReason', 'UnknownReason', 'contracts',
+  'SERVERS', 'DEFAULT_SERVER_URL',
 ];
 
 /** Names `client.ts` declares or imports for its own use; operation methods avoid them (and {@link CLIENT_EXPORTS}). */
 const CLIENT_LOCALS = [
   'intent', 'runtime', 'options', 'parts', 'T', 'buildRequest', 'sendIntent', 'sendOnce', 'defaultRuntime', 'base', 'input', 'call',
-  'RequestParts', 'CompiledContract',
+  'RequestParts', 'CompiledContract', 'baseUrlOf', 'operationBaseUrl',
 ];
 
 /** Globals `schema.ts` uses (`Record`, and the types of binary bodies): a schema of such a name would shadow it there. */
@@ -78,7 +97,7 @@ const SCHEMA_GLOBALS = ['Record', 'Blob', 'ArrayBuffer', 'ArrayBufferView'];
 
 /** Runtime files (under `src/runtime/`) every client needs. */
 export function clientRuntimeFiles(): string[] {
-  return runtimeClosure(['contract.ts', 'client/engine.ts', 'client/intent.ts', 'client/request.ts']);
+  return runtimeClosure(['contract.ts', 'client/engine.ts', 'client/intent.ts', 'client/request.ts', 'client/server.ts']);
 }
 
 type Json = Record<string, unknown>;
@@ -116,6 +135,7 @@ class OperationTyper {
     private readonly doc: ApiDocument,
     private readonly types: SchemaTypes,
     private readonly decls: string[],
+    private readonly refs: ClientRefs,
   ) {}
 
   declare(op: OperationView, typeBase: string, keyHeader: string | undefined): OperationTypes {
@@ -155,20 +175,25 @@ class OperationTyper {
     return MANAGED_HEADERS.has(lower) || (keyHeader !== undefined && lower === keyHeader.toLowerCase());
   }
 
+  /**
+   * Path-level parameters overridden by operation-level ones (same `in` and name; header names in any case), as the
+   * loader merges them, but through {@link ClientRefs}: a 2.0 shorthand `$ref` is followed and a broken one reported,
+   * not left out of the client.
+   */
   #parameters(op: OperationView): ParameterView[] {
-    if (op.parameters !== undefined) return [...op.parameters];
-    // Older loaders: merge path-level and operation-level parameters by (in, name) ourselves.
     const merged = new Map<string, ParameterView>();
     for (const [owner, at] of [[op.pathItem, op.pathItemAt], [op.node, op.at]] as const) {
       const list = owner['parameters'];
       if (!Array.isArray(list)) continue;
       list.forEach((entry, i) => {
         const entryAt = child(at, 'parameters', i);
-        const target = this.doc.deref(entry, entryAt);
+        const target = this.refs.deref(entry, entryAt, 'parameters');
         if (target === undefined || !isObject(target.value)) return;
         const node = target.value;
         if (typeof node['name'] !== 'string' || typeof node['in'] !== 'string') return;
-        merged.set(`${node['in']}:${node['name']}`, { name: node['name'], in: node['in'], required: node['required'] === true, node, at: entryAt, valueAt: target.at });
+        const key = `${node['in']}:${node['in'] === 'header' ? node['name'].toLowerCase() : node['name']}`;
+        merged.delete(key);
+        merged.set(key, { name: node['name'], in: node['in'], required: node['required'] === true, node, at: entryAt, valueAt: target.at });
       });
     }
     return [...merged.values()];
@@ -205,7 +230,7 @@ class OperationTyper {
     }
     const raw = op.node['requestBody'];
     if (raw === undefined) return undefined;
-    const target = this.doc.deref(raw, child(op.at, 'requestBody'));
+    const target = this.refs.deref(raw, child(op.at, 'requestBody'), 'requestBodies');
     if (target === undefined || !isObject(target.value)) return { type: 'unknown', required: false };
     const content = target.value['content'];
     const media = isObject(content) ? requestMedia(Object.keys(content)) : undefined;
@@ -226,11 +251,11 @@ class OperationTyper {
    * or 3.1 `contentMediaType`) of an object schema take bytes. Other schemas are typed as they are.
    */
   #formDataType(schema: unknown, at: Location): string {
-    const target = this.doc.deref(schema, at);
+    const target = this.refs.deref(schema, at, 'definitions');
     if (target === undefined || !isObject(target.value) || !isObject(target.value['properties'])) return this.types.typeOf(schema, at);
     const properties = target.value['properties'];
     const schemaAt = (value: unknown, where: Location): { node: Json; at: Location } | undefined => {
-      const found = this.doc.deref(value, where);
+      const found = this.refs.deref(value, where, 'definitions');
       return found !== undefined && isObject(found.value) ? { node: found.value, at: found.at } : undefined;
     };
     const binary = (node: Json | undefined): boolean => node?.['type'] === 'string' && (node['format'] === 'binary' || typeof node['contentMediaType'] === 'string');
@@ -275,7 +300,7 @@ class OperationTyper {
     const error: string[] = [];
     if (isObject(responses)) {
       for (const code of Object.keys(responses).sort()) {
-        const target = this.doc.deref(responses[code], child(op.at, 'responses', code));
+        const target = this.refs.deref(responses[code], child(op.at, 'responses', code), 'responses');
         if (target === undefined || !isObject(target.value)) continue;
         let type: string;
         if (this.doc.version === '2.0') {
@@ -325,12 +350,17 @@ function unionOf(types: readonly string[]): string {
   return unique.map((t) => (/^[A-Za-z_$][\w$]*$/.test(t) ? t : `(${t})`)).join(' | ');
 }
 
-/** Builds the view model and the declarations of `schema.ts`. */
+/**
+ * Builds the view model and the declarations of `schema.ts`. Throws DocumentError (with the line and column) for
+ * the first `$ref` in the file the client needs and cannot follow.
+ */
 export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema: string } {
+  const refs = new ClientRefs(doc);
   // A schema named like a client export or a global `schema.ts` uses is renamed, with a note in `schema.ts`.
-  const types = new SchemaTypes(doc, [...SCHEMA_GLOBALS, ...CLIENT_EXPORTS]);
+  const types = new SchemaTypes(doc, [...SCHEMA_GLOBALS, ...CLIENT_EXPORTS], refs);
   const decls: string[] = [];
-  const typer = new OperationTyper(doc, types, decls);
+  const typer = new OperationTyper(doc, types, decls, refs);
+  const where = documentServers(doc);
   const taken = new Set([...CLIENT_EXPORTS, ...CLIENT_LOCALS]);
   const sorted = [...doc.operations].sort((a, b) => compare(opId(a), opId(b)) || compare(a.path, b.path) || compare(a.method, b.method));
   const drafts = sorted.map((op) => {
@@ -362,6 +392,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       errorType: t.error,
       notIdempotent: op.contract !== undefined && !op.contract.enabled,
       contract,
+      server: operationServer(doc, op, where.server),
       status:
         route === undefined
           ? null
@@ -370,7 +401,21 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
   });
   const named = types.declarations().map((d) => `${d.renamed === undefined ? '' : `/** ${d.renamed} */\n`}export type ${d.name} = ${d.type};`);
   const schema = [...named, ...decls].join('\n\n') + '\n';
-  return { model: { operations, contracted: operations.filter((o) => o.contract !== null) }, schema };
+  refs.throwIfBroken();
+  return {
+    model: {
+      operations,
+      contracted: operations.filter((o) => o.contract !== null),
+      servers: where.servers,
+      server: where.server,
+      serverAbsolute: where.absolute,
+      localServer: `http://localhost:8080${where.absolute ? new URL(where.server).pathname.replace(/\/$/, '') : ''}`,
+      serverUnknown: where.server === '/',
+      hasOperationServers: operations.some((o) => o.server !== null),
+      swagger: doc.version === '2.0',
+    },
+    schema,
+  };
 }
 
 /** The `buildRequest` format of an operation, or `null` when it is all defaults. */

@@ -6,9 +6,9 @@
  * (property names, enum values) or as identifiers made by `toIdentifier`, never raw.
  */
 import path from 'node:path';
-import { DocumentError } from '../../errors.js';
 import type { ApiDocument, Location } from '../../parser/model.js';
 import { toCommentText, toIdentifier, toJsLiteral } from '../render.js';
+import { ClientRefs } from './refs.js';
 
 /** A named type alias to declare in the generated `schema.ts`. */
 export interface NamedType {
@@ -54,6 +54,7 @@ const MAX_DEPTH = 64;
  */
 export class SchemaTypes {
   readonly #doc: ApiDocument;
+  readonly #refs: ClientRefs;
   readonly #names = new Map<string, string>();
   readonly #taken = new Set<string>();
   readonly #reserved: ReadonlySet<string>;
@@ -64,9 +65,11 @@ export class SchemaTypes {
   /**
    * `reserved`: names the generated code declares next to the schema types (globals it uses, names the
    * module exports); a schema of such a name gets a numbered name instead, with a note saying so.
+   * `refs` follows the `$ref`s and keeps the broken ones (typed `unknown` here): call its `throwIfBroken` after {@link declarations}.
    */
-  constructor(doc: ApiDocument, reserved: Iterable<string> = []) {
+  constructor(doc: ApiDocument, reserved: Iterable<string> = [], refs: ClientRefs = new ClientRefs(doc)) {
     this.#doc = doc;
+    this.#refs = refs;
     this.#reserved = new Set(reserved);
     for (const name of this.#reserved) this.#taken.add(name);
     // Component schemas keep their names, whether or not an operation uses them.
@@ -134,18 +137,11 @@ export class SchemaTypes {
     if (schema === true || schema === undefined) return 'unknown';
     if (schema === false) return 'never';
     if (!isObject(schema)) return 'unknown';
-    if (typeof schema['$ref'] === 'string' && !isDeclaration) {
-      const target = this.#doc.deref(schema, at);
-      if (target === undefined) {
-        throw new DocumentError(`$ref ${toJsLiteral(schema['$ref'])} does not resolve; fix the reference before generating a client`, at.file, at.pointer);
-      }
-      return this.#register(target.at, target.value);
-    }
     if (typeof schema['$ref'] === 'string') {
-      // A declaration whose target is itself a reference: alias the final target.
-      const target = this.#doc.deref(schema, at);
-      if (target === undefined) throw new DocumentError(`$ref ${toJsLiteral(schema['$ref'])} does not resolve`, at.file, at.pointer);
-      return this.#type(target.value, target.at, depth + 1, true);
+      const target = this.#refs.deref(schema, at, 'definitions');
+      if (target === undefined) return 'unknown';
+      // A declaration whose target is itself a reference aliases the final target.
+      return isDeclaration ? this.#type(target.value, target.at, depth + 1, true) : this.#register(target.at, target.value);
     }
     const d = depth + 1;
     const parts: string[] = [];

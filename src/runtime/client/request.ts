@@ -68,6 +68,7 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
     headers['content-type'] = encoded.contentType;
     body = encoded.body;
   }
-  const url = baseUrl.replace(/\/+$/, '') + path + (query.length === 0 ? '' : `?${query.join('&')}`);
+  // One `/` between them, whether or not the document's path starts with one (`business-accounts/{id}` happens).
+  const url = baseUrl.replace(/\/+$/, '') + (path.startsWith('/') ? '' : '/') + path + (query.length === 0 ? '' : `?${query.join('&')}`);
   return body === undefined ? { url, method, headers } : { url, method, headers, body };
 }

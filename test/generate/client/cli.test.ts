@@ -76,4 +76,48 @@ describe('idemkit generate client', () => {
     assert.match(io.err, /Nope/);
     assert.doesNotMatch(io.err, /\n\s+at /);
   });
+
+  it('a broken $ref: one line with file:line:column of the first in the file (not the first the generator meets), what is wrong and the fix', async () => {
+    const spec = path.join(dir, 'refs.yaml');
+    writeFileSync(
+      spec,
+      [
+        'swagger: "2.0"',
+        'info: { title: x, version: "1" }',
+        'paths:',
+        '  /z:',
+        '    get:',
+        '      operationId: zeta',
+        '      responses:',
+        '        "200": { description: ok, schema: { $ref: Missing } }',
+        '  /a:',
+        '    get:',
+        '      operationId: alpha',
+        '      responses:',
+        '        "200": { description: ok, schema: { $ref: "#/definitions/Gone" } }',
+        'definitions: {}',
+        '',
+      ].join('\n'),
+    );
+    const io = bufferIo(dir);
+    assert.equal(await main(['generate', 'client', spec, '--out', 'out'], io), 2);
+    assert.match(io.err.trim(), /^refs\.yaml:8:\d+: \$ref "Missing" names no definitions entry and no file — add "#\/definitions\/Missing" or point the \$ref at an existing one \(and 1 more broken \$ref\)$/);
+  });
+
+  it('Swagger 2.0 `$ref: Name` is read as #/definitions/Name; in OpenAPI 3 the error says to write the pointer', async () => {
+    const definitions = ['paths:', '  /p:', '    get:', '      operationId: getP', '      responses:', '        "200": { description: ok, schema: { $ref: Pet } }', 'definitions:', '  Pet: { type: object, properties: { name: { type: string } } }', ''];
+    const v2 = path.join(dir, 'v2.yaml');
+    writeFileSync(v2, ['swagger: "2.0"', 'info: { title: x, version: "1" }', ...definitions].join('\n'));
+    const io2 = bufferIo(dir);
+    assert.equal(await main(['generate', 'client', v2, '--out', 'v2-out'], io2), 0, io2.err);
+    assert.match(readFileSync(path.join(dir, 'v2-out', 'schema.ts'), 'utf8'), /export type GetPOk = Pet;/);
+    const v3 = path.join(dir, 'v3.yaml');
+    writeFileSync(
+      v3,
+      ['openapi: 3.0.3', 'info: { title: x, version: "1" }', 'paths:', '  /p:', '    get:', '      operationId: getP', '      responses:', '        "200": { description: ok, content: { application/json: { schema: { $ref: Pet } } } }', 'components:', '  schemas:', '    Pet: { type: object }', ''].join('\n'),
+    );
+    const io3 = bufferIo(dir);
+    assert.equal(await main(['generate', 'client', v3, '--out', 'v3-out'], io3), 2);
+    assert.match(io3.err.trim(), /^v3\.yaml:8:\d+: \$ref "Pet" is the Swagger 2\.0 shorthand, which OpenAPI 3 reads as a file name — write "#\/components\/schemas\/Pet"$/);
+  });
 });

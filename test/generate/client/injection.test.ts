@@ -13,8 +13,14 @@ const CANARY = '__idemkitPwned';
 const HOSTILE = `
 openapi: 3.0.3
 info: { title: "t", version: "1" }
+servers:
+  - url: 'https://x.example/"); globalThis.${CANARY}=1; ("*/{v}'
+    description: "*/ globalThis.${CANARY} = 1; /*\\u2028"
+    variables: { v: { default: '"+(globalThis.${CANARY}=1)+"\`\${globalThis.${CANARY}=1}\`' } }
 paths:
   "/v1/a*/b/{id}\`\${globalThis.${CANARY}=1}\`":
+    servers:
+      - url: '/*/"); globalThis.${CANARY}=1;//'
     post:
       operationId: "x\\"); globalThis.${CANARY} = 1; (\\"*/"
       description: "*/ globalThis.${CANARY} = 1; /*"
@@ -83,8 +89,16 @@ describe('generate client: spec text never becomes code', function () {
       const js = ts.transpileModule(file.contents, { compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext } }).outputText;
       writeFileSync(path.join(out, file.path.replace(/\.ts$/, '.mjs')), js.replace(/from '(\.[^']*)\.js'/g, "from '$1.mjs'"));
     }
-    const mod = (await import(pathToFileURL(path.join(out, 'index.mjs')).href)) as { createClient(o: { baseUrl: string }): Record<string, unknown> };
+    const mod = (await import(pathToFileURL(path.join(out, 'index.mjs')).href)) as {
+      createClient(o?: { baseUrl?: string }): Record<string, unknown>;
+      SERVERS: readonly { url: string; description?: string }[];
+      DEFAULT_SERVER_URL: string;
+    };
     const client = mod.createClient({ baseUrl: 'http://127.0.0.1:9' });
+    // The hostile server URL is data: percent-encoded by the URL parser, its description kept verbatim.
+    assert.equal(mod.DEFAULT_SERVER_URL, 'https://x.example/%22);%20globalThis.__idemkitPwned=1;%20(%22*/%22+(globalThis.__idemkitPwned=1)+%22%60$%7BglobalThis.__idemkitPwned=1%7D%60');
+    assert.equal(mod.SERVERS[0]!.description, `*/ globalThis.${CANARY} = 1; /*\u2028`);
+    mod.createClient();
     assert.equal((globalThis as Record<string, unknown>)[CANARY], undefined);
     const methods = Object.keys(client).sort();
     assert.equal(methods.length, 2);

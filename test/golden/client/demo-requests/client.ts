@@ -5,15 +5,34 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
+import { baseUrlOf } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
 export type { CompletedResult, RejectedResult, UnknownResult, RejectReason, UnknownReason } from './runtime/client/engine.js';
 
+/**
+ * The servers the document lists (its `servers`, each variable at its default): absolute
+ * URLs, or paths relative to where the document is served.
+ */
+export const SERVERS: readonly { readonly url: string; readonly description?: string }[] = [
+  {
+    "url": "https://api.example.com"
+  }
+];
+
+/**
+ * Where the client sends requests unless `baseUrl` says otherwise: the document's first absolute server URL.
+ */
+export const DEFAULT_SERVER_URL = "https://api.example.com";
+
 /** Options of {@link createClient}. */
 export interface ClientOptions {
-  /** The API's base URL, e.g. `https://api.example.com`. */
-  readonly baseUrl: string;
+  /**
+   * The URL each operation's path is appended to, path included. Default: "https://api.example.com" ({@link DEFAULT_SERVER_URL}).
+   * Another one (a local or staging server) replaces it whole, path included, e.g. "http://localhost:8080".
+   */
+  readonly baseUrl?: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
@@ -54,10 +73,10 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
   return { ...given, headers: Object.assign({}, ...headers, given.headers) as Record<string, string> };
 }
 
-/** Makes a client for the API at `options.baseUrl`. */
-export function createClient(options: ClientOptions) {
+/** Makes a client for the API at `options.baseUrl`, else {@link DEFAULT_SERVER_URL}. */
+export function createClient(options: ClientOptions = {}) {
   const runtime = defaultRuntime(options.runtime);
-  const base = options.baseUrl;
+  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {

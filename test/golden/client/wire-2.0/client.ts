@@ -5,14 +5,32 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
+import { baseUrlOf } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
 export type { CompletedResult, RejectedResult, UnknownResult, RejectReason, UnknownReason } from './runtime/client/engine.js';
 
+/**
+ * The servers the document lists (Swagger 2.0 `schemes`, `host` and `basePath`): absolute
+ * URLs, or paths relative to where the document is served.
+ */
+export const SERVERS: readonly { readonly url: string; readonly description?: string }[] = [
+  {
+    "url": "/"
+  }
+];
+
+/**
+ * Where the client sends requests unless `baseUrl` says otherwise: the document does not say where the API is.
+ */
+export const DEFAULT_SERVER_URL = "/";
+
 /** Options of {@link createClient}. */
 export interface ClientOptions {
-  /** The API's base URL, e.g. `https://api.example.com`. */
+  /**
+   * The URL each operation's path is appended to, e.g. `https://api.example.com/v1`: the document does not say where the API is.
+   */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
@@ -48,10 +66,13 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
   return { ...given, headers: Object.assign({}, ...headers, given.headers) as Record<string, string> };
 }
 
-/** Makes a client for the API at `options.baseUrl`. */
+/**
+ * Makes a client for the API at `options.baseUrl`.
+ * Throws `TypeError` when `baseUrl` is missing (JavaScript callers).
+ */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
-  const base = options.baseUrl;
+  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
