@@ -92,6 +92,7 @@ class DocumentLoader implements ApiDocument {
     (this as { root: Record<string, unknown> }).root = root;
     (this as { version: OpenApiVersion }).version = this.detectVersion(root);
     this.readOperations();
+    this.warnUnreadOperations();
     this.rejectJsonDuplicates();
     return this;
   }
@@ -224,6 +225,29 @@ class DocumentLoader implements ApiDocument {
             return parameters();
           },
         });
+      }
+    }
+  }
+
+  /**
+   * Operations under Azure's `x-ms-paths` (paths told apart by a query string, `/jobs?op=create`) are not read:
+   * one that carries a contract or a key header is named, so it is not silently left unchecked.
+   */
+  private warnUnreadOperations(): void {
+    const extra = this.root['x-ms-paths'];
+    if (!isPlainObject(extra)) return;
+    for (const path of Object.keys(extra)) {
+      const item = extra[path];
+      if (!isPlainObject(item)) continue;
+      for (const method of HTTP_METHODS) {
+        const node = item[method];
+        if (!isPlainObject(node)) continue;
+        const keyed = Array.isArray(node.parameters) && node.parameters.some((parameter) => isPlainObject(parameter) && parameter.in === 'header' && typeof parameter.name === 'string' && /idempotenc|^repeatability-request-id$/i.test(parameter.name));
+        if (!keyed && !Object.prototype.hasOwnProperty.call(node, 'x-idempotency')) continue;
+        this.warn(
+          { file: this.file, pointer: appendPointer('/x-ms-paths', path, method) },
+          `operation ${method.toUpperCase()} ${path} is under \`x-ms-paths\`, which idemkit does not read (lint, init and generate see \`paths\` only): its idempotency key and contract are not checked — to check them, lint a copy of the document with the operation under \`paths\``,
+        );
       }
     }
   }

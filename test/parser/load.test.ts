@@ -183,6 +183,17 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.warnings, []);
     });
 
+    it("names an operation with a key under Azure's x-ms-paths, which it does not read, and only such one", async () => {
+      const file = fixture('x-ms-paths.json');
+      const doc = await loadDocument(file);
+      assert.deepEqual(doc.operations, []);
+      assert.deepEqual(
+        doc.warnings.map((warning) => [warning.at.pointer, doc.position(warning.at)]),
+        [['/x-ms-paths/~1jobs?op=create/post', spot(file, '"post"', '"post"')]],
+      );
+      assert.match(doc.warnings[0]!.message, /POST \/jobs\?op=create is under `x-ms-paths`, which idemkit does not read/);
+    });
+
     it('follows no $ref that no contract needs', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
