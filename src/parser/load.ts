@@ -483,7 +483,8 @@ class DocumentLoader implements ApiDocument {
     return { ok: false, ref: String((current as { $ref: unknown }).$ref), refAt: where, reason: 'too many chained $refs — point at the definition directly' };
   }
 
-  private resolveRef(ref: string, from: Location): Followed {
+  private resolveRef(written: string, from: Location): Followed {
+    const ref = this.version === '2.0' ? this.expandShorthand(written, from) : written;
     // Per file, then per `$ref` string: no key is joined for the thousands of lookups of a big document.
     let perFile = this.refs.get(from.file);
     if (!perFile) {
@@ -495,6 +496,20 @@ class DocumentLoader implements ApiDocument {
     const result = this.resolveRefUncached(ref, from);
     perFile.set(ref, result);
     return result;
+  }
+
+  /**
+   * Swagger 2.0's `$ref: Pet` shorthand (no `#`, no path), as swagger tools read it: `#/parameters/Pet` for a
+   * parameter entry, `#/responses/Pet` for a response entry, `#/definitions/Pet` elsewhere — when that entry
+   * exists in the same file; otherwise the `$ref` stays a (missing) file name.
+   */
+  private expandShorthand(ref: string, from: Location): string {
+    if (!/^[^#/\\.:]+$/.test(ref)) return ref;
+    const source = this.cache.get(from.file).value;
+    const pointer = from.pointer;
+    const section = /\/parameters\/\d+$/.test(pointer) ? 'parameters' : /\/responses\/[^/]+$/.test(pointer) ? 'responses' : 'definitions';
+    const entries = isPlainObject(source) ? source[section] : undefined;
+    return isPlainObject(entries) && Object.prototype.hasOwnProperty.call(entries, ref) ? `#${appendPointer(`/${section}`, ref)}` : ref;
   }
 
   private resolveRefUncached(ref: string, from: Location): Followed {

@@ -105,6 +105,21 @@ describe('loadDocument', () => {
       assert.deepEqual(create.parameters!.map((parameter) => parameter.name), ['Idempotency-Key', 'body', 'dryRun']);
     });
 
+    it("follows Swagger 2.0's `$ref: Name` shorthand to the definition, parameter or response of that name", async () => {
+      const doc = await loadDocument(fixture('swagger2-shorthand-refs.yaml'));
+      const operation = op(doc, 'createCharge');
+      assert.deepEqual(doc.warnings, []);
+      assert.deepEqual(
+        operation.parameters!.map((parameter) => [parameter.in, parameter.name, parameter.valueAt.pointer]),
+        [
+          ['header', 'Idempotency-Key', '/parameters/IdemKey'],
+          ['body', 'body', '/paths/~1charges/post/parameters/1'],
+        ],
+      );
+      assert.equal(operation.contract!.responses.mismatch!.response!.valueAt.pointer, '/responses/Problem');
+      assert.deepEqual(doc.deref({ $ref: 'Charge' }, { file: doc.file, pointer: '/paths/~1charges/post/responses/201/schema' })?.at.pointer, '/definitions/Charge');
+    });
+
     it('a 3.1 document holding only components (or only webhooks) is valid: no operations, no warning', async () => {
       const components = await loadDocument(fixture('components-only-31.yaml'));
       assert.deepEqual([components.operations.length, components.warnings], [0, []]);
