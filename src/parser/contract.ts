@@ -13,7 +13,7 @@ import {
   type StateResponse,
 } from './model.js';
 import { appendPointer } from './pointer.js';
-import { PROBLEM_HEADER } from '../runtime/wire.js';
+import { DEFAULT_REPLAY_HEADERS, PROBLEM_HEADER } from '../runtime/wire.js';
 import { validateContractValue } from './schema.js';
 
 /** A value and where it lives. */
@@ -188,11 +188,12 @@ function replayHeaderClash(header: string, keyHeader: string): string | undefine
   if (name === PROBLEM_HEADER) return 'is the header the guard names its own answers\' problem in';
   if (name === keyHeader.toLowerCase()) return 'is the idempotency key header itself';
   if (HTTP_OWNED_HEADERS.includes(name)) return 'is a header HTTP and the guard set on every answer';
+  if (DEFAULT_REPLAY_HEADERS.includes(name)) return "is a header the guard records and replays with the handler's answer (the flag would overwrite it)";
   return undefined;
 }
 
 const REPEATABILITY_RESULT = 'repeatability-result';
-const HTTP_OWNED_HEADERS: readonly string[] = ['content-type', 'content-length', 'transfer-encoding', 'connection', 'retry-after', 'cache-control', 'date'];
+const HTTP_OWNED_HEADERS: readonly string[] = ['content-length', 'transfer-encoding', 'connection', 'retry-after', 'cache-control', 'date'];
 
 /** Parses `principal`, `global`, `header:NAME`, `path:NAME`, `query:NAME`; anything else yields nothing. */
 export function parseScopePart(part: unknown): ScopePart[] {

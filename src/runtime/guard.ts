@@ -12,7 +12,7 @@ import type { CompiledContract } from './contract.js';
 import { fingerprintFor, parseJsonPointer, recordIdFor } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
 import { resultIdOf as idInBody } from './result-id.js';
-import { isRepeatableRequestsKey } from './wire.js';
+import { DEFAULT_REPLAY_HEADERS, isRepeatableRequestsKey } from './wire.js';
 import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
   StoreError,
@@ -245,15 +245,7 @@ export interface Guard<Tx = unknown> {
   handle(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>, opts?: HandleOptions): Promise<GuardResponse>;
 }
 
-/** The headers recorded and replayed when `replayHeaders` is not given. */
-export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
-  'content-type',
-  'content-language',
-  'content-location',
-  'location',
-  'etag',
-  'last-modified',
-];
+export { DEFAULT_REPLAY_HEADERS } from './wire.js';
 
 // One strict decoder for every request (it keeps no state between whole-buffer decode() calls).
 const UTF8 = new TextDecoder('utf-8', { fatal: true });

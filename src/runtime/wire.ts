@@ -17,3 +17,18 @@ export const PROBLEM_HEADER = 'idempotency-problem';
 export function isRepeatableRequestsKey(header: string): boolean {
   return header.toLowerCase() === 'repeatability-request-id';
 }
+
+/**
+ * The headers a guard records and replays when `replayHeaders` is not given: what identifies and describes the
+ * result (`Location`; Azure's long-running operations name theirs in `Operation-Location`). A contract's replay
+ * header cannot be one of them: the flag would overwrite the handler's value.
+ */
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
+  'content-type',
+  'content-language',
+  'content-location',
+  'location',
+  'operation-location',
+  'etag',
+  'last-modified',
+];

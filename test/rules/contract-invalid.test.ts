@@ -43,5 +43,10 @@ ruleTester.run(contractInvalid, {
         { messageId: 'invalid', pointer: '/paths/~1refunds/post/x-idempotency/responses/replay/header', message: /is the idempotency key header itself — name another header/ },
       ],
     },
+    {
+      name: "a replay header the guard replays from the handler's answer (Location): the flag would overwrite it",
+      document: payouts((_t, c) => (c.responses.replay.header = 'Location')),
+      errors: [{ messageId: 'invalid', pointer: `${CONTRACT}/responses/replay/header`, message: /`Location` is a header the guard records and replays with the handler's answer/ }],
+    },
   ],
 });

@@ -171,6 +171,16 @@ describe('runtime/guard: createGuard', () => {
 });
 
 describe('runtime/guard: states', () => {
+  it("replays the header an Azure long-running create names its result in (Operation-Location), as Location", async () => {
+    const s = setup();
+    const accepted = async (): Promise<GuardResponse> => jsonResponse(202, { status: 'Running' }, { 'operation-location': '/operations/op_1' });
+    await s.guard.handle(demoRequest(KEY), accepted);
+    const again = await s.guard.handle(demoRequest(KEY), accepted);
+    assert.equal(again.status, 202);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.headers['operation-location'], '/operations/op_1');
+  });
+
   it('runs once, then replays status, allow-listed headers and the byte-identical body', async () => {
     const s = setup();
     const first = await s.guard.handle(demoRequest(KEY), s.handler);
