@@ -38,6 +38,8 @@ export interface ScaffoldSkip {
    * has to write it by hand.
    */
   readonly needsNone: boolean;
+  /** Set when the operation is a YAML alias of one that gets a contract: it shares that contract. */
+  readonly sharesContract?: boolean;
 }
 
 /** A file that changes: its absolute path and its whole new text. */
@@ -75,7 +77,8 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   const pattern = schema?.['pattern'];
   const key: Record<string, unknown> = { header, required: parameter?.required ?? false };
   if (typeof maxLength === 'number' && Number.isInteger(maxLength)) key.maxLength = maxLength;
-  if (typeof pattern === 'string' && isRegExp(pattern)) key.pattern = pattern;
+  // An OpenAPI pattern matches anywhere in the value, `key.pattern` the whole key: only an anchored one means the same.
+  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern)) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
   if (effectiveSecurity(document, operation).secured) contract.scope = ['principal'];
   contract.fingerprint = { include: 'all' };
@@ -89,6 +92,14 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   }
   if (Object.keys(responses).length > 0) contract.responses = responses;
   return contract;
+}
+
+/** Whether a pattern is anchored at both ends (`^…$`, the final `$` not escaped), so it matches whole values only. */
+function isAnchored(pattern: string): boolean {
+  if (!pattern.startsWith('^') || !pattern.endsWith('$')) return false;
+  let backslashes = 0;
+  for (let i = pattern.length - 2; i >= 0 && pattern[i] === '\\'; i--) backslashes += 1;
+  return backslashes % 2 === 0;
 }
 
 /** Whether the guard can compile `pattern` (a documented pattern it cannot is left for lint to report). */
@@ -123,7 +134,6 @@ export function scaffoldContracts(
 ): ScaffoldResult {
   const planned = new Map<string, Map<string, Plan>>();
   const skipped: ScaffoldSkip[] = [];
-  const plannedNodes = new Map<object, OperationView>();
   for (const operation of document.operations) {
     if ('x-idempotency' in operation.node) continue;
     const evidence = keyEvidence(document, operation, settings.keyHeaders);
@@ -137,12 +147,6 @@ export function scaffoldContracts(
       skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`, and a guard reads its key from a request header: to guard it, declare a key header (e.g. \`Idempotency-Key\`) and write the contract by hand; otherwise the API's own deduplication on \`${evidence.name}\` stays the only one`, needsNone: false });
       continue;
     }
-    // A YAML alias (`post: *createCharge`) is the anchored operation itself: the contract written there is its own.
-    const anchored = plannedNodes.get(operation.node);
-    if (anchored) {
-      skipped.push({ operation: operation.label, reason: `is a YAML alias of ${anchored.label}, so it shares the contract written there`, needsNone: true });
-      continue;
-    }
     // A contract makes every `$ref` it needs mandatory: one broken now would make the file unloadable.
     const broken = document.contractRefProblem?.(operation);
     if (broken) {
@@ -153,27 +157,40 @@ export function scaffoldContracts(
     if (!inFile) planned.set(operation.at.file, (inFile = new Map()));
     // A path item reached by two paths (a `$ref` to it) is written once: one contract serves both.
     if (!inFile.has(operation.at.pointer)) inFile.set(operation.at.pointer, { operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
-    plannedNodes.set(operation.node, operation);
   }
   const files: ScaffoldedFile[] = [];
   const changes: ScaffoldChange[] = [];
+  // Operation nodes a contract was written into, and the operations left out in the files' text.
+  const written = new Map<object, OperationView>();
+  const notWritten: { operation: OperationView; reason: string }[] = [];
   for (const [file, plans] of planned) {
     const edited = scaffoldFile(file, readText(file), [...plans.values()]);
-    skipped.push(...edited.skipped);
+    notWritten.push(...edited.skipped);
+    for (const operation of edited.written) written.set(operation.node, operation);
     changes.push(...edited.changes);
     if (edited.changes.length > 0) files.push({ file, text: edited.text });
+  }
+  for (const { operation, reason } of notWritten) {
+    // A YAML alias (`put: *create`) is the anchored operation itself: the contract written there is its own.
+    const anchor = written.get(operation.node);
+    if (anchor && anchor !== operation) skipped.push({ operation: operation.label, reason: `is a YAML alias of ${anchor.label}, so it shares the contract written there`, needsNone: true, sharesContract: true });
+    else skipped.push({ operation: operation.label, reason, needsNone: false });
   }
   return { files, changes, skipped };
 }
 
 /** Inserts the planned contracts into one file's text, in one pass, and checks the result. */
-function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text: string; changes: ScaffoldChange[]; skipped: ScaffoldSkip[] } {
+function scaffoldFile(
+  file: string,
+  raw: string,
+  plans: readonly Plan[],
+): { text: string; changes: ScaffoldChange[]; written: OperationView[]; skipped: { operation: OperationView; reason: string }[] } {
   // The parser reads past a byte order mark (AutoRest files start with one); the written file keeps it.
   const bom = raw.charCodeAt(0) === 0xfeff ? raw.slice(0, 1) : '';
   const text = raw.slice(bom.length);
   const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
   const newline = text.includes('\r\n') ? '\r\n' : '\n';
-  const skipped: ScaffoldSkip[] = [];
+  const skipped: { operation: OperationView; reason: string }[] = [];
   const inserts: (Insert & Plan)[] = [];
   // One YAML Document (or JSON index) for every operation of the file: parsing once per operation took seconds.
   let finder: YamlNodeFinder | undefined;
@@ -183,10 +200,10 @@ function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text
       format === 'json'
         ? planJson(text, (index ??= new JsonPositionIndex(text)), plan.operation, plan.contract, newline)
         : planYaml(text, (finder ??= new YamlNodeFinder(text)), plan.operation, plan.contract, newline);
-    if (typeof insert === 'string') skipped.push({ operation: plan.operation.label, reason: insert, needsNone: false });
+    if (typeof insert === 'string') skipped.push({ operation: plan.operation, reason: insert });
     else inserts.push({ ...insert, ...plan });
   }
-  if (inserts.length === 0) return { text: raw, changes: [], skipped };
+  if (inserts.length === 0) return { text: raw, changes: [], written: [], skipped };
   // Build the new text once, front to back, counting lines on the way (no copy of the text per insert).
   inserts.sort((a, b) => a.offset - b.offset);
   const parts: string[] = [];
@@ -204,7 +221,7 @@ function scaffoldFile(file: string, raw: string, plans: readonly Plan[]): { text
   parts.push(text.slice(from));
   const out = parts.join('');
   verify(out, file, inserts);
-  return { text: bom + out, changes, skipped };
+  return { text: bom + out, changes, written: inserts.map((insert) => insert.operation), skipped };
 }
 
 /** Number of line feeds in `text` between `from` and `to`. */

@@ -290,6 +290,32 @@ describe('idemkit init', () => {
     assert.equal(result.code, 0, result.err);
     const contract = parse(read('k.yaml')).paths['/payments'].post['x-idempotency'];
     assert.deepEqual(contract.key, { header: 'x-idempotency-key', required: true, maxLength: 40, pattern: '^(?!\\s)(.*)(\\S)$' });
+    // Unanchored, an OpenAPI pattern matches anywhere in the key, `key.pattern` the whole key: it is not copied.
+    writeFileSync(path.join(dir, 'k.yaml'), spec.replace("pattern: '^(?!\\s)(.*)(\\S)$'", "pattern: '[A-Za-z0-9]'"));
+    assert.equal((await run('k.yaml', '--write')).code, 0);
+    assert.deepEqual(parse(read('k.yaml')).paths['/payments'].post['x-idempotency'].key, { header: 'x-idempotency-key', required: true, maxLength: 40 });
+  });
+
+  it('writes the contract into the anchored operation when its alias comes first in method order', async () => {
+    const spec = [
+      'openapi: 3.0.3',
+      "info: { title: t, version: '1' }",
+      'paths:',
+      '  /charges:',
+      '    post: &create',
+      '      operationId: createCharge',
+      '      parameters: [ { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } } ]',
+      "      responses: { '201': { description: ok } }",
+      '    put: *create',
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'a.yaml'), spec);
+    const result = await run('a.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /\nskipped PUT \/charges \(createCharge\): is a YAML alias of POST \/charges \(createCharge\), so it shares the contract written there\n/);
+    assert.match(result.out, /wrote 1 contract to a\.yaml; 1 YAML alias shares its operation's contract; next: idemkit lint a\.yaml\n$/);
+    const paths = parse(read('a.yaml')).paths;
+    assert.equal(paths['/charges'].post['x-idempotency'].key.header, 'Idempotency-Key');
   });
 
   it('says there is nothing to scaffold when no operation takes a key', async () => {

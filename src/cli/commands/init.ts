@@ -52,7 +52,8 @@ export const initCommand: Command = {
     if (result.skipped.length > 0) lines.push('');
     const count = result.changes.length;
     const byHand = result.skipped.filter((skip) => !skip.needsNone).length;
-    const needNone = result.skipped.length - byHand;
+    const shared = result.skipped.filter((skip) => skip.sharesContract === true).length;
+    const needNone = result.skipped.length - byHand - shared;
     // Skipped operations do take a key: the summary must not say that none does, nor ask for a contract a
     // safe method does not need.
     const writeByHand = `write ${byHand === 1 ? 'its' : 'their'} x-idempotency by hand`;
@@ -60,6 +61,7 @@ export const initCommand: Command = {
     const alsoSkipped = [
       ...(byHand === 0 ? [] : [`${byHand} operation${byHand === 1 ? '' : 's'} skipped (see above) — ${writeByHand}`]),
       ...(needNone === 0 ? [] : [noneNeeded]),
+      ...(shared === 0 ? [] : [`${shared} YAML alias${shared === 1 ? ' shares its' : 'es share their'} operation's contract`]),
     ]
       .map((clause) => `; ${clause}`)
       .join('');
