@@ -9,6 +9,7 @@
  * Results are cached per document/operation so a rule catalogue stays linear in the number of operations.
  */
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
 import { appendPointer, escapeToken, lazyChild, unescapeToken } from '../parser/pointer.js';
@@ -209,14 +210,21 @@ export const fingerprintSchema = memo((doc: ApiDocument, op: OperationView): Loc
   }
   const schema = body?.schema;
   if (!schema || !isObject(schema.value) || !isFormMediaType(body.mediaType)) return schema;
-  const properties = schema.value['properties'];
-  if (!isObject(properties) || !Object.keys(properties).some((name) => bracketPath(name) !== undefined)) return schema;
-  const required = Array.isArray(schema.value['required']) ? schema.value['required'] : [];
-  const fields = Object.entries(properties).map(([name, value]) => ({ name, required: required.includes(name), schema: value }));
-  // Its own location (the operation's media type entry), not the schema's: views cache by location, and a
-  // shared schema read as JSON elsewhere must not meet this nested reading of it.
-  return { value: { ...schema.value, ...nestFormFields(fields) }, at: child(body.at, 'content', body.mediaType!, 'schema', 'x-idemkit-form-fields') };
+  // The body's fields through `allOf` and `$ref`s, as the other fingerprint views read a body.
+  const names = propertyNames(doc, schema.value, schema.at);
+  if (!names.some((property) => bracketPath(property.name) !== undefined)) return schema;
+  const required = new Set(requiredProperties(doc, schema.value, schema.at).map((property) => property.name));
+  // Each field refers to where its schema is written (another file, maybe), so its own `$ref`s resolve from there.
+  const fields = names.map((property) => ({ name: property.name, required: required.has(property.name), schema: { $ref: absoluteRef(property.at) } }));
+  // Its own location (under the operation), not the schema's: views cache by location, and a shared schema read
+  // as JSON elsewhere must not meet this nested reading of it.
+  return { value: { type: 'object', ...nestFormFields(fields) }, at: child(body.valueAt, 'content', body.mediaType!, 'schema', 'x-idemkit-form-fields') };
 });
+
+/** A `$ref` that reaches `at` from any file: the file's URL and the pointer. */
+function absoluteRef(at: Location): string {
+  return `${pathToFileURL(at.file).href}#${at.pointer.split('/').map(encodeURIComponent).join('/')}`;
+}
 
 function isFormMediaType(mediaType: string | undefined): boolean {
   return mediaType !== undefined && /^\s*(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i.test(mediaType);
@@ -244,34 +252,33 @@ function nestFormFields(fields: readonly { readonly name: string; readonly requi
   for (const field of fields) {
     const tokens = bracketPath(field.name) ?? [field.name];
     let node = root;
-    let placed = true;
-    for (let i = 0; i < tokens.length - 1 && placed; i++) {
-      const kind = isIndex(tokens[i + 1]) ? 'array' : 'object';
+    for (let i = 0; i < tokens.length - 1; i++) {
       const slot = node['type'] === 'array' ? 'items' : tokens[i]!;
-      const holder = (node['type'] === 'array' ? node : (node['properties'] as Record<string, unknown>)) as Record<string, unknown>;
-      let next = holder[slot];
-      if (next === undefined) holder[slot] = next = container(kind);
-      if (!isObject(next) || !made.has(next) || next['type'] !== kind) placed = false;
-      else {
-        if (field.required && node['type'] === 'object') addRequired(node, tokens[i]!);
-        node = next;
+      const holder = (node['type'] === 'array' ? node : node['properties']) as Record<string, unknown>;
+      let next: unknown = holder[slot];
+      if (!isObject(next) || !made.has(next)) {
+        // Nothing there yet, or a plain field of the same name (`a` beside `a[b]`, in either order): the guard
+        // keeps the plain value in the nested object under the empty name.
+        const created = container(isIndex(tokens[i + 1]) ? 'array' : 'object');
+        if (next !== undefined) {
+          if (created['type'] === 'object') (created['properties'] as Record<string, unknown>)[''] = next;
+          else created['items'] = next;
+        }
+        holder[slot] = next = created;
       }
+      if (field.required && node['type'] === 'object') addRequired(node, tokens[i]!);
+      node = next as Record<string, unknown>;
     }
     const last = tokens[tokens.length - 1]!;
-    if (!placed) {
-      node = root;
-      tokens.splice(0, tokens.length, field.name);
-    }
     if (node['type'] === 'array') {
       node['items'] ??= field.schema;
     } else {
-      const name = tokens.length === 1 ? tokens[0]! : last;
       const properties = node['properties'] as Record<string, unknown>;
-      const existing = properties[name];
+      const existing = properties[last];
       // `a` beside `a[b]`: the plain value sits in the nested object under the empty name, as the guard puts it.
       if (isObject(existing) && made.has(existing) && existing['type'] === 'object') (existing['properties'] as Record<string, unknown>)[''] = field.schema;
-      else properties[name] = field.schema;
-      if (field.required) addRequired(node, name);
+      else properties[last] = field.schema;
+      if (field.required) addRequired(node, last);
     }
   }
   return { properties: root['properties'] as Record<string, unknown>, required: root['required'] as string[] };

@@ -273,6 +273,12 @@ components:
         'metadata[order_id]': { type: string }
 `;
 
+/** `text` with `from` replaced by `to`; throws when `from` is not there (a fixture that silently stayed the same). */
+function replaced(text: string, from: string, to: string): string {
+  if (!text.includes(from)) throw new Error(`fixture text not found: ${from}`);
+  return text.replace(from, to);
+}
+
 /** A polymorphic Swagger 2.0 body: the base `Fish` has a discriminator, `Salmon` extends it through allOf. */
 const swagger2Fish = (include: string, discriminator = '    discriminator: fishtype\n') => `swagger: '2.0'
 info: { title: Polymorphism, version: '1' }
@@ -311,6 +317,38 @@ ruleTester.run(fingerprintFieldUnknown, {
       operation: 'createCharge',
     },
     { name: 'bracketed properties of a 3.x form body, nested as the guard nests them', document: bracketForm3('[/amount, /metadata/order_id]'), operation: 'createCharge' },
+    {
+      name: 'a plain field beside a bracketed one of the same name (Stripe card token or card hash), either order: /card/number and /card/',
+      document: `swagger: '2.0'
+info: { title: Cards, version: '1' }
+paths:
+  /charges:
+    post:
+      operationId: createCharge
+      consumes: [application/x-www-form-urlencoded]
+      parameters:
+        - { in: header, name: Idempotency-Key, required: true, type: string, maxLength: 255 }
+        - { in: formData, name: card, type: string }
+        - { in: formData, name: 'card[number]', type: string }
+        - { in: formData, name: 'source[token]', type: string }
+        - { in: formData, name: source, type: string }
+        - { in: formData, name: 'items[][price]', type: string }
+        - { in: formData, name: 'items[][quantity]', type: integer }
+      responses: { '200': { description: ok } }
+      x-idempotency:
+        fingerprint: { include: [/card/number, /card/, /source/token, /source/, /items/0/price, /items/0/quantity] }
+`,
+      operation: 'createCharge',
+    },
+    {
+      name: 'bracketed properties of a 3.x form body composed with allOf',
+      document: replaced(
+        bracketForm3('[/amount, /metadata/order_id]'),
+        "    ChargeForm:\n      type: object\n      required: [amount, 'metadata[order_id]']\n      properties:\n        amount: { type: integer }\n        'metadata[order_id]': { type: string }\n",
+        "    ChargeForm:\n      allOf:\n        - { type: object, properties: { amount: { type: integer } } }\n        - { type: object, properties: { 'metadata[order_id]': { type: string } } }\n",
+      ),
+      operation: 'createCharge',
+    },
     { name: 'a JSON body property named with brackets is itself (JSON is not nested)', document: bracketForm3("[/amount, '/metadata[order_id]']", 'application/json'), operation: 'createCharge' },
     { name: 'a property of a subtype that extends a discriminated base (Swagger 2.0 allOf)', document: swagger2Fish('[/fishtype, /length, /location]'), operation: 'putFish' },
     {

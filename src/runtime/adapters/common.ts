@@ -306,6 +306,17 @@ class FormList {
   constructor(readonly items: FormLeaf[]) {}
 }
 
+/** Whether `node` already holds the member path `tokens[from…]` (a later `[]` in it counts as not held). */
+function hasPath(node: FormNode, tokens: readonly string[], from: number): boolean {
+  let current: FormNode | FormList | FormLeaf | undefined = node;
+  for (let i = from; i < tokens.length; i += 1) {
+    if (tokens[i] === '' || !(current instanceof FormNode)) return false;
+    current = current.members.get(tokens[i]!);
+    if (current === undefined) return false;
+  }
+  return true;
+}
+
 /** Plain values out of the nesting: nodes whose member names are exactly `0`…`n-1` become arrays (`a[]=x&a[]=y`, `a[0]=x`). */
 function finishForm(value: FormNode | FormList | FormLeaf): unknown {
   if (value instanceof FormList) return value.items;
@@ -348,25 +359,25 @@ function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]
   for (const [name, values] of entries) {
     const tokens = bracketPath(name) ?? [name];
     let node = root;
-    let ok = true;
     for (let i = 0; i < tokens.length - 1; i += 1) {
-      // `a[]` appends: its index is the member count, known without a scan.
-      const token = tokens[i] === '' ? String(node.members.size) : tokens[i]!;
+      let token = tokens[i]!;
+      if (token === '') {
+        // `a[]` in the middle (`items[][price]=1&items[][qty]=2`) fills the last item until it already has the
+        // rest of the name, then starts the next one (Rack's rule; qs groups them alike).
+        const size = node.members.size;
+        const lastItem = size > 0 ? node.members.get(String(size - 1)) : undefined;
+        token = lastItem instanceof FormNode && !hasPath(lastItem, tokens, i + 1) ? String(size - 1) : String(size);
+      }
       const next = node.members.get(token);
-      if (next === undefined) {
+      if (next instanceof FormNode) node = next;
+      else {
+        // A field both plain and nested (`a=1&a[b]=2`, in either order): the plain values sit beside the nested
+        // ones, under the empty name.
         const created = new FormNode();
+        if (next !== undefined) created.members.set('', next);
         node.members.set(token, created);
         node = created;
-      } else if (next instanceof FormNode) node = next;
-      else {
-        ok = false;
-        break;
       }
-    }
-    if (!ok) {
-      // A field both plain and nested (`a=1&a[b]=2`): keep this one under its literal name.
-      node = root;
-      tokens.splice(0, tokens.length, name);
     }
     const last = tokens[tokens.length - 1]!;
     for (const value of values) {

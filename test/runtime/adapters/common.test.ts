@@ -61,7 +61,7 @@ describe('runtime/adapters/common', () => {
     assert.equal(requestPathname('http://h.example/x/y?z'), '/x/y');
   });
 
-  it('nests urlencoded forms exactly as v1 fingerprints always did (records made before an upgrade keep matching)', () => {
+  it('nests urlencoded forms as v1 fingerprints did (records made before an upgrade keep matching), but for the two shapes marked', () => {
     // Canonical forms as the fingerprint hashes them, written down from the nesting before it was made linear.
     const v1: [string, string][] = [
       ['a=1&b=2', '{"a":"1","b":"2"}'],
@@ -69,11 +69,17 @@ describe('runtime/adapters/common', () => {
       ['a[1]=x&a[0]=y', '{"a":["y","x"]}'],
       ['a[0]=x&a[2]=y', '{"a":{"0":"x","2":"y"}}'],
       ['metadata[order_id]=1&expand[]=a&expand[]=b', '{"expand":["a","b"],"metadata":{"order_id":"1"}}'],
-      ['a=1&a[b]=2', '{"a":"1","a[b]":"2"}'],
+      // Changed on purpose: a plain field before a nested one of the same name used to keep the nested one under
+      // its literal name (`a[b]`), so the nesting hung on the order the client sent them in, and lint could not
+      // tell which pointer matches. Both orders now put the plain value under the empty name.
+      ['a=1&a[b]=2', '{"a":{"":"1","b":"2"}}'],
+      ['a[b]=2&a=1', '{"a":{"":"1","b":"2"}}'],
       ['a[b]=1&a=2&a=3', '{"a":{"":["2","3"],"b":"1"}}'],
       ['a=1&a=2', '{"a":["1","2"]}'],
       ['__proto__[x]=1', '{"__proto__":{"x":"1"}}'],
       ['a[][b]=1&a[][b]=2', '{"a":[{"b":"1"},{"b":"2"}]}'],
+      // `[]` in the middle fills the last item until it already has that member (Rack's rule, as qs groups them).
+      ['items[][price]=p1&items[][qty]=2&items[][price]=p2&items[][qty]=3', '{"items":[{"price":"p1","qty":"2"},{"price":"p2","qty":"3"}]}'],
       ['x[0][]=1&x[0][]=2&x[1]=3', '{"x":[["1","2"],"3"]}'],
       ['=v&0=w', '[["v","w"]]'],
       ['a[b][c][d]=1&a[b][e]=2', '{"a":{"b":{"c":{"d":"1"},"e":"2"}}}'],
