@@ -187,6 +187,20 @@ responses: { Ok: { description: ok, headers: { Retry-After: { type: integer } } 
     assert.equal(index.closest('somethingElse'), undefined);
   });
 
+  it("reads a form body's bracketed fields nested, each resolving its own $refs from the file it is written in", async () => {
+    const file = path.resolve('test/fixtures/lint/external-form/api.yaml');
+    const doc = await loadDocument(file);
+    const [{ catalogue }, { lintDocument }] = await Promise.all([import('../../src/lint/catalogue.js'), import('../../src/lint/engine.js')]);
+    const fingerprint = lintDocument(doc, { rules: catalogue() }).filter((finding) => finding.ruleId.startsWith('fingerprint-'));
+    // /amount/value (through #/Amount in schemas/charge.yaml), /customer/id (./customer.yaml next to it) and
+    // /metadata/order_id resolve; /customer/name does not, and says so.
+    assert.deepEqual(
+      fingerprint.map((finding) => [finding.ruleId, finding.pointer]),
+      [['fingerprint-field-unknown', '/paths/~1charges/post/x-idempotency/fingerprint/include/3']],
+    );
+    assert.match(fingerprint[0]!.message, /`\/customer` has no property `name`/);
+  });
+
   it('formats durations for messages', () => {
     assert.deepEqual([0, 1500, 60_000, 90_061_000, 86_400_000].map(formatDuration), ['PT0S', 'PT1.5S', 'PT1M', 'P1DT1H1M1S', 'P1D']);
   });
