@@ -261,8 +261,10 @@ function secondDocumentOffset(text: string, events: readonly JsYamlModule.Event[
     else if (documents === 2) {
       const start = 'valueStart' in event ? event.valueStart : 'start' in event ? event.start : -1;
       if (start < 0) continue;
-      const marker = text.lastIndexOf('---', start);
-      return marker === -1 ? start : marker;
+      // Its `---` line, the last document marker before it; after a `...` end marker a document may start bare.
+      let marker: RegExpExecArray | null = null;
+      for (const match of text.slice(0, start).matchAll(/^(?:---|\.\.\.)(?=[ \t\r\n]|$)/gm)) marker = match;
+      return marker !== null && marker[0] === '---' ? marker.index : start;
     }
   }
   return 0;

@@ -346,6 +346,9 @@ describe('loadDocument', () => {
       const error = await loadError('bad/two-documents.yaml');
       assert.match(error.message, /several documents|one document per file/);
       assert.deepEqual({ line: error.line, column: error.column }, { line: 4, column: 1 });
+      // After a `...` end marker a document may start without `---`: at its first line, not at a `---` inside the first.
+      const bare = await loadError('bad/two-documents-after-end.yaml');
+      assert.deepEqual({ line: bare.line, column: bare.column }, { line: 9, column: 1 });
     });
 
     it('a $ref a contract needs that points at a missing node, at the $ref', async () => {
