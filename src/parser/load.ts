@@ -37,6 +37,9 @@ export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 
 
 const MAX_REF_HOPS = 64;
 
+/** Where a Swagger 2.0 `$ref: Name` shorthand looks when its location does not tell. */
+type ShorthandSection = 'parameters' | 'responses';
+
 type Followed =
   | { readonly ok: true; readonly value: unknown; readonly at: Location }
   | { readonly ok: false; readonly ref: string; readonly refAt: Location; readonly reason: string; readonly cause?: DocumentError };
@@ -333,7 +336,8 @@ class DocumentLoader implements ApiDocument {
     // Resolved from the owner's location (same file); the entry's own location is built only for a warning.
     const check = (value: unknown, owner: Location, ...tokens: (string | number)[]) => {
       if (!isPlainObject(value) || typeof value.$ref !== 'string') return;
-      const followed = this.follow(value, owner);
+      // A 2.0 shorthand `$ref: Name` here names a parameter or response (the owner's location does not say which).
+      const followed = this.follow(value, owner, tokens[0] === 'parameters' || tokens[0] === 'responses' ? tokens[0] : undefined);
       // A remote `$ref` is not broken, only out of reach (idemkit never uses the network): not worth a warning here.
       if (followed.ok || /^https?:/i.test(followed.ref)) return;
       const refAt = followed.refAt === owner ? { file: owner.file, pointer: appendPointer(owner.pointer, ...tokens) } : followed.refAt;
@@ -460,7 +464,7 @@ class DocumentLoader implements ApiDocument {
     throw new DocumentError(followed.reason, followed.refAt.file, refPointer, line, column);
   }
 
-  private follow(value: unknown, at: Location): Followed {
+  private follow(value: unknown, at: Location, section?: ShorthandSection): Followed {
     let current: unknown = value;
     let where = at;
     // Cycle check on the targets (concrete pointers), kept only along a chain of `$ref`s: a single hop (by
@@ -468,7 +472,7 @@ class DocumentLoader implements ApiDocument {
     let visited: Set<string> | undefined;
     for (let hop = 0; hop < MAX_REF_HOPS; hop++) {
       if (!isPlainObject(current) || typeof current.$ref !== 'string') return hop === 0 ? { ok: true, value, at } : { ok: true, value: current, at: where };
-      const target = this.resolveRef(current.$ref, where);
+      const target = this.resolveRef(current.$ref, where, hop === 0 ? section : undefined);
       if (!target.ok) return target;
       const next = target.value;
       if (isPlainObject(next) && typeof next.$ref === 'string') {
@@ -483,8 +487,8 @@ class DocumentLoader implements ApiDocument {
     return { ok: false, ref: String((current as { $ref: unknown }).$ref), refAt: where, reason: 'too many chained $refs — point at the definition directly' };
   }
 
-  private resolveRef(written: string, from: Location): Followed {
-    const ref = this.version === '2.0' ? this.expandShorthand(written, from) : written;
+  private resolveRef(written: string, from: Location, section?: ShorthandSection): Followed {
+    const ref = this.version === '2.0' ? this.expandShorthand(written, from, section) : written;
     // Per file, then per `$ref` string: no key is joined for the thousands of lookups of a big document.
     let perFile = this.refs.get(from.file);
     if (!perFile) {
@@ -503,11 +507,11 @@ class DocumentLoader implements ApiDocument {
    * parameter entry, `#/responses/Pet` for a response entry, `#/definitions/Pet` elsewhere — when that entry
    * exists in the same file; otherwise the `$ref` stays a (missing) file name.
    */
-  private expandShorthand(ref: string, from: Location): string {
+  private expandShorthand(ref: string, from: Location, given?: ShorthandSection): string {
     if (!/^[^#/\\.:]+$/.test(ref)) return ref;
     const source = this.cache.get(from.file).value;
     const pointer = from.pointer;
-    const section = /\/parameters\/\d+$/.test(pointer) ? 'parameters' : /\/responses\/[^/]+$/.test(pointer) ? 'responses' : 'definitions';
+    const section = given ?? (/\/parameters\/\d+$/.test(pointer) ? 'parameters' : /\/responses\/[^/]+$/.test(pointer) ? 'responses' : 'definitions');
     const entries = isPlainObject(source) ? source[section] : undefined;
     return isPlainObject(entries) && Object.prototype.hasOwnProperty.call(entries, ref) ? `#${appendPointer(`/${section}`, ref)}` : ref;
   }

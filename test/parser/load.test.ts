@@ -120,6 +120,18 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.deref({ $ref: 'Charge' }, { file: doc.file, pointer: '/paths/~1charges/post/responses/201/schema' })?.at.pointer, '/definitions/Charge');
     });
 
+    it('follows the shorthand where no contract needs it too, a parameter entry to the parameter of that name', async () => {
+      const doc = await loadDocument(fixture('swagger2-shorthand-no-contract.yaml'));
+      assert.deepEqual(doc.warnings, []);
+      assert.deepEqual(
+        op(doc, 'createPet').parameters!.map((parameter) => [parameter.in, parameter.name, parameter.valueAt.pointer]),
+        [
+          ['header', 'Idempotency-Key', '/parameters/IdemKey'],
+          ['query', 'limit', '/parameters/Limit'],
+        ],
+      );
+    });
+
     it('a 3.1 document holding only components (or only webhooks) is valid: no operations, no warning', async () => {
       const components = await loadDocument(fixture('components-only-31.yaml'));
       assert.deepEqual([components.operations.length, components.warnings], [0, []]);
