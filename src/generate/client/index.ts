@@ -17,7 +17,7 @@ import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
 import { formEncoding, formFieldFormats, paramFormats } from './params.js';
 import { ClientRefs } from './refs.js';
 import { SchemaTypes } from './schema-types.js';
-import { documentServers, operationServer, type ServerEntry } from './servers.js';
+import { documentServers, isAbsoluteServer, operationServer, type ServerEntry } from './servers.js';
 
 /** Options of {@link generateClient}. */
 export interface ClientOptions {
@@ -50,8 +50,11 @@ export interface ClientOperation {
   readonly notIdempotent: boolean;
   /** The compiled contract, or `null` for operations without an enabled contract. */
   readonly contract: CompiledContract | null;
-  /** The server of the operation's own 3.x `servers` (path- or operation-level) when it differs from the document's, else `null`. */
-  readonly server: string | null;
+  /**
+   * The server of the operation's own 3.x `servers` (path- or operation-level) when it differs from the document's,
+   * else `null`; `absolute` when it names its host (else it is a path that replaces the document's).
+   */
+  readonly server: { readonly url: string; readonly absolute: boolean } | null;
   /** The status-route operation of a contracted operation, or `null`. */
   readonly status: { readonly name: string; readonly inputType: string; readonly inputOptional: boolean; readonly okType: string; readonly errorType: string } | null;
 }
@@ -68,8 +71,10 @@ export interface ClientModel {
   readonly serverAbsolute: boolean;
   /** {@link server} moved to `http://localhost:8080` (its path kept), for the `baseUrl` TSDoc. */
   readonly localServer: string;
-  /** `true` when {@link server} is `/`: the document does not say where the API is. */
+  /** `true` when {@link server}'s path is `/` and it names no host: the document does not say where the API is. */
   readonly serverUnknown: boolean;
+  /** The query of {@link server} (`?api-version=…`), which every request carries, or `''`. */
+  readonly serverQuery: string;
   /** `true` when some operation has a server of its own. */
   readonly hasOperationServers: boolean;
   /** `true` for a Swagger 2.0 document. */
@@ -89,7 +94,7 @@ export const CLIENT_EXPORTS: readonly string[] = [
 /** Names `client.ts` declares or imports for its own use; operation methods avoid them (and {@link CLIENT_EXPORTS}). */
 const CLIENT_LOCALS = [
   'intent', 'runtime', 'options', 'parts', 'T', 'buildRequest', 'sendIntent', 'sendOnce', 'defaultRuntime', 'base', 'input', 'call',
-  'RequestParts', 'CompiledContract', 'baseUrlOf', 'operationBaseUrl',
+  'RequestParts', 'CompiledContract', 'clientBase', 'operationBaseUrl',
 ];
 
 /** Globals `schema.ts` uses (`Record`, and the types of binary bodies): a schema of such a name would shadow it there. */
@@ -350,6 +355,11 @@ function unionOf(types: readonly string[]): string {
   return unique.map((t) => (/^[A-Za-z_$][\w$]*$/.test(t) ? t : `(${t})`)).join(' | ');
 }
 
+/** An operation's own server URL as the template describes it. */
+function ownServer(url: string | null): ClientOperation['server'] {
+  return url === null ? null : { url, absolute: isAbsoluteServer(url) };
+}
+
 /**
  * Builds the view model and the declarations of `schema.ts`. Throws DocumentError (with the line and column) for
  * the first `$ref` in the file the client needs and cannot follow.
@@ -392,7 +402,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       errorType: t.error,
       notIdempotent: op.contract !== undefined && !op.contract.enabled,
       contract,
-      server: operationServer(doc, op, where.server),
+      server: ownServer(operationServer(doc, op, where.server)),
       status:
         route === undefined
           ? null
@@ -410,7 +420,8 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       server: where.server,
       serverAbsolute: where.absolute,
       localServer: `http://localhost:8080${where.absolute ? new URL(where.server).pathname.replace(/\/$/, '') : ''}`,
-      serverUnknown: where.server === '/',
+      serverUnknown: where.server.replace(/\?.*/s, '') === '/',
+      serverQuery: where.server.includes('?') ? where.server.slice(where.server.indexOf('?')) : '',
       hasOperationServers: operations.some((o) => o.server !== null),
       swagger: doc.version === '2.0',
     },

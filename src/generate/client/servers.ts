@@ -8,7 +8,10 @@ import type { ApiDocument, OperationView } from '../../parser/model.js';
 
 /** One server the document lists. */
 export interface ServerEntry {
-  /** An absolute `http(s)` URL, or a path (`/v1`) relative to where the document is served; no trailing `/` (but `/` itself). */
+  /**
+   * An absolute `http(s)` URL, or a path (`/v1`) relative to where the document is served; no trailing `/` (but `/`
+   * itself) before its query, if it has one.
+   */
   readonly url: string;
   readonly description?: string;
 }
@@ -26,13 +29,17 @@ type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const HTTP = /^https?:\/\//i;
+/** `true` for an absolute `http(s)` server URL (else it is a path). */
+export const isAbsoluteServer = (url: string): boolean => HTTP.test(url);
+
 /** Any other scheme (`ws:`, `ftp:`, `javascript:` …): not a server a fetch client can call. */
 const OTHER_SCHEME = /^[a-z][a-z0-9+.-]*:/i;
 
 /**
  * A server URL as a client uses it, or `undefined` when it is none: absolute `http(s)` URLs normalised by the
  * URL parser (no trailing `/`), scheme-relative `//host/…` as `https:`, anything without a scheme as the path it
- * names (`v1`, `./v1` → `/v1`). Substitute `{variable}`s first.
+ * names (`v1`, `./v1` → `/v1`). A query is kept (`?api-version=2024-01-01`: clients send it with every request);
+ * a fragment is dropped (it is never sent). Substitute `{variable}`s first.
  */
 export function normaliseServerUrl(text: string): string | undefined {
   const url = text.trim();
@@ -45,11 +52,12 @@ export function normaliseServerUrl(text: string): string | undefined {
       return undefined;
     }
     if (parsed.username !== '' || parsed.password !== '') return undefined;
-    return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}`;
+    return `${parsed.origin}${parsed.pathname.replace(/\/+$/, '')}${parsed.search}`;
   }
   if (OTHER_SCHEME.test(url)) return undefined;
-  const path = new URL(url, 'http://localhost/').pathname.replace(/\/+$/, '');
-  return path === '' ? '/' : path;
+  const parsed = new URL(url, 'http://localhost/');
+  const path = parsed.pathname.replace(/\/+$/, '');
+  return `${path === '' ? '/' : path}${parsed.search}`;
 }
 
 /** A 3.x Server Object's URL with each `{variable}` replaced by its `default`; `undefined` when one has none. */

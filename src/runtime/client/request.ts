@@ -6,6 +6,7 @@
 import { encodeBody } from './body.js';
 import type { PreparedRequest } from './engine.js';
 import { expand, formatOf, queryPairs, QUERY_DEFAULT, SIMPLE_DEFAULT, TEXT_DELIMITER, URL_DELIMITER, type ParamFormat, type ParamFormats, type ParamInput } from './params.js';
+import { mergeQuery, splitQuery } from './server.js';
 
 /** The parts of an operation call, by parameter location. */
 export interface RequestParts {
@@ -30,7 +31,8 @@ export interface RequestFormat {
 }
 
 /**
- * Fills `{name}` segments of `pathTemplate`, appends the query, writes cookie parameters, and encodes the body for the operation's request
+ * Fills `{name}` segments of `pathTemplate` and appends it to `baseUrl` (before a query `baseUrl` has, whose pairs are
+ * kept unless the call sets a query parameter of the same name), appends the query, writes cookie parameters, and encodes the body for the operation's request
  * media type (default `application/json`; see `encodeBody`). Parameters are written in their
  * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
  * Throws `TypeError` when a path parameter is missing or a form body is not an object of fields.
@@ -69,6 +71,8 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
     body = encoded.body;
   }
   // One `/` between them, whether or not the document's path starts with one (`business-accounts/{id}` happens).
-  const url = baseUrl.replace(/\/+$/, '') + (path.startsWith('/') ? '' : '/') + path + (query.length === 0 ? '' : `?${query.join('&')}`);
+  const base = splitQuery(baseUrl);
+  const pairs = base.query.length === 0 ? query : mergeQuery(base.query, query);
+  const url = base.url + (path.startsWith('/') ? '' : '/') + path + (pairs.length === 0 ? '' : `?${pairs.join('&')}`);
   return body === undefined ? { url, method, headers } : { url, method, headers, body };
 }

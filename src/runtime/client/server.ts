@@ -1,47 +1,173 @@
 /**
- * Where a generated client sends its requests: the server URL the document gives, or the caller's `baseUrl`.
+ * Where a generated client sends its requests: the server URL the document gives, or the caller's `baseUrl`,
+ * and the servers of operations that have their own.
  *
  * This file is copied into users' generated output: it imports nothing outside `runtime/client`.
  */
 
 const ABSOLUTE = /^https?:\/\//i;
+/** A scheme other than `http(s)` (or `localhost:8080` written without one, which URL parsers read as a scheme). */
+const SCHEME = /^[a-z][a-z0-9+.-]*:/i;
 
 const trimSlashes = (url: string): string => url.replace(/\/+$/, '');
 
-/** The path of `url`; a relative `url` (a browser page's `/api`) is a path itself. */
-const pathOf = (url: string): string => new URL(url, 'http://localhost').pathname;
+/** A URL split at its `?`: what comes before (no trailing `/`), and its query's `name=value` pairs as written. */
+export interface SplitUrl {
+  readonly url: string;
+  readonly query: readonly string[];
+}
 
-/**
- * The URL every operation's path is appended to (no trailing `/`), from the document's server URL `server`
- * (server variables at their defaults) and the caller's `baseUrl`:
- * - `server` absolute (`https://api.example.com/v1`): `baseUrl` replaces it when given (a full prefix, path
- *   included), else it is used as is;
- * - `server` a path (`/v1`: Swagger 2.0 `basePath` without `host`, a relative 3.x server URL; `/` when the
- *   document says nothing): `baseUrl` is the URL of the server, and the path is added to it unless `baseUrl`
- *   already ends with it, so `https://api.example.com` and `https://api.example.com/v1` both give
- *   `https://api.example.com/v1`.
- *
- * Throws `TypeError` when `server` is a path and `baseUrl` is missing.
- */
-export function baseUrlOf(server: string, baseUrl: string | undefined): string {
-  if (ABSOLUTE.test(server)) return trimSlashes(baseUrl ?? server);
-  if (baseUrl === undefined) {
-    throw new TypeError(`the API's document gives only the path ${JSON.stringify(server)} for its server: pass baseUrl, the server's URL (e.g. "https://api.example.com")`);
+/** `url` split at its first `?` (the pairs of its query as written, empty ones left out). */
+export function splitQuery(url: string): SplitUrl {
+  const cut = url.indexOf('?');
+  if (cut < 0) return { url: trimSlashes(url), query: [] };
+  return { url: trimSlashes(url.slice(0, cut)), query: url.slice(cut + 1).split('&').filter((pair) => pair !== '') };
+}
+
+/** The decoded name of a query pair (as written when it does not decode). */
+function nameOf(pair: string): string {
+  const raw = pair.split('=', 1)[0]!;
+  try {
+    return decodeURIComponent(raw.replace(/\+/g, ' '));
+  } catch {
+    return raw;
   }
-  const base = trimSlashes(baseUrl);
-  const path = trimSlashes(server);
-  return path === '' || trimSlashes(pathOf(base)).endsWith(path) ? base : base + path;
 }
 
 /**
- * The URL an operation with servers of its own (3.x path- or operation-level `servers`) appends its path to:
- * the caller's `baseUrl` when given (it applies to every operation), else the operation's `server` itself
- * when absolute, else `server` resolved as a URL reference against the client's base URL `clientBase`
- * (`/uploads` against `https://api.example.com/v1` is `https://api.example.com/uploads`; against a relative
- * base, as in a browser page, it stays relative to the page).
+ * The pairs of `groups` in order, except that a name a later group has replaces every pair of that name in the
+ * earlier ones (an operation's own `api-version` parameter replaces the server URL's `?api-version=…`).
  */
-export function operationBaseUrl(server: string, baseUrl: string | undefined, clientBase: string): string {
-  if (baseUrl !== undefined) return trimSlashes(baseUrl);
-  if (ABSOLUTE.test(server) || !ABSOLUTE.test(clientBase)) return trimSlashes(server);
-  return trimSlashes(new URL(server, clientBase).href);
+export function mergeQuery(...groups: readonly (readonly string[])[]): string[] {
+  const later = new Set<string>();
+  const kept: string[][] = [];
+  for (const group of [...groups].reverse()) {
+    kept.unshift(group.filter((pair) => !later.has(nameOf(pair))));
+    for (const pair of group) later.add(nameOf(pair));
+  }
+  return kept.flat();
+}
+
+const withQuery = (url: string, query: readonly string[]): string => (query.length === 0 ? url : `${url}?${query.join('&')}`);
+
+/** The path of `url` (`''` for the root): after the origin of an absolute URL, the whole of a relative one. */
+const pathOf = (url: string): string => (ABSOLUTE.test(url) ? url.slice(new URL(url).origin.length) : url);
+
+/**
+ * A URL the caller gives (`baseUrl`, an `operationServers` entry) checked and split: an `http(s)` URL (normalised
+ * by the URL parser) or a path, with no fragment and no credentials. Throws `TypeError` naming `option` otherwise.
+ */
+function callerUrl(option: string, value: string): SplitUrl {
+  if (typeof value !== 'string') throw new TypeError(`${option} must be a string: the URL of the server`);
+  const quoted = `${option} ${JSON.stringify(value)}`;
+  if (value.includes('#')) throw new TypeError(`${quoted} has a fragment (#…), which is never sent to a server: leave it out`);
+  if (!ABSOLUTE.test(value) && SCHEME.test(value)) throw new TypeError(`${quoted} is not an http(s) URL or a path: write it with http:// or https://`);
+  const split = splitQuery(value);
+  if (!ABSOLUTE.test(value)) return split;
+  let parsed: URL;
+  try {
+    parsed = new URL(split.url);
+  } catch {
+    throw new TypeError(`${quoted} is not a valid URL`);
+  }
+  if (parsed.username !== '' || parsed.password !== '') throw new TypeError(`${option} has credentials in it: send them in a header (options.headers) instead`);
+  return { url: trimSlashes(parsed.origin + parsed.pathname), query: split.query };
+}
+
+/**
+ * The last whole leading part of `documentPath` (`/api` of `/api/v1`; never all of it) that `path` ends with,
+ * else `undefined`.
+ */
+function partialOverlap(path: string, documentPath: string): string | undefined {
+  let found: string | undefined;
+  for (let i = documentPath.indexOf('/', 1); i > 0; i = documentPath.indexOf('/', i + 1)) {
+    const lead = documentPath.slice(0, i);
+    if (path.endsWith(lead)) found = lead;
+  }
+  return found;
+}
+
+/** Where a client's requests go, from {@link clientBase}. */
+export interface ClientBase {
+  /** The URL each operation's path is appended to (no trailing `/`), with the query every request carries. */
+  readonly url: string;
+  /** Where an operation's relative server path goes in place of the document's path (with `baseUrl`'s query). */
+  readonly root: string;
+  /** The caller's `operationServers`, checked, by operation. */
+  readonly operationServers: ReadonlyMap<string, string>;
+}
+
+/**
+ * Where a client sends its requests, from the document's server URL `server` (server variables at their defaults,
+ * its query kept) and the caller's `baseUrl` and `operationServers`:
+ * - `server` absolute (`https://api.example.com/v1`): `baseUrl` replaces its scheme, host and path when given (a
+ *   full prefix, path included), else it is used as is;
+ * - `server` a path (`/v1`: Swagger 2.0 `basePath` without `host`, a relative 3.x server URL; `/` when the
+ *   document says nothing): `baseUrl` is required, the URL of the server, and the path is added to it unless
+ *   `baseUrl`'s path already ends with the whole of it, so `https://api.example.com` and
+ *   `https://api.example.com/v1` both give `https://api.example.com/v1`. A `baseUrl` that ends with only the start
+ *   of a longer path (`https://host/api` for `/api/v1`) is refused rather than guessed at: pass `https://host`, or
+ *   the whole prefix (`https://host/api/v1`, or `https://host/api/api/v1` if the API is mounted under `/api`).
+ *
+ * A query in `server` (`?api-version=2024-01-01`) is sent with every request; a query in `baseUrl` (`?code=KEY`)
+ * too, its values replacing the server's of the same name. The root a relative operation server goes under is
+ * `baseUrl` (else the server's origin) with the document's path taken off its end when it ends with it.
+ *
+ * Throws `TypeError` when `server` is a path and `baseUrl` is missing, when `baseUrl` only partly ends with the
+ * document's path, and when `baseUrl` or an `operationServers` entry is not an `http(s)` URL or path, or has a
+ * fragment or credentials.
+ */
+export function clientBase(server: string, baseUrl: string | undefined, operationServers: Readonly<Record<string, string | undefined>> = {}): ClientBase {
+  const overrides = new Map<string, string>();
+  for (const [name, value] of Object.entries(operationServers)) {
+    if (value === undefined) continue;
+    const checked = callerUrl(`operationServers.${name}`, value);
+    overrides.set(name, withQuery(checked.url, checked.query));
+  }
+  const document = splitQuery(server);
+  const documentPath = pathOf(document.url);
+  if (baseUrl === undefined) {
+    if (!ABSOLUTE.test(server)) {
+      throw new TypeError(`the API's document gives only the path ${JSON.stringify(server)} for its server: pass baseUrl, the server's URL (e.g. "https://api.example.com")`);
+    }
+    return { url: withQuery(document.url, document.query), root: document.url.slice(0, document.url.length - documentPath.length), operationServers: overrides };
+  }
+  const given = callerUrl('baseUrl', baseUrl);
+  const givenPath = pathOf(given.url);
+  let url = given.url;
+  let root = given.url;
+  if (documentPath !== '' && givenPath.endsWith(documentPath)) {
+    root = given.url.slice(0, given.url.length - documentPath.length);
+  } else if (documentPath !== '' && !ABSOLUTE.test(server)) {
+    const lead = partialOverlap(givenPath, documentPath);
+    if (lead !== undefined) {
+      const without = given.url.slice(0, given.url.length - lead.length);
+      throw new TypeError(
+        `baseUrl ${JSON.stringify(baseUrl)} ends with ${JSON.stringify(lead)}, only the start of the document's path ${JSON.stringify(documentPath)}: ` +
+          `pass the server's URL without it (${JSON.stringify(without)}), or with the whole path (${JSON.stringify(without + documentPath)}; ` +
+          `${JSON.stringify(given.url + documentPath)} if the API is mounted under ${JSON.stringify(lead)})`,
+      );
+    }
+    url = given.url + documentPath;
+  }
+  return { url: withQuery(url, mergeQuery(document.query, given.query)), root: withQuery(root, given.query), operationServers: overrides };
+}
+
+/**
+ * The URL the operation `operation` (one with a server of its own: 3.x path- or operation-level `servers`)
+ * appends its path to, from its server URL `server` and the client's {@link ClientBase}:
+ * - the caller's `operationServers` entry for it when there is one (used as is, like an absolute `baseUrl`);
+ * - else `server` itself when absolute (`https://uploads.example.com`), whatever `baseUrl` says: `baseUrl` and its
+ *   query are for the document's server, not another host;
+ * - else `server` (a path, `/v2`) in place of the document's path: after `root`, with `root`'s query
+ *   (`https://api.example.com` + `/v2`).
+ * A query in `server` is kept.
+ */
+export function operationBaseUrl(base: ClientBase, operation: string, server: string): string {
+  const override = base.operationServers.get(operation);
+  if (override !== undefined) return override;
+  const own = splitQuery(server);
+  if (ABSOLUTE.test(own.url)) return withQuery(own.url, own.query);
+  const root = splitQuery(base.root);
+  return withQuery(root.url + own.url, mergeQuery(own.query, root.query));
 }

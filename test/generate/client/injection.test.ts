@@ -14,7 +14,7 @@ const HOSTILE = `
 openapi: 3.0.3
 info: { title: "t", version: "1" }
 servers:
-  - url: 'https://x.example/"); globalThis.${CANARY}=1; ("*/{v}'
+  - url: 'https://x.example/"); globalThis.${CANARY}=1; ("*/{v}?q=*/globalThis.${CANARY}=1;/*&r="+(globalThis.${CANARY}=1)+"'
     description: "*/ globalThis.${CANARY} = 1; /*\\u2028"
     variables: { v: { default: '"+(globalThis.${CANARY}=1)+"\`\${globalThis.${CANARY}=1}\`' } }
 paths:
@@ -95,8 +95,8 @@ describe('generate client: spec text never becomes code', function () {
       DEFAULT_SERVER_URL: string;
     };
     const client = mod.createClient({ baseUrl: 'http://127.0.0.1:9' });
-    // The hostile server URL is data: percent-encoded by the URL parser, its description kept verbatim.
-    assert.equal(mod.DEFAULT_SERVER_URL, 'https://x.example/%22);%20globalThis.__idemkitPwned=1;%20(%22*/%22+(globalThis.__idemkitPwned=1)+%22%60$%7BglobalThis.__idemkitPwned=1%7D%60');
+    // The hostile server URL is data (its query, kept, too): percent-encoded by the URL parser, its description kept verbatim.
+    assert.equal(mod.DEFAULT_SERVER_URL, 'https://x.example/%22);%20globalThis.__idemkitPwned=1;%20(%22*/%22+(globalThis.__idemkitPwned=1)+%22%60$%7BglobalThis.__idemkitPwned=1%7D%60?q=*/globalThis.__idemkitPwned=1;/*&r=%22+(globalThis.__idemkitPwned=1)+%22');
     assert.equal(mod.SERVERS[0]!.description, `*/ globalThis.${CANARY} = 1; /*\u2028`);
     mod.createClient();
     assert.equal((globalThis as Record<string, unknown>)[CANARY], undefined);

@@ -1,8 +1,9 @@
 /**
- * Where generated clients send requests: the document's servers (3.x `servers` with variables, path- and
- * operation-level overrides; 2.0 `schemes` / `host` / `basePath`), the caller's `baseUrl`, paths written
- * without a leading `/`, and the Swagger 2.0 `$ref: Name` shorthand. Each client is generated, compiled with
- * tsc --strict next to a usage file, and called against an HTTP server on 127.0.0.1 that records the URLs.
+ * Where generated clients send requests: the document's servers (3.x `servers` with variables and queries, path-
+ * and operation-level overrides; 2.0 `schemes` / `host` / `basePath`), the caller's `baseUrl` and
+ * `operationServers`, paths written without a leading `/`, and the Swagger 2.0 `$ref: Name` shorthand. Each client
+ * is generated, compiled with tsc --strict next to a usage file, and called against HTTP servers on 127.0.0.1 (the
+ * API's, and an upload host's) that record the URLs.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,7 +22,7 @@ import { prepareTsProject, runTsc } from '../tsc.js';
 interface AnyClient {
   readonly DEFAULT_SERVER_URL: string;
   readonly SERVERS: readonly { url: string; description?: string }[];
-  createClient(options?: { baseUrl?: string }): Record<string, (input?: unknown) => Promise<{ ok: boolean; status: number; body: unknown }>>;
+  createClient(options?: { baseUrl?: string; operationServers?: Record<string, string> }): Record<string, (input?: unknown) => Promise<{ ok: boolean; status: number; body: unknown }>>;
 }
 
 /** Swagger 2.0: `host` + `basePath`, a path without its leading `/`, the `$ref: Name` shorthand. */
@@ -104,11 +105,68 @@ paths:
       responses: { "200": { description: ok } }
 `;
 
+/**
+ * OpenAPI 3.0 whose server is only a path, with operations on servers of their own: a path (`/v2`, path-level) and
+ * an absolute upload host (operation-level).
+ */
+const ownServers = (uploadsPort: number): string => `
+openapi: 3.0.3
+info: { title: own servers, version: "1" }
+servers:
+  - url: /v1
+paths:
+  /orders:
+    get:
+      operationId: listOrders
+      responses: { "200": { description: ok } }
+  /files:
+    servers:
+      - url: /v2
+    post:
+      operationId: createFile
+      responses: { "200": { description: ok } }
+    put:
+      operationId: uploadFile
+      servers:
+        - url: http://127.0.0.1:${uploadsPort}/blobs
+      responses: { "200": { description: ok } }
+`;
+
+/** A server URL with a query (Azure's `api-version`), and an operation that may set the same parameter itself. */
+const query = (port: number): string => `
+openapi: 3.0.3
+info: { title: query, version: "1" }
+servers:
+  - url: http://127.0.0.1:${port}/v1?api-version=2024-01-01
+paths:
+  /orders:
+    get:
+      operationId: listOrders
+      parameters:
+        - { name: api-version, in: query, schema: { type: string } }
+        - { name: limit, in: query, schema: { type: integer } }
+      responses: { "200": { description: ok } }
+`;
+
+/** A relative server URL of two segments. */
+const gateway = `
+openapi: 3.0.3
+info: { title: gateway, version: "1" }
+servers:
+  - url: /api/v1
+paths:
+  /orders:
+    get:
+      operationId: listOrders
+      responses: { "200": { description: ok } }
+`;
+
 /** Compiled with the clients: what a user writes against them (each `@ts-expect-error` must be a real error). */
 const USAGE = `
 import * as charges from './swagger/index.js';
 import * as items from './servers/index.js';
 import * as relative from './relative/index.js';
+import * as own from './own/index.js';
 
 // The document says where the API is: no options needed.
 charges.createClient();
@@ -116,6 +174,10 @@ items.createClient({});
 // @ts-expect-error the document gives only a path: baseUrl is required
 relative.createClient();
 relative.createClient({ baseUrl: 'https://api.example.com' });
+// Only operations with a server of their own can be sent elsewhere.
+own.createClient({ baseUrl: 'https://api.example.com', operationServers: { uploadFile: 'http://127.0.0.1:9', createFile: 'http://127.0.0.1:9' } });
+// @ts-expect-error listOrders has no server of its own: baseUrl says where it goes
+own.createClient({ baseUrl: 'https://api.example.com', operationServers: { listOrders: 'http://127.0.0.1:9' } });
 
 // \`$ref: Charge\` is the definition Charge, not unknown.
 const charge: charges.Charge = { id: 'ch_1', lines: [{ sku: 'a' }] };
@@ -134,22 +196,31 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
 
   let dir: string;
   let server: Server;
+  let uploads: Server;
   let port: number;
   let origin: string;
+  let uploadsOrigin: string;
   let received: string[] = [];
   const modules = new Map<string, AnyClient>();
 
-  before(async () => {
-    server = createServer((req, res) => {
-      received.push(`${req.method ?? ''} ${req.url ?? ''}`);
+  /** An HTTP server on 127.0.0.1 that records each request as `METHOD url` (after `label`, if any). */
+  async function recorder(label: string): Promise<[Server, string]> {
+    const recording = createServer((req, res) => {
+      received.push(`${label}${req.method ?? ''} ${req.url ?? ''}`);
       req.resume();
       req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"id":"ch_1","lines":[]}'));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => recording.listen(0, '127.0.0.1', resolve));
+    return [recording, `http://127.0.0.1:${(recording.address() as AddressInfo).port}`];
+  }
+
+  before(async () => {
+    [server, origin] = await recorder('');
+    [uploads, uploadsOrigin] = await recorder('uploads: ');
     port = (server.address() as AddressInfo).port;
-    origin = `http://127.0.0.1:${port}`;
     dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-client-servers-'));
-    const specs = { swagger: swagger(port), servers: servers(port), relative };
+    const uploadsPort = (uploads.address() as AddressInfo).port;
+    const specs = { swagger: swagger(port), servers: servers(port), relative, own: ownServers(uploadsPort), query: query(port), gateway };
     for (const [name, text] of Object.entries(specs)) {
       const spec = path.join(dir, `${name}.yaml`);
       writeFileSync(spec, text);
@@ -165,7 +236,7 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
   });
 
   after(async () => {
-    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const open of [server, uploads]) if (open !== undefined) await new Promise<void>((resolve) => open.close(() => resolve()));
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -201,7 +272,7 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
     assert.deepEqual(answer.body, { id: 'ch_1', lines: [] });
   });
 
-  it("3.x: server variables take their defaults; path- and operation-level servers are each operation's default; a baseUrl applies to all", async () => {
+  it("3.x: server variables take their defaults; path- and operation-level servers are each operation's default; a baseUrl moves the document's server and relative ones", async () => {
     const mod = modules.get('servers')!;
     assert.equal(mod.DEFAULT_SERVER_URL, `${origin}/v2`);
     assert.deepEqual(mod.SERVERS, [{ url: `${origin}/v2`, description: 'local' }, { url: 'https://api.example.com/v2' }]);
@@ -209,7 +280,8 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
     // The operation-level `/status-host` is relative: resolved against the client's base URL.
     assert.deepEqual(await send(mod.createClient(), ...calls), ['GET /v2/items', 'POST /upload-host/uploads', 'GET /status-host/uploads']);
     received = [];
-    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/staging/` }), ...calls), ['GET /staging/items', 'POST /staging/uploads', 'GET /staging/uploads']);
+    // The absolute path-level server stays; the relative one goes after baseUrl (it does not end with /v2) instead of /v2.
+    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/staging/` }), ...calls), ['GET /staging/items', 'POST /upload-host/uploads', 'GET /staging/status-host/uploads']);
   });
 
   it("a relative server URL is added to the caller's baseUrl once, whether baseUrl names the origin or already ends with the path", async () => {
@@ -219,6 +291,45 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
     received = [];
     assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/v1` }), ['listItems', {}]), ['GET /v1/items']);
     assert.throws(() => mod.createClient({}), /gives only the path "\/v1".*pass baseUrl/);
+  });
+
+  it("a document whose server is only a path: an operation's relative server replaces that path after baseUrl, an absolute one is used as is", async () => {
+    const mod = modules.get('own')!;
+    const calls: [string, unknown][] = [['listOrders', {}], ['createFile', {}], ['uploadFile', {}]];
+    const expected = ['GET /v1/orders', 'POST /v2/files', 'uploads: PUT /blobs/files'];
+    // Whether baseUrl names the origin or already ends with the document's path /v1.
+    for (const baseUrl of [origin, `${origin}/v1/`]) {
+      received = [];
+      assert.deepEqual(await send(mod.createClient({ baseUrl }), ...calls), expected, baseUrl);
+    }
+    // Behind a gateway that mounts the API under /mount: both the document's path and /v2 go under it.
+    received = [];
+    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/mount` }), ...calls), ['GET /mount/v1/orders', 'POST /mount/v2/files', 'uploads: PUT /blobs/files']);
+    // operationServers sends an operation elsewhere, used as is.
+    received = [];
+    const moved = mod.createClient({ baseUrl: origin, operationServers: { uploadFile: `${origin}/local-blobs/`, createFile: `${uploadsOrigin}/files-host` } });
+    assert.deepEqual(await send(moved, ...calls), ['GET /v1/orders', 'uploads: POST /files-host/files', 'PUT /local-blobs/files']);
+    assert.throws(() => mod.createClient({ baseUrl: origin, operationServers: { uploadFile: 'localhost:9' } }), (error: unknown) => error instanceof TypeError && /operationServers\.uploadFile "localhost:9" is not an http\(s\) URL/.test(error.message));
+  });
+
+  it("a server URL's query is sent with every request (a parameter the call sets replaces it); a baseUrl's query is split off and kept", async () => {
+    const mod = modules.get('query')!;
+    assert.equal(mod.DEFAULT_SERVER_URL, `${origin}/v1?api-version=2024-01-01`);
+    const got = await send(mod.createClient(), ['listOrders', {}], ['listOrders', { query: { limit: 5 } }], ['listOrders', { query: { 'api-version': '2025-05-01' } }]);
+    assert.deepEqual(got, ['GET /v1/orders?api-version=2024-01-01', 'GET /v1/orders?api-version=2024-01-01&limit=5', 'GET /v1/orders?api-version=2025-05-01']);
+    received = [];
+    const relativeWithKey = modules.get('relative')!.createClient({ baseUrl: `${origin}?code=KEY` });
+    assert.deepEqual(await send(relativeWithKey, ['listItems', {}]), ['GET /v1/items?code=KEY']);
+    received = [];
+    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/v1?code=KEY` }), ['listOrders', {}]), ['GET /v1/orders?api-version=2024-01-01&code=KEY']);
+  });
+
+  it('a baseUrl ending with only the start of a two-segment document path is refused; the origin or the whole path work', async () => {
+    const mod = modules.get('gateway')!;
+    assert.throws(() => mod.createClient({ baseUrl: `${origin}/api` }), (error: unknown) => error instanceof TypeError && /ends with "\/api", only the start of the document's path "\/api\/v1"/.test(error.message));
+    assert.deepEqual(await send(mod.createClient({ baseUrl: origin }), ['listOrders', {}]), ['GET /api/v1/orders']);
+    received = [];
+    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/api/v1` }), ['listOrders', {}]), ['GET /api/v1/orders']);
   });
 });
 
@@ -245,7 +356,7 @@ describe('generate client: the servers a document names', () => {
     assert.deepEqual(documentServers(pathOnly), { servers: [{ url: '/open-banking/v2.1' }], server: '/open-banking/v2.1', absolute: false });
   });
 
-  it('3.x: the first absolute server is the default; unusable URLs (other schemes, a variable without a default) are left out; no servers is `/`', async () => {
+  it('3.x: the first absolute server is the default; unusable URLs (other schemes, a variable without a default) are left out; queries kept; no servers is `/`', async () => {
     const doc = await load(
       [
         'openapi: 3.0.3',
@@ -265,6 +376,9 @@ describe('generate client: the servers a document names', () => {
       server: 'https://cdn.example.com/v3',
       absolute: true,
     });
+    const queried = await load(`openapi: 3.0.3\ninfo: { title: t, version: "1" }\nservers:\n  - url: "./v1/?api-version=1#frag"\n  - url: "https://API.example.com/v1/?api-version=2024-01-01&x=a b"\n${PATHS}`);
+    // A query is kept (clients send it with every request), a fragment dropped; the URL parser encodes what it must.
+    assert.deepEqual(documentServers(queried).servers, [{ url: '/v1?api-version=1' }, { url: 'https://api.example.com/v1?api-version=2024-01-01&x=a%20b' }]);
     const bare = await load(`openapi: 3.1.0\ninfo: { title: t, version: "1" }\n${PATHS}`);
     assert.deepEqual(documentServers(bare), { servers: [{ url: '/' }], server: '/', absolute: false });
     assert.equal(operationServer(bare, bare.operations[0]!, '/'), null);

@@ -5,7 +5,7 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
-import { baseUrlOf } from './runtime/client/server.js';
+import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
@@ -30,7 +30,8 @@ export const DEFAULT_SERVER_URL = "https://api.example.com";
 export interface ClientOptions {
   /**
    * The URL each operation's path is appended to, path included. Default: "https://api.example.com" ({@link DEFAULT_SERVER_URL}).
-   * Another one (a local or staging server) replaces it whole, path included, e.g. "http://localhost:8080".
+   * Another one (a local or staging server) replaces its scheme, host and path, e.g. "http://localhost:8080".
+   * A query in `baseUrl` (`?code=…`) is sent with every request to it.
    */
   readonly baseUrl?: string;
   /** Headers sent with every request (e.g. `authorization`). */
@@ -73,10 +74,13 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
   return { ...given, headers: Object.assign({}, ...headers, given.headers) as Record<string, string> };
 }
 
-/** Makes a client for the API at `options.baseUrl`, else {@link DEFAULT_SERVER_URL}. */
+/**
+ * Makes a client for the API at `options.baseUrl`, else {@link DEFAULT_SERVER_URL}.
+ * Throws `TypeError` when `baseUrl` is not an http(s) URL or a path, or has a fragment or credentials.
+ */
 export function createClient(options: ClientOptions = {}) {
   const runtime = defaultRuntime(options.runtime);
-  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
+  const base = clientBase(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
@@ -96,7 +100,7 @@ export function createClient(options: ClientOptions = {}) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetDemoRequestInput) =>
         getDemoRequest(statusInput, { headers: { [contract.key.header]: sent.key } }),
     });
@@ -107,7 +111,7 @@ export function createClient(options: ClientOptions = {}) {
    */
   function getDemoRequest(input: T.GetDemoRequestInput, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>> {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
-      request: buildRequest(base, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

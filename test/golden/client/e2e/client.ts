@@ -5,7 +5,7 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
-import { baseUrlOf } from './runtime/client/server.js';
+import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
@@ -30,6 +30,7 @@ export const DEFAULT_SERVER_URL = "/";
 export interface ClientOptions {
   /**
    * The URL each operation's path is appended to, e.g. `https://api.example.com/v1`: the document does not say where the API is.
+   * A query in `baseUrl` (`?code=…`) is sent with every request to it.
    */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
@@ -80,11 +81,12 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
 
 /**
  * Makes a client for the API at `options.baseUrl`.
- * Throws `TypeError` when `baseUrl` is missing (JavaScript callers).
+ * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
+ * or is not an http(s) URL or a path, or has a fragment or credentials.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
-  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
+  const base = clientBase(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
@@ -104,7 +106,7 @@ export function createClient(options: ClientOptions) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetDemoRequestInput) =>
         getDemoRequest(statusInput, { headers: { [contract.key.header]: sent.key } }),
     });
@@ -115,7 +117,7 @@ export function createClient(options: ClientOptions) {
    */
   function getDemoRequest(input: T.GetDemoRequestInput, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>> {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
-      request: buildRequest(base, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -126,7 +128,7 @@ export function createClient(options: ClientOptions) {
    */
   function getEmail(input: T.GetEmailInput, call: CallOptions = {}): Promise<ApiResponse<T.GetEmailOk, T.GetEmailError>> {
     return sendOnce<T.GetEmailOk, T.GetEmailError>({
-      request: buildRequest(base, "GET", "/v1/emails/{id}", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "GET", "/v1/emails/{id}", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -137,7 +139,7 @@ export function createClient(options: ClientOptions) {
    */
   function ping(input: T.PingInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.PingOk, T.PingError>> {
     return sendOnce<T.PingOk, T.PingError>({
-      request: buildRequest(base, "POST", "/v1/pings", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "POST", "/v1/pings", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -154,7 +156,7 @@ export function createClient(options: ClientOptions) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetEmailInput) =>
         getEmail(statusInput, { headers: { [contract.key.header]: sent.key } }),
     });

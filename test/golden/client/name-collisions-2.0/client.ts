@@ -5,7 +5,7 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
-import { baseUrlOf } from './runtime/client/server.js';
+import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
@@ -30,7 +30,9 @@ export const DEFAULT_SERVER_URL = "/v2";
 export interface ClientOptions {
   /**
    * The URL of the server, e.g. `https://api.example.com`: the document gives only the path "/v2", which is added to it
-   * (unless `baseUrl` already ends with it), so requests go to `<baseUrl>` + "/v2" + the operation's path.
+   * unless `baseUrl`'s path already ends with the whole of it, so requests go to `<baseUrl>` + "/v2" + the operation's path.
+   * A `baseUrl` ending with only the start of that path is refused (`TypeError`) rather than guessed at.
+   * A query in `baseUrl` (`?code=…`) is sent with every request to it.
    */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
@@ -75,11 +77,12 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
 
 /**
  * Makes a client for the API at `options.baseUrl` (the document's path "/v2" added).
- * Throws `TypeError` when `baseUrl` is missing (JavaScript callers).
+ * Throws `TypeError` when `baseUrl` is missing (JavaScript callers) or ends with only the start of the document's path,
+ * or is not an http(s) URL or a path, or has a fragment or credentials.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
-  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
+  const base = clientBase(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
@@ -99,7 +102,7 @@ export function createClient(options: ClientOptions) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: undefined,
     });
   }
@@ -109,7 +112,7 @@ export function createClient(options: ClientOptions) {
    */
   function listAll(input: T.ListAllInput2 = {}, call: CallOptions = {}): Promise<ApiResponse<T.ListAllOk, T.ListAllError>> {
     return sendOnce<T.ListAllOk, T.ListAllError>({
-      request: buildRequest(base, "GET", "/pet", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "GET", "/pet", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -120,7 +123,7 @@ export function createClient(options: ClientOptions) {
    */
   function putPhoto(input: T.PutPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.PutPhotoOk, T.PutPhotoError>> {
     return sendOnce<T.PutPhotoOk, T.PutPhotoError>({
-      request: buildRequest(base, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"} as const),
+      request: buildRequest(base.url, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -131,7 +134,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
-      request: buildRequest(base, "POST", "/pet/{petId}/uploadImage", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "POST", "/pet/{petId}/uploadImage", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

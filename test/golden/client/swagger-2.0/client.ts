@@ -5,7 +5,7 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
-import { baseUrlOf } from './runtime/client/server.js';
+import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
@@ -30,7 +30,9 @@ export const DEFAULT_SERVER_URL = "/api";
 export interface ClientOptions {
   /**
    * The URL of the server, e.g. `https://api.example.com`: the document gives only the path "/api", which is added to it
-   * (unless `baseUrl` already ends with it), so requests go to `<baseUrl>` + "/api" + the operation's path.
+   * unless `baseUrl`'s path already ends with the whole of it, so requests go to `<baseUrl>` + "/api" + the operation's path.
+   * A `baseUrl` ending with only the start of that path is refused (`TypeError`) rather than guessed at.
+   * A query in `baseUrl` (`?code=…`) is sent with every request to it.
    */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
@@ -75,11 +77,12 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
 
 /**
  * Makes a client for the API at `options.baseUrl` (the document's path "/api" added).
- * Throws `TypeError` when `baseUrl` is missing (JavaScript callers).
+ * Throws `TypeError` when `baseUrl` is missing (JavaScript callers) or ends with only the start of the document's path,
+ * or is not an http(s) URL or a path, or has a fragment or credentials.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
-  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
+  const base = clientBase(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
@@ -99,7 +102,7 @@ export function createClient(options: ClientOptions) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: undefined,
     });
   }
@@ -109,7 +112,7 @@ export function createClient(options: ClientOptions) {
    */
   function getPayment(input: T.GetPaymentInput, call: CallOptions = {}): Promise<ApiResponse<T.GetPaymentOk, T.GetPaymentError>> {
     return sendOnce<T.GetPaymentOk, T.GetPaymentError>({
-      request: buildRequest(base, "GET", "/payments/{id}", parts(input, options.headers, call.headers), {"params":{"query":{"expand":{"style":"form","explode":false}}}} as const),
+      request: buildRequest(base.url, "GET", "/payments/{id}", parts(input, options.headers, call.headers), {"params":{"query":{"expand":{"style":"form","explode":false}}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

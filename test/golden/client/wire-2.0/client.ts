@@ -5,7 +5,7 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
-import { baseUrlOf } from './runtime/client/server.js';
+import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
@@ -30,6 +30,7 @@ export const DEFAULT_SERVER_URL = "/";
 export interface ClientOptions {
   /**
    * The URL each operation's path is appended to, e.g. `https://api.example.com/v1`: the document does not say where the API is.
+   * A query in `baseUrl` (`?code=…`) is sent with every request to it.
    */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
@@ -68,11 +69,12 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
 
 /**
  * Makes a client for the API at `options.baseUrl`.
- * Throws `TypeError` when `baseUrl` is missing (JavaScript callers).
+ * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
+ * or is not an http(s) URL or a path, or has a fragment or credentials.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
-  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
+  const base = clientBase(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
@@ -86,7 +88,7 @@ export function createClient(options: ClientOptions) {
    */
   function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
-      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
+      request: buildRequest(base.url, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -97,7 +99,7 @@ export function createClient(options: ClientOptions) {
    */
   function createPet(input: T.CreatePetInput, call: CallOptions = {}): Promise<ApiResponse<T.CreatePetOk, T.CreatePetError>> {
     return sendOnce<T.CreatePetOk, T.CreatePetError>({
-      request: buildRequest(base, "POST", "/pets", parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, "POST", "/pets", parts(input, options.headers, call.headers)),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -108,7 +110,7 @@ export function createClient(options: ClientOptions) {
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
-      request: buildRequest(base, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}} as const),
+      request: buildRequest(base.url, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -119,7 +121,7 @@ export function createClient(options: ClientOptions) {
    */
   function login(input: T.LoginInput, call: CallOptions = {}): Promise<ApiResponse<T.LoginOk, T.LoginError>> {
     return sendOnce<T.LoginOk, T.LoginError>({
-      request: buildRequest(base, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}} as const),
+      request: buildRequest(base.url, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -130,7 +132,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
-      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
+      request: buildRequest(base.url, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -141,7 +143,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadPhoto(input: T.UploadPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadPhotoOk, T.UploadPhotoError>> {
     return sendOnce<T.UploadPhotoOk, T.UploadPhotoError>({
-      request: buildRequest(base, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}} as const),
+      request: buildRequest(base.url, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

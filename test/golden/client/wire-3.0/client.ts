@@ -5,7 +5,7 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
-import { baseUrlOf } from './runtime/client/server.js';
+import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
@@ -30,6 +30,7 @@ export const DEFAULT_SERVER_URL = "/";
 export interface ClientOptions {
   /**
    * The URL each operation's path is appended to, e.g. `https://api.example.com/v1`: the document does not say where the API is.
+   * A query in `baseUrl` (`?code=…`) is sent with every request to it.
    */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
@@ -74,11 +75,12 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
 
 /**
  * Makes a client for the API at `options.baseUrl`.
- * Throws `TypeError` when `baseUrl` is missing (JavaScript callers).
+ * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
+ * or is not an http(s) URL or a path, or has a fragment or credentials.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
-  const base = baseUrlOf(DEFAULT_SERVER_URL, options.baseUrl);
+  const base = clientBase(DEFAULT_SERVER_URL, options.baseUrl);
 
   /** Makes a new intent (a new idempotency key, a fresh deadline) for a contracted operation. */
   function intent(operation: ContractedOperation, key?: string): Intent {
@@ -92,7 +94,7 @@ export function createClient(options: ClientOptions) {
    */
   function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
-      request: buildRequest(base, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
+      request: buildRequest(base.url, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -103,7 +105,7 @@ export function createClient(options: ClientOptions) {
    */
   function encodedToken(input: T.EncodedTokenInput, call: CallOptions = {}): Promise<ApiResponse<T.EncodedTokenOk, T.EncodedTokenError>> {
     return sendOnce<T.EncodedTokenOk, T.EncodedTokenError>({
-      request: buildRequest(base, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}} as const),
+      request: buildRequest(base.url, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -114,7 +116,7 @@ export function createClient(options: ClientOptions) {
    */
   function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
-      request: buildRequest(base, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}} as const),
+      request: buildRequest(base.url, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -125,7 +127,7 @@ export function createClient(options: ClientOptions) {
    */
   function oddNames(input: T.OddNamesInput, call: CallOptions = {}): Promise<ApiResponse<T.OddNamesOk, T.OddNamesError>> {
     return sendOnce<T.OddNamesOk, T.OddNamesError>({
-      request: buildRequest(base, "POST", "/odd-names", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","params":{"query":{["__proto__"]:{"style":"form","explode":false},"constructor":{"style":"form","explode":false}},"headers":{"hasOwnProperty":{"style":"simple","explode":true}},"cookies":{"toString":{"style":"form","explode":false}}},"fields":{["__proto__"]:{"style":"pipeDelimited","explode":false},"valueOf":{"style":"spaceDelimited","explode":false}}} as const),
+      request: buildRequest(base.url, "POST", "/odd-names", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","params":{"query":{["__proto__"]:{"style":"form","explode":false},"constructor":{"style":"form","explode":false}},"headers":{"hasOwnProperty":{"style":"simple","explode":true}},"cookies":{"toString":{"style":"form","explode":false}}},"fields":{["__proto__"]:{"style":"pipeDelimited","explode":false},"valueOf":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -136,7 +138,7 @@ export function createClient(options: ClientOptions) {
    */
   function token(input: T.TokenInput, call: CallOptions = {}): Promise<ApiResponse<T.TokenOk, T.TokenError>> {
     return sendOnce<T.TokenOk, T.TokenError>({
-      request: buildRequest(base, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"} as const),
+      request: buildRequest(base.url, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -153,7 +155,7 @@ export function createClient(options: ClientOptions) {
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base, contract.method, contract.path, parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data"} as const),
+      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data"} as const),
       checkStatus: undefined,
     });
   }
@@ -163,7 +165,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
-      request: buildRequest(base, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
+      request: buildRequest(base.url, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -174,7 +176,7 @@ export function createClient(options: ClientOptions) {
    */
   function uploadScan(input: T.UploadScanInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadScanOk, T.UploadScanError>> {
     return sendOnce<T.UploadScanOk, T.UploadScanError>({
-      request: buildRequest(base, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}} as const),
+      request: buildRequest(base.url, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}} as const),
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
