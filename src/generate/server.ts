@@ -6,6 +6,7 @@ import type { ApiDocument, Location, OperationView } from '../parser/model.js';
 import type { CompiledContract } from '../runtime/contract.js';
 import { compileContract } from '../parser/compile.js';
 import { DocumentError, UsageError } from '../errors.js';
+import { documentServers, operationServer } from './client/servers.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from './output.js';
 import { renderTemplate, toIdentifier } from './render.js';
 
@@ -124,12 +125,32 @@ export function assertContractsGeneratable(doc: ApiDocument): void {
 }
 
 /**
+ * The paths `doc` serves `op` under, other than the root, in document order without repeats: the path of the
+ * operation's own 3.x server (operation- or path-level `servers`, the one a generated client uses) when it has
+ * one, else of each document server (3.x `servers`, Swagger 2.0 `basePath`). Queries are not part of a path.
+ */
+function basePathsOf(doc: ApiDocument, op: OperationView): string[] {
+  // '' is no server URL, so operationServer answers the operation's own server whenever it has one.
+  const own = operationServer(doc, op, '');
+  const urls = own !== null ? [own] : documentServers(doc).servers.map((server) => server.url);
+  const paths = urls.map((url) => new URL(url, 'http://localhost/').pathname.replace(/\/+$/, ''));
+  return [...new Set(paths)].filter((path) => path !== '');
+}
+
+/** The compiled contract with the operation's base paths after its path, when it has any. */
+function withBasePaths(contract: CompiledContract, basePaths: readonly string[]): CompiledContract {
+  if (basePaths.length === 0) return contract;
+  const { operationId, method, path, ...rest } = contract;
+  return { operationId, method, path, basePaths, ...rest };
+}
+
+/**
  * Builds the view model: every operation with an enabled `x-idempotency` contract, compiled, with unique
  * identifiers, sorted by operationId so the output does not depend on document order.
  */
 export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 'source'>): ServerModel {
   assertContractsGeneratable(doc);
-  const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: compileContract(op) }));
+  const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: withBasePaths(compileContract(op), basePathsOf(doc, op)) }));
   compiled.sort((a, b) => compare(a.contract.operationId, b.contract.operationId) || compare(a.contract.path, b.contract.path));
   const taken = new Set<string>(['contracts', 'createGuards', 'Guards', 'GuardOptions']);
   const operations = compiled.map(({ op, contract }) => {

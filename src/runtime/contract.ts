@@ -41,6 +41,12 @@ export interface CompiledContract {
   readonly method: string;
   /** The OpenAPI path template, e.g. `/v1/demo-requests/{id}`. */
   readonly path: string;
+  /**
+   * The paths the document serves the operation under, when not the root: the path of each OpenAPI 3
+   * `servers` URL (the operation's or its path's own `servers` when it has them), or Swagger 2.0 `basePath`;
+   * e.g. `['/v1']` makes the operation's address `/v1` + {@link path}. Absent when the document names none.
+   */
+  readonly basePaths?: readonly string[];
   readonly key: {
     /** Request header carrying the key, as declared (compare case-insensitively). */
     readonly header: string;

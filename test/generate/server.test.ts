@@ -95,6 +95,48 @@ describe('generate/server', () => {
     assert.ok(checked > 12 * 10, `${checked} import statements checked`);
   });
 
+  it("carries each operation's base paths into its contract (3.x servers paths, the operation's own servers, Swagger 2.0 basePath), after its path, as JSON", async () => {
+    const write = (root: Record<string, unknown>) => {
+      const file = path.join(tmp, `root-${Math.random().toString(36).slice(2)}.json`);
+      writeFileSync(file, JSON.stringify(root));
+      return loadDocument(file);
+    };
+    const created = { operationId: 'create', 'x-idempotency': true, responses: { '201': { description: 'ok' } } };
+    const doc3 = await write({
+      openapi: '3.1.0',
+      info: { title: 't', version: '1' },
+      servers: [
+        { url: 'https://api.example.com/v1/' },
+        { url: '/{stage}/api?version=2', variables: { stage: { default: 'prod' } } },
+        { url: 'https://eu.example.com/v1' },
+        { url: 'https://sandbox.example.com' },
+        { url: 'https://x.example.com/a"b*/c' },
+      ],
+      paths: {
+        '/orders': { post: created },
+        '/uploads': { servers: [{ url: 'https://files.example.com/files' }], post: { ...created, operationId: 'upload' } },
+      },
+    });
+    const model = buildServerModel(doc3, { framework: 'fastify', store: 'memory' });
+    assert.deepEqual(
+      model.operations.map((o) => [o.operationId, o.contract.basePaths]),
+      [
+        ['create', ['/v1', '/prod/api', '/a%22b*/c']],
+        ['upload', ['/files']],
+      ],
+    );
+    assert.deepEqual(Object.keys(model.operations[0]!.contract).slice(0, 4), ['operationId', 'method', 'path', 'basePaths']);
+    const contracts = generateServer(doc3, { framework: 'fastify', store: 'memory', source: 'x.json' }).find((f) => f.path === 'contracts.ts')!.contents;
+    // Through the json helper: a literal, `*/` escaped.
+    assert.ok(contracts.includes('"basePaths": [\n    "/v1",\n    "/prod/api",\n    "/a%22b*\\/c"\n  ],'), contracts);
+
+    const swagger = await write({ swagger: '2.0', info: { title: 't', version: '1' }, host: 'api.example.com', basePath: '/v2/', paths: { '/orders': { post: created } } });
+    assert.deepEqual(buildServerModel(swagger, { framework: 'fastify', store: 'memory' }).operations[0]!.contract.basePaths, ['/v2']);
+    // No base path (no servers, or only the root): no basePaths key at all.
+    const plain = await load({ '/orders': op('create', true) });
+    assert.ok(!('basePaths' in buildServerModel(plain, { framework: 'fastify', store: 'memory' }).operations[0]!.contract));
+  });
+
   it('rejects a document without contracts and an unknown target', async () => {
     const doc = await load({ '/off': op('off', false) });
     assert.throws(() => generateServer(doc, { framework: 'express', store: 'memory', source: 'x.json' }), (e: unknown) => e instanceof UsageError && /no operation has an x-idempotency contract/.test(e.message));

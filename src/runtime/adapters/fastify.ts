@@ -6,9 +6,10 @@
  *     app.post('/v1/orders', { ...guards.createOrder.hooks }, handler)
  *
  * or every contracted route at once: `await app.register(idempotencyPlugin(Object.values(guards)))` before
- * the routes (a route under the API's base path or a prefix, `/v1/orders` for the contract path `/orders`,
- * matches too). One-transaction mode: `app.post('/v1/orders', guards.createOrder.transactional(handler))`.
- * Imports only Fastify's types, Node built-ins and the runtime core; copied into users' generated code.
+ * the routes (which routes serve a contract: ./fastify-routes.ts). One-transaction mode:
+ * `app.post('/v1/orders', guards.createOrder.transactional(handler))`. On a route of several methods a
+ * guard runs only for its contract's method. Imports only Fastify's types, Node built-ins and the runtime
+ * core; copied into users' generated code.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { Readable } from 'node:stream';
@@ -17,6 +18,9 @@ import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { contractRoutes, nearMiss, normaliseBasePath, servesPath, type ContractRoutes, type RouteAddress } from './fastify-routes.js';
+
+export { toFastifyPath } from './fastify-routes.js';
 
 /** Options of a Fastify route guard: the guard core's options plus principal and request-id hooks on the request. */
 export type RouteGuardOptions = RouteGuardOptionsFor<FastifyRequest>;
@@ -47,6 +51,8 @@ export interface RouteGuard {
 }
 
 interface RequestState {
+  /** The guard that set it: another guard's hooks on the same route leave it alone. */
+  owner: Guard;
   context: HandlerContext<unknown>;
   headers: Record<string, string>;
   /** Set once the response was recorded (or needs no recording). */
@@ -75,6 +81,14 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
 
+  /**
+   * Whether the guard runs for a request: on a route of several methods that include the contract's, only
+   * for that method (each method runs its own contract, or none); on any other route, always.
+   */
+  function runsFor(request: FastifyRequest): boolean {
+    return runsForMethod(request.routeOptions.method, contract.method, request.method);
+  }
+
   async function toGuardRequest(request: FastifyRequest): Promise<GuardRequest> {
     if (bodyNotParsed(request.body, request.headers)) {
       // A content-type parser that leaves the body to the handler (`@fastify/multipart` by default, `request.file()`).
@@ -97,13 +111,15 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   }
 
   const preHandler: GuardPreHandler = async (request, reply) => {
+    if (!runsFor(request)) return undefined;
     const guardRequest = await toGuardRequest(request);
     const decision = await guard.begin(guardRequest);
     if (decision.kind === 'respond') {
-      states.set(request, { context: { reservation: unguardedReservation(contract), tx: undefined, idempotencyKey: undefined }, headers: {}, settled: true });
+      states.set(request, { owner: guard, context: unguardedContext(contract), headers: {}, settled: true });
       return sendResponse(reply, decision.response);
     }
     states.set(request, {
+      owner: guard,
       context: { reservation: decision.reservation, tx: undefined, idempotencyKey: decision.idempotencyKey },
       headers: decision.headers,
       settled: false,
@@ -113,7 +129,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   const onSend: GuardOnSend = async (request, reply, payload) => {
     const state = states.get(request);
-    if (state === undefined || state.settled) return payload;
+    if (state === undefined || state.settled || state.owner !== guard) return payload;
     state.settled = true;
     const body = await payloadBytes(payload);
     // App-level onSend hooks run before this route-level one, so a compression plugin may already have encoded
@@ -126,11 +142,13 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   function transactional<Tx>(handler: TransactionalHandler<Tx>) {
     const routeHandler = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+      // Another method of the route: its own guard's hooks (if any) ran before, and no transaction is opened.
+      if (!runsFor(request)) return handler(request, reply, (states.get(request)?.context ?? unguardedContext(contract)) as HandlerContext<Tx>);
       const guardRequest = await toGuardRequest(request);
       const response = await guard.handle(
         guardRequest,
         async (context) => {
-          states.set(request, { context, headers: {}, settled: true });
+          states.set(request, { owner: guard, context, headers: {}, settled: true });
           const value = await handler(request, reply, context as HandlerContext<Tx>);
           return serialize(reply, value);
         },
@@ -152,50 +170,71 @@ export type UnmatchedGuardAction = 'error' | 'warn';
 /** Options of {@link idempotencyPlugin}. */
 export interface IdempotencyPluginOptions {
   /**
-   * A guard whose contract no route registered after the plugin matched would leave its operation
-   * unguarded (a retry runs the handler again). `'error'` (default): `app.ready()` / `app.listen()` fail
-   * naming the operations and the paths looked for. `'warn'`: a process warning (`IDEMKIT_UNMATCHED_GUARD`)
-   * instead, for an app that mounts some of the operations elsewhere on purpose.
+   * A guard that no route registered after the plugin served would leave its operation unguarded (a retry
+   * runs the handler again). `'error'` (default): `app.ready()` / `app.listen()` fail naming the operations,
+   * the paths looked for and the routes that came close, with the reason each is not the operation's.
+   * `'warn'`: a process warning (`IDEMKIT_UNMATCHED_GUARD`) instead, for an app that mounts some of the
+   * operations elsewhere on purpose.
    */
   readonly unmatched?: UnmatchedGuardAction;
+  /**
+   * The paths the app serves the API under, instead of the base paths the contracts carry from the document
+   * (`contract.basePaths`): `['/api']` when the app mounts the API at `/api` whatever its servers say, `[]` for
+   * routes at the contract paths only. Each is a path from the root (`/v1`), else `TypeError`.
+   */
+  readonly basePaths?: readonly string[];
 }
 
 /**
- * A Fastify plugin that adds each guard's hooks to every route registered after it (in its scope or below)
- * whose method and path match the guard's contract. The contract's path is relative to the API's base path
- * (Swagger 2.0 `basePath`, the path of an OpenAPI 3 `servers` URL), so a route matches when its URL is the
- * contract path or ends with it after a prefix: `/charges/{id}` matches `/charges/:id`, `/v1/charges/:chargeId`
- * and a `/charges/:id` route under `register(…, { prefix: '/v1' })`. Path parameters match by position,
- * whatever their names; a trailing slash is ignored; letter case is ignored only when the router ignores it.
- * When several contracts match one route, the exact match wins, else the longest contract path; two guards
- * with the same method and path shape are refused (register each in its own prefixed scope).
- * A route that already carries a guard (`...guard.hooks`, `guard.transactional(…)`) is left as it is.
- * Once the app is ready, a guard that matched no route is an error, see {@link IdempotencyPluginOptions}.
+ * A Fastify plugin that adds each guard's hooks to the routes registered after it (in its scope or below)
+ * that serve the guard's operation: a route of the contract's method whose URL is the contract path or the
+ * path under one of the API's base paths, or whose own path under its scope's register prefix is one of
+ * those. The base paths are `contract.basePaths`, which `generate server` fills from the document (Swagger
+ * 2.0 `basePath`, the path of each OpenAPI 3 `servers` URL), or the `basePaths` option. With base path `/v1`,
+ * `/charges/{id}` is served by the routes `/charges/:id` and `/v1/charges/:chargeId`, and by `/charges/:id` or
+ * `/v1/charges/:id` under `register(…, { prefix })`; never by `/admin/charges/:id` or `/v1/x/charges/:id`.
+ * Path parameters match by position, whatever their names; a trailing slash is ignored; letter case is
+ * ignored only when the router ignores it. On a route of several methods each method runs its own
+ * contract's guard, or none.
+ *
+ * So that a contract never guards another operation's route, these are refused: two guards of one method
+ * and path under the same base paths (at once); a route that two of its guards serve, or whose method
+ * already runs another operation's guard (hooks wired by hand, `transactional`, another `idempotencyPlugin`
+ * such as a second API document's), when the route is added. A route already running one of its guards is
+ * left as it is. Once the app is ready, a guard that no route served is an error, see {@link IdempotencyPluginOptions}.
  */
 export function idempotencyPlugin(guards: Iterable<RouteGuard>, options: IdempotencyPluginOptions = {}): (instance: FastifyInstance) => Promise<void> {
-  const candidates = routeCandidates(guards);
+  const entries = pluginEntries(guards, options.basePaths);
   const plugin = async (instance: FastifyInstance): Promise<void> => {
     const caseSensitive = routerCaseSensitive(instance);
+    const candidates: RouteCandidate[] = entries.map(({ guard, basePaths }) => ({
+      guard,
+      routes: contractRoutes(guard.contract.method, guard.contract.path, basePaths, caseSensitive),
+    }));
     const matched = new Set<RouteGuard>();
-    instance.addHook('onRoute', (route: RouteOptions) => {
-      const present = guardOnRoute(route);
-      if (present !== undefined) {
-        // Wired by hand (or a transactional handler, which runs the guard itself): adding hooks would reserve twice.
-        if (candidates.some((candidate) => candidate.guard === present)) matched.add(present);
-        return;
-      }
-      const shape = routeShape(route.url, caseSensitive);
+    const seen: SeenRoute[] = [];
+    instance.addHook('onRoute', (route) => {
       const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((method) => String(method).toUpperCase());
-      const guard = bestCandidate(candidates, methods, shape, caseSensitive);
-      if (guard === undefined) return;
-      matched.add(guard);
-      route.preHandler = [...asArray(route.preHandler), guard.preHandler] as NonNullable<RouteOptions['preHandler']>;
-      route.onSend = [...asArray(route.onSend), guard.onSend] as NonNullable<RouteOptions['onSend']>;
+      const address: RouteAddress = { url: route.url, prefix: route.prefix, routePath: route.routePath };
+      seen.push({ address, methods });
+      const present = guardsOnRoute(route);
+      // Wired by hand (or a transactional handler, which runs the guard itself): adding hooks would reserve twice.
+      for (const guard of present) if (candidates.some((candidate) => candidate.guard === guard)) matched.add(guard);
+      for (const method of methods) {
+        const guard = servingGuard(candidates, method, address);
+        if (guard === undefined) continue;
+        const running = present.find((other) => runsForMethod(route.method, other.contract.method, method));
+        if (running === guard) continue;
+        if (running !== undefined) throw new Error(claimedMessage(method, route.url, running, guard));
+        matched.add(guard);
+        route.preHandler = [...asArray(route.preHandler), guard.preHandler] as NonNullable<RouteOptions['preHandler']>;
+        route.onSend = [...asArray(route.onSend), guard.onSend] as NonNullable<RouteOptions['onSend']>;
+      }
     });
     instance.addHook('onReady', async () => {
-      const missing = candidates.filter((candidate) => !matched.has(candidate.guard)).map(({ guard }) => guard.contract);
+      const missing = candidates.filter((candidate) => !matched.has(candidate.guard));
       if (missing.length === 0) return;
-      const message = unmatchedMessage(missing);
+      const message = unmatchedMessage(missing, seen);
       if (options.unmatched === 'warn') process.emitWarning(message, { code: 'IDEMKIT_UNMATCHED_GUARD' });
       else throw new Error(message);
     });
@@ -205,92 +244,91 @@ export function idempotencyPlugin(guards: Iterable<RouteGuard>, options: Idempot
   return plugin;
 }
 
-/** A guard with its contract's method and path shape (parameters as one placeholder, see {@link routeShape}). */
+/** A guard with the routes that serve its operation. */
 interface RouteCandidate {
   readonly guard: RouteGuard;
-  readonly method: string;
-  readonly shape: string;
+  readonly routes: ContractRoutes;
 }
 
-function routeCandidates(guards: Iterable<RouteGuard>): RouteCandidate[] {
-  const candidates: RouteCandidate[] = [];
-  const seen = new Map<string, RouteGuard>();
-  for (const guard of new Set(guards)) {
-    const { method, path, operationId } = guard.contract;
-    const shape = contractShape(path);
-    const other = seen.get(`${method} ${shape}`);
-    if (other !== undefined) {
-      throw new Error(
-        `idempotencyPlugin: the guards of ${operationId} (${method} ${path}) and ${other.contract.operationId} (${other.contract.method} ${other.contract.path}) would match the same routes; register each with its own plugin in its own prefixed scope`,
-      );
-    }
-    seen.set(`${method} ${shape}`, guard);
-    candidates.push({ guard, method, shape });
-  }
-  return candidates;
-}
-
-/** The guard for a route: an exact path match, else the longest contract path the route's URL ends with. */
-function bestCandidate(candidates: readonly RouteCandidate[], methods: readonly string[], shape: string, caseSensitive: boolean): RouteGuard | undefined {
-  let best: RouteCandidate | undefined;
-  for (const candidate of candidates) {
-    if (!methods.includes(candidate.method)) continue;
-    const wanted = caseSensitive ? candidate.shape : candidate.shape.toLowerCase();
-    // A root contract (`/`, shape '') would end every URL: it matches the root route only.
-    const matches = shape === wanted || (wanted.startsWith('/') && shape.endsWith(wanted));
-    if (matches && (best === undefined || candidate.shape.length > best.shape.length)) best = candidate;
-  }
-  return best?.guard;
-}
-
-// A path parameter in a shape: a character no route or contract path spells.
-const PARAM = '\u0000';
-
-/** `/charges/{id}/` → `/charges/\0`: literal text as it is, each parameter one placeholder, no trailing slash. */
-function contractShape(path: string): string {
-  return withoutTrailingSlash(path.replace(/\{[^}]*\}/g, PARAM));
+/** A route the plugin saw, for the advice about a guard no route served. */
+interface SeenRoute {
+  readonly address: RouteAddress;
+  readonly methods: readonly string[];
 }
 
 /**
- * A Fastify route URL in the shape of {@link contractShape}: `::` is a literal `:`; `:name`, `:name(regex)`
- * and `:a-:b` parameters (a name ends at `-`, `.`, `/` or `(`) become placeholders; `*` stays a wildcard,
- * which no contract parameter matches. Lower-cased for a case-insensitive router.
+ * Whether a guard of a `contractMethod` contract runs for `requestMethod` on a route of `routeMethods`: for
+ * its own method always; never for another method on a route of several methods that include its own, nor
+ * for HEAD (the HEAD route Fastify adds beside a GET route copies its hooks; its empty answer must not be
+ * recorded as the GET's); otherwise always, so hooks wired by hand onto a route of another method guard it
+ * rather than leave it unguarded.
  */
-function routeShape(url: string, caseSensitive: boolean): string {
-  let shape = '';
-  for (let i = 0; i < url.length; i += 1) {
-    const char = url[i]!;
-    if (char !== ':') {
-      shape += caseSensitive ? char : char.toLowerCase();
-      continue;
-    }
-    if (url[i + 1] === ':') {
-      shape += ':';
-      i += 1;
-      continue;
-    }
-    let end = i + 1;
-    while (end < url.length && !'-./('.includes(url[end]!)) end += 1;
-    if (url[end] === '(') end = closingParenthesis(url, end);
-    shape += PARAM;
-    i = end - 1;
-  }
-  return withoutTrailingSlash(shape);
+function runsForMethod(routeMethods: unknown, contractMethod: string, requestMethod: string): boolean {
+  if (requestMethod === contractMethod) return true;
+  if (requestMethod === 'HEAD') return false;
+  return !Array.isArray(routeMethods) || !routeMethods.includes(contractMethod);
 }
 
-/** The index after the `)` closing the regular expression that opens at `start`. */
-function closingParenthesis(text: string, start: number): number {
-  let depth = 0;
-  for (let i = start; i < text.length; i += 1) {
-    if (text[i] === '\\') i += 1;
-    else if (text[i] === '(') depth += 1;
-    else if (text[i] === ')' && (depth -= 1) === 0) return i + 1;
-  }
-  return text.length;
+/** The guards with their base paths (the option's, else their contracts'); refuses two that would serve the same routes. */
+function pluginEntries(guards: Iterable<RouteGuard>, basePaths: readonly string[] | undefined): { guard: RouteGuard; basePaths: readonly string[] }[] {
+  if (basePaths !== undefined && !Array.isArray(basePaths)) throw new TypeError("idempotencyPlugin: basePaths is a list of paths, e.g. ['/v1']");
+  const forced = basePaths?.map(normaliseBasePath);
+  const seen = new Map<string, RouteGuard>();
+  return [...new Set(guards)].map((guard) => {
+    const { method, path, operationId } = guard.contract;
+    const own = forced ?? (guard.contract.basePaths ?? []).map(normaliseBasePath);
+    const routes = contractRoutes(method, path, own, true);
+    const key = `${method} ${[...routes.shapes].sort().join(' ')}`;
+    const other = seen.get(key);
+    if (other !== undefined) {
+      throw new Error(
+        `idempotencyPlugin: the guards of ${operationId} (${method} ${path}) and ${other.contract.operationId} (${other.contract.method} ${other.contract.path}) would match the same routes; ` +
+          'give each its own plugin with its own basePaths, or register each in the prefixed scope of its routes',
+      );
+    }
+    seen.set(key, guard);
+    return { guard, basePaths: own };
+  });
 }
 
-function withoutTrailingSlash(shape: string): string {
-  return shape.endsWith('/') ? shape.slice(0, -1) : shape;
+/** The one guard that serves a route's `method`; throws when two do. */
+function servingGuard(candidates: readonly RouteCandidate[], method: string, route: RouteAddress): RouteGuard | undefined {
+  const serving = candidates.filter((candidate) => candidate.routes.method === method && servesPath(candidate.routes, route));
+  if (serving.length > 1) {
+    throw new Error(
+      `idempotencyPlugin: the route ${method} ${route.url} serves ${serving.map(describe).join(' and ')}; a route method runs one contract. ` +
+        'Pass the guards to separate plugins with their own basePaths, or register each plugin in the prefixed scope of its routes',
+    );
+  }
+  return serving[0]?.guard;
+}
+
+/** `createOrder (POST /orders or /v1/orders)`. */
+function describe({ guard, routes }: RouteCandidate): string {
+  return `${guard.contract.operationId} (${routes.method} ${routes.paths.join(' or ')})`;
+}
+
+function claimedMessage(method: string, url: string, running: RouteGuard, guard: RouteGuard): string {
+  return (
+    `idempotencyPlugin: the route ${method} ${url} already runs the guard of ${running.contract.operationId} (${running.contract.method} ${running.contract.path}), ` +
+    `and the guard of ${guard.contract.operationId} (${guard.contract.method} ${guard.contract.path}) serves it too; a route method runs one contract. ` +
+    'Two APIs with the same paths: give each its base path (its document\'s servers or basePath, or idempotencyPlugin(guards, { basePaths })), ' +
+    'or register each plugin in the prefixed scope of its routes; hooks wired by hand onto the wrong route: move them'
+  );
+}
+
+function unmatchedMessage(missing: readonly RouteCandidate[], seen: readonly SeenRoute[]): string {
+  const list = missing.map((candidate) => {
+    const close = seen.flatMap(({ address, methods }) => nearMiss(candidate.routes, address, methods) ?? []);
+    const shown = close.length > 3 ? [...close.slice(0, 3), `${close.length - 3} more`] : close;
+    return `${describe(candidate)}${shown.length > 0 ? `, not ${shown.join(', ')}` : ''}`;
+  });
+  return (
+    `idempotencyPlugin: no route served the guard of ${list.join('; ')}, so a retry would run its handler again. ` +
+    "A route serves it at one of those paths, or with one as its own path under its scope's register prefix, registered after the plugin in its scope; " +
+    "if the app serves the API under another path, pass idempotencyPlugin(guards, { basePaths: ['/that/path'] }); " +
+    "or pass only the guards the plugin should wire ({ unmatched: 'warn' } if the operation is served elsewhere on purpose)"
+  );
 }
 
 /** Whether the instance's router tells letter case apart (Fastify 5 `routerOptions`, or the v4 top-level option). */
@@ -299,47 +337,16 @@ function routerCaseSensitive(instance: FastifyInstance): boolean {
   return (config.routerOptions?.caseSensitive ?? config.caseSensitive) !== false;
 }
 
-/** The guard a route already runs: its `preHandler` hooks, or a transactional handler. */
-function guardOnRoute(route: RouteOptions): RouteGuard | undefined {
+/** The guards a route already runs: its `preHandler` hooks', and a transactional handler's. */
+function guardsOnRoute(route: RouteOptions): RouteGuard[] {
+  const found: RouteGuard[] = [];
   const transactional = (route.handler as unknown as Record<symbol, unknown>)[TRANSACTIONAL];
-  if (transactional !== undefined) return transactional as RouteGuard;
+  if (transactional !== undefined) found.push(transactional as RouteGuard);
   for (const hook of asArray(route.preHandler)) {
     const guard = guardsByPreHandler.get(hook as GuardPreHandler);
-    if (guard !== undefined) return guard;
+    if (guard !== undefined) found.push(guard);
   }
-  return undefined;
-}
-
-function unmatchedMessage(contracts: readonly CompiledContract[]): string {
-  const list = contracts.map(({ operationId, method, path }) => `${operationId} (${method} ${path}, or that path under a prefix)`).join('; ');
-  return (
-    `idempotencyPlugin: no route matched the guard of ${list}, so a retry would run its handler again. ` +
-    'Register the route after the plugin, in its scope; or pass only the guards the plugin should wire ' +
-    "(or { unmatched: 'warn' } if the operation is served elsewhere on purpose)"
-  );
-}
-
-/**
- * The Fastify route for a contract path: `/v1/orders/{id}` → `/v1/orders/:id`. A literal `:` becomes `::`,
- * Fastify's escape for it (`/emails:send` → `/emails::send`); a parameter name Fastify cannot spell becomes
- * camel case (`{item.id}` → `:itemId`); and a parameter followed by text that would run into its name
- * (`{name}:cancel`) gets the pattern `([^/]+)` to end it (`/:name([^/]+)::cancel`).
- */
-export function toFastifyPath(path: string): string {
-  const parts = path.split(/\{([^}]*)\}/);
-  let out = '';
-  parts.forEach((part, index) => {
-    if (index % 2 === 0) {
-      out += part.replaceAll(':', '::');
-      return;
-    }
-    const name = part.replace(/[^A-Za-z0-9_$]+(.?)/g, (_, next: string) => next.toUpperCase()) || 'param';
-    // Fastify ends a parameter name only at `/`, `-`, `.` or `(`.
-    const next = parts[index + 1]!;
-    const ended = next === '' ? index + 2 === parts.length : '/-.'.includes(next[0]!);
-    out += ended ? `:${name}` : `:${name}([^/]+)`;
-  });
-  return out;
+  return found;
 }
 
 function asArray(value: unknown): unknown[] {
@@ -347,8 +354,13 @@ function asArray(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [value];
 }
 
-function unguardedReservation(contract: CompiledContract): HandlerContext<unknown>['reservation'] {
-  return { guarded: false, operation: contract.operationId, recordId: undefined, token: undefined, requestId: undefined };
+/** The context of a request the guard answered itself, or of another method than its contract's. */
+function unguardedContext(contract: CompiledContract): HandlerContext<unknown> {
+  return {
+    reservation: { guarded: false, operation: contract.operationId, recordId: undefined, token: undefined, requestId: undefined },
+    tx: undefined,
+    idempotencyKey: undefined,
+  };
 }
 
 function replyHeaders(reply: FastifyReply): Record<string, string> {

@@ -1,14 +1,18 @@
 /**
  * `idempotencyPlugin` against real specs' paths: OpenAPI paths are relative to the base path (Swagger 2.0
- * `basePath`, a 3.x `servers` URL path), so the app's routes carry a prefix the contract does not; custom
- * methods (`/emails:send`) need Fastify's `::` escape; and a guard that no route matched must not pass silently.
+ * `basePath`, a 3.x `servers` URL path), so the app's routes carry a prefix the contract does not — but only
+ * that base path or the register prefix, never any prefix (`/admin/orders` is another operation than
+ * `/orders`); custom methods (`/emails:send`) need Fastify's `::` escape; a route of several methods runs each
+ * method's own contract; two plugins never share a route silently; a guard that no route served must not pass silently.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuard, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
 import type { CompiledContract } from '../../../src/runtime/contract.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
+import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { buildServerModel } from '../../../src/generate/server.js';
 import { loadDocument } from '../../../src/parser/index.js';
 import { REPO_ROOT } from '../../generate/tsc.js';
@@ -19,9 +23,27 @@ function options(): RouteGuardOptions {
   return { store: new MemoryStore(), principal: (request) => (typeof request.headers['x-user'] === 'string' ? request.headers['x-user'] : undefined) };
 }
 
-function guardFor(path: string, operationId: string, method = 'POST'): RouteGuard {
-  const compiled: CompiledContract = { ...contract, operationId, method, path, scope: [{ kind: 'principal' }], fingerprint: { include: 'all', exclude: [], query: [] } };
+function guardFor(path: string, operationId: string, method = 'POST', basePaths?: readonly string[]): RouteGuard {
+  const compiled: CompiledContract = {
+    ...contract,
+    operationId,
+    method,
+    path,
+    ...(basePaths !== undefined ? { basePaths } : {}),
+    scope: [{ kind: 'principal' }],
+    fingerprint: { include: 'all', exclude: [], query: [] },
+  };
   return createRouteGuard(compiled, options());
+}
+
+/** Why `app.ready()` failed, or `'ready'`. */
+async function readiness(app: FastifyInstance): Promise<string> {
+  try {
+    await app.ready();
+    return 'ready';
+  } catch (error) {
+    return (error as Error).message;
+  }
 }
 
 async function listen(app: FastifyInstance): Promise<number> {
@@ -58,7 +80,10 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
   it('a Swagger 2.0 spec with basePath /v2: its routes at /v2/… (written out, or under a register prefix) are guarded', async () => {
     const doc = await loadDocument(path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'paypal-like.yaml'));
     const guards = buildServerModel(doc, { framework: 'fastify', store: 'memory' }).operations.map((op) => createRouteGuard(op.contract, options()));
-    assert.deepEqual(guards.map((guard) => guard.contract.path).sort(), ['/checkout/orders', '/checkout/orders/{id}/capture']);
+    assert.deepEqual(guards.map((guard) => [guard.contract.path, guard.contract.basePaths]).sort(), [
+      ['/checkout/orders', ['/v2']],
+      ['/checkout/orders/{id}/capture', ['/v2']],
+    ]);
     await app.register(idempotencyPlugin(guards));
     app.post('/v2/checkout/orders', handler('create'));
     await app.register(async (v2) => void v2.post('/checkout/orders/:orderId/capture', handler('capture')), { prefix: '/v2' });
@@ -108,47 +133,213 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
     }
   });
 
-  it('which guard a route gets: exact path over a prefixed one, the longest contract path, parameters by position, trailing slash ignored', async () => {
-    const charges = guardFor('/charges', 'charges');
-    const v1Charges = guardFor('/v1/charges', 'v1Charges');
-    const refunds = guardFor('/charges/{id}/refunds', 'refunds');
-    await app.register(idempotencyPlugin([charges, v1Charges, refunds]));
+  it('which routes serve a contract: its path, under a base path of the API, or as the own path under the register prefix; parameters by position, trailing slash ignored', async () => {
+    const charges = guardFor('/charges', 'charges', 'POST', ['/v1', '/v2/']);
+    const refunds = guardFor('/charges/{id}/refunds', 'refunds', 'POST', ['/v1']);
+    await app.register(idempotencyPlugin([charges, refunds]));
+    app.post('/charges', handler('bare'));
     app.post('/v1/charges', handler('v1'));
     app.post('/v2/charges/', handler('v2-slash'));
-    await app.register(async (scope) => void scope.post('', handler('v3-empty')), { prefix: '/v3/charges' });
-    app.post('/acct/:acct/charges/:chargeId/refunds', handler('refunds'));
+    await app.register(async (scope) => void scope.post('/charges', handler('prefixed')), { prefix: '/api' });
+    await app.register(async (scope) => void scope.post('/v1/charges', handler('prefixed-base')), { prefix: '/api' });
+    await app.register(async (scope) => void scope.post('', handler('prefix-is-path')), { prefix: '/v3/charges' });
+    app.post('/v1/charges/:chargeId/refunds', handler('refunds'));
+    app.post('/acct/:acct/charges/:chargeId/refunds', handler('acct-refunds'));
     app.post('/v1/charges/refunds/:x', handler('other-shape'));
     app.post('/v1/charges-archive', handler('archive'));
     app.put('/v1/charges', handler('put'));
-    const port = await listen(app);
-
     const operations: Record<string, string> = {};
     for (const [url, route] of [
+      ['/charges', 'bare'],
       ['/v1/charges', 'v1'],
       ['/v2/charges/', 'v2-slash'],
-      ['/v3/charges', 'v3-empty'],
-      ['/acct/a1/charges/ch_1/refunds', 'refunds'],
+      ['/api/charges', 'prefixed'],
+      ['/api/v1/charges', 'prefixed-base'],
+      ['/v3/charges', 'prefix-is-path'],
+      ['/v1/charges/ch_1/refunds', 'refunds'],
+      ['/acct/a1/charges/ch_1/refunds', 'acct-refunds'],
       ['/v1/charges/refunds/r1', 'other-shape'],
       ['/v1/charges-archive', 'archive'],
     ] as const) {
-      const answer = await post(port, url, { key: 'k', user: 'u', body: {} });
-      operations[route] = String(answer.json['operation']);
+      const answer = await app.inject({ method: 'POST', url, headers: { 'idempotency-key': url, 'x-user': 'u' }, payload: {} });
+      assert.equal(answer.json().route, route);
+      operations[route] = String(answer.json().operation);
     }
     assert.deepEqual(operations, {
-      v1: 'v1Charges',
+      bare: 'charges',
+      v1: 'charges',
       'v2-slash': 'charges',
-      'v3-empty': 'charges',
+      prefixed: 'charges',
+      'prefixed-base': 'charges',
+      // The prefix /v3 is neither the register prefix (/v3/charges) nor a base path.
+      'prefix-is-path': 'none',
       refunds: 'refunds',
+      'acct-refunds': 'none',
       'other-shape': 'none',
       archive: 'none',
     });
+  });
+
+  it('a contract never guards another operation ending with its path: POST /orders leaves /v1/users/:userId/orders and /admin/orders alone, and a key of /v1/orders replays nothing there', async () => {
+    await app.register(idempotencyPlugin([guardFor('/orders', 'createOrder', 'POST', ['/v1'])]));
+    app.post('/v1/orders', handler('orders'));
+    app.post('/v1/users/:userId/orders', handler('userOrders'));
+    app.post('/admin/orders', handler('adminOrders'));
+    app.post('/v1/orders/:id/sub/orders', handler('subOrders'));
+    const send = (url: string, key?: string) =>
+      app.inject({ method: 'POST', url, headers: { 'x-user': 'u', ...(key !== undefined ? { 'idempotency-key': key } : {}) }, payload: { a: 1 } });
+    assert.equal((await send('/v1/orders', 'k1')).json().operation, 'createOrder');
+    for (const [url, route] of [
+      ['/admin/orders', 'adminOrders'],
+      ['/v1/users/7/orders', 'userOrders'],
+      ['/v1/orders/1/sub/orders', 'subOrders'],
+    ] as const) {
+      const answer = await send(url, 'k1');
+      assert.equal(answer.headers['idempotent-replayed'], undefined, `${url}: not a replay of /v1/orders`);
+      assert.deepEqual(answer.json(), { route, run: 1, operation: 'none' });
+      assert.equal((await send(url)).statusCode, 200, `${url}: no key needed`);
+    }
+    assert.equal((await send('/v1/orders', 'k1')).headers['idempotent-replayed'], 'true');
+    assert.equal(calls['orders'], 1);
+  });
+
+  it('a contract path of one parameter (/{id}) guards /:id and /v1/:id under its base path, not every route ending in a parameter', async () => {
+    await app.register(idempotencyPlugin([guardFor('/{id}', 'byId', 'POST', ['/v1'])]));
+    for (const url of ['/:id', '/v1/:id', '/v1/users/:uid', '/v2/:id']) app.post(url, handler(url));
+    const operations: Record<string, string> = {};
+    for (const url of ['/x', '/v1/x', '/v1/users/5', '/v2/x']) {
+      operations[url] = (await app.inject({ method: 'POST', url, headers: { 'idempotency-key': 'k', 'x-user': 'u' }, payload: {} })).json().operation;
+    }
+    assert.deepEqual(operations, { '/x': 'byId', '/v1/x': 'byId', '/v1/users/5': 'none', '/v2/x': 'none' });
+  });
+
+  it('a root contract (/) is served at its base path and under a register prefix, with or without the trailing slash, and by no other route', async () => {
+    await app.register(idempotencyPlugin([guardFor('/', 'rootCreate', 'POST', ['/v1'])]));
+    app.post('/v1', handler('v1'));
+    app.post('/v1/other', handler('other'));
+    await app.register(async (scope) => void scope.post('/', handler('prefixed')), { prefix: '/v2' });
+    const operations: Record<string, string> = {};
+    for (const url of ['/v1', '/v1/other', '/v2', '/v2/']) {
+      operations[url] = (await app.inject({ method: 'POST', url, headers: { 'idempotency-key': url, 'x-user': 'u' }, payload: {} })).json().operation;
+    }
+    assert.deepEqual(operations, { '/v1': 'rootCreate', '/v1/other': 'none', '/v2': 'rootCreate', '/v2/': 'rootCreate' });
+  });
+
+  it('a route of several methods runs each method its own contract, or none: GET beside a POST contract needs no key, POST and PUT keep their own records', async () => {
+    const create = guardFor('/things', 'createThing');
+    const replace = guardFor('/things', 'replaceThing', 'PUT');
+    const order = guardFor('/orders', 'createOrder', 'POST', ['/v1']);
+    await app.register(idempotencyPlugin([create, replace, order]));
+    app.route({ method: ['GET', 'POST'], url: '/v1/orders', handler: handler('orders') });
+    app.route({ method: ['POST', 'PUT', 'PATCH'], url: '/things', handler: handler('things') });
+    // Hooks spread in by hand on a route of several methods guard only their contract's method too.
+    const byHand = guardFor('/hand', 'byHand');
+    app.route({ method: ['GET', 'POST'], url: '/hand', ...byHand.hooks, handler: handler('hand') });
+    const send = (method: 'GET' | 'POST' | 'PUT' | 'PATCH', url: string, key?: string) =>
+      app.inject({ method, url, headers: { 'x-user': 'u', ...(key !== undefined ? { 'idempotency-key': key } : {}) }, ...(method === 'GET' ? {} : { payload: { a: 1 } }) });
+
+    for (const url of ['/v1/orders', '/hand']) {
+      const get = await send('GET', url);
+      assert.equal(get.statusCode, 200, `GET ${url}: ${get.body}`);
+      assert.equal(get.json().operation, 'none');
+      // The HEAD route Fastify adds for the GET copies the route's hooks.
+      assert.equal((await app.inject({ method: 'HEAD', url })).statusCode, 200, `HEAD ${url}`);
+      assert.equal((await send('POST', url)).statusCode, 400, `POST ${url} without a key is refused`);
+    }
+    const post = await send('POST', '/things', 'k1');
+    assert.equal(post.json().operation, 'createThing');
+    const put = await send('PUT', '/things', 'k1');
+    assert.equal(put.headers['idempotent-replayed'], 'false', 'PUT is not a replay of the POST with the same key');
+    assert.equal(put.json().operation, 'replaceThing');
+    assert.equal((await send('POST', '/things', 'k1')).headers['idempotent-replayed'], 'true');
+    assert.equal((await send('PUT', '/things', 'k1')).body, put.body);
+    const patch = await send('PATCH', '/things');
+    assert.equal(patch.statusCode, 200, 'PATCH has no contract');
+    assert.equal(patch.json().operation, 'none');
+    assert.equal(calls['things'], 3);
+  });
+
+  it('a transactional handler on a route of several methods runs its guard and transaction for its own method only; the plugin guards the other method with its contract', async () => {
+    const db = new Database(':memory:');
+    try {
+      const store = new SqliteStore(db);
+      await store.migrate();
+      const guardOf = (method: string, operationId: string) => createRouteGuard({ ...contract, method, operationId, path: '/things', scope: [{ kind: 'global' }], fingerprint: { include: 'all', exclude: [], query: [] } }, { store });
+      const create = guardOf('POST', 'createThing');
+      await app.register(idempotencyPlugin([guardOf('PUT', 'replaceThing')]));
+      app.route({
+        method: ['POST', 'PUT'],
+        url: '/things',
+        handler: create.transactional(async (request, _reply, { tx, reservation }) => {
+          calls[request.method] = (calls[request.method] ?? 0) + 1;
+          return { operation: reservation.operation, tx: tx !== undefined };
+        }),
+      });
+      const send = (method: 'POST' | 'PUT') => app.inject({ method, url: '/things', headers: { 'idempotency-key': 'k' }, payload: { a: 1 } });
+      assert.deepEqual((await send('POST')).json(), { operation: 'createThing', tx: true });
+      assert.deepEqual((await send('PUT')).json(), { operation: 'replaceThing', tx: false });
+      for (const method of ['POST', 'PUT'] as const) assert.equal((await send(method)).headers['idempotent-replayed'], 'true', method);
+      assert.deepEqual(calls, { POST: 1, PUT: 1 });
+    } finally {
+      await app.close();
+      db.close();
+    }
+  });
+
+  it('a route two guards of one plugin serve is refused when added, and so is a route running another operation\'s guard by hand', async () => {
+    await app.register(idempotencyPlugin([guardFor('/orders', 'createOrder', 'POST', ['/v1']), guardFor('/v1/orders', 'legacyCreate')]));
+    assert.throws(
+      () => app.post('/v1/orders', handler('orders')),
+      /the route POST \/v1\/orders serves createOrder \(POST \/orders or \/v1\/orders\) and legacyCreate \(POST \/v1\/orders\); a route method runs one contract/,
+    );
+    const other = guardFor('/refunds', 'createRefund');
+    assert.throws(() => app.post('/orders', { ...other.hooks }, handler('orders')), /the route POST \/orders already runs the guard of createRefund \(POST \/refunds\), and the guard of createOrder/);
+  });
+
+  it('two API documents, one plugin each at the root: each guard takes the routes under its own base path', async () => {
+    await app.register(idempotencyPlugin([guardFor('/orders', 'a.createOrder', 'POST', ['/a'])]));
+    await app.register(idempotencyPlugin([guardFor('/orders', 'b.createOrder', 'POST', ['/b'])]));
+    app.post('/a/orders', handler('a'));
+    app.post('/b/orders', handler('b'));
+    for (const [url, operation] of [
+      ['/a/orders', 'a.createOrder'],
+      ['/b/orders', 'b.createOrder'],
+    ] as const) {
+      const answer = await app.inject({ method: 'POST', url, headers: { 'idempotency-key': 'k', 'x-user': 'u' }, payload: {} });
+      assert.equal(answer.json().operation, operation);
+      assert.equal(answer.headers['idempotent-replayed'], 'false');
+    }
+  });
+
+  it('two plugins whose guards serve one route: the route is refused when added, naming both operations', async () => {
+    await app.register(idempotencyPlugin([guardFor('/orders', 'a.createOrder')]));
+    await app.register(idempotencyPlugin([guardFor('/orders', 'b.createOrder')]));
+    assert.throws(
+      () => app.post('/orders', handler('orders')),
+      /the route POST \/orders already runs the guard of a\.createOrder \(POST \/orders\), and the guard of b\.createOrder \(POST \/orders\) serves it too.*basePaths/,
+    );
+  });
+
+  it('a route under a prefix that is not the base path: the unmatched error names it and why; { basePaths } says where the app serves the API', async () => {
+    await app.register(idempotencyPlugin([guardFor('/orders', 'a.createOrder')]));
+    await app.register(idempotencyPlugin([guardFor('/orders', 'b.createOrder')], { basePaths: ['/b'] }));
+    app.post('/a/orders', handler('a'));
+    app.post('/b/orders', handler('b'));
+    app.get('/orders', handler('list'));
+    const message = await readiness(app);
+    assert.match(message, /no route served the guard of a\.createOrder \(POST \/orders\)/);
+    assert.match(message, /POST \/a\/orders \(\/orders under \/a, which is neither its register prefix nor a base path of the API\)/);
+    assert.match(message, /GET \/orders \(another method\)/);
+    assert.match(message, /\{ basePaths: \['\/that\/path'\] \}/);
+    assert.doesNotMatch(message, /b\.createOrder/);
+    assert.throws(() => idempotencyPlugin([], { basePaths: ['v1'] }), /a base path is a path from the root such as '\/v1', not "v1"/);
   });
 
   it('letter case follows the router: a case-insensitive router matches /V1/Charges, the default one does not', async () => {
     for (const caseSensitive of [true, false]) {
       const instance = Fastify({ routerOptions: { caseSensitive } });
       try {
-        await instance.register(idempotencyPlugin([guardFor('/charges', 'charges')], { unmatched: 'warn' }));
+        await instance.register(idempotencyPlugin([guardFor('/charges', 'charges', 'POST', ['/v1'])], { unmatched: 'warn' }));
         instance.post('/V1/Charges', async (request) => ({ operation: operationOf(request) }));
         const warnings: string[] = [];
         const onWarning = (warning: Error) => warnings.push(warning.message);
@@ -168,13 +359,13 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
     }
   });
 
-  it('a guard that matched no route fails app.ready(), naming the operation and the path it looked for', async () => {
-    const missing = guardFor('/charges/{id}/capture', 'CaptureCharge');
-    await app.register(idempotencyPlugin([guardFor('/charges', 'charges'), missing]));
+  it('a guard that matched no route fails app.ready(), naming the operation and the paths it looked for', async () => {
+    const missing = guardFor('/charges/{id}/capture', 'CaptureCharge', 'POST', ['/v1']);
+    await app.register(idempotencyPlugin([guardFor('/charges', 'charges', 'POST', ['/v1']), missing]));
     app.post('/v1/charges', handler('charges'));
     app.post('/v1/charges/:id/captures', handler('typo'));
     await assert.rejects(async () => void (await app.ready()), (error: Error) => {
-      assert.match(error.message, /no route matched the guard of CaptureCharge \(POST \/charges\/\{id\}\/capture/);
+      assert.match(error.message, /no route served the guard of CaptureCharge \(POST \/charges\/\{id\}\/capture or \/v1\/charges\/\{id\}\/capture\)/);
       assert.doesNotMatch(error.message, /guard of charges/);
       return true;
     });
