@@ -1,8 +1,8 @@
 /**
  * Which Fastify routes serve a contract's operation, for `idempotencyPlugin`. A contract path is relative to
- * the API's base path, so a route serves the operation when its URL is the contract path or the path under one
- * of the API's base paths, or when its own path under its scope's register prefix is one of those. Nothing
- * else: a route that merely ends with the path (`/admin/orders`, `/users/:id/orders` for `/orders`) is another
+ * the API's base path, so a route serves the operation when its URL (register prefixes included), or its URL
+ * below the scope the plugin was registered in, is the contract path or the path under one of the API's base
+ * paths. Nothing else: a route that merely ends with the path (`/admin/orders`, `/users/:id/orders` for `/orders`) is another
  * operation. Path parameters match by position, whatever their names; a trailing slash is ignored; letter
  * case counts as the router counts it.
  *
@@ -11,12 +11,13 @@
 
 /** A route as Fastify's `onRoute` hook reports it. */
 export interface RouteAddress {
-  /** Its whole URL pattern: {@link prefix} + {@link routePath}. */
+  /** Its whole URL pattern, register prefixes included. */
   readonly url: string;
-  /** The register prefix of its scope (`''` at the root). */
-  readonly prefix?: string;
-  /** Its path as the app wrote it, under {@link prefix}. */
-  readonly routePath?: string;
+  /**
+   * The register prefix of the scope the plugin was registered in (`''` at the root): where the app mounts the
+   * API, so a route's URL below it counts as a path of the API too.
+   */
+  readonly mount?: string;
 }
 
 /** Where a contract's operation may be routed (see {@link contractRoutes}). */
@@ -42,16 +43,31 @@ export function contractRoutes(method: string, path: string, basePaths: readonly
   return { method, path: relative, basePaths: bases, paths, caseSensitive, shapes };
 }
 
-/** Whether `route` serves the contract's operation (its method aside). */
+/**
+ * Whether `route` serves the contract's operation (its method aside): its whole URL, or its URL below the scope
+ * the plugin was registered in, is the contract path, alone or under a base path. A register prefix of the
+ * route's own does not count: with the plugin at the root, `register(admin, { prefix: '/admin' })` with
+ * `post('/orders')` is another operation than `/orders`, and guarding it would replay one route's answers on the
+ * other.
+ */
 export function servesPath(routes: ContractRoutes, route: RouteAddress): boolean {
   if (routes.shapes.has(routeShape(route.url, routes.caseSensitive))) return true;
-  return (route.prefix ?? '') !== '' && routes.shapes.has(routeShape(route.routePath ?? '', routes.caseSensitive));
+  const below = belowMount(route);
+  return below !== undefined && routes.shapes.has(routeShape(below, routes.caseSensitive));
+}
+
+/** The route's URL below the plugin's mount (`/a/orders` under `/a` → `/orders`); `undefined` outside it or at the root. */
+function belowMount(route: RouteAddress): string | undefined {
+  const mount = withoutTrailingSlash(route.mount ?? '');
+  if (mount === '' || !route.url.startsWith(mount)) return undefined;
+  const rest = route.url.slice(mount.length);
+  return rest === '' ? '/' : rest.startsWith('/') ? rest : undefined;
 }
 
 /**
  * Why a route of `methods` that resembles the contract's is not its route, for the error of a guard no route
  * matched: another method, another letter case on a case-sensitive router, or the path under a prefix that is
- * neither the register prefix nor a base path of the API. `undefined` when it does not resemble it.
+ * not a base path of the API. `undefined` when it does not resemble it.
  */
 export function nearMiss(routes: ContractRoutes, route: RouteAddress, methods: readonly string[]): string | undefined {
   const label = `${methods.join(',')} ${route.url}`;
@@ -63,7 +79,7 @@ export function nearMiss(routes: ContractRoutes, route: RouteAddress, methods: r
   const url = withoutTrailingSlash(route.url);
   if (own === '' || !routeShape(url, routes.caseSensitive).endsWith(own)) return undefined;
   const prefix = url.split('/').slice(0, -(own.split('/').length - 1)).join('/');
-  return `${label} (${routes.path} under ${prefix}, which is neither its register prefix nor a base path of the API)`;
+  return `${label} (${routes.path} under ${prefix}, which is not a base path of the API nor the scope the plugin was registered in: register the plugin in that scope, or pass { basePaths: ['${prefix}'] }, if the API is mounted there)`;
 }
 
 /** A base path as {@link ContractRoutes} keeps it: `/v1/` → `/v1`, `/` → `''`; throws `TypeError` for anything but a path. */

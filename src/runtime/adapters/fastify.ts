@@ -187,12 +187,13 @@ export interface IdempotencyPluginOptions {
 
 /**
  * A Fastify plugin that adds each guard's hooks to the routes registered after it (in its scope or below)
- * that serve the guard's operation: a route of the contract's method whose URL is the contract path or the
- * path under one of the API's base paths, or whose own path under its scope's register prefix is one of
- * those. The base paths are `contract.basePaths`, which `generate server` fills from the document (Swagger
- * 2.0 `basePath`, the path of each OpenAPI 3 `servers` URL), or the `basePaths` option. With base path `/v1`,
- * `/charges/{id}` is served by the routes `/charges/:id` and `/v1/charges/:chargeId`, and by `/charges/:id` or
- * `/v1/charges/:id` under `register(…, { prefix })`; never by `/admin/charges/:id` or `/v1/x/charges/:id`.
+ * that serve the guard's operation: a route of the contract's method whose URL, or whose URL below the scope
+ * the plugin was registered in, is the contract path or the path under one of the API's base paths. The base
+ * paths are `contract.basePaths`, which `generate server` fills from the document (Swagger 2.0 `basePath`, the
+ * path of each OpenAPI 3 `servers` URL), or the `basePaths` option. With base path `/v1`, `/charges/{id}` is
+ * served by the routes `/charges/:id` and `/v1/charges/:chargeId` (a register prefix counts as part of the URL),
+ * and, with the plugin registered in a scope with prefix `/api`, by `/api/charges/:id` or `/api/v1/charges/:id`;
+ * never by `/admin/charges/:id` or `/v1/x/charges/:id`.
  * Path parameters match by position, whatever their names; a trailing slash is ignored; letter case is
  * ignored only when the router ignores it. On a route of several methods each method runs its own
  * contract's guard, or none.
@@ -207,6 +208,9 @@ export function idempotencyPlugin(guards: Iterable<RouteGuard>, options: Idempot
   const entries = pluginEntries(guards, options.basePaths);
   const plugin = async (instance: FastifyInstance): Promise<void> => {
     const caseSensitive = routerCaseSensitive(instance);
+    // Without its own encapsulation context the plugin lives in the scope it was registered in: that scope's
+    // register prefix is where the app mounts the API.
+    const mount = typeof instance.prefix === 'string' ? instance.prefix : '';
     const candidates: RouteCandidate[] = entries.map(({ guard, basePaths }) => ({
       guard,
       routes: contractRoutes(guard.contract.method, guard.contract.path, basePaths, caseSensitive),
@@ -215,7 +219,7 @@ export function idempotencyPlugin(guards: Iterable<RouteGuard>, options: Idempot
     const seen: SeenRoute[] = [];
     instance.addHook('onRoute', (route) => {
       const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((method) => String(method).toUpperCase());
-      const address: RouteAddress = { url: route.url, prefix: route.prefix, routePath: route.routePath };
+      const address: RouteAddress = { url: route.url, mount };
       seen.push({ address, methods });
       const present = guardsOnRoute(route);
       // Wired by hand (or a transactional handler, which runs the guard itself): adding hooks would reserve twice.
@@ -325,7 +329,7 @@ function unmatchedMessage(missing: readonly RouteCandidate[], seen: readonly See
   });
   return (
     `idempotencyPlugin: no route served the guard of ${list.join('; ')}, so a retry would run its handler again. ` +
-    "A route serves it at one of those paths, or with one as its own path under its scope's register prefix, registered after the plugin in its scope; " +
+    "A route serves it at one of those paths (its register prefixes included), or below the scope the plugin was registered in, registered after the plugin in its scope; " +
     "if the app serves the API under another path, pass idempotencyPlugin(guards, { basePaths: ['/that/path'] }); " +
     "or pass only the guards the plugin should wire ({ unmatched: 'warn' } if the operation is served elsewhere on purpose)"
   );

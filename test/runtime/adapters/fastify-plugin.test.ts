@@ -133,7 +133,7 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
     }
   });
 
-  it('which routes serve a contract: its path, under a base path of the API, or as the own path under the register prefix; parameters by position, trailing slash ignored', async () => {
+  it('which routes serve a contract: its path or that path under a base path of the API, register prefixes included; parameters by position, trailing slash ignored', async () => {
     const charges = guardFor('/charges', 'charges', 'POST', ['/v1', '/v2/']);
     const refunds = guardFor('/charges/{id}/refunds', 'refunds', 'POST', ['/v1']);
     await app.register(idempotencyPlugin([charges, refunds]));
@@ -169,9 +169,10 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
       bare: 'charges',
       v1: 'charges',
       'v2-slash': 'charges',
-      prefixed: 'charges',
-      'prefixed-base': 'charges',
-      // The prefix /v3 is neither the register prefix (/v3/charges) nor a base path.
+      // With the plugin at the root, a register prefix is part of the URL: /api is no base path, so /api/charges
+      // is another operation (as /admin/orders is for /orders).
+      prefixed: 'none',
+      'prefixed-base': 'none',
       'prefix-is-path': 'none',
       refunds: 'refunds',
       'acct-refunds': 'none',
@@ -213,16 +214,58 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
     assert.deepEqual(operations, { '/x': 'byId', '/v1/x': 'byId', '/v1/users/5': 'none', '/v2/x': 'none' });
   });
 
-  it('a root contract (/) is served at its base path and under a register prefix, with or without the trailing slash, and by no other route', async () => {
+  it('a root contract (/) is served at its base path, and below the scope the plugin is registered in, with or without the trailing slash, and by no other route', async () => {
     await app.register(idempotencyPlugin([guardFor('/', 'rootCreate', 'POST', ['/v1'])]));
     app.post('/v1', handler('v1'));
     app.post('/v1/other', handler('other'));
-    await app.register(async (scope) => void scope.post('/', handler('prefixed')), { prefix: '/v2' });
+    // A module-style app: another resource's root under its own register prefix is another operation.
+    await app.register(async (scope) => void scope.post('/', handler('refunds')), { prefix: '/v2/refunds' });
+    await app.register(
+      async (scope) => {
+        await scope.register(idempotencyPlugin([guardFor('/', 'scopedRoot', 'POST')]));
+        scope.post('/', handler('scoped'));
+      },
+      { prefix: '/v3' },
+    );
     const operations: Record<string, string> = {};
-    for (const url of ['/v1', '/v1/other', '/v2', '/v2/']) {
+    for (const url of ['/v1', '/v1/other', '/v2/refunds', '/v3', '/v3/']) {
       operations[url] = (await app.inject({ method: 'POST', url, headers: { 'idempotency-key': url, 'x-user': 'u' }, payload: {} })).json().operation;
     }
-    assert.deepEqual(operations, { '/v1': 'rootCreate', '/v1/other': 'none', '/v2': 'rootCreate', '/v2/': 'rootCreate' });
+    assert.deepEqual(operations, { '/v1': 'rootCreate', '/v1/other': 'none', '/v2/refunds': 'none', '/v3': 'scopedRoot', '/v3/': 'scopedRoot' });
+  });
+
+  it('with the plugin at the root, a route under another register prefix is another operation: POST /admin/orders never replays /v1/orders', async () => {
+    await app.register(idempotencyPlugin([guardFor('/orders', 'createOrder', 'POST', ['/v1'])]));
+    app.post('/v1/orders', handler('orders'));
+    await app.register(async (scope) => void scope.post('/orders', handler('adminOrders')), { prefix: '/admin' });
+    await app.register(async (scope) => void scope.post('/orders', handler('userOrders')), { prefix: '/v1/users/:id' });
+    const send = (url: string) => app.inject({ method: 'POST', url, headers: { 'x-user': 'u', 'idempotency-key': 'k1' }, payload: { a: 1 } });
+    assert.equal((await send('/v1/orders')).json().operation, 'createOrder');
+    for (const [url, route] of [
+      ['/admin/orders', 'adminOrders'],
+      ['/v1/users/7/orders', 'userOrders'],
+    ] as const) {
+      const answer = await send(url);
+      assert.equal(answer.headers['idempotent-replayed'], undefined, url);
+      assert.deepEqual([answer.json().route, answer.json().operation], [route, 'none'], url);
+    }
+  });
+
+  it('a plugin registered in a prefixed scope serves the API mounted there: /api/charges and /api/v1/charges', async () => {
+    await app.register(
+      async (scope) => {
+        await scope.register(idempotencyPlugin([guardFor('/charges', 'charges', 'POST', ['/v1'])]));
+        scope.post('/charges', handler('prefixed'));
+        scope.post('/v1/charges', handler('prefixed-base'));
+        scope.post('/admin/charges', handler('admin'));
+      },
+      { prefix: '/api' },
+    );
+    const operations: Record<string, string> = {};
+    for (const url of ['/api/charges', '/api/v1/charges', '/api/admin/charges']) {
+      operations[url] = (await app.inject({ method: 'POST', url, headers: { 'idempotency-key': url, 'x-user': 'u' }, payload: {} })).json().operation;
+    }
+    assert.deepEqual(operations, { '/api/charges': 'charges', '/api/v1/charges': 'charges', '/api/admin/charges': 'none' });
   });
 
   it('a route of several methods runs each method its own contract, or none: GET beside a POST contract needs no key, POST and PUT keep their own records', async () => {
@@ -328,7 +371,7 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
     app.get('/orders', handler('list'));
     const message = await readiness(app);
     assert.match(message, /no route served the guard of a\.createOrder \(POST \/orders\)/);
-    assert.match(message, /POST \/a\/orders \(\/orders under \/a, which is neither its register prefix nor a base path of the API\)/);
+    assert.match(message, /POST \/a\/orders \(\/orders under \/a, which is not a base path of the API nor the scope the plugin was registered in/);
     assert.match(message, /GET \/orders \(another method\)/);
     assert.match(message, /\{ basePaths: \['\/that\/path'\] \}/);
     assert.doesNotMatch(message, /b\.createOrder/);
