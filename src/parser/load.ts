@@ -37,6 +37,13 @@ export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 
 
 const MAX_REF_HOPS = 64;
 
+/**
+ * An operation's or path item's parameter entry, and an operation's response entry (not a schema property that
+ * happens to be named `parameters` or `responses`).
+ */
+const PARAMETER_ENTRY = /(?:^|\/)(?:(?:get|put|post|delete|options|head|patch|trace)|paths\/[^/]+)\/parameters\/\d+$|^\/parameters\/\d+$/;
+const RESPONSE_ENTRY = /(?:^|\/)(?:get|put|post|delete|options|head|patch|trace)\/responses\/[^/]+$/;
+
 /** Where a Swagger 2.0 `$ref: Name` shorthand looks when its location does not tell. */
 type ShorthandSection = 'parameters' | 'responses';
 
@@ -511,7 +518,7 @@ class DocumentLoader implements ApiDocument {
     if (!/^[^#/\\.:]+$/.test(ref)) return ref;
     const source = this.cache.get(from.file).value;
     const pointer = from.pointer;
-    const section = given ?? (/\/parameters\/\d+$/.test(pointer) ? 'parameters' : /\/responses\/[^/]+$/.test(pointer) ? 'responses' : 'definitions');
+    const section = given ?? (PARAMETER_ENTRY.test(pointer) ? 'parameters' : RESPONSE_ENTRY.test(pointer) ? 'responses' : 'definitions');
     const entries = isPlainObject(source) ? source[section] : undefined;
     return isPlainObject(entries) && Object.prototype.hasOwnProperty.call(entries, ref) ? `#${appendPointer(`/${section}`, ref)}` : ref;
   }

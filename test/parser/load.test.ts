@@ -118,6 +118,10 @@ describe('loadDocument', () => {
       );
       assert.equal(operation.contract!.responses.mismatch!.response!.valueAt.pointer, '/responses/Problem');
       assert.deepEqual(doc.deref({ $ref: 'Charge' }, { file: doc.file, pointer: '/paths/~1charges/post/responses/201/schema' })?.at.pointer, '/definitions/Charge');
+      for (const property of ['responses', 'parameters']) {
+        const items = { file: doc.file, pointer: `/definitions/Charge/properties/${property}/items` };
+        assert.equal(doc.deref(doc.get(items), items)?.at.pointer, '/definitions/Answer', property);
+      }
     });
 
     it('follows the shorthand where no contract needs it too, a parameter entry to the parameter of that name', async () => {
