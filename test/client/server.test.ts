@@ -53,6 +53,11 @@ describe('client base URL', () => {
 
   it('a baseUrl that cannot be a server URL is a TypeError, not a request to somewhere else', () => {
     assert.throws(() => clientBase('/v1', 'localhost:8080'), isTypeError(/baseUrl "localhost:8080" is not an http\(s\) URL or a path: write it with http:\/\//));
+    // A host written without a scheme would be fetched as a path relative to the page (or fail in Node).
+    for (const host of ['api.example.com', 'localhost', 'api.example.com/v1']) {
+      assert.throws(() => clientBase('/v1', host), isTypeError(/is neither an http\(s\) URL nor a path from the root: write it with https:\/\//), host);
+    }
+    assert.equal(clientBase('/v1', './api').url, './api/v1');
     assert.throws(() => clientBase('/v1', 'https://api.example.com/#top'), isTypeError(/has a fragment/));
     assert.throws(() => clientBase('/v1', 'https://user:secret@api.example.com'), (error: unknown) => error instanceof TypeError && /credentials/.test(error.message) && !error.message.includes('secret'));
     assert.throws(() => clientBase('/v1', 'http://'), isTypeError(/is not a valid URL/));

@@ -62,6 +62,10 @@ function callerUrl(option: string, value: string): SplitUrl {
   const quoted = `${option} ${JSON.stringify(value)}`;
   if (value.includes('#')) throw new TypeError(`${quoted} has a fragment (#…), which is never sent to a server: leave it out`);
   if (!ABSOLUTE.test(value) && SCHEME.test(value)) throw new TypeError(`${quoted} is not an http(s) URL or a path: write it with http:// or https://`);
+  // `api.example.com/v1` would be fetched as a path relative to the page (or fail in Node): say so now.
+  if (!ABSOLUTE.test(value) && value !== '' && !value.startsWith('/') && !value.startsWith('.')) {
+    throw new TypeError(`${quoted} is neither an http(s) URL nor a path from the root: write it with https:// (or http://), or start a path with /`);
+  }
   const split = splitQuery(value);
   if (!ABSOLUTE.test(value)) return split;
   let parsed: URL;
