@@ -83,7 +83,7 @@ describe('client base URL', () => {
     assert.deepEqual(mergeQuery(['api%2Dversion=1'], ['api-version=2']), ['api-version=2']);
   });
 
-  it("an operation's own server: a path replaces the document's path, under baseUrl when given; an absolute one is used as is", () => {
+  it("an operation's own server: a path replaces the document's path, under baseUrl when given; an absolute one is used as is unless baseUrl moved the whole API", () => {
     // The document's server is only a path.
     assert.equal(urlOf('/v1', 'https://api.example.com', '/v2'), 'https://api.example.com/v2');
     assert.equal(urlOf('/v1', 'https://api.example.com/v1/', '/v2'), 'https://api.example.com/v2');
@@ -95,7 +95,10 @@ describe('client base URL', () => {
     assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9/v1', '/uploads'), 'http://127.0.0.1:9/uploads');
     assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9', '/uploads'), 'http://127.0.0.1:9/uploads');
     assert.equal(urlOf('https://api.example.com/v1', undefined, 'https://uploads.example.com'), 'https://uploads.example.com');
-    assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9/v1', 'https://uploads.example.com'), 'https://uploads.example.com');
+    // A baseUrl given for a document with an absolute server moves the whole API (a local mock in tests): an
+    // operation's absolute server moves with it, its path kept, so nothing reaches the real upload host.
+    assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9/v1', 'https://uploads.example.com'), 'http://127.0.0.1:9');
+    assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9', 'https://uploads.example.com/blobs?sv=3'), 'http://127.0.0.1:9/blobs?sv=3');
     // Queries: the operation server's own, and baseUrl's for a path on the same host; never baseUrl's for another host.
     assert.equal(urlOf('/v1?api-version=1', 'https://h.example?code=K', '/v2?api-version=2'), 'https://h.example/v2?api-version=2&code=K');
     assert.equal(urlOf('/v1', 'https://h.example?code=K', 'https://uploads.example.com?sv=3'), 'https://uploads.example.com?sv=3');

@@ -99,6 +99,12 @@ export interface ClientBase {
   readonly root: string;
   /** The caller's `operationServers`, checked, by operation. */
   readonly operationServers: ReadonlyMap<string, string>;
+  /**
+   * Whether `baseUrl` moves the whole API (given while the document names an absolute server: a staging host, a
+   * local mock), so operations with an absolute server of their own move with it; not when `baseUrl` only supplies
+   * the host a path-only document leaves out.
+   */
+  readonly moved: boolean;
 }
 
 /**
@@ -134,7 +140,7 @@ export function clientBase(server: string, baseUrl: string | undefined, operatio
     if (!ABSOLUTE.test(server)) {
       throw new TypeError(`the API's document gives only the path ${JSON.stringify(server)} for its server: pass baseUrl, the server's URL (e.g. "https://api.example.com")`);
     }
-    return { url: withQuery(document.url, document.query), root: document.url.slice(0, document.url.length - documentPath.length), operationServers: overrides };
+    return { url: withQuery(document.url, document.query), root: document.url.slice(0, document.url.length - documentPath.length), operationServers: overrides, moved: false };
   }
   const given = callerUrl('baseUrl', baseUrl);
   const givenPath = pathOf(given.url);
@@ -154,15 +160,16 @@ export function clientBase(server: string, baseUrl: string | undefined, operatio
     }
     url = given.url + documentPath;
   }
-  return { url: withQuery(url, mergeQuery(document.query, given.query)), root: withQuery(root, given.query), operationServers: overrides };
+  return { url: withQuery(url, mergeQuery(document.query, given.query)), root: withQuery(root, given.query), operationServers: overrides, moved: ABSOLUTE.test(server) };
 }
 
 /**
  * The URL the operation `operation` (one with a server of its own: 3.x path- or operation-level `servers`)
  * appends its path to, from its server URL `server` and the client's {@link ClientBase}:
  * - the caller's `operationServers` entry for it when there is one (used as is, like an absolute `baseUrl`);
- * - else `server` itself when absolute (`https://uploads.example.com`), whatever `baseUrl` says: `baseUrl` and its
- *   query are for the document's server, not another host;
+ * - else, when `server` is absolute (`https://uploads.example.com`): itself, unless `baseUrl` moved the whole API
+ *   (see {@link ClientBase.moved}: a test's mock must not let an upload reach the real host), then its path under
+ *   `root`; a `baseUrl` that only supplies a path-only document's host is not sent to another host;
  * - else `server` (a path, `/v2`) in place of the document's path: after `root`, with `root`'s query
  *   (`https://api.example.com` + `/v2`).
  * A query in `server` is kept.
@@ -171,7 +178,7 @@ export function operationBaseUrl(base: ClientBase, operation: string, server: st
   const override = base.operationServers.get(operation);
   if (override !== undefined) return override;
   const own = splitQuery(server);
-  if (ABSOLUTE.test(own.url)) return withQuery(own.url, own.query);
+  if (ABSOLUTE.test(own.url) && !base.moved) return withQuery(own.url, own.query);
   const root = splitQuery(base.root);
-  return withQuery(root.url + own.url, mergeQuery(own.query, root.query));
+  return withQuery(root.url + (ABSOLUTE.test(own.url) ? pathOf(own.url) : own.url), mergeQuery(own.query, root.query));
 }
