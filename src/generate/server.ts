@@ -133,11 +133,21 @@ function basePathsOf(doc: ApiDocument, op: OperationView): string[] {
   // '' is no server URL, so operationServer answers the operation's own server whenever it has one.
   const own = operationServer(doc, op, '');
   const urls = own !== null ? [own] : documentServers(doc).servers.map((server) => server.url);
-  const paths = urls.map((url) => new URL(url, 'http://localhost/').pathname.replace(/\/+$/, ''));
+  // Decoded, as routers are written and match them (`/café`, not `/caf%C3%A9`).
+  const paths = urls.map((url) => decodedPath(new URL(url, 'http://localhost/').pathname).replace(/\/+$/, ''));
   return [...new Set(paths)].filter((path) => path !== '');
 }
 
 /** The compiled contract with the operation's base paths after its path, when it has any. */
+/** A URL path with its percent-escapes decoded, or as it is when one is malformed. */
+function decodedPath(path: string): string {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
+}
+
 function withBasePaths(contract: CompiledContract, basePaths: readonly string[]): CompiledContract {
   if (basePaths.length === 0) return contract;
   const { operationId, method, path, ...rest } = contract;

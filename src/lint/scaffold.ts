@@ -99,7 +99,20 @@ function isAnchored(pattern: string): boolean {
   if (!pattern.startsWith('^') || !pattern.endsWith('$')) return false;
   let backslashes = 0;
   for (let i = pattern.length - 2; i >= 0 && pattern[i] === '\\'; i--) backslashes += 1;
-  return backslashes % 2 === 0;
+  if (backslashes % 2 !== 0) return false;
+  // `^a|b$` is two alternatives, each anchored at one end only: not a whole-value pattern.
+  let depth = 0;
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') i += 1;
+    else if (inClass) inClass = c !== ']';
+    else if (c === '[') inClass = true;
+    else if (c === '(') depth += 1;
+    else if (c === ')') depth -= 1;
+    else if (c === '|' && depth === 0) return false;
+  }
+  return true;
 }
 
 /** Whether the guard can compile `pattern` (a documented pattern it cannot is left for lint to report). */

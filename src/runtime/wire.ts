@@ -20,7 +20,7 @@ export function isRepeatableRequestsKey(header: string): boolean {
 
 /**
  * The headers a guard records and replays when `replayHeaders` is not given: what identifies and describes the
- * result (`Location`; Azure's long-running operations name theirs in `Operation-Location`). A contract's replay
+ * result (`Location`; Azure's long-running operations name theirs in `Operation-Location` or `Azure-AsyncOperation`). A contract's replay
  * header cannot be one of them: the flag would overwrite the handler's value.
  */
 export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
@@ -29,6 +29,7 @@ export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
   'content-location',
   'location',
   'operation-location',
+  'azure-asyncoperation',
   'etag',
   'last-modified',
 ];

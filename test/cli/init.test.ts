@@ -291,9 +291,11 @@ describe('idemkit init', () => {
     const contract = parse(read('k.yaml')).paths['/payments'].post['x-idempotency'];
     assert.deepEqual(contract.key, { header: 'x-idempotency-key', required: true, maxLength: 40, pattern: '^(?!\\s)(.*)(\\S)$' });
     // Unanchored, an OpenAPI pattern matches anywhere in the key, `key.pattern` the whole key: it is not copied.
-    writeFileSync(path.join(dir, 'k.yaml'), spec.replace("pattern: '^(?!\\s)(.*)(\\S)$'", "pattern: '[A-Za-z0-9]'"));
-    assert.equal((await run('k.yaml', '--write')).code, 0);
-    assert.deepEqual(parse(read('k.yaml')).paths['/payments'].post['x-idempotency'].key, { header: 'x-idempotency-key', required: true, maxLength: 40 });
+    for (const unanchored of ['[A-Za-z0-9]', '^a|b$']) {
+      writeFileSync(path.join(dir, 'k.yaml'), spec.replace("pattern: '^(?!\\s)(.*)(\\S)$'", () => `pattern: '${unanchored}'`));
+      assert.equal((await run('k.yaml', '--write')).code, 0);
+      assert.deepEqual(parse(read('k.yaml')).paths['/payments'].post['x-idempotency'].key, { header: 'x-idempotency-key', required: true, maxLength: 40 }, unanchored);
+    }
   });
 
   it('writes the contract into the anchored operation when its alias comes first in method order', async () => {

@@ -306,6 +306,11 @@ class FormList {
   constructor(readonly items: FormLeaf[]) {}
 }
 
+/** How many items `a[]` has appended to `node`: its members but a plain value kept under the empty name (`a=1&a[]=2`). */
+function itemCount(node: FormNode): number {
+  return node.members.size - (node.members.has('') ? 1 : 0);
+}
+
 /** Whether `node` already holds the member path `tokens[from…]` (a later `[]` in it counts as not held). */
 function hasPath(node: FormNode, tokens: readonly string[], from: number): boolean {
   let current: FormNode | FormList | FormLeaf | undefined = node;
@@ -364,7 +369,7 @@ function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]
       if (token === '') {
         // `a[]` in the middle (`items[][price]=1&items[][qty]=2`) fills the last item until it already has the
         // rest of the name, then starts the next one (Rack's rule; qs groups them alike).
-        const size = node.members.size;
+        const size = itemCount(node);
         const lastItem = size > 0 ? node.members.get(String(size - 1)) : undefined;
         token = lastItem instanceof FormNode && !hasPath(lastItem, tokens, i + 1) ? String(size - 1) : String(size);
       }
@@ -381,7 +386,7 @@ function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]
     }
     const last = tokens[tokens.length - 1]!;
     for (const value of values) {
-      const leaf = last === '' ? String(node.members.size) : last;
+      const leaf = last === '' ? String(itemCount(node)) : last;
       const previous = node.members.get(leaf);
       if (previous === undefined) node.members.set(leaf, value);
       else if (previous instanceof FormList) previous.items.push(value);

@@ -74,6 +74,7 @@ describe('runtime/adapters/common', () => {
       // tell which pointer matches. Both orders now put the plain value under the empty name.
       ['a=1&a[b]=2', '{"a":{"":"1","b":"2"}}'],
       ['a[b]=2&a=1', '{"a":{"":"1","b":"2"}}'],
+      ['a=1&a[]=2&a[]=3', '{"a":{"":"1","0":"2","1":"3"}}'],
       ['a[b]=1&a=2&a=3', '{"a":{"":["2","3"],"b":"1"}}'],
       ['a=1&a=2', '{"a":["1","2"]}'],
       ['__proto__[x]=1', '{"__proto__":{"x":"1"}}'],
