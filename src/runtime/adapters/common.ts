@@ -368,7 +368,7 @@ function nestFields(entries: readonly (readonly [string, readonly FormLeaf[]])[]
       let token = tokens[i]!;
       if (token === '') {
         // `a[]` in the middle (`items[][price]=1&items[][qty]=2`) fills the last item until it already has the
-        // rest of the name, then starts the next one (Rack's rule; qs groups them alike).
+        // rest of the name, then starts the next one (Rack's rule; qs and flat parsers group such fields per name instead).
         const size = itemCount(node);
         const lastItem = size > 0 ? node.members.get(String(size - 1)) : undefined;
         token = lastItem instanceof FormNode && !hasPath(lastItem, tokens, i + 1) ? String(size - 1) : String(size);

@@ -79,7 +79,7 @@ describe('runtime/adapters/common', () => {
       ['a=1&a=2', '{"a":["1","2"]}'],
       ['__proto__[x]=1', '{"__proto__":{"x":"1"}}'],
       ['a[][b]=1&a[][b]=2', '{"a":[{"b":"1"},{"b":"2"}]}'],
-      // `[]` in the middle fills the last item until it already has that member (Rack's rule, as qs groups them).
+      // `[]` in the middle fills the last item until it already has that member (Rack's rule, for raw bodies; qs and flat parsers group per name).
       ['items[][price]=p1&items[][qty]=2&items[][price]=p2&items[][qty]=3', '{"items":[{"price":"p1","qty":"2"},{"price":"p2","qty":"3"}]}'],
       ['x[0][]=1&x[0][]=2&x[1]=3', '{"x":[["1","2"],"3"]}'],
       ['=v&0=w', '[["v","w"]]'],
