@@ -139,13 +139,18 @@ function basePathsOf(doc: ApiDocument, op: OperationView): string[] {
 }
 
 /** The compiled contract with the operation's base paths after its path, when it has any. */
-/** A URL path with its percent-escapes decoded, or as it is when one is malformed. */
+/**
+ * A URL path with its percent-escapes decoded (`/caf%C3%A9` → `/café`), or as it is when decoding would make it
+ * something a base path cannot be (`%20`, `%3F`, `%2F`: a space, a query, another segment) or an escape is malformed.
+ */
 function decodedPath(path: string): string {
+  let decoded: string;
   try {
-    return decodeURIComponent(path);
+    decoded = decodeURIComponent(path);
   } catch {
     return path;
   }
+  return /[?#{}\s]/.test(decoded) || decoded.split('/').length !== path.split('/').length ? path : decoded;
 }
 
 function withBasePaths(contract: CompiledContract, basePaths: readonly string[]): CompiledContract {

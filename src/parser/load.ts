@@ -38,11 +38,12 @@ export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 
 const MAX_REF_HOPS = 64;
 
 /**
- * An operation's or path item's parameter entry, and an operation's response entry (not a schema property that
- * happens to be named `parameters` or `responses`).
+ * An operation's or path item's parameter entry, and an operation's response entry, or a named one of the
+ * document's `parameters`/`responses` (a shorthand there chains to another of them) — not a schema property that
+ * happens to be named `parameters` or `responses`.
  */
-const PARAMETER_ENTRY = /(?:^|\/)(?:(?:get|put|post|delete|options|head|patch|trace)|paths\/[^/]+)\/parameters\/\d+$|^\/parameters\/\d+$/;
-const RESPONSE_ENTRY = /(?:^|\/)(?:get|put|post|delete|options|head|patch|trace)\/responses\/[^/]+$/;
+const PARAMETER_ENTRY = /(?:^|\/)(?:(?:get|put|post|delete|options|head|patch|trace)|paths\/[^/]+)\/parameters\/\d+$|^\/parameters\/[^/]+$/;
+const RESPONSE_ENTRY = /(?:^|\/)(?:get|put|post|delete|options|head|patch|trace)\/responses\/[^/]+$|^\/responses\/[^/]+$/;
 
 /** Where a Swagger 2.0 `$ref: Name` shorthand looks when its location does not tell. */
 type ShorthandSection = 'parameters' | 'responses';

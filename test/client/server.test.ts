@@ -99,6 +99,11 @@ describe('client base URL', () => {
     // operation's absolute server moves with it, its path kept, so nothing reaches the real upload host.
     assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9/v1', 'https://uploads.example.com'), 'http://127.0.0.1:9');
     assert.equal(urlOf('https://api.example.com/v1', 'http://127.0.0.1:9', 'https://uploads.example.com/blobs?sv=3'), 'http://127.0.0.1:9/blobs?sv=3');
+    // A baseUrl on the documented server's origin moves nothing else; a default port or a non-ASCII host keeps the path.
+    assert.equal(urlOf('https://api.example.com/v1', 'https://api.example.com/v1?code=K', 'https://uploads.example.com/u1'), 'https://uploads.example.com/u1');
+    assert.equal(urlOf('https://api.example.com/v1', 'http://localhost:3000', 'https://uploads.example.com:443/u1'), 'http://localhost:3000/u1');
+    assert.equal(urlOf('https://api.example.com/v1', 'http://localhost:3000', 'https://bücher.example/u1'), 'http://localhost:3000/u1');
+    assert.equal(urlOf('https://api.example.com:443/v1', 'https://api.example.com', '/v2'), 'https://api.example.com/v2');
     // Queries: the operation server's own, and baseUrl's for a path on the same host; never baseUrl's for another host.
     assert.equal(urlOf('/v1?api-version=1', 'https://h.example?code=K', '/v2?api-version=2'), 'https://h.example/v2?api-version=2&code=K');
     assert.equal(urlOf('/v1', 'https://h.example?code=K', 'https://uploads.example.com?sv=3'), 'https://uploads.example.com?sv=3');

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { normaliseBasePath } from '../../src/runtime/adapters/fastify-routes.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -111,6 +112,11 @@ describe('generate/server', () => {
         { url: 'https://eu.example.com/v1' },
         { url: 'https://sandbox.example.com' },
         { url: 'https://x.example.com/a"b*/c' },
+        // Kept encoded where decoding would give what no base path can hold: a space, a query, another segment.
+        { url: 'https://y.example.com/my%20api' },
+        { url: 'https://y.example.com/a%3Fb' },
+        { url: 'https://y.example.com/a%2Fb' },
+        { url: 'https://y.example.com/caf%C3%A9' },
       ],
       paths: {
         '/orders': { post: created },
@@ -122,14 +128,16 @@ describe('generate/server', () => {
       model.operations.map((o) => [o.operationId, o.contract.basePaths]),
       [
         // Decoded, as routers are written: a quote in the path is data in the generated file, and `*/` is escaped.
-        ['create', ['/v1', '/prod/api', '/a"b*/c']],
+        ['create', ['/v1', '/prod/api', '/a"b*/c', '/my%20api', '/a%3Fb', '/a%2Fb', '/café']],
         ['upload', ['/files']],
       ],
     );
     assert.deepEqual(Object.keys(model.operations[0]!.contract).slice(0, 4), ['operationId', 'method', 'path', 'basePaths']);
     const contracts = generateServer(doc3, { framework: 'fastify', store: 'memory', source: 'x.json' }).find((f) => f.path === 'contracts.ts')!.contents;
     // Through the json helper: a literal, `*/` escaped.
-    assert.ok(contracts.includes('"basePaths": [\n    "/v1",\n    "/prod/api",\n    "/a\\"b*\\/c"\n  ],'), contracts);
+    assert.ok(contracts.includes('"basePaths": [\n    "/v1",\n    "/prod/api",\n    "/a\\"b*\\/c",'), contracts);
+    // Every base path the generator writes is one the Fastify plugin accepts.
+    for (const base of model.operations.flatMap((o) => o.contract.basePaths ?? [])) assert.doesNotThrow(() => normaliseBasePath(base), base);
 
     const swagger = await write({ swagger: '2.0', info: { title: 't', version: '1' }, host: 'api.example.com', basePath: '/v2/', paths: { '/orders': { post: created } } });
     assert.deepEqual(buildServerModel(swagger, { framework: 'fastify', store: 'memory' }).operations[0]!.contract.basePaths, ['/v2']);

@@ -117,6 +117,8 @@ describe('loadDocument', () => {
         ],
       );
       assert.equal(operation.contract!.responses.mismatch!.response!.valueAt.pointer, '/responses/Problem');
+      const notFound = { file: doc.file, pointer: '/paths/~1charges/post/responses/404' };
+      assert.equal(doc.deref(doc.get(notFound), notFound)?.at.pointer, '/responses/Gone');
       assert.deepEqual(doc.deref({ $ref: 'Charge' }, { file: doc.file, pointer: '/paths/~1charges/post/responses/201/schema' })?.at.pointer, '/definitions/Charge');
       for (const property of ['responses', 'parameters']) {
         const items = { file: doc.file, pointer: `/definitions/Charge/properties/${property}/items` };

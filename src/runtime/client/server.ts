@@ -51,7 +51,10 @@ export function mergeQuery(...groups: readonly (readonly string[])[]): string[] 
 const withQuery = (url: string, query: readonly string[]): string => (query.length === 0 ? url : `${url}?${query.join('&')}`);
 
 /** The path of `url` (`''` for the root): after the origin of an absolute URL, the whole of a relative one. */
-const pathOf = (url: string): string => (ABSOLUTE.test(url) ? url.slice(new URL(url).origin.length) : url);
+/** The path of a URL as the URL parser reads it (a default port or a non-ASCII host changes nothing), no trailing `/`. */
+const pathOf = (url: string): string => (ABSOLUTE.test(url) ? trimSlashes(new URL(url).pathname) : url);
+/** The origin of an absolute URL (`https://api.example.com`), `''` for a path. */
+const originOf = (url: string): string => (ABSOLUTE.test(url) ? new URL(url).origin : '');
 
 /**
  * A URL the caller gives (`baseUrl`, an `operationServers` entry) checked and split: an `http(s)` URL (normalised
@@ -100,9 +103,10 @@ export interface ClientBase {
   /** The caller's `operationServers`, checked, by operation. */
   readonly operationServers: ReadonlyMap<string, string>;
   /**
-   * Whether `baseUrl` moves the whole API (given while the document names an absolute server: a staging host, a
-   * local mock), so operations with an absolute server of their own move with it; not when `baseUrl` only supplies
-   * the host a path-only document leaves out.
+   * Whether `baseUrl` moves the whole API (given while the document names an absolute server, on another origin: a
+   * staging host, a local mock), so operations with an absolute server of their own move with it; not when
+   * `baseUrl` names the documented server's own origin, nor when it only supplies the host a path-only document
+   * leaves out.
    */
   readonly moved: boolean;
 }
@@ -160,7 +164,9 @@ export function clientBase(server: string, baseUrl: string | undefined, operatio
     }
     url = given.url + documentPath;
   }
-  return { url: withQuery(url, mergeQuery(document.query, given.query)), root: withQuery(root, given.query), operationServers: overrides, moved: ABSOLUTE.test(server) };
+  // A baseUrl on the documented server's own origin (`env.API_URL ?? DEFAULT_SERVER_URL`) moves nothing else.
+  const moved = ABSOLUTE.test(server) && originOf(given.url) !== originOf(document.url);
+  return { url: withQuery(url, mergeQuery(document.query, given.query)), root: withQuery(root, given.query), operationServers: overrides, moved };
 }
 
 /**

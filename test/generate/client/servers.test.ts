@@ -272,7 +272,7 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
     assert.deepEqual(answer.body, { id: 'ch_1', lines: [] });
   });
 
-  it("3.x: server variables take their defaults; path- and operation-level servers are each operation's default; a baseUrl moves the document's server and every operation's", async () => {
+  it("3.x: server variables take their defaults; path- and operation-level servers are each operation's default; a baseUrl moves the document's server, and on another origin every operation's", async () => {
     const mod = modules.get('servers')!;
     assert.equal(mod.DEFAULT_SERVER_URL, `${origin}/v2`);
     assert.deepEqual(mod.SERVERS, [{ url: `${origin}/v2`, description: 'local' }, { url: 'https://api.example.com/v2' }]);
@@ -280,9 +280,16 @@ describe('generate client: where requests go (servers, baseUrl, paths; generated
     // The operation-level `/status-host` is relative: resolved against the client's base URL.
     assert.deepEqual(await send(mod.createClient(), ...calls), ['GET /v2/items', 'POST /upload-host/uploads', 'GET /status-host/uploads']);
     received = [];
-    // baseUrl moves the whole API (the document names an absolute server): the absolute path-level server's path
-    // goes under it too, as the relative one goes after it (baseUrl does not end with /v2) instead of /v2.
-    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/staging/` }), ...calls), ['GET /staging/items', 'POST /staging/upload-host/uploads', 'GET /staging/status-host/uploads']);
+    // A baseUrl on the documented server's origin moves the document's path only: the absolute path-level server
+    // stays, and the relative one goes after baseUrl (it does not end with /v2) instead of /v2.
+    assert.deepEqual(await send(mod.createClient({ baseUrl: `${origin}/staging/` }), ...calls), ['GET /staging/items', 'POST /upload-host/uploads', 'GET /staging/status-host/uploads']);
+    received = [];
+    // On another origin (a mock), baseUrl moves the whole API: the absolute server's path goes under it too.
+    assert.deepEqual(await send(mod.createClient({ baseUrl: `${uploadsOrigin}/staging/` }), ...calls), [
+      'uploads: GET /staging/items',
+      'uploads: POST /staging/upload-host/uploads',
+      'uploads: GET /staging/status-host/uploads',
+    ]);
   });
 
   it("a relative server URL is added to the caller's baseUrl once, whether baseUrl names the origin or already ends with the path", async () => {
