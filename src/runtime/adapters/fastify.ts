@@ -329,7 +329,8 @@ function unmatchedMessage(missing: readonly RouteCandidate[], seen: readonly See
   });
   return (
     `idempotencyPlugin: no route served the guard of ${list.join('; ')}, so a retry would run its handler again. ` +
-    "A route serves it at one of those paths (its register prefixes included), or below the scope the plugin was registered in, registered after the plugin in its scope; " +
+    "A route serves it at one of those paths (its register prefixes included), or below the scope the plugin was registered in, registered after the plugin in its scope " +
+    "(the plugin shares its scope, so a prefix given to register(idempotencyPlugin(…), { prefix }) itself does nothing: register it inside the prefixed scope); " +
     "if the app serves the API under another path, pass idempotencyPlugin(guards, { basePaths: ['/that/path'] }); " +
     "or pass only the guards the plugin should wire ({ unmatched: 'warn' } if the operation is served elsewhere on purpose)"
   );
