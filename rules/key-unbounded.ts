@@ -35,16 +35,18 @@ export default defineRule({
     const schema = param ? parameterSchema(ctx.document, param) : undefined;
     const declared = typeof schema?.value['maxLength'] === 'number' ? (schema.value['maxLength'] as number) : undefined;
     const own = contract.key.maxLength;
-    const minimum = isRepeatableRequestsKey(contract.key.header) || schema?.value['format'] === 'uuid' ? UUID_LENGTH : MIN_KEY_LENGTH;
+    const uuidKey = isRepeatableRequestsKey(contract.key.header) || schema?.value['format'] === 'uuid';
+    const minimum = uuidKey ? UUID_LENGTH : MIN_KEY_LENGTH;
+    const tooShort = uuidKey ? 'tooShortForUuid' : 'tooShort';
     if (own !== undefined) {
-      if (own < minimum) ctx.report(minimum === UUID_LENGTH ? 'tooShortForUuid' : 'tooShort', contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: contract.key.header });
+      if (own < minimum) ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: contract.key.header });
       else if (declared !== undefined && declared !== own) {
         ctx.report('disagrees', contract.at('key', 'maxLength'), { maxLength: own, header: contract.key.header, declared });
       }
       return;
     }
     if (declared !== undefined && declared < minimum && contract.key.pattern === undefined) {
-      ctx.report(minimum === UUID_LENGTH ? 'tooShortForUuid' : 'tooShort', child(schema!.at, 'maxLength'), {
+      ctx.report(tooShort, child(schema!.at, 'maxLength'), {
         where: `the header parameter \`${contract.key.header}\`'s`,
         maxLength: declared,
         header: contract.key.header,

@@ -1,8 +1,7 @@
 import { wrapperMembers } from '../src/runtime/result-id.js';
+import { RESULT_HEADERS } from '../src/runtime/wire.js';
 import { defineRule } from '../src/lint/rule.js';
 import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
-
-const RESULT_HEADERS = ['location', 'content-location', 'operation-location'];
 
 // A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID.
 const RESULT_ID = /^(id|uuid)$|[a-z0-9](Id|ID|Uuid)$|_(id|uuid)$/;

@@ -7,6 +7,7 @@ import type { CompiledContract } from '../runtime/contract.js';
 import { compileContract } from '../parser/compile.js';
 import { DocumentError, UsageError } from '../errors.js';
 import { documentServers, operationServer } from './client/servers.js';
+import { isBasePath } from '../runtime/adapters/fastify-routes.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from './output.js';
 import { renderTemplate, toIdentifier } from './render.js';
 
@@ -138,7 +139,6 @@ function basePathsOf(doc: ApiDocument, op: OperationView): string[] {
   return [...new Set(paths)].filter((path) => path !== '');
 }
 
-/** The compiled contract with the operation's base paths after its path, when it has any. */
 /**
  * A URL path with its percent-escapes decoded (`/caf%C3%A9` → `/café`), or as it is when decoding would make it
  * something a base path cannot be (`%20`, `%3F`, `%2F`: a space, a query, another segment) or an escape is malformed.
@@ -150,9 +150,10 @@ function decodedPath(path: string): string {
   } catch {
     return path;
   }
-  return /[?#{}\s]/.test(decoded) || decoded.split('/').length !== path.split('/').length ? path : decoded;
+  return !isBasePath(decoded) || decoded.split('/').length !== path.split('/').length ? path : decoded;
 }
 
+/** The compiled contract with the operation's base paths after its path, when it has any. */
 function withBasePaths(contract: CompiledContract, basePaths: readonly string[]): CompiledContract {
   if (basePaths.length === 0) return contract;
   const { operationId, method, path, ...rest } = contract;

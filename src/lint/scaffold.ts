@@ -143,7 +143,7 @@ export function scaffoldContracts(
   document: ApiDocument,
   readText: (file: string) => string,
   settings: Pick<LintSettings, 'keyHeaders'>,
-  describe: (error: DocumentError) => string = (error) => `${error.file}:${error.line ?? 1}:${error.column ?? 1}: ${error.message}`,
+  describe: (error: DocumentError) => string,
 ): ScaffoldResult {
   const planned = new Map<string, Map<string, Plan>>();
   const skipped: ScaffoldSkip[] = [];

@@ -13,6 +13,7 @@ import { pathToFileURL } from 'node:url';
 import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
 import { appendPointer, escapeToken, lazyChild, unescapeToken } from '../parser/pointer.js';
+import { isKnownKeyHeader } from '../parser/key-headers.js';
 import { bracketPath } from '../runtime/form-names.js';
 
 /** A node together with where it is written. */
@@ -234,8 +235,8 @@ function isFormMediaType(mediaType: string | undefined): boolean {
  * Object-schema `properties` and `required` for form fields nested by their bracketed names:
  * `metadata[order_id]` becomes property `order_id` of an object property `metadata`, `expand[]` (or
  * `lines[0]`) the items of an array property. A required nested field makes its top-level field required.
- * A name both plain and bracketed (`a` and `a[b]`) keeps the bracketed one under its literal name, as the
- * guard does when both arrive.
+ * A name both plain and bracketed (`a` and `a[b]`, in either order) keeps the plain value in the nested
+ * object under the empty name, as the guard does.
  */
 function nestFormFields(fields: readonly { readonly name: string; readonly required: boolean; readonly schema: unknown }[]): {
   properties: Record<string, unknown>;
@@ -857,19 +858,7 @@ function editDistance(a: string, b: string, limit: number): number {
 // ---------------------------------------------------------------------------------------------------
 // Evidence that an operation takes an idempotency key or is retried
 
-/** Header names real APIs use for an idempotency key (lower case). */
-export const KNOWN_KEY_HEADERS: readonly string[] = [
-  'idempotency-key',
-  'x-idempotency-key',
-  'idempotency-token',
-  'x-idempotency-token',
-  'paypal-request-id',
-  'cko-idempotency-key',
-  'x-amzn-idempotency-token',
-  'x-client-request-token',
-  // OASIS Repeatable Requests (Azure Communication Services, Azure REST guidelines), with Repeatability-First-Sent.
-  'repeatability-request-id',
-];
+export { KNOWN_KEY_HEADERS } from '../parser/key-headers.js';
 
 /** Body or query field names real APIs use for an idempotency key, normalised (lower case, no `_`/`-`). */
 export const KNOWN_KEY_FIELDS: readonly string[] = [
@@ -896,9 +885,8 @@ function normaliseField(name: string): string {
 
 /** Whether a header name carries an idempotency key (known names, any `*idempotenc*`, plus `extra`). */
 export function isKeyHeaderName(name: string, extra: readonly string[] = []): boolean {
-  const lower = name.toLowerCase();
   // `X-Request-Id` names one delivery, not one intent: it is deliberately not a key header.
-  return KNOWN_KEY_HEADERS.includes(lower) || lower.includes('idempotenc') || extra.some((h) => h.toLowerCase() === lower);
+  return isKnownKeyHeader(name) || extra.some((h) => h.toLowerCase() === name.toLowerCase());
 }
 
 /** Whether a body/query field name may carry an idempotency key (see {@link isKeyField} for the whole test). */

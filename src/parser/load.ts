@@ -8,6 +8,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DocumentError } from '../errors.js';
 import { buildContract, type ContractInputs } from './contract.js';
+import { isKnownKeyHeader } from './key-headers.js';
 import { isPlainObject } from './merge.js';
 import type {
   ApiDocument,
@@ -42,8 +43,9 @@ const MAX_REF_HOPS = 64;
  * document's `parameters`/`responses` (a shorthand there chains to another of them) — not a schema property that
  * happens to be named `parameters` or `responses`.
  */
-const PARAMETER_ENTRY = /(?:^|\/)(?:(?:get|put|post|delete|options|head|patch|trace)|paths\/[^/]+)\/parameters\/\d+$|^\/parameters\/[^/]+$/;
-const RESPONSE_ENTRY = /(?:^|\/)(?:get|put|post|delete|options|head|patch|trace)\/responses\/[^/]+$|^\/responses\/[^/]+$/;
+const METHOD = `(?:${HTTP_METHODS.join('|')})`;
+const PARAMETER_ENTRY = new RegExp(`(?:^|/)(?:${METHOD}|paths/[^/]+)/parameters/\\d+$|^/parameters/[^/]+$`);
+const RESPONSE_ENTRY = new RegExp(`(?:^|/)${METHOD}/responses/[^/]+$|^/responses/[^/]+$`);
 
 /** Where a Swagger 2.0 `$ref: Name` shorthand looks when its location does not tell. */
 type ShorthandSection = 'parameters' | 'responses';
@@ -253,7 +255,7 @@ class DocumentLoader implements ApiDocument {
       for (const method of HTTP_METHODS) {
         const node = item[method];
         if (!isPlainObject(node)) continue;
-        const keyed = Array.isArray(node.parameters) && node.parameters.some((parameter) => isPlainObject(parameter) && parameter.in === 'header' && typeof parameter.name === 'string' && /idempotenc|^repeatability-request-id$/i.test(parameter.name));
+        const keyed = Array.isArray(node.parameters) && node.parameters.some((parameter) => isPlainObject(parameter) && parameter.in === 'header' && typeof parameter.name === 'string' && isKnownKeyHeader(parameter.name));
         if (!keyed && !Object.prototype.hasOwnProperty.call(node, 'x-idempotency')) continue;
         this.warn(
           { file: this.file, pointer: appendPointer('/x-ms-paths', path, method) },

@@ -6,7 +6,7 @@
  */
 
 /** Deepest nesting a bracketed name may ask for; a deeper one is kept as a plain name. */
-export const MAX_FORM_DEPTH = 32;
+const MAX_FORM_DEPTH = 32;
 
 /** `metadata[order_id]` → `['metadata', 'order_id']`; `expand[]` → `['expand', '']`; undefined when not bracketed. */
 export function bracketPath(name: string): string[] | undefined {

@@ -19,17 +19,13 @@ export function isRepeatableRequestsKey(header: string): boolean {
 }
 
 /**
- * The headers a guard records and replays when `replayHeaders` is not given: what identifies and describes the
- * result (`Location`; Azure's long-running operations name theirs in `Operation-Location` or `Azure-AsyncOperation`). A contract's replay
- * header cannot be one of them: the flag would overwrite the handler's value.
+ * Headers that name the result a success answer created (lower case): `Location`, `Content-Location` (RFC 9110),
+ * and where Azure's long-running operations name theirs, `Operation-Location` and `Azure-AsyncOperation`.
  */
-export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
-  'content-type',
-  'content-language',
-  'content-location',
-  'location',
-  'operation-location',
-  'azure-asyncoperation',
-  'etag',
-  'last-modified',
-];
+export const RESULT_HEADERS: readonly string[] = ['location', 'content-location', 'operation-location', 'azure-asyncoperation'];
+
+/**
+ * The headers a guard records and replays when `replayHeaders` is not given: what identifies and describes the
+ * result. A contract's replay header cannot be one of them: the flag would overwrite the handler's value.
+ */
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'content-language', ...RESULT_HEADERS, 'etag', 'last-modified'];

@@ -41,7 +41,7 @@ const OTHER_SCHEME = /^[a-z][a-z0-9+.-]*:/i;
  * names (`v1`, `./v1` → `/v1`). A query is kept (`?api-version=2024-01-01`: clients send it with every request);
  * a fragment is dropped (it is never sent). Substitute `{variable}`s first.
  */
-export function normaliseServerUrl(text: string): string | undefined {
+function normaliseServerUrl(text: string): string | undefined {
   const url = text.trim();
   const absolute = url.startsWith('//') ? `https:${url}` : url;
   if (HTTP.test(absolute)) {

@@ -84,10 +84,15 @@ export function nearMiss(routes: ContractRoutes, route: RouteAddress, methods: r
 
 /** A base path as {@link ContractRoutes} keeps it: `/v1/` → `/v1`, `/` → `''`; throws `TypeError` for anything but a path. */
 export function normaliseBasePath(text: unknown): string {
-  if (typeof text !== 'string' || !text.startsWith('/') || /[?#{}\s]/.test(text)) {
+  if (!isBasePath(text)) {
     throw new TypeError(`idempotencyPlugin: a base path is a path from the root such as '/v1', not ${JSON.stringify(text)}`);
   }
   return text.replace(/\/+$/, '');
+}
+
+/** Whether `text` can be a base path: a path from the root, without a query, a fragment, a template or white space. */
+export function isBasePath(text: unknown): text is string {
+  return typeof text === 'string' && text.startsWith('/') && !/[?#{}\s]/.test(text);
 }
 
 // A path parameter in a shape: a character no route or contract path spells.

@@ -86,7 +86,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
    * for that method (each method runs its own contract, or none); on any other route, always.
    */
   function runsFor(request: FastifyRequest): boolean {
-    return runsForMethod(request.routeOptions.method, contract.method, request.method);
+    // `routeOptions` is a getter that builds an object per read: the usual request, of the contract's method, needs none.
+    return request.method === contract.method || runsForMethod(request.routeOptions.method, contract.method, request.method);
   }
 
   async function toGuardRequest(request: FastifyRequest): Promise<GuardRequest> {

@@ -50,7 +50,6 @@ export function mergeQuery(...groups: readonly (readonly string[])[]): string[] 
 
 const withQuery = (url: string, query: readonly string[]): string => (query.length === 0 ? url : `${url}?${query.join('&')}`);
 
-/** The path of `url` (`''` for the root): after the origin of an absolute URL, the whole of a relative one. */
 /** The path of a URL as the URL parser reads it (a default port or a non-ASCII host changes nothing), no trailing `/`. */
 const pathOf = (url: string): string => (ABSOLUTE.test(url) ? trimSlashes(new URL(url).pathname) : url);
 /** The origin of an absolute URL (`https://api.example.com`), `''` for a path. */
