@@ -132,7 +132,7 @@ export function assertContractsGeneratable(doc: ApiDocument): void {
  */
 function basePathsOf(doc: ApiDocument, op: OperationView): string[] {
   // '' is no server URL, so operationServer answers the operation's own server whenever it has one.
-  const own = operationServer(doc, op, '');
+  const own = operationServer(doc, op);
   const urls = own !== null ? [own] : documentServers(doc).servers.map((server) => server.url);
   // Decoded, as routers are written and match them (`/café`, not `/caf%C3%A9`).
   const paths = urls.map((url) => decodedPath(new URL(url, 'http://localhost/').pathname).replace(/\/+$/, ''));

@@ -7,6 +7,7 @@
  * else is left for `idemkit lint` to ask about.
  */
 import { InternalError, type DocumentError } from '../errors.js';
+import { compileKeyPattern } from '../runtime/key.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import { JsonPositionIndex } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
@@ -118,7 +119,7 @@ function isAnchored(pattern: string): boolean {
 /** Whether the guard can compile `pattern` (a documented pattern it cannot is left for lint to report). */
 function isRegExp(pattern: string): boolean {
   try {
-    new RegExp(pattern);
+    compileKeyPattern(pattern);
     return true;
   } catch {
     return false;

@@ -105,12 +105,14 @@ describe('parser positions', () => {
       return at;
     };
 
-    it('finds the member, and the nodes below it, at the name JSON.parse kept', () => {
+    it('finds the member, and the nodes below it, at the name JSON.parse kept, without indexing the root', () => {
       const text = `{"openapi": "3.1.0", "paths": {"/a": ${big('pad')}},\n "components": {"headers": {"RetryAfter": {"schema": 1}}}\n}\n`;
       const index = new JsonPositionIndex(text);
       const located = index.locate(['components', 'headers', 'RetryAfter']);
       assert.equal(located.depth, 3);
       assert.equal(located.keyOffset, keyAt(text, '"RetryAfter"'));
+      // The root (offset 0) was not scanned past the 1 MB `paths` to get there.
+      assert.equal((index as unknown as { containers: Map<number, unknown> }).containers.has(0), false);
       assert.equal(index.locate(['openapi']).keyOffset, keyAt(text, '"openapi"'));
     });
 

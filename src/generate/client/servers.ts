@@ -113,9 +113,9 @@ export function documentServers(doc: ApiDocument): DocumentServers {
 
 /**
  * The server an operation overrides the document's with (3.x operation-level `servers`, else path-level): the
- * first usable one's URL, or `null` when it names none, or the same as `documentServer`.
+ * first usable one's URL, or `null` when it names none, or the same as `documentServer` (when given).
  */
-export function operationServer(doc: ApiDocument, op: OperationView, documentServer: string): string | null {
+export function operationServer(doc: ApiDocument, op: OperationView, documentServer?: string): string | null {
   if (doc.version === '2.0') return null;
   const own = serverList(op.node['servers']);
   const list = own.length > 0 ? own : serverList(op.pathItem['servers']);
