@@ -12,9 +12,11 @@
  * Every operation that checks and writes is one Lua script (atomic on the server): reserve, fenced
  * complete, fenced release, takeover, lease extension, purge. Time is the server's (`TIME`) unless a `clock` is
  * injected. Layout, all under one hash tag so a script's keys share a Cluster slot:
- * `{prefix}:r:<id>` (hash: the record), `{prefix}:leases` (sorted set of `in_progress` ids by lease end),
- * `{prefix}:expiry` (sorted set of `completed` ids by expiry). A completed record also gets a Redis TTL
- * of its retention, so Redis drops it even if nobody calls {@link RedisStore.purgeExpired}.
+ * `{prefix}:r:<id>` (hash: the record), `{prefix}:leases` (sorted set of `in_progress` ids by lease end).
+ * A completed record gets a Redis TTL of its retention, from the same server clock as its `expiresAt`, so
+ * Redis drops it when it expires without anyone calling {@link RedisStore.purgeExpired}. `{prefix}:expiry`
+ * (sorted set of `completed` ids by expiry) is written only with an injected clock, which Redis's TTL does
+ * not follow; earlier versions of this store wrote it for every completion, and `purgeExpired` drains those entries.
  *
  * Durability: records must never be evicted (an evicted record lets a retry run the effect again), so
  * {@link RedisStore.migrate} refuses a server whose `maxmemory-policy` is not `noeviction` while
@@ -64,51 +66,56 @@ export interface RedisVerifyResult {
 const EVICTION_FIX =
   'set maxmemory-policy noeviction (redis.conf, or CONFIG SET maxmemory-policy noeviction), ideally on a Redis instance dedicated to idempotency records';
 
-// Shared prologue: ARGV[1] is the injected time in ms, or '' for the server clock.
+// Shared prologue: ARGV[1] is the injected time in ms, or '' for the server clock (TIME: seconds and
+// microseconds, as strings that Lua's arithmetic reads as numbers).
 const NOW = `
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
-local function ms(x) return string.format('%.0f', x) end
 `;
 
-// KEYS: record, leases, expiry. ARGV: now, id, operation, fingerprint, token, leaseMs, ttlMs.
-// A reservation returns only the time: the caller knows every field it just wrote (no HGETALL, smaller reply).
-const RESERVE = `${NOW}
+// Times are written as whole numbers ('%.0f': exact for any double; '%d' would overflow a 32-bit build's long).
+
+// KEYS: record, leases. ARGV: now, id, operation, fingerprint, token, leaseMs, ttlMs.
+// A reservation answers only the time, as an integer: the caller knows every field it just wrote (no
+// HGETALL, the smallest reply). Otherwise {time, the record's fields}.
+const RESERVE = script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'expires_at')
 if r[1] and not (r[1] == 'completed' and tonumber(r[2]) <= now) then
-  return {'existing', ms(now), redis.call('HGETALL', KEYS[1])}
+  return {string.format('%.0f', now), redis.call('HGETALL', KEYS[1])}
 end
-if r[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('ZREM', KEYS[3], ARGV[2])
-end
-local lease_until = now + tonumber(ARGV[6])
+if r[1] then redis.call('DEL', KEYS[1]) end
+local lease_until = string.format('%.0f', now + ARGV[6])
 redis.call('HSET', KEYS[1], 'id', ARGV[2], 'operation', ARGV[3], 'fingerprint', ARGV[4], 'state', 'in_progress',
-  'lease_token', ARGV[5], 'lease_until', ms(lease_until), 'expires_at', ms(now + tonumber(ARGV[7])), 'created_at', ms(now))
-redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
-return {'reserved', ms(now)}
-`;
+  'lease_token', ARGV[5], 'lease_until', lease_until, 'expires_at', string.format('%.0f', now + ARGV[7]),
+  'created_at', string.format('%.0f', now))
+redis.call('ZADD', KEYS[2], lease_until, ARGV[2])
+return now
+`);
 
-// KEYS: record, leases, expiry. ARGV: now, id, token, status, headers, body (base64), resultId ('' = none), hasResultId, ttlMs.
-const COMPLETE = `${NOW}
+// KEYS: record, leases, and the expiry index only with an injected clock.
+// ARGV: now, id, token, status, headers, body (base64), ttlMs, and the result id when there is one.
+// The record's Redis TTL (its retention, from the same server clock as expires_at) removes it; an injected clock
+// is not Redis's, so then the completion is also indexed by expiry for purgeExpired.
+const COMPLETE = script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
 if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
   return 0
 end
-local expires_at = now + tonumber(ARGV[9])
-redis.call('HSET', KEYS[1], 'state', 'completed', 'status', ARGV[4], 'headers', ARGV[5], 'body', ARGV[6], 'expires_at', ms(expires_at))
-if ARGV[8] == '1' then redis.call('HSET', KEYS[1], 'result_id', ARGV[7]) end
+local expires_at = string.format('%.0f', now + ARGV[7])
+local fields = {'state', 'completed', 'status', ARGV[4], 'headers', ARGV[5], 'body', ARGV[6], 'expires_at', expires_at}
+if ARGV[8] then fields[11] = 'result_id'; fields[12] = ARGV[8] end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('ZADD', KEYS[3], ms(expires_at), ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[9])
+if KEYS[3] then redis.call('ZADD', KEYS[3], expires_at, ARGV[2]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
 return 1
-`;
+`);
 
 // KEYS: record, leases. ARGV: now, id, token.
-const RELEASE = `
+const RELEASE = script(`
 local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
 if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
   return 0
@@ -116,58 +123,65 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
-`;
+`);
 
 // KEYS: record, leases. ARGV: now, id, fingerprint, staleToken, newToken, leaseMs.
-const TAKEOVER = `${NOW}
+const TAKEOVER = script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token', 'fingerprint', 'lease_until')
 if r[1] ~= 'in_progress' or r[2] ~= ARGV[4] or r[3] ~= ARGV[3] or tonumber(r[4]) > now then
   return false
 end
-local lease_until = now + tonumber(ARGV[6])
-redis.call('HSET', KEYS[1], 'lease_token', ARGV[5], 'lease_until', ms(lease_until), 'created_at', ms(now))
-redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
+local lease_until = string.format('%.0f', now + ARGV[6])
+redis.call('HSET', KEYS[1], 'lease_token', ARGV[5], 'lease_until', lease_until, 'created_at', string.format('%.0f', now))
+redis.call('ZADD', KEYS[2], lease_until, ARGV[2])
 return redis.call('HGETALL', KEYS[1])
-`;
+`);
 
 // KEYS: record, leases. ARGV: now, id, token, leaseMs.
-const EXTEND = `${NOW}
+const EXTEND = script(`${NOW}
 local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
 if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
   return 0
 end
-local lease_until = now + tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], 'lease_until', ms(lease_until))
-redis.call('ZADD', KEYS[2], ms(lease_until), ARGV[2])
+local lease_until = string.format('%.0f', now + ARGV[4])
+redis.call('HSET', KEYS[1], 'lease_until', lease_until)
+redis.call('ZADD', KEYS[2], lease_until, ARGV[2])
 return 1
-`;
+`);
 
 // KEYS: leases. ARGV: now, record key prefix, limit.
-const ABANDONED = `${NOW}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now), 'LIMIT', 0, tonumber(ARGV[3]))
+const ABANDONED = script(`${NOW}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0, tonumber(ARGV[3]))
 local out = {}
 for _, id in ipairs(ids) do
   local record = redis.call('HGETALL', ARGV[2] .. id)
   if #record > 0 then table.insert(out, record) else redis.call('ZREM', KEYS[1], id) end
 end
 return out
-`;
+`);
 
 // KEYS: expiry. ARGV: now, record key prefix, limit.
-const PURGE = `${NOW}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms(now), 'LIMIT', 0, tonumber(ARGV[3]))
+// The expiry index holds completions made with an injected clock, and every completion of the layout before
+// Redis TTLs replaced it; records the TTL already removed, or that were reserved again, leave the index here.
+// An entry of a record that was completed again later moves to its new expiry.
+const PURGE = script(`${NOW}
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0, tonumber(ARGV[3]))
 local deleted = 0
 for _, id in ipairs(ids) do
   local key = ARGV[2] .. id
   local r = redis.call('HMGET', key, 'state', 'expires_at')
-  if r[1] == 'completed' and tonumber(r[2]) <= now then
-    redis.call('DEL', key)
-    deleted = deleted + 1
+  if r[1] == 'completed' and tonumber(r[2]) > now then
+    redis.call('ZADD', KEYS[1], r[2], id)
+  else
+    if r[1] == 'completed' then
+      redis.call('DEL', key)
+      deleted = deleted + 1
+    end
+    redis.call('ZREM', KEYS[1], id)
   end
-  if r[1] ~= 'completed' or tonumber(r[2]) <= now then redis.call('ZREM', KEYS[1], id) end
 end
 return deleted
-`;
+`);
 
 type RedisClient = Redis | Cluster;
 
@@ -246,40 +260,41 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async reserve(input: ReserveInput): Promise<ReserveResult> {
-    const reply = (await this.#eval(RESERVE, [this.#key(input.id), this.#leases, this.#expiry], [
+    const reply = await this.#eval(RESERVE, 2, [
+      this.#key(input.id),
+      this.#leases,
+      this.#now(),
       input.id,
       input.operation,
       input.fingerprint,
       input.token,
       String(input.leaseMs),
       String(input.ttlMs),
-    ])) as [string, string, string[]?];
-    const now = Number(reply[1]);
-    if (reply[0] !== 'reserved') return { outcome: 'existing', now, record: toRecord(reply[2] ?? []) };
-    const record = reservedRecord(input, now);
-    return { outcome: 'reserved', now, record };
+    ]);
+    // An integer reply: reserved at that time (a number, or a string with ioredis's `stringNumbers`).
+    if (!Array.isArray(reply)) {
+      const now = Number(reply);
+      return { outcome: 'reserved', now, record: reservedRecord(input, now) };
+    }
+    const [now, fields] = reply as [string, string[]];
+    return { outcome: 'existing', now: Number(now), record: toRecord(fields) };
   }
 
   async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
-    const reply = await this.#eval(COMPLETE, [this.#key(id), this.#leases, this.#expiry], [
-      id,
-      token,
-      String(input.response.status),
-      JSON.stringify(input.response.headers),
-      base64(input.response.body),
-      input.resultId ?? '',
-      input.resultId === undefined ? '0' : '1',
-      String(input.ttlMs),
-    ]);
-    return reply === 1;
+    const clocked = this.#clock !== undefined;
+    const args = [this.#key(id), this.#leases];
+    if (clocked) args.push(this.#expiry);
+    args.push(this.#now(), id, token, String(input.response.status), JSON.stringify(input.response.headers), base64(input.response.body), String(input.ttlMs));
+    if (input.resultId !== undefined) args.push(input.resultId);
+    return Number(await this.#eval(COMPLETE, clocked ? 3 : 2, args)) === 1;
   }
 
   async release(id: string, token: string): Promise<boolean> {
-    return (await this.#eval(RELEASE, [this.#key(id), this.#leases], [id, token])) === 1;
+    return Number(await this.#eval(RELEASE, 2, [this.#key(id), this.#leases, '', id, token])) === 1;
   }
 
   async takeover(id: string, fingerprint: string, staleToken: string, newToken: string, leaseMs: number): Promise<IdempotencyRecord | undefined> {
-    const reply = await this.#eval(TAKEOVER, [this.#key(id), this.#leases], [id, fingerprint, staleToken, newToken, String(leaseMs)]);
+    const reply = await this.#eval(TAKEOVER, 2, [this.#key(id), this.#leases, this.#now(), id, fingerprint, staleToken, newToken, String(leaseMs)]);
     return Array.isArray(reply) ? toRecord(reply as string[]) : undefined;
   }
 
@@ -288,7 +303,7 @@ export class RedisStore implements IdempotencyStore {
    * `in_progress` under `token` (also past the lease, as long as nobody took it over).
    */
   async extend(id: string, token: string, leaseMs: number): Promise<boolean> {
-    return (await this.#eval(EXTEND, [this.#key(id), this.#leases], [id, token, String(leaseMs)])) === 1;
+    return Number(await this.#eval(EXTEND, 2, [this.#key(id), this.#leases, this.#now(), id, token, String(leaseMs)])) === 1;
   }
 
   async get(id: string): Promise<IdempotencyRecord | undefined> {
@@ -302,12 +317,20 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    const reply = (await this.#eval(ABANDONED, [this.#leases], [this.#recordPrefix, String(limitOf(options))])) as string[][];
+    const reply = (await this.#eval(ABANDONED, 1, [this.#leases, this.#now(), this.#recordPrefix, String(limitOf(options))])) as string[][];
     return reply.map(toRecord).sort((a, b) => a.leaseUntil - b.leaseUntil || (a.id < b.id ? -1 : 1));
   }
 
+  /**
+   * Deletes up to `limit` expired completed records still in Redis. On the server clock a completed
+   * record's Redis TTL, set from the same clock as its `expiresAt`, removes it within a millisecond or two
+   * of `expiresAt`, so this only drains the expiry index that earlier versions of this store wrote for every
+   * completion (entries whose record is gone are dropped, and the records they still point to deleted once
+   * expired). With an injected clock, which Redis's TTL does not follow, completions are indexed and purged
+   * here as on the other stores.
+   */
   async purgeExpired(options: BatchOptions = {}): Promise<number> {
-    return Number(await this.#eval(PURGE, [this.#expiry], [this.#recordPrefix, String(limitOf(options))]));
+    return Number(await this.#eval(PURGE, 1, [this.#expiry, this.#now(), this.#recordPrefix, String(limitOf(options))]));
   }
 
   async now(): Promise<number> {
@@ -325,18 +348,23 @@ export class RedisStore implements IdempotencyStore {
     return this.#recordPrefix + id;
   }
 
-  /** EVALSHA, loading the script with EVAL the first time the server does not know it. */
-  async #eval(script: string, keys: string[], args: string[]): Promise<unknown> {
-    const now = this.#clock === undefined ? '' : String(this.#clock());
-    // ioredis flattens array arguments: keys, then ARGV (the time first).
-    const argv = [...keys, now, ...args];
-    const sha = sha1(script);
+  /** ARGV[1] of a script that reads the time: the injected clock's reading, or '' for the server's `TIME`. */
+  #now(): string {
+    const clock = this.#clock;
+    return clock === undefined ? '' : String(clock());
+  }
+
+  /**
+   * EVALSHA, loading the script with EVAL the first time the server does not know it. `args` holds the
+   * `numKeys` keys, then ARGV.
+   */
+  async #eval(script: Script, numKeys: number, args: string[]): Promise<unknown> {
     try {
       try {
-        return await this.#redis.evalsha(sha, keys.length, argv);
+        return await this.#redis.evalsha(script.sha, numKeys, args);
       } catch (error) {
         if (!String((error as Error).message).startsWith('NOSCRIPT')) throw error;
-        return await this.#redis.eval(script, keys.length, argv);
+        return await this.#redis.eval(script.text, numKeys, args);
       }
     } catch (error) {
       throw wrap(error);
@@ -365,14 +393,14 @@ function configValue(reply: unknown, name: string): string {
   throw new StoreError('unsupported', `Redis CONFIG GET ${name} gave no value`);
 }
 
-const shas = new Map<string, string>();
-function sha1(script: string): string {
-  let sha = shas.get(script);
-  if (sha === undefined) {
-    sha = createHash('sha1').update(script).digest('hex');
-    shas.set(script, sha);
-  }
-  return sha;
+/** A Lua script and its SHA-1, the name EVALSHA runs it by. */
+interface Script {
+  readonly text: string;
+  readonly sha: string;
+}
+
+function script(text: string): Script {
+  return { text, sha: createHash('sha1').update(text).digest('hex') };
 }
 
 /** Base64 of the bytes, read in place (no copy of the body first). */

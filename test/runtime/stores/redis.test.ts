@@ -8,12 +8,17 @@ import { demoContract, demoRequest, jsonResponse } from '../fixtures.js';
 import { describeStoreContract } from '../store-contract.js';
 import { reserveFromProcesses } from './multi-process.js';
 
+const bytes = (text: string) => new TextEncoder().encode(text);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 describe('RedisStore (real redis-server)', function () {
   this.timeout(120_000);
   let server: RedisServer;
   let redis: Redis;
   // The client option the README recommends for throughput: commands of one event-loop turn share one write.
   let pipelined: Redis;
+  // ioredis's stringNumbers: integer replies arrive as strings.
+  let stringNumbers: Redis;
   let n = 0;
   const prefix = () => `idem-${process.pid}-${(n += 1)}`;
 
@@ -26,10 +31,14 @@ describe('RedisStore (real redis-server)', function () {
     pipelined = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true, enableAutoPipelining: true });
     pipelined.on('error', () => undefined);
     await pipelined.connect();
+    stringNumbers = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true, stringNumbers: true });
+    stringNumbers.on('error', () => undefined);
+    await stringNumbers.connect();
   });
   after(async () => {
     redis?.disconnect();
     pipelined?.disconnect();
+    stringNumbers?.disconnect();
     await server?.stop();
   });
 
@@ -47,6 +56,7 @@ describe('RedisStore (real redis-server)', function () {
   for (const [name, client] of [
     ['redis', () => redis],
     ['redis (ioredis enableAutoPipelining)', () => pipelined],
+    ['redis (ioredis stringNumbers)', () => stringNumbers],
   ] as const) {
     describeStoreContract(name, async (clock) => {
       const p = prefix();
@@ -202,6 +212,55 @@ describe('RedisStore (real redis-server)', function () {
     await store.complete('a', 't', { response: { status: 200, headers: {}, body: new Uint8Array() }, ttlMs: 50_000 });
     const ttl = await redis.pttl(`{${p}}:r:a`);
     assert.ok(ttl > 40_000 && ttl <= 50_000, String(ttl));
+  });
+
+  it('leaves an expired completed record to its Redis TTL on the server clock: no expiry index, nothing left to purge', async () => {
+    const p = prefix();
+    const store = new RedisStore(redis, { prefix: p });
+    await store.reserve({ id: 'short', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 });
+    assert.equal(await store.complete('short', 't', { response: { status: 201, headers: {}, body: bytes('{}') }, resultId: 'r1', ttlMs: 40 }), true);
+    const record = await store.get('short');
+    assert.equal(record?.state, 'completed');
+    assert.equal(record?.resultId, 'r1');
+    assert.deepEqual((await redis.keys(`{${p}}:*`)).sort(), [`{${p}}:r:short`]);
+    for (let i = 0; i < 200 && (await redis.exists(`{${p}}:r:short`)) === 1; i += 1) await sleep(10);
+    assert.equal(await store.get('short'), undefined);
+    assert.equal(await store.purgeExpired(), 0);
+    assert.equal((await store.reserve({ id: 'short', operation: 'op', fingerprint: 'v1:y', token: 'u', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
+  });
+
+  it('drains the expiry index an earlier version wrote for every completion, and reads its records', async () => {
+    const p = prefix();
+    const store = new RedisStore(redis, { prefix: p });
+    const now = await store.now();
+    const index = `{${p}}:expiry`;
+    // What the earlier layout left: a record, its expiry in the index, and the TTL of its retention.
+    const completedEarlier = async (id: string, expiresAt: number) => {
+      await redis.hset(`{${p}}:r:${id}`, { id, operation: 'op', fingerprint: 'v1:x', state: 'completed', lease_token: 'old', lease_until: String(now - 60_000),
+        expires_at: String(expiresAt), created_at: String(now - 90_000), status: '201', headers: '{"location":"/x/1"}', body: Buffer.from('{"ok":1}').toString('base64'), result_id: 'r-old' });
+      await redis.zadd(index, expiresAt, id);
+      await redis.pexpireat(`{${p}}:r:${id}`, expiresAt + 1);
+    };
+    await completedEarlier('alive', now + 600_000);
+    await completedEarlier('again', now - 10_000); // its TTL removes it at once; it is then reserved and completed anew
+    await redis.zadd(index, now - 20_000, 'gone'); // removed by its TTL
+    await redis.zadd(index, now - 30_000, 'reserved'); // reserved again after its TTL removed it
+    await store.reserve({ id: 'reserved', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 60_000, ttlMs: 600_000 });
+    await store.reserve({ id: 'again', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 60_000, ttlMs: 600_000 });
+    await store.complete('again', 't', { response: { status: 200, headers: {}, body: bytes('new') }, ttlMs: 600_000 });
+
+    assert.equal(await store.purgeExpired(), 0);
+    assert.deepEqual((await redis.zrange(index, '0', '-1')).sort(), ['again', 'alive']);
+    const again = await store.get('again');
+    assert.equal(Number(await redis.zscore(index, 'again')), again?.expiresAt);
+    assert.deepEqual(await store.get('alive'), {
+      id: 'alive', operation: 'op', fingerprint: 'v1:x', state: 'completed', leaseToken: 'old', leaseUntil: now - 60_000, expiresAt: now + 600_000,
+      createdAt: now - 90_000, response: { status: 201, headers: { location: '/x/1' }, body: bytes('{"ok":1}') }, resultId: 'r-old',
+    });
+    const replay = await store.reserve({ id: 'alive', operation: 'op', fingerprint: 'v1:x', token: 'u', leaseMs: 1000, ttlMs: 5000 });
+    assert.equal(replay.outcome, 'existing');
+    assert.equal(replay.record.resultId, 'r-old');
+    assert.equal((await store.get('reserved'))?.state, 'in_progress');
   });
 
   it('reloads its scripts after SCRIPT FLUSH', async () => {
