@@ -113,19 +113,22 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
     void (async () => {
       const request = await toGuardRequest(req);
-      let held: HeldResponse | undefined;
+      let held: Hold | undefined;
       const response = await guard.handle(
         request,
         async (context) => {
           (res.locals as ContextHolder)[CONTEXT] = context;
-          held = holdResponse(res);
+          held = holdResponse(res, true);
           next();
           return held.sent;
         },
         { transaction: true },
       );
-      held?.restore();
-      sendResponse(res, response);
+      if (held === undefined) sendResponse(res, response);
+      // The handler's own answer (the same bytes it sent) goes out as it was held, with the guard's headers added;
+      // any other (a rolled-back 5xx's problem, outcome unknown) without the handler's headers.
+      else if (held.body !== undefined && response.body === held.body) held.flush(addedHeaders(response.headers, held));
+      else held.answer(response);
     })().catch(next);
   };
 
@@ -145,21 +148,20 @@ function fingerprintBody(req: Request): unknown {
   return file === undefined && files === undefined ? body : withUploadedFiles(body, file, files);
 }
 
+/** The headers of `response` that the handler did not send: the ones the guard adds to the handler's answer. */
+function addedHeaders(headers: Record<string, string>, held: Hold): Record<string, string> {
+  const sent = held.snapshot?.headers ?? {};
+  const added: Record<string, string> = {};
+  for (const name of Object.keys(headers)) if (!(name.toLowerCase() in sent)) added[name] = headers[name]!;
+  return added;
+}
+
 /** Writes a guard answer (problem, replay or the recorded first response) to `res`. */
 function sendResponse(res: Response, response: GuardResponse): void {
   toDictionary(res);
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   res.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
-}
-
-interface HeldResponse {
-  /** Resolves with what the handler sent once it calls `end()`. */
-  readonly sent: Promise<GuardResponse>;
-  /** Puts the real `writeHead`/`write`/`end` back without sending. */
-  restore(): void;
-  /** Restores the methods and sends the held response with `extraHeaders` added. */
-  flush(extraHeaders: Record<string, string>): void;
 }
 
 type Callback = (error?: Error | null) => void;
@@ -173,30 +175,64 @@ function toBytes(chunk: unknown, encoding: unknown): Uint8Array {
 
 const HELD = Symbol('idemkit.express.held');
 
+/** A response's status line and headers at one moment (header arrays copied). */
+interface ResponseHead {
+  readonly status: number;
+  readonly message: string;
+  readonly headers: Readonly<Record<string, number | string | string[]>>;
+}
+
+function headOf(res: Response): ResponseHead {
+  const headers: Record<string, number | string | string[]> = {};
+  const raw = res.getHeaders();
+  for (const name of Object.keys(raw)) {
+    const value = raw[name];
+    if (value !== undefined) headers[name] = Array.isArray(value) ? [...(value as string[])] : (value as number | string);
+  }
+  return { status: res.statusCode, message: res.statusMessage, headers };
+}
+
+/** Puts `res`'s status line and headers back to `head`. */
+function resetHead(res: Response, head: ResponseHead): void {
+  res.statusCode = head.status;
+  res.statusMessage = head.message;
+  for (const name of res.getHeaderNames()) if (!(name in head.headers)) res.removeHeader(name);
+  for (const name of Object.keys(head.headers)) {
+    if (res.getHeader(name) !== head.headers[name]) res.setHeader(name, head.headers[name]!);
+  }
+}
+
 const alwaysTrue = (): boolean => true;
 
 type HeldRes = Response & { [HELD]?: Hold | undefined };
 
 /** The buffered response of one request; the interceptors below find it on `res[HELD]`. */
-class Hold implements HeldResponse {
+class Hold {
   readonly chunks: Uint8Array[] = [];
   readonly callbacks: Callback[] = [];
   ended = false;
   /** The chunks joined, once `end()` was called. */
   body: Uint8Array | undefined;
+  /** Resolves with what the handler sent once it calls `end()`. */
   readonly sent: Promise<GuardResponse>;
   resolveSent!: (response: GuardResponse) => void;
   // What was there before (possibly another middleware's own wrapper, e.g. on-headers): put back as found.
   readonly original: Pick<Response, 'writeHead' | 'write' | 'end'>;
 
   /** Status and headers as they were when the handler called `end()`: exactly what is recorded and sent. */
-  snapshot: { status: number; message: string; headers: Record<string, number | string | string[]> } | undefined;
+  snapshot: ResponseHead | undefined;
+  /**
+   * Status and headers as they were before the handler ran (what earlier middleware set, e.g. CORS), kept in
+   * one-transaction mode, where the guard may answer in place of the handler.
+   */
+  readonly before: ResponseHead | undefined;
   /** A socket `destroy()` asked for after `end()` (Express's final handler does it once `headersSent`). */
   destroyRequested = false;
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
-  constructor(readonly res: HeldRes) {
+  constructor(readonly res: HeldRes, keepBefore: boolean) {
     this.original = { writeHead: res.writeHead, write: res.write, end: res.end };
+    this.before = keepBefore ? headOf(res) : undefined;
     this.sent = new Promise<GuardResponse>((resolve) => {
       this.resolveSent = resolve;
     });
@@ -220,6 +256,7 @@ class Hold implements HeldResponse {
     }
   }
 
+  /** Puts the real `writeHead`/`write`/`end` back without sending. */
   restore(): void {
     const res = this.res;
     res.writeHead = this.original.writeHead;
@@ -229,14 +266,8 @@ class Hold implements HeldResponse {
     if (this.snapshot === undefined) return;
     // Node's own `headersSent` again (res is a dictionary object already: the delete costs no hidden class).
     delete (res as { headersSent?: boolean }).headersSent;
-    const snapshot = this.snapshot;
     // Whatever ran after end() (an error handler's status, Content-Type or Content-Length) is undone.
-    res.statusCode = snapshot.status;
-    res.statusMessage = snapshot.message;
-    for (const name of res.getHeaderNames()) if (!(name in snapshot.headers)) res.removeHeader(name);
-    for (const name of Object.keys(snapshot.headers)) {
-      if (res.getHeader(name) !== snapshot.headers[name]) res.setHeader(name, snapshot.headers[name]!);
-    }
+    resetHead(res, this.snapshot);
     const socket = res.socket;
     if (socket !== null && socket !== undefined && this.socketDestroy !== undefined) {
       socket.destroy = this.socketDestroy as typeof socket.destroy;
@@ -245,6 +276,18 @@ class Hold implements HeldResponse {
     }
   }
 
+  /**
+   * Restores the methods and sends one of the guard's own answers instead of what the handler sent: status and
+   * headers go back to what they were before the handler ran, so none of the handler's (its Content-Length and
+   * ETag, the Location of a resource that was rolled back) reaches the answer.
+   */
+  answer(response: GuardResponse): void {
+    this.restore();
+    if (this.before !== undefined) resetHead(this.res, this.before);
+    sendResponse(this.res, response);
+  }
+
+  /** Restores the methods and sends the held response with `extraHeaders` added. */
   flush(extraHeaders: Record<string, string>): void {
     this.restore();
     const res = this.res;
@@ -307,16 +350,12 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
   }
   if (typeof cb === 'function') hold.callbacks.push(cb as Callback);
   hold.chunks.push(toBytes(chunk, encoding));
+  const snapshot = (hold.snapshot = headOf(this));
   const headers: Record<string, string> = {};
-  const kept: Record<string, number | string | string[]> = {};
-  const raw = this.getHeaders();
-  for (const name of Object.keys(raw)) {
-    const value = raw[name];
-    if (value === undefined) continue;
-    kept[name] = Array.isArray(value) ? [...(value as string[])] : (value as number | string);
+  for (const name of Object.keys(snapshot.headers)) {
+    const value = snapshot.headers[name]!;
     headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
   }
-  hold.snapshot = { status: this.statusCode, message: this.statusMessage, headers: kept };
   hold.markEnded();
   const body = (hold.body = concatBytes(hold.chunks));
   hold.resolveSent({ status: this.statusCode, headers, body });
@@ -327,10 +366,10 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
  * Shadows `writeHead`, `write` and `end` on `res` so the handler's status, headers and body are buffered
  * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
  */
-function holdResponse(res: Response): HeldResponse {
+function holdResponse(res: Response, keepBefore = false): Hold {
   toDictionary(res);
   const held = res as HeldRes;
-  const hold = new Hold(held);
+  const hold = new Hold(held, keepBefore);
   held[HELD] = hold;
   res.writeHead = heldWriteHead as Response['writeHead'];
   res.write = heldWrite as Response['write'];

@@ -146,15 +146,29 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       // Another method of the route: its own guard's hooks (if any) ran before, and no transaction is opened.
       if (!runsFor(request)) return handler(request, reply, (states.get(request)?.context ?? unguardedContext(contract)) as HandlerContext<Tx>);
       const guardRequest = await toGuardRequest(request);
+      const before = { ...reply.getHeaders() };
+      let own: GuardResponse | undefined;
       const response = await guard.handle(
         guardRequest,
         async (context) => {
           states.set(request, { owner: guard, context, headers: {}, settled: true });
           const value = await handler(request, reply, context as HandlerContext<Tx>);
-          return serialize(reply, value);
+          own = await serialize(reply, value);
+          return own;
         },
         { transaction: true },
       );
+      if (own !== undefined && response.body === own.body) {
+        // The handler's own answer: the reply holds its headers already; the guard's are added.
+        for (const [name, value] of Object.entries(response.headers)) if (!reply.hasHeader(name)) reply.header(name, value);
+        return reply.code(response.status).send(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
+      }
+      // One of the guard's own answers after the handler ran (outcome unknown): none of the handler's headers
+      // (a Location or ETag of what was rolled back) goes with it.
+      if (own !== undefined) {
+        for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+        for (const [name, value] of Object.entries(before)) if (value !== undefined) reply.header(name, value);
+      }
       return sendResponse(reply, response);
     };
     return Object.assign(routeHandler, { [TRANSACTIONAL]: routeGuard });

@@ -290,6 +290,55 @@ describe('runtime/adapters/express', () => {
       assert.equal((db.prepare("SELECT state FROM idempotency_records").get() as { state: string }).state, 'completed');
     });
 
+    it("answers a failed commit with the guard's problem alone: none of the handler's headers, the whole body", async () => {
+      // The completion fails inside the transaction, so the commit does not happen after the handler answered.
+      db.exec("CREATE TRIGGER refuse_completion BEFORE UPDATE ON idempotency_records WHEN NEW.state = 'completed' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+      const app = express();
+      app.use((_req, res, next) => {
+        res.setHeader('access-control-allow-origin', '*');
+        next();
+      });
+      const guard = createRouteGuard(contract, options(store));
+      for (const [path, body] of [['/short/:tenant', { id: 1 }], ['/long/:tenant', { id: 'x'.repeat(2000) }]] as const) {
+        app.post(path, express.json(), guard.inTransaction, (_req, res) => {
+          calls += 1;
+          res.statusMessage = 'Made';
+          res.setHeader('location', '/things/rolled-back');
+          res.setHeader('set-cookie', ['a=1', 'b=2']);
+          res.status(201).json(body);
+        });
+      }
+      server = await listen(app);
+      for (const path of ['/short/t1', '/long/t1']) {
+        const answer = await post(server.port, path, { key: `tx-fail-${path}`, user: 'u', body: {} });
+        assert.equal(answer.status, 503);
+        assert.match(String(answer.headers['content-type']), /^application\/problem\+json/);
+        assert.equal(answer.json['type'], 'https://idemkit.dev/problems/idempotency-outcome-unknown');
+        // Framed by the answer itself: the handler's Content-Length (of its own body) is gone.
+        const length = answer.headers['content-length'];
+        if (length === undefined) assert.equal(answer.headers['transfer-encoding'], 'chunked');
+        else assert.equal(Number(length), Buffer.byteLength(answer.text));
+        for (const name of ['location', 'etag', 'set-cookie']) assert.equal(answer.headers[name], undefined, name);
+        assert.equal(answer.headers['access-control-allow-origin'], '*', 'what ran before the handler stays');
+      }
+      assert.equal(calls, 2);
+    });
+
+    it("sends the handler's own answer as it wrote it (each cookie apart), with the guard's header added", async () => {
+      const app = express();
+      const guard = createRouteGuard(contract, options(store));
+      app.post('/things/:tenant', express.json(), guard.inTransaction, (_req, res) => {
+        res.setHeader('set-cookie', ['a=1', 'b=2']);
+        res.status(201).json({ id: 'one' });
+      });
+      server = await listen(app);
+      const answer = await post(server.port, '/things/t1', { key: 'tx-cookies', user: 'u', body: {} });
+      assert.equal(answer.status, 201);
+      assert.deepEqual(answer.headers['set-cookie'], ['a=1', 'b=2']);
+      assert.equal(answer.headers['idempotent-replayed'], 'false');
+      assert.deepEqual(answer.json, { id: 'one' });
+    });
+
     it('a 5xx after the write rolls back the row and frees the key; the retry runs again', async () => {
       let status: number | undefined = 500;
       server = await listen(txApp(() => status));

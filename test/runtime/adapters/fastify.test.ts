@@ -185,6 +185,38 @@ describe('runtime/adapters/fastify', () => {
     }
   });
 
+  it("one-transaction mode: a failed commit is answered with the guard's problem alone, none of the handler's headers", async () => {
+    const db = new Database(':memory:');
+    try {
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec("CREATE TRIGGER refuse_completion BEFORE UPDATE ON idempotency_records WHEN NEW.state = 'completed' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+      app.addHook('onRequest', async (_request, reply) => {
+        reply.header('access-control-allow-origin', '*');
+      });
+      const guard = createRouteGuard(contract, options(store));
+      app.post(
+        '/things/:tenant',
+        guard.transactional(async (_request, reply) => {
+          calls += 1;
+          reply.code(201).header('location', '/things/rolled-back').header('etag', '"v1"');
+          return { id: 'x'.repeat(2000) };
+        }),
+      );
+      const port = await listen(app);
+      const answer = await post(port, '/things/t1', { key: 'tx-fail', user: 'u', body: {} });
+      assert.equal(answer.status, 503);
+      assert.equal(answer.json['type'], 'https://idemkit.dev/problems/idempotency-outcome-unknown');
+      assert.equal(Number(answer.headers['content-length']), Buffer.byteLength(answer.text));
+      for (const name of ['location', 'etag']) assert.equal(answer.headers[name], undefined, name);
+      assert.equal(answer.headers['access-control-allow-origin'], '*', 'what ran before the handler stays');
+      assert.equal(calls, 1);
+    } finally {
+      await app.close();
+      db.close();
+    }
+  });
+
   it('one-transaction mode on SQLite: the row and the record commit together, or roll back together', async () => {
     const db = new Database(':memory:');
     try {
