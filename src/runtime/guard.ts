@@ -286,6 +286,21 @@ type Begun =
  * Build the guard of one operation. Throws `SyntaxError` up front when the contract's key pattern is not a
  * valid RegExp or a fingerprint pointer is not a JSON Pointer, so a bad contract fails at start-up, not per request.
  */
+/**
+ * Why one-transaction mode cannot keep `contract`'s promise, or `undefined` when it can. Its reservation commits
+ * with the business writes, so a commit that fails after the handler ran (or a 5xx, or a thrown handler) rolls
+ * the reservation back and a retry runs the handler again: harmless for writes that rolled back with it, a
+ * second call for an external effect whose provider cannot tell a repeat (`effect.providerKey: none`).
+ */
+export function transactionRefusal(contract: CompiledContract): string | undefined {
+  if (!contract.effect.external || contract.effect.providerKey !== 'none') return undefined;
+  return (
+    `one-transaction mode cannot guard ${contract.operationId}: its effect is external with no provider key (effect.providerKey: none), ` +
+    'and a commit that fails after the handler ran would roll the reservation back, so a retry would call the provider again. ' +
+    'Use the plain guard (its reservation commits before the handler runs), or forward a key to the provider (effect.providerKey: forward)'
+  );
+}
+
 export function createGuard<Tx = unknown>(contract: CompiledContract, options: GuardOptions): Guard<Tx> {
   const store = options.store;
   const clock = options.now ?? Date.now;
@@ -896,6 +911,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (!isTransactionalStore<Tx>(store)) {
       throw new StoreError('unsupported', 'one-transaction mode needs a transactional store (PostgreSQL or SQLite)');
     }
+    const refusal = transactionRefusal(contract);
+    if (refusal !== undefined) throw new TypeError(refusal);
     const prep = prepare(req);
     if (prep.kind === 'respond') return prep.response;
     if (prep.kind === 'unguarded') return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: undefined });

@@ -856,6 +856,30 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 0);
   });
 
+  it('refuses one-transaction mode for an external effect without a provider key (a rolled-back reservation would let a retry call the provider again)', async () => {
+    const inner = new MemoryStore();
+    let reserved = 0;
+    const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
+      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+        reserved += 1;
+        return (await work(await inner.reserve(input), 'tx')).value;
+      },
+    });
+    const external = demoContract({ effect: { owner: 'payments', external: true, providerKey: 'none' } });
+    const guard = createGuard<string>(external, { store });
+    let runs = 0;
+    await assert.rejects(
+      guard.handle(demoRequest(KEY), async () => { runs += 1; return jsonResponse(201, {}); }, { transaction: true }),
+      (error: Error) => error instanceof TypeError && /providerKey: none/.test(error.message) && /plain guard/.test(error.message),
+    );
+    assert.equal(runs, 0);
+    assert.equal(reserved, 0);
+    // A forwarded provider key makes a repeated call harmless: allowed.
+    const forwarded = createGuard<string>(demoContract({ effect: { owner: 'payments', external: true, providerKey: 'forward' } }), { store });
+    assert.equal((await forwarded.handle(demoRequest(KEY), async () => { runs += 1; return jsonResponse(201, {}); }, { transaction: true })).status, 201);
+    assert.equal(runs, 1);
+  });
+
   it('never runs a transactional handler twice when the commit fails, even with failOpen', async () => {
     const inner = new MemoryStore();
     const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {

@@ -11,7 +11,7 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
-import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, withUploadedFiles, type RouteGuardOptionsFor } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
@@ -132,7 +132,15 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     })().catch(next);
   };
 
-  return Object.assign(middleware, { contract, guard, inTransaction });
+  const refusal = transactionRefusal(contract);
+  if (refusal === undefined) return Object.assign(middleware, { contract, guard, inTransaction });
+  // Refused where the route is declared (`guards.x.inTransaction`), not on its first request.
+  return Object.defineProperty(Object.assign(middleware, { contract, guard }), 'inTransaction', {
+    enumerable: true,
+    get(): never {
+      throw new TypeError(refusal);
+    },
+  }) as RouteGuard;
 }
 
 /** Where multer puts the files it takes out of a multipart body. */

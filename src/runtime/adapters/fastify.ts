@@ -16,7 +16,7 @@ import { Readable } from 'node:stream';
 import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
-import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 import { contractRoutes, nearMiss, normaliseBasePath, servesPath, type ContractRoutes, type RouteAddress } from './fastify-routes.js';
 
@@ -142,6 +142,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   };
 
   function transactional<Tx>(handler: TransactionalHandler<Tx>) {
+    // Refused when the route is declared, not on its first request.
+    const refusal = transactionRefusal(contract);
+    if (refusal !== undefined) throw new TypeError(refusal);
     const routeHandler = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
       // Another method of the route: its own guard's hooks (if any) ran before, and no transaction is opened.
       if (!runsFor(request)) return handler(request, reply, (states.get(request)?.context ?? unguardedContext(contract)) as HandlerContext<Tx>);

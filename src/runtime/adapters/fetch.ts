@@ -10,7 +10,7 @@
  * Imports only Node built-ins / web globals and the runtime core; copied into users' generated code.
  */
 import type { CompiledContract } from '../contract.js';
-import { createGuard, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { bodyForFingerprint, headersFromEntries, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
@@ -79,6 +79,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     contract,
     guard,
     wrap(handler, wrapOptions) {
+      // Refused when the handler is wrapped, not on its first request.
+      const refusal = wrapOptions?.transaction === true ? transactionRefusal(contract) : undefined;
+      if (refusal !== undefined) throw new TypeError(refusal);
       return async (request, ...rest) => {
         const guardRequest = await toGuardRequest(request);
         let original: { response: Response; captured: GuardResponse } | undefined;

@@ -339,6 +339,22 @@ describe('runtime/adapters/express', () => {
       assert.deepEqual(answer.json, { id: 'one' });
     });
 
+    it('refuses inTransaction where the route is declared for an external effect without a provider key', async () => {
+      const external = { ...contract, effect: { owner: 'things', external: true, providerKey: 'none' as const } };
+      const guard = createRouteGuard(external, options(store));
+      assert.throws(() => guard.inTransaction, /one-transaction mode cannot guard createThing: .*providerKey: none/);
+      // The plain guard (reservation committed before the handler) still serves the route.
+      const app = express();
+      app.post('/things/:tenant', express.json(), guard, (_req, res) => {
+        calls += 1;
+        res.status(201).json({ id: 'one' });
+      });
+      server = await listen(app);
+      assert.equal((await post(server.port, '/things/t1', { key: 'ext-1', user: 'u', body: {} })).status, 201);
+      assert.equal((await post(server.port, '/things/t1', { key: 'ext-1', user: 'u', body: {} })).headers['idempotent-replayed'], 'true');
+      assert.equal(calls, 1);
+    });
+
     it('a 5xx after the write rolls back the row and frees the key; the retry runs again', async () => {
       let status: number | undefined = 500;
       server = await listen(txApp(() => status));

@@ -217,6 +217,12 @@ describe('runtime/adapters/fastify', () => {
     }
   });
 
+  it('refuses a transactional handler where it is declared for an external effect without a provider key', () => {
+    const external = { ...contract, effect: { owner: 'things', external: true, providerKey: 'none' as const } };
+    const guard = createRouteGuard(external, options(new MemoryStore()));
+    assert.throws(() => guard.transactional(async () => ({})), /one-transaction mode cannot guard createThing: .*providerKey: none/);
+  });
+
   it('one-transaction mode on SQLite: the row and the record commit together, or roll back together', async () => {
     const db = new Database(':memory:');
     try {

@@ -118,4 +118,13 @@ describe('runtime/adapters/fetch', () => {
       db.close();
     }
   });
+
+  it('refuses a transactional wrap for an external effect without a provider key, when the handler is wrapped', async () => {
+    const external = { ...contract, effect: { owner: 'things', external: true, providerKey: 'none' as const } };
+    const guard = createRouteGuard(external, options(new MemoryStore()));
+    const handler = async () => Response.json({ id: 1 }, { status: 201 });
+    assert.throws(() => guard.wrap(handler, { transaction: true }), /one-transaction mode cannot guard createThing: .*providerKey: none/);
+    // Without the transaction: served.
+    assert.equal((await guard.wrap(handler)(request('http://x/things/t', 'ext', { n: 1 }))).status, 201);
+  });
 });
