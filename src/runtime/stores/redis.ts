@@ -191,6 +191,8 @@ export class RedisStore implements IdempotencyStore {
   readonly #clock: (() => number) | undefined;
   readonly #onWarning: ((message: string) => void) | undefined;
   readonly #recordPrefix: string;
+  /** {@link RedisStore.#recordPrefix} as Redis sees it: ioredis puts the client's `keyPrefix` before KEYS, not ARGV. */
+  readonly #serverRecordPrefix: string;
   readonly #leases: string;
   readonly #expiry: string;
 
@@ -200,6 +202,7 @@ export class RedisStore implements IdempotencyStore {
     this.#onWarning = options.onWarning;
     const prefix = checkStoreName(options.prefix ?? 'idem', 'Redis key prefix', /^[A-Za-z0-9_:-]{1,100}$/);
     this.#recordPrefix = `{${prefix}}:r:`;
+    this.#serverRecordPrefix = (redis.options.keyPrefix ?? '') + this.#recordPrefix;
     this.#leases = `{${prefix}}:leases`;
     this.#expiry = `{${prefix}}:expiry`;
   }
@@ -317,7 +320,7 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    const reply = (await this.#eval(ABANDONED, 1, [this.#leases, this.#now(), this.#recordPrefix, String(limitOf(options))])) as string[][];
+    const reply = (await this.#eval(ABANDONED, 1, [this.#leases, this.#now(), this.#serverRecordPrefix, String(limitOf(options))])) as string[][];
     return reply.map(toRecord).sort((a, b) => a.leaseUntil - b.leaseUntil || (a.id < b.id ? -1 : 1));
   }
 
@@ -330,7 +333,7 @@ export class RedisStore implements IdempotencyStore {
    * here as on the other stores.
    */
   async purgeExpired(options: BatchOptions = {}): Promise<number> {
-    return Number(await this.#eval(PURGE, 1, [this.#expiry, this.#now(), this.#recordPrefix, String(limitOf(options))]));
+    return Number(await this.#eval(PURGE, 1, [this.#expiry, this.#now(), this.#serverRecordPrefix, String(limitOf(options))]));
   }
 
   async now(): Promise<number> {

@@ -19,6 +19,8 @@ describe('RedisStore (real redis-server)', function () {
   let pipelined: Redis;
   // ioredis's stringNumbers: integer replies arrive as strings.
   let stringNumbers: Redis;
+  // ioredis's keyPrefix: put before every key the client sends (KEYS of a script too, not ARGV).
+  let keyPrefixed: Redis;
   let n = 0;
   const prefix = () => `idem-${process.pid}-${(n += 1)}`;
 
@@ -34,16 +36,23 @@ describe('RedisStore (real redis-server)', function () {
     stringNumbers = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true, stringNumbers: true });
     stringNumbers.on('error', () => undefined);
     await stringNumbers.connect();
+    keyPrefixed = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true, keyPrefix: 'app:' });
+    keyPrefixed.on('error', () => undefined);
+    await keyPrefixed.connect();
   });
   after(async () => {
     redis?.disconnect();
     pipelined?.disconnect();
     stringNumbers?.disconnect();
+    keyPrefixed?.disconnect();
     await server?.stop();
   });
 
+  // The store's keys, also under a client's keyPrefix.
+  const keysOf = (p: string) => redis.keys(`*{${p}}:*`);
+
   async function dumpPrefix(p: string): Promise<string> {
-    const keys = (await redis.keys(`{${p}}:*`)).sort();
+    const keys = (await keysOf(p)).sort();
     const out: Record<string, unknown> = {};
     for (const key of keys) {
       const type = await redis.type(key);
@@ -57,6 +66,7 @@ describe('RedisStore (real redis-server)', function () {
     ['redis', () => redis],
     ['redis (ioredis enableAutoPipelining)', () => pipelined],
     ['redis (ioredis stringNumbers)', () => stringNumbers],
+    ['redis (ioredis keyPrefix)', () => keyPrefixed],
   ] as const) {
     describeStoreContract(name, async (clock) => {
       const p = prefix();
@@ -66,7 +76,7 @@ describe('RedisStore (real redis-server)', function () {
         store,
         dump: () => dumpPrefix(p),
         dispose: async () => {
-          const keys = await redis.keys(`{${p}}:*`);
+          const keys = await keysOf(p);
           if (keys.length > 0) await redis.del(...keys);
         },
       };
