@@ -93,6 +93,7 @@ export function compileContract(op: OperationView): CompiledContract {
       inProgress: status('inProgress'),
       abandoned: status('abandoned'),
       storeUnavailable: status('storeUnavailable'),
+      ...(contract.responses.replay?.sendOnFirst === false ? { replayOnFirst: false } : {}),
     },
     unknownOutcome: contract.unknownOutcome ?? (statusRoute !== undefined ? 'status-route' : 'surface'),
   };

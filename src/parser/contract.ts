@@ -165,7 +165,7 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
       ? source.transient.filter((status): status is number => Number.isInteger(status))
       : undefined,
     responses: {
-      replay: replay ? { header: typeof replay.header === 'string' ? replay.header : 'Idempotent-Replayed' } : undefined,
+      replay: replay ? { header: typeof replay.header === 'string' ? replay.header : 'Idempotent-Replayed', sendOnFirst: replay.sendOnFirst !== false } : undefined,
       ...states,
     },
     unknownOutcome:

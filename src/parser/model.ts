@@ -86,7 +86,8 @@ export interface IdempotencyContract {
     | undefined;
   readonly transient: readonly number[] | undefined;
   readonly responses: {
-    readonly replay: { readonly header: string } | undefined;
+    /** `sendOnFirst`: whether the first answer carries the header as `false` (default true). */
+    readonly replay: { readonly header: string; readonly sendOnFirst: boolean } | undefined;
   } & { readonly [S in StateName]: StateResponse | undefined };
   readonly unknownOutcome: 'status-route' | 'surface' | undefined;
   /** The merged raw value (after defaults). */

@@ -26,6 +26,11 @@ export type ProviderKey = 'forward' | 'derived' | 'none';
 export interface CompiledResponses {
   /** Header that marks a replayed (or first) response: `Idempotent-Replayed`. */
   readonly replayHeader: string;
+  /**
+   * `false` when the replay header is sent on replays only (`true`), never as `false` on the first answer
+   * (`responses.replay.sendOnFirst: false`: for SDKs that read any value as "replayed"). Default `true`.
+   */
+  readonly replayOnFirst?: boolean;
   readonly missingKey: number;
   readonly invalidKey: number;
   readonly mismatch: number;

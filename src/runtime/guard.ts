@@ -317,6 +317,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const repeatable = isRepeatableRequestsKey(contract.key.header);
   const acceptedHeaders: Record<string, string> = repeatable ? { [REPEATABILITY_RESULT]: 'accepted' } : {};
   replayAllow.delete(replayHeader);
+  // The headers the guard adds to the handler's own (first) answer: the replay flag set to `false`, unless the
+  // contract sends the flag on replays only (`responses.replay.sendOnFirst: false`). One object, never mutated.
+  const firstHeaders: Readonly<Record<string, string>> = Object.freeze(
+    contract.responses.replayOnFirst === false ? { ...acceptedHeaders } : { ...acceptedHeaders, [replayHeader]: 'false' },
+  );
   const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   for (const pointer of [...(contract.fingerprint.include === 'all' ? [] : contract.fingerprint.include), ...contract.fingerprint.exclude]) {
@@ -728,7 +733,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return {
       kind: 'proceed',
       reservation: reservationOf(prep.recordId, token, req.requestId),
-      headers: { ...acceptedHeaders, [replayHeader]: 'false' },
+      headers: firstHeaders,
       idempotencyKey: prep.key,
     };
   }
@@ -802,7 +807,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (taken !== undefined) {
         if (logging) log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
         startRenewal(record.id, token);
-        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: { ...acceptedHeaders, [replayHeader]: 'false' }, idempotencyKey: prep.key };
+        return { kind: 'proceed', reservation: reservationOf(record.id, token, req.requestId), headers: firstHeaders, idempotencyKey: prep.key };
       }
       // Another request won the takeover (or the record moved on): answer from what is there now.
       const latest = await bounded(store.get(record.id));
@@ -1007,7 +1012,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       },
       req.requestId,
     );
-    return withHeaders(outcome.response, { ...acceptedHeaders, [replayHeader]: 'false' });
+    return withHeaders(outcome.response, firstHeaders);
   }
 
   async function runHandler(begun: Extract<Begun, { kind: 'proceed' }>, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {

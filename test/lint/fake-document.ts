@@ -85,7 +85,7 @@ export function fakeContract(operationAt: { file: string; pointer: string }, ove
     effect: { owner: 'payouts', external: true, providerKey: 'forward', statusRoute: 'getPayout' },
     transient: [429, 503],
     responses: {
-      replay: { header: 'Idempotent-Replayed' },
+      replay: { header: 'Idempotent-Replayed', sendOnFirst: true },
       missingKey: { status: 400 },
       invalidKey: { status: 400 },
       mismatch: { status: 422 },

@@ -90,6 +90,16 @@ describe('compileContract', () => {
     assert.deepEqual(compileContract(operation(doc, 'usesTrue')).transient, [429, 503], 'not external: the usual default');
   });
 
+  it('compiles responses.replay.sendOnFirst: false (the flag on replays only) and leaves the default out', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const op = operation(doc, 'usesTrue');
+    const contract = op.contract!;
+    assert.equal('replayOnFirst' in compileContract(op).responses, false, 'the default is not written into generated contracts');
+    const quiet: OperationView = { ...op, contract: { ...contract, responses: { ...contract.responses, replay: { header: 'Chargebee-Idempotency-Replayed', sendOnFirst: false } } } };
+    assert.equal(compileContract(quiet).responses.replayOnFirst, false);
+    assert.equal(compileContract(quiet).responses.replayHeader, 'Chargebee-Idempotency-Replayed');
+  });
+
   it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const op = operation(doc, 'usesTrue');

@@ -856,6 +856,20 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 0);
   });
 
+  it('with replayOnFirst: false, the first answer carries no replay flag and a replay carries true', async () => {
+    const base = demoContract();
+    const guard = createGuard(demoContract({ responses: { ...base.responses, replayOnFirst: false } }), { store: new MemoryStore() });
+    const handler = async () => jsonResponse(201, { id: 'r1' });
+    const first = await guard.handle(demoRequest(KEY), handler);
+    assert.equal(first.status, 201);
+    assert.equal(Object.keys(first.headers).some((name) => name.toLowerCase() === 'idempotent-replayed'), false);
+    const again = await guard.handle(demoRequest(KEY), handler);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    const begun = await guard.begin(demoRequest('another-key-for-begin'));
+    assert.equal(begun.kind, 'proceed');
+    if (begun.kind === 'proceed') assert.deepEqual(begun.headers, {});
+  });
+
   it('refuses one-transaction mode for an external effect without a provider key (a rolled-back reservation would let a retry call the provider again)', async () => {
     const inner = new MemoryStore();
     let reserved = 0;
