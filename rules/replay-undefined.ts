@@ -3,8 +3,9 @@ import { RESULT_HEADERS } from '../src/runtime/wire.js';
 import { defineRule } from '../src/lint/rule.js';
 import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
 
-// A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID.
-const RESULT_ID = /^(id|uuid)$|[a-z0-9](Id|ID|Uuid)$|_(id|uuid)$/;
+// A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID, InvoiceID;
+// Twilio's `sid`/`account_sid`/`AccountSid`; Adyen's `pspReference` (its id of a payment or modification).
+const RESULT_ID = /^(?:id|uuid|sid)$|[a-z0-9](?:Id|ID|Uuid|UUID|Sid|SID)$|_(?:id|uuid|sid)$|^pspReference$/i;
 
 /** No replay behaviour, or nothing that identifies the result a replay must return again. */
 export default defineRule({
@@ -20,7 +21,7 @@ export default defineRule({
         'no `responses.replay`: the contract does not say what a retry of a completed request gets; add `responses.replay: {header: Idempotent-Replayed}` (the stored status and body, marked with that header)',
       noSuccess: 'the operation documents no 2xx response, so there is nothing to replay: document the success response and its result id',
       noResultId:
-        'the {status} success response carries no result id (no `id`, `…Id` or `…_id` property, no `Location` or `Operation-Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
+        'the {status} success response carries no result id (no `id`, `…Id`, `…_id`, `sid` or `pspReference` property, also inside a wrapping member or its list items; no `Location` or `Operation-Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
     },
   },
   check(ctx) {
@@ -46,7 +47,9 @@ export default defineRule({
       // The resource wrapped in an envelope (`{data: {…}}`) or alone beside metadata (`{payments: {…}, links}`), as the guard reads it.
       const wrappers = new Set(wrapperMembers(names.map((p) => p.name)));
       for (const envelope of names.filter((p) => wrappers.has(p.name))) {
-        const inner = doc.deref(doc.get(envelope.at), envelope.at);
+        let inner = doc.deref(doc.get(envelope.at), envelope.at);
+        // A list of what was created (`{Invoices: [{InvoiceID}]}`, as Xero answers): its items carry the ids.
+        if (inner && isObject(inner.value) && isObject(inner.value['items'])) inner = doc.deref(inner.value['items'], child(inner.at, 'items'));
         if (inner && propertyNames(doc, inner.value, inner.at).some((p) => RESULT_ID.test(p.name))) return;
       }
     }

@@ -234,8 +234,34 @@ ruleTester.run(replayUndefined, {
         post(t).responses['201'].headers['Operation-Location'] = { $ref: '#/components/headers/OperationLocation' };
       }),
     },
+    {
+      name: "Twilio's sid ({sid, account_sid, status})",
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { sid: { type: 'string' }, account_sid: { type: 'string' }, status: { type: 'string' } } };
+      }),
+    },
+    {
+      name: "Adyen's pspReference (its id of the payment or modification)",
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { pspReference: { type: 'string' }, status: { type: 'string' } } };
+      }),
+    },
+    {
+      name: "Xero's list of what was created ({Invoices: [{InvoiceID}]}, items through a $ref)",
+      document: payouts((t) => {
+        t.components.schemas.Invoice = { type: 'object', properties: { InvoiceID: { type: 'string', format: 'uuid' }, Total: { type: 'number' } } };
+        t.components.schemas.Payout = { type: 'object', properties: { Invoices: { type: 'array', items: { $ref: '#/components/schemas/Invoice' } }, Warnings: { type: 'array' } } };
+      }),
+    },
   ],
   invalid: [
+    {
+      name: "a client's own reference is no result id ({merchantReference, status})",
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { merchantReference: { type: 'string' }, status: { type: 'string' } } };
+      }),
+      errors: [{ messageId: 'noResultId', pointer: '/components/schemas/Payout' }],
+    },
     {
       name: 'two resources side by side: neither is the result',
       document: payouts((t) => {
