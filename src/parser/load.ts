@@ -188,6 +188,13 @@ class DocumentLoader implements ApiDocument {
       if (!path.startsWith('/')) {
         this.warn(itemRef, `path '${path}' does not start with '/': OpenAPI paths are appended to the server URL, so clients would call \`…${path}\` glued to it — write '/${path}'`);
       }
+      const query = path.search(/[?#]/);
+      if (query !== -1) {
+        this.warn(
+          itemRef,
+          `path '${path}' holds a ${path[query] === '?' ? 'query string' : 'fragment'}: a path template is the path alone, and servers route on it without the query, so a guard or client made from '${path}' matches no route — write '${path.slice(0, query)}' and declare each query value as an \`in: query\` parameter`,
+        );
+      }
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {
         this.warn(itemRef, `path item '${path}' must be an object`);

@@ -169,6 +169,10 @@ describe('loadDocument', () => {
       assert.ok(relative, messages.join('\n'));
       assert.match(relative.message, /write '\/business-accounts\/\{id\}'/);
       assert.deepEqual(doc.position(relative.at), spot(file, 'business-accounts/{id}:'));
+      const query = doc.warnings.find((warning) => warning.message.startsWith("path '/voice/receipts-read?date_before={date_before}' holds a query string"));
+      assert.ok(query, messages.join('\n'));
+      assert.match(query.message, /write '\/voice\/receipts-read' and declare each query value as an `in: query` parameter/);
+      assert.deepEqual(doc.position(query.at), spot(file, '/voice/receipts-read?'));
       const twice = doc.warnings.find((warning) => warning.message.includes('used twice'))!;
       assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
     });
