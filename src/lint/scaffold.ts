@@ -67,7 +67,11 @@ const STATE_STATUSES: readonly (readonly [string, readonly number[]])[] = [
   ['storeUnavailable', [503]],
 ];
 
-const COMMENT = 'Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (effect owner, retry budget, unknown outcome).';
+/** The comment above a scaffolded contract, naming what it leaves open. */
+function scaffoldComment(contract: Record<string, unknown>): string {
+  const open = [...('scope' in contract ? [] : ['scope']), 'effect owner', 'retry budget', 'unknown outcome'];
+  return `Scaffolded by \`idemkit init\`: \`idemkit lint\` lists what is still open (${open.join(', ')}).`;
+}
 
 /** The contract idemkit proposes for an operation with a key header. */
 export function proposeContract(document: ApiDocument, operation: OperationView, header: string): Record<string, unknown> {
@@ -81,7 +85,9 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   // An OpenAPI pattern matches anywhere in the value, `key.pattern` the whole key: only an anchored one means the same.
   if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern)) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
-  if (effectiveSecurity(document, operation).secured) contract.scope = ['principal'];
+  // The caller is the scope only when every request names one: an anonymous alternative (`{}`) leaves it to the author.
+  const security = effectiveSecurity(document, operation);
+  if (security.secured && !security.anonymousAllowed) contract.scope = ['principal'];
   contract.fingerprint = { include: 'all' };
   contract.ttl = 'P1D';
   contract.lease = 'PT30S';
@@ -279,7 +285,7 @@ function planYaml(text: string, finder: YamlNodeFinder, operation: OperationView
   }
   const body = yaml.stringify({ 'x-idempotency': contract }, { indent: step, lineWidth: 0, flowCollectionPadding: false }).trimEnd().split('\n');
   // Short lists read best inline, as the DESIGN examples write them.
-  const lines = [`# ${COMMENT}`, ...inlineShortLists(body, step)].map((line) => indent + line);
+  const lines = [`# ${scaffoldComment(contract)}`, ...inlineShortLists(body, step)].map((line) => indent + line);
   return { offset, text: prefix + lines.join(newline) + newline, lines };
 }
 

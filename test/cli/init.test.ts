@@ -114,6 +114,22 @@ describe('idemkit init', () => {
     assert.equal(read('api.yaml'), written);
   });
 
+  it('writes no principal scope where the security allows anonymous requests, and says the scope is open', async () => {
+    const spec = yamlSpec.replace('  - bearer: []   # everyone authenticates\n', '  - bearer: []   # everyone authenticates\n  - {}\n');
+    assert.notEqual(spec, yamlSpec);
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    assert.equal((await run('api.yaml', '--write')).code, 0);
+    const written = read('api.yaml');
+    assert.equal(parse(written).paths['/payouts'].post['x-idempotency'].scope, undefined);
+    assert.match(written, /# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open \(scope, effect owner, retry budget, unknown outcome\)\./);
+    // What lint says next is what the comment promised, never an error about what init wrote.
+    const lint = bufferIo(dir);
+    await main(['lint', 'api.yaml', '--format', 'json'], lint);
+    const rules = new Set((JSON.parse(lint.out) as { findings: { ruleId: string }[] }).findings.map((finding) => finding.ruleId));
+    assert.ok(rules.has('scope-missing'));
+    assert.ok(!rules.has('scope-unresolvable'));
+  });
+
   it('leaves a safe GET that takes a key header alone, saying why', async () => {
     const spec = yamlSpec.replace(
       "    get:\n      operationId: listPayouts\n",
@@ -557,7 +573,7 @@ describe('idemkit init', () => {
     assert.match(result.out, /\nskipped PUT \/alias[^:]*: is a YAML alias of PUT \/aliased[^,]*, so it shares the contract written there\n/);
     const block = (indent: string) =>
       [
-        '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (effect owner, retry budget, unknown outcome).',
+        '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (scope, effect owner, retry budget, unknown outcome).',
         'x-idempotency:',
         '  key:',
         '    header: Idempotency-Key',
