@@ -14,6 +14,25 @@ describe('cli generate', () => {
   });
   afterEach(() => rmSync(tmp, { recursive: true, force: true }));
 
+  it('notes each contract without an effect, which is generated as a local one; a declared effect gets no note', async () => {
+    const spec = readFileSync(DEMO, 'utf8');
+    // The demo declares both effects; take createDemoRequest's away.
+    const local = spec.replace('        effect: { owner: demo-requests, external: false, statusRoute: getDemoRequest }\n', '        ttl: P1D\n');
+    assert.notEqual(local, spec);
+    writeFileSync(path.join(tmp, 'api.yaml'), local);
+    for (const target of ['server', 'client']) {
+      const io = bufferIo();
+      assert.equal(await main(['generate', target, path.join(tmp, 'api.yaml'), '--out', path.join(tmp, target)], io), 0, io.err);
+      const notes = io.err.split('\n').filter((line) => line.startsWith('note: '));
+      assert.equal(notes.length, 1, io.err);
+      assert.match(notes[0]!, /^note: POST \/v1\/demo-requests \(createDemoRequest\) has no `effect` in its contract, so it is generated as a local effect \(external: false\)/);
+      assert.match(notes[0]!, target === 'server' ? /a 503 from the handler releases its key/ : /the client repeats a 5xx or a lost answer with the same key/);
+    }
+    const io = bufferIo();
+    assert.equal(await main(['generate', 'server', DEMO, '--out', path.join(tmp, 'demo')], io), 0, io.err);
+    assert.equal(io.err, '');
+  });
+
   it('writes server guards, then --check passes until a file drifts (exit 1)', async () => {
     const out = path.join(tmp, 'guards');
     const argv = ['generate', 'server', DEMO, '--framework', 'fastify', '--store', 'memory', '--out', out];

@@ -72,6 +72,16 @@ export const generateCommand: Command = {
     }
     await writeOutput(outDir, files);
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
+    // A contract that says nothing of its effect is generated as a local one: say so, since that decides what a
+    // 5xx or a 503 does to the key (released, or kept for reconciliation) and what the client repeats.
+    for (const op of doc.operations) {
+      if (op.contract?.enabled !== true || op.contract.effect !== undefined) continue;
+      io.stderr(
+        `note: ${op.label} has no \`effect\` in its contract, so it is generated as a local effect (external: false): ` +
+          (target === 'server' ? 'a 503 from the handler releases its key, so a retry runs the handler again' : 'the client repeats a 5xx or a lost answer with the same key') +
+          '; if the handler calls another service, write effect: {owner: …, external: true, providerKey: forward|derived|none}\n',
+      );
+    }
     return 0;
   },
 };
