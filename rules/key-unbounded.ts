@@ -21,7 +21,7 @@ export default defineRule({
       unbounded:
         'the key `{header}` has no `maxLength`, `pattern` or `format`: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
       tooShort:
-        '{where} `maxLength: {maxLength}` rejects the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): accept at least 64 (255 is a good default)',
+        '{where} `maxLength: {maxLength}` is shorter than the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): the generated guard accepts 64 anyway, so the documented limit tells clients and reviewers less than the server takes; accept at least 64 (255 is a good default), unless every client makes its own shorter keys',
       tooShortForUuid:
         '{where} `maxLength: {maxLength}` is shorter than a UUID (36 characters), which is what clients send as `{header}`: accept at least 36',
       disagrees:

@@ -42,7 +42,7 @@ export const generateCommand: Command = {
       .option('check', { type: 'boolean', default: false, describe: 'Write nothing; exit 1 when the output directory differs from what would be generated' })
       .example('$0 generate server openapi.yaml --framework express --store postgres --out src/idempotency', '')
       .example('$0 generate client openapi.yaml --out src/api-client', '')
-      .example('$0 generate server openapi.yaml --out src/idempotency --check', 'fail CI when the generated code is stale'),
+      .example('$0 generate server openapi.yaml --out src/idempotency --check   # CI: exit 1 if stale', ''),
   async run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode> {
     const target = args['target'] as (typeof TARGETS)[number];
     const specFile = path.resolve(io.cwd, String(args['spec']));
