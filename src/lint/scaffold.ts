@@ -283,10 +283,31 @@ function planYaml(text: string, finder: YamlNodeFinder, operation: OperationView
       prefix = newline;
     } else offset = next + 1;
   }
+  offset = afterNestedComments(text, offset, indent.length);
   const body = yaml.stringify({ 'x-idempotency': contract }, { indent: step, lineWidth: 0, flowCollectionPadding: false }).trimEnd().split('\n');
   // Short lists read best inline, as the DESIGN examples write them.
   const lines = [`# ${scaffoldComment(contract)}`, ...inlineShortLists(body, step)].map((line) => indent + line);
   return { offset, text: prefix + lines.join(newline) + newline, lines };
+}
+
+/**
+ * Where the operation's last entry really ends: past the comment lines right after it that are indented deeper
+ * than the operation's own keys (`# '409': …` commented out inside `responses`), so the contract does not land
+ * between a block and its commented-out lines. Blank lines between such comments are passed over; a comment at
+ * the keys' level or shallower, or any other line, stops the walk.
+ */
+function afterNestedComments(text: string, offset: number, keyIndent: number): number {
+  let end = offset;
+  for (let line = offset; line < text.length; ) {
+    const next = text.indexOf('\n', line);
+    const stop = next === -1 ? text.length : next + 1;
+    const content = text.slice(line, stop);
+    const trimmed = content.trimStart();
+    if (trimmed.startsWith('#') && content.length - trimmed.length > keyIndent) end = stop;
+    else if (trimmed.trim() !== '') break;
+    line = stop;
+  }
+  return end;
 }
 
 /** Indentation of the key that holds the operation (the method), to learn the file's indent step. */

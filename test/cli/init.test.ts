@@ -130,6 +130,36 @@ describe('idemkit init', () => {
     assert.ok(!rules.has('scope-unresolvable'));
   });
 
+  it("inserts after the commented-out lines of the operation's last block, not between them and it", async () => {
+    const spec = [
+      'openapi: 3.0.3',
+      "info: {title: t, version: '1'}",
+      'paths:',
+      '  /email:',
+      '    post:',
+      '      operationId: sendEmail',
+      '      parameters:',
+      '        - {name: Idempotency-Key, in: header, required: true, schema: {type: string, maxLength: 255}}',
+      '      responses:',
+      "        '200':",
+      '          description: ok',
+      "        # '409':",
+      '        #   description: in progress (not yet documented)',
+      '',
+      '      # TODO(api-team): document 429',
+      '  # next path',
+      '',
+    ].join('\n');
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    assert.equal((await run('api.yaml', '--write')).code, 0);
+    const lines = read('api.yaml').split('\n');
+    const at = lines.indexOf('        #   description: in progress (not yet documented)');
+    assert.match(lines[at + 1]!, /^ {6}# Scaffolded by `idemkit init`/);
+    assert.equal(lines[at + 2], '      x-idempotency:');
+    assert.ok(lines.indexOf('      # TODO(api-team): document 429') > at + 2, 'a comment at the operation level stays after the contract');
+    assert.equal(parse(read('api.yaml')).paths['/email'].post['x-idempotency'].key.header, 'Idempotency-Key');
+  });
+
   it('leaves a safe GET that takes a key header alone, saying why', async () => {
     const spec = yamlSpec.replace(
       "    get:\n      operationId: listPayouts\n",
