@@ -948,6 +948,21 @@ function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readon
   const params = effectiveParameters(doc, op);
   const header = params.find((p) => p.in === 'header' && isKeyHeaderName(p.name, keyHeaders));
   if (header) return { kind: 'header', name: header.name, at: header.at };
+  const inBody = bodyKey(doc, op);
+  if (inBody) return inBody;
+  const query = params.find((p) => p.in === 'query' && isKeyField(p.name, p.node, parameterSchema(doc, p)?.value));
+  if (query) return { kind: 'query', name: query.name, at: query.at };
+  if (op.node['x-fern-idempotent'] === true) return { kind: 'extension', name: 'x-fern-idempotent', at: child(op.at, 'x-fern-idempotent') };
+  const retry = retryExtension(op.node);
+  if (retry) return { kind: 'extension', name: retry, at: child(op.at, retry) };
+  return undefined;
+}
+
+/**
+ * The idempotency key field of an operation's request body: a top-level property of its schema, or a form field,
+ * whose name carries a key (see {@link isKeyField}); `undefined` when the body has none.
+ */
+export function bodyKey(doc: ApiDocument, op: OperationView): { readonly kind: 'body' | 'form'; readonly name: string; readonly at: Location } | undefined {
   const body = requestBody(doc, op);
   if (body?.schema) {
     const field = bodyKeyField(doc, body.schema);
@@ -958,13 +973,7 @@ function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readon
     }
   }
   const form = body?.formFields?.find((f) => isKeyField(f.name, f.node));
-  if (form) return { kind: 'form', name: form.name, at: form.at };
-  const query = params.find((p) => p.in === 'query' && isKeyField(p.name, p.node, parameterSchema(doc, p)?.value));
-  if (query) return { kind: 'query', name: query.name, at: query.at };
-  if (op.node['x-fern-idempotent'] === true) return { kind: 'extension', name: 'x-fern-idempotent', at: child(op.at, 'x-fern-idempotent') };
-  const retry = retryExtension(op.node);
-  if (retry) return { kind: 'extension', name: retry, at: child(op.at, retry) };
-  return undefined;
+  return form ? { kind: 'form', name: form.name, at: form.at } : undefined;
 }
 
 /**

@@ -362,6 +362,19 @@ ruleTester.run(keyHeaderUndeclared, {
       }),
       errors: [{ messageId: 'requiredMismatch', pointer: '/components/parameters/IdempotencyKey', message: /required: false.*key.required: true/ }],
     },
+    {
+      name: "a body key field beside the key header (Square's idempotency_key): clients that send it there get 400",
+      document: payouts((t) => {
+        t.components.schemas.PayoutInput.properties.idempotency_key = { type: 'string', maxLength: 45 };
+      }),
+      errors: [
+        {
+          messageId: 'bodyKey',
+          pointer: '/components/schemas/PayoutInput/properties/idempotency_key',
+          message: /takes an idempotency key in the request body field `idempotency_key`, and the guard reads the key from `Idempotency-Key` only/,
+        },
+      ],
+    },
   ],
 });
 
