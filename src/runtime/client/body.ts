@@ -9,7 +9,7 @@
  */
 import type { PreparedRequest } from './engine.js';
 import { randomKey } from './intent.js';
-import { formatOf, queryPairs, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
+import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, percentEncode, QUERY_DEFAULT, queryPairs, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
 
 /** A request body ready to send, and the `content-type` to send it with. */
 export interface EncodedBody {
@@ -53,51 +53,39 @@ function bytesOf(value: unknown): ArrayBuffer | undefined {
   return bytes.buffer;
 }
 
+/** A file or bytes: a `Blob`, an `ArrayBuffer` or a view. */
+function isBinary(value: object): boolean {
+  return value instanceof Blob || value instanceof ArrayBuffer || ArrayBuffer.isView(value);
+}
+
 /** The members of a form body; anything else cannot be one. */
 function formMembers(value: unknown, mediaType: string): [string, unknown][] {
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || value instanceof Blob || ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || isBinary(value)) {
     throw new TypeError(`a ${mediaType} body must be an object of fields`);
   }
   return Object.entries(value);
 }
 
 /**
- * `application/x-www-form-urlencoded`: fields with a 2.0 `collectionFormat` as that format says (`tags=a,b`,
- * repeated for `multi`); the others the way Stripe-style APIs and OpenAPI `deepObject` read them
- * (`metadata[order_id]=…`, `expand[0]=…`).
+ * `application/x-www-form-urlencoded`: each field as its format says (3.x `encoding` style/explode, 2.0
+ * `collectionFormat`; see `queryPairs`: `deepObject` is `line_items[0][price]=…`). A field without one is
+ * written in OpenAPI's default for forms, `form` exploded, when it is a scalar or a list of scalars
+ * (`MediaUrl=a&MediaUrl=b`), and bracket-nested at every depth otherwise (`metadata[order_id]=…`,
+ * `items[0][id]=…`), as Stripe-style APIs read them. `null` is sent empty (Stripe's "unset": `a=`,
+ * `metadata[k]=`) wherever it would be a pair of its own, `undefined` is left out.
  */
 function urlencoded(value: unknown, fields: Readonly<Record<string, ParamFormat>>): string {
   const pairs: string[] = [];
   for (const [name, member] of formMembers(value, 'application/x-www-form-urlencoded')) {
-    const format = formatOf(fields, name);
-    if (format !== undefined && member !== undefined && member !== null) {
-      pairs.push(...queryPairs(name, member as ParamInput, format));
+    if (member === undefined) continue;
+    if (member === null) {
+      pairs.push(`${percentEncode(name)}=`);
       continue;
     }
-    const form = new URLSearchParams();
-    appendFormField(form, name, member);
-    const text = form.toString();
-    if (text !== '') pairs.push(text);
+    const format = formatOf(fields, name) ?? (Array.isArray(member) ? QUERY_DEFAULT : DEEP_OBJECT);
+    pairs.push(...queryPairs(name, member as ParamInput, format, true));
   }
   return pairs.join('&');
-}
-
-/** Bracketed form fields; `null` is sent empty (Stripe's "unset"), `undefined` is left out. */
-function appendFormField(form: URLSearchParams, name: string, value: unknown): void {
-  if (value === undefined) return;
-  if (value === null) {
-    form.append(name, '');
-    return;
-  }
-  if (Array.isArray(value)) {
-    value.forEach((item, index) => appendFormField(form, `${name}[${index}]`, item));
-    return;
-  }
-  if (typeof value === 'object') {
-    for (const [key, item] of Object.entries(value as Record<string, unknown>)) appendFormField(form, `${name}[${key}]`, item);
-    return;
-  }
-  form.append(name, String(value));
 }
 
 /** A `name` or `filename` in a `Content-Disposition` header, escaped as browsers do (HTML's form encoding). */
@@ -108,7 +96,9 @@ function quoted(text: string): string {
 /**
  * `multipart/form-data`, one part per field: strings, numbers and booleans as text; a `Blob` (its `name` as the
  * file name when it has one, as a `File` does), an `ArrayBuffer` or a typed array as a file; other objects as
- * `application/json`. An array is one part per item, unless its format joins it into one text part.
+ * `application/json`. An array is one part per item, unless its format joins it into one text part (a list of
+ * scalars only). A `deepObject` field (3.1 `encoding`, as Stripe's file uploads use) is one text part per leaf,
+ * named as in a urlencoded form (`file_link_data[metadata][k]`).
  * A part type from `partTypes` labels bytes that have no type of their own and text fields; a `Blob`'s own type
  * wins, and objects stay JSON. `null` and `undefined` fields are left out.
  */
@@ -140,8 +130,10 @@ function multipart(value: unknown, mediaType: string, fields: Readonly<Record<st
   };
   for (const [name, member] of formMembers(value, 'multipart/form-data')) {
     const format = formatOf(fields, name);
-    if (!Array.isArray(member)) part(name, member);
-    else if (format !== undefined && !format.explode) {
+    if (format?.style === 'deepObject' && typeof member === 'object' && member !== null && !isBinary(member)) {
+      for (const [keys, text] of bracketLeaves(name, member)) part(bracketName(keys, String), text);
+    } else if (!Array.isArray(member)) part(name, member);
+    else if (format !== undefined && !format.explode && member.every((item) => typeof item !== 'object' || item === null)) {
       const items = member.filter((item) => item !== undefined && item !== null);
       if (items.length > 0) part(name, items.map(String).join(TEXT_DELIMITER[format.style] ?? ','));
     } else for (const item of member) part(name, item);
