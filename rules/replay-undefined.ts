@@ -5,7 +5,8 @@ import { activeContract, child, isObject, propertyNames, responseSchema, success
 
 // A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID, InvoiceID;
 // Twilio's `sid`/`account_sid`/`AccountSid`; Adyen's `pspReference` (its id of a payment or modification).
-const RESULT_ID = /^(?:id|uuid|sid)$|[a-z0-9](?:Id|ID|Uuid|UUID|Sid|SID)$|_(?:id|uuid|sid)$|^pspReference$/i;
+// Case is spelled out, not ignored: `paid`, `valid`, `void` end in `id` but name no resource.
+const RESULT_ID = /^(?:id|Id|ID|uuid|Uuid|UUID|sid|Sid|SID)$|[a-z0-9](?:Id|ID|Uuid|UUID|Sid|SID)$|_(?:id|ID|uuid|UUID|sid|SID)$|^pspReference$/;
 
 /** No replay behaviour, or nothing that identifies the result a replay must return again. */
 export default defineRule({

@@ -256,6 +256,13 @@ ruleTester.run(replayUndefined, {
   ],
   invalid: [
     {
+      name: 'words that end in id are no result id ({paid, valid, void, amount_paid})',
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { paid: { type: 'boolean' }, valid: { type: 'boolean' }, void: { type: 'boolean' }, amount_paid: { type: 'integer' } } };
+      }),
+      errors: [{ messageId: 'noResultId', pointer: '/components/schemas/Payout' }],
+    },
+    {
       name: "a client's own reference is no result id ({merchantReference, status})",
       document: payouts((t) => {
         t.components.schemas.Payout = { type: 'object', properties: { merchantReference: { type: 'string' }, status: { type: 'string' } } };
