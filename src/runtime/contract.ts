@@ -28,7 +28,9 @@ export interface CompiledResponses {
   readonly replayHeader: string;
   /**
    * `false` when the replay header is sent on replays only (`true`), never as `false` on the first answer
-   * (`responses.replay.sendOnFirst: false`: for SDKs that read any value as "replayed"). Default `true`.
+   * (`responses.replay.sendOnFirst: false`: for SDKs that read any value as "replayed"). Default `true`. A
+   * generated client then takes an answer with neither the flag nor the guard's `Idempotency-Problem` header for
+   * the handler's own.
    */
   readonly replayOnFirst?: boolean;
   readonly missingKey: number;

@@ -66,13 +66,14 @@ export type Decision =
   /** 400 / 409 / 412 / 422 / 503 / a replay: send `response` as is, do not run the handler. */
   | { readonly kind: 'respond'; readonly response: GuardResponse }
   /**
-   * Run the handler, add `headers` (`idempotent-replayed: false`, and `repeatability-result: accepted` for an OASIS
-   * contract) to its response, then call complete/abort.
+   * Run the handler, add `headers` (`idempotent-replayed: false` unless the contract sends the flag on replays
+   * only, and `repeatability-result: accepted` for an OASIS contract) to its response, then call complete/abort.
+   * `headers` is shared by every request of the guard: read it, never change it.
    */
   | {
       readonly kind: 'proceed';
       readonly reservation: Reservation;
-      readonly headers: Record<string, string>;
+      readonly headers: Readonly<Record<string, string>>;
       /** The canonical (unquoted) key, e.g. to forward to a provider; undefined when unguarded. Never log or store it. */
       readonly idempotencyKey?: string | undefined;
     };
@@ -240,7 +241,9 @@ export interface Guard<Tx = unknown> {
   abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void>;
   /**
    * begin → handler → complete/abort, for handlers that return a response; the answer carries the replay
-   * header. With `{ transaction: true }` the store must be transactional. A thrown handler error propagates.
+   * header (on a first answer only when the contract sends it there). With `{ transaction: true }` the store must be
+   * transactional, and a contract {@link transactionRefusal} refuses rejects with a `TypeError` before anything is
+   * reserved. A thrown handler error propagates.
    */
   handle(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>, opts?: HandleOptions): Promise<GuardResponse>;
 }
@@ -280,12 +283,8 @@ interface Waiting {
 
 type Begun =
   | Respond
-  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Record<string, string>; readonly idempotencyKey: string | undefined };
+  | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Readonly<Record<string, string>>; readonly idempotencyKey: string | undefined };
 
-/**
- * Build the guard of one operation. Throws `SyntaxError` up front when the contract's key pattern is not a
- * valid RegExp or a fingerprint pointer is not a JSON Pointer, so a bad contract fails at start-up, not per request.
- */
 /**
  * Why one-transaction mode cannot keep `contract`'s promise, or `undefined` when it can. Its reservation commits
  * with the business writes, so a commit that fails after the handler ran (or a 5xx, or a thrown handler) rolls
@@ -301,6 +300,10 @@ export function transactionRefusal(contract: CompiledContract): string | undefin
   );
 }
 
+/**
+ * Build the guard of one operation. Throws `SyntaxError` up front when the contract's key pattern is not a
+ * valid RegExp or a fingerprint pointer is not a JSON Pointer, so a bad contract fails at start-up, not per request.
+ */
 export function createGuard<Tx = unknown>(contract: CompiledContract, options: GuardOptions): Guard<Tx> {
   const store = options.store;
   const clock = options.now ?? Date.now;
@@ -1072,7 +1075,7 @@ function repeatabilityResult(name: ProblemName): 'accepted' | 'rejected' | undef
   return 'rejected';
 }
 
-function withHeaders(response: GuardResponse, headers: Record<string, string>): GuardResponse {
+function withHeaders(response: GuardResponse, headers: Readonly<Record<string, string>>): GuardResponse {
   return { status: response.status, headers: { ...response.headers, ...headers }, body: response.body };
 }
 

@@ -183,6 +183,23 @@ describe('client sendIntent', () => {
     assert.equal(failed.rt.seen.length, 2);
   });
 
+  it('with replayOnFirst: false, an answer with neither the flag nor the guard\'s problem header is the handler\'s own', async () => {
+    const quiet: CompiledContract = { ...localContract, responses: { ...localContract.responses, replayOnFirst: false } };
+    // A business 409 is terminal, not "in progress"; a business 422 is the client's error, not a reused key.
+    const conflict = await send([json(409, { error: 'email already registered' }), json(201, created)], quiet);
+    assert.ok(conflict.result.kind === 'rejected' && conflict.result.status === 409 && conflict.result.reason === 'client-error');
+    assert.equal(conflict.rt.seen.length, 1);
+    const invalid = await send([json(422, { error: 'bad amount' })], quiet);
+    assert.ok(invalid.result.kind === 'rejected' && invalid.result.reason === 'client-error');
+    // The guard's own 409 still carries its problem header: waited on, then the replay.
+    const waiting = await send(
+      [json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '1', 'Idempotency-Problem': 'idempotency-request-in-progress' }), json(201, created, { 'Idempotent-Replayed': 'true' })],
+      quiet,
+    );
+    assert.ok(waiting.result.kind === 'completed' && waiting.result.replayed);
+    assert.equal(waiting.rt.seen.length, 2);
+  });
+
   it('an external effect whose provider key is forwarded is retried with the same key', async () => {
     const { rt, result } = await send([new TypeError('fetch failed'), json(201, created)], externalForward);
     assert.ok(result.kind === 'completed');

@@ -25,7 +25,8 @@ export interface RouteGuard extends RequestHandler {
   /**
    * One-transaction mode (SQLite, PostgreSQL stores): the handler runs inside the transaction that reserved
    * the key and writes its business rows through `idempotencyOf(res).tx`; those rows and the `completed`
-   * record commit together, or roll back together (a 5xx, a transient status or a thrown handler).
+   * record commit together, or roll back together (a 5xx, a transient status or a thrown handler). Reading it
+   * throws a `TypeError` for an external effect without a provider key (see `transactionRefusal`).
    */
   readonly inTransaction: RequestHandler;
 }
@@ -136,7 +137,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   if (refusal === undefined) return Object.assign(middleware, { contract, guard, inTransaction });
   // Refused where the route is declared (`guards.x.inTransaction`), not on its first request.
   return Object.defineProperty(Object.assign(middleware, { contract, guard }), 'inTransaction', {
-    enumerable: true,
+    // Not enumerable: spreading or copying the guard must not throw in an app that never uses the mode.
+    enumerable: false,
     get(): never {
       throw new TypeError(refusal);
     },

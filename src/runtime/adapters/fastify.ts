@@ -46,6 +46,7 @@ export interface RouteGuard {
    * One-transaction mode (SQLite, PostgreSQL stores): a route handler that runs `handler` inside the
    * transaction that reserved the key (`context.tx`); the business writes and the `completed` record commit
    * together, or roll back together on a 5xx, a transient status or a throw. Use it instead of `hooks`.
+   * Throws a `TypeError` for an external effect without a provider key (see `transactionRefusal`).
    */
   transactional<Tx = unknown>(handler: TransactionalHandler<Tx>): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 }

@@ -24,7 +24,10 @@ export interface RouteGuardOptions extends RouteGuardOptionsFor<Request> {
 
 /** Options of {@link RouteGuard.wrap}. */
 export interface WrapOptions {
-  /** One-transaction mode (SQLite, PostgreSQL): the handler runs inside the reserving transaction. */
+  /**
+   * One-transaction mode (SQLite, PostgreSQL): the handler runs inside the reserving transaction. `wrap` throws a
+   * `TypeError` for an external effect without a provider key (see `transactionRefusal`).
+   */
   readonly transaction?: boolean;
 }
 

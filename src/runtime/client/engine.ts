@@ -296,7 +296,11 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       lastError = undefined;
       const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();
       const replayed = replayHeader === 'true';
-      verdict = classify(contract, res.status, body, replayed, replayHeader === 'false', res.headers.get(PROBLEM_HEADER));
+      const problem = res.headers.get(PROBLEM_HEADER);
+      // The handler's own first answer says `false`; a contract that sends the flag on replays only
+      // (`replayOnFirst: false`) marks it by what it lacks: no flag, and none of the guard's problem header.
+      const handled = replayHeader === 'false' || (contract.responses.replayOnFirst === false && !replayed && problem === null);
+      verdict = classify(contract, res.status, body, replayed, handled, problem);
       if (verdict.act === 'complete') {
         return {
           kind: 'completed',

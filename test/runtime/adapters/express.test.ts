@@ -343,6 +343,8 @@ describe('runtime/adapters/express', () => {
       const external = { ...contract, effect: { owner: 'things', external: true, providerKey: 'none' as const } };
       const guard = createRouteGuard(external, options(store));
       assert.throws(() => guard.inTransaction, /one-transaction mode cannot guard createThing: .*providerKey: none/);
+      // Copying the guard (an app that never uses the mode) does not read it.
+      assert.doesNotThrow(() => ({ ...guard }));
       // The plain guard (reservation committed before the handler) still serves the route.
       const app = express();
       app.post('/things/:tenant', express.json(), guard, (_req, res) => {
