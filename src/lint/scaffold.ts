@@ -275,15 +275,13 @@ function planYaml(text: string, finder: YamlNodeFinder, operation: OperationView
   const step = Math.max(1, indent.length - parentIndent);
   const end = ((last.value as YamlNode | null)?.range ?? (last.key as YamlNode).range)![1] + shift;
   let offset = end;
-  let prefix = '';
   if (text[offset - 1] !== '\n') {
     const next = text.indexOf('\n', offset);
-    if (next === -1) {
-      offset = text.length;
-      prefix = newline;
-    } else offset = next + 1;
+    offset = next === -1 ? text.length : next + 1;
   }
   offset = afterNestedComments(text, offset, indent.length);
+  // At the end of a file without a final newline, the contract starts on a line of its own.
+  const prefix = offset === text.length && offset > 0 && text[offset - 1] !== '\n' ? newline : '';
   const body = yaml.stringify({ 'x-idempotency': contract }, { indent: step, lineWidth: 0, flowCollectionPadding: false }).trimEnd().split('\n');
   // Short lists read best inline, as the DESIGN examples write them.
   const lines = [`# ${scaffoldComment(contract)}`, ...inlineShortLists(body, step)].map((line) => indent + line);

@@ -158,6 +158,14 @@ describe('idemkit init', () => {
     assert.equal(lines[at + 2], '      x-idempotency:');
     assert.ok(lines.indexOf('      # TODO(api-team): document 429') > at + 2, 'a comment at the operation level stays after the contract');
     assert.equal(parse(read('api.yaml')).paths['/email'].post['x-idempotency'].key.header, 'Idempotency-Key');
+
+    // The same file ending in those comments, without a final newline: the contract starts on a line of its own.
+    writeFileSync(path.join(dir, 'eof.yaml'), spec.slice(0, spec.indexOf('\n\n      # TODO')));
+    assert.equal((await run('eof.yaml', '--write')).code, 0);
+    const eof = read('eof.yaml').split('\n');
+    const last = eof.indexOf('        #   description: in progress (not yet documented)');
+    assert.match(eof[last + 1]!, /^ {6}# Scaffolded by `idemkit init`/);
+    assert.equal(parse(read('eof.yaml')).paths['/email'].post['x-idempotency'].key.header, 'Idempotency-Key');
   });
 
   it('leaves a safe GET that takes a key header alone, saying why', async () => {
