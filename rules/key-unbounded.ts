@@ -1,3 +1,4 @@
+import { CONTRACT_DEFAULTS } from '../src/parser/compile.js';
 import { defineRule } from '../src/lint/rule.js';
 import { isRepeatableRequestsKey } from '../src/runtime/wire.js';
 import { activeContract, child, findParameter, parameterSchema } from '../src/lint/views.js';
@@ -21,7 +22,7 @@ export default defineRule({
       unbounded:
         'the key `{header}` has no `maxLength`, `pattern` or `format`: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
       tooShort:
-        '{where} `maxLength: {maxLength}` is shorter than the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): the generated guard accepts 64 anyway, so the documented limit tells clients and reviewers less than the server takes; accept at least 64 (255 is a good default), unless every client makes its own shorter keys',
+        '{where} `maxLength: {maxLength}` is shorter than the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): the generated guard accepts up to {accepted} anyway, so the documented limit tells clients and reviewers less than the server takes; accept at least 64 (255 is a good default), unless every client makes its own shorter keys',
       tooShortForUuid:
         '{where} `maxLength: {maxLength}` is shorter than a UUID (36 characters), which is what clients send as `{header}`: accept at least 36',
       disagrees:
@@ -39,7 +40,9 @@ export default defineRule({
     const minimum = uuidKey ? UUID_LENGTH : MIN_KEY_LENGTH;
     const tooShort = uuidKey ? 'tooShortForUuid' : 'tooShort';
     if (own !== undefined) {
-      if (own < minimum) ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: contract.key.header });
+      if (own < minimum) {
+        ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: contract.key.header, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
+      }
       else if (declared !== undefined && declared !== own) {
         ctx.report('disagrees', contract.at('key', 'maxLength'), { maxLength: own, header: contract.key.header, declared });
       }
@@ -50,6 +53,8 @@ export default defineRule({
         where: `the header parameter \`${contract.key.header}\`'s`,
         maxLength: declared,
         header: contract.key.header,
+        // The contract sets no bound of its own: the guard takes the default.
+        accepted: CONTRACT_DEFAULTS.keyMaxLength,
       });
       return;
     }
