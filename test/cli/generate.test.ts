@@ -25,9 +25,15 @@ describe('cli generate', () => {
       assert.equal(await main(['generate', target, path.join(tmp, 'api.yaml'), '--out', path.join(tmp, target)], io), 0, io.err);
       const notes = io.err.split('\n').filter((line) => line.startsWith('note: '));
       assert.equal(notes.length, 1, io.err);
-      assert.match(notes[0]!, /^note: POST \/v1\/demo-requests \(createDemoRequest\) has no `effect` in its contract, so it is generated as a local effect \(external: false\)/);
+      assert.match(notes[0]!, /^note: POST \/v1\/demo-requests \(createDemoRequest\) does not say whether its effect leaves the service \(effect.external\), so it is generated as a local effect/);
       assert.match(notes[0]!, target === 'server' ? /a 503 from the handler releases its key/ : /the client repeats a 5xx or a lost answer with the same key/);
     }
+    // A contract that lists its own transient statuses (no 503) and names an owner but not the reach: the note says what the guard does.
+    writeFileSync(path.join(tmp, 'owned.yaml'), spec.replace('        effect: { owner: demo-requests, external: false, statusRoute: getDemoRequest }\n', '        effect: { owner: demo-requests }\n        transient: [429]\n'));
+    const owned = bufferIo();
+    assert.equal(await main(['generate', 'server', path.join(tmp, 'owned.yaml'), '--out', path.join(tmp, 'owned')], owned), 0, owned.err);
+    assert.doesNotMatch(owned.err, /releases its key/);
+    assert.match(owned.err, /createDemoRequest\) does not say whether its effect leaves the service .*another 5xx ends its lease at once/);
     const io = bufferIo();
     assert.equal(await main(['generate', 'server', DEMO, '--out', path.join(tmp, 'demo')], io), 0, io.err);
     assert.equal(io.err, '');

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Framework, StoreKind } from '../../generate/server.js';
+import type { ApiDocument, OperationView } from '../../parser/model.js';
+import type { CompiledContract } from '../../runtime/contract.js';
 import { UsageError } from '../../errors.js';
 import type { Command } from '../main.js';
 import { displayFile } from '../display.js';
@@ -48,8 +50,9 @@ export const generateCommand: Command = {
     const specFile = path.resolve(io.cwd, String(args['spec']));
     const outArg = String(args['out']);
     const outDir = path.resolve(io.cwd, outArg);
-    const [{ loadDocument }, { checkOutput, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
+    const [{ loadDocument }, { compileContract }, { checkOutput, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
       import('../../parser/load.js'),
+      import('../../parser/compile.js'),
       import('../../generate/output.js'),
       import('../../generate/client/index.js'),
       import('../../generate/server.js'),
@@ -72,16 +75,29 @@ export const generateCommand: Command = {
     }
     await writeOutput(outDir, files);
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
-    // A contract that says nothing of its effect is generated as a local one: say so, since that decides what a
-    // 5xx or a 503 does to the key (released, or kept for reconciliation) and what the client repeats.
-    for (const op of doc.operations) {
-      if (op.contract?.enabled !== true || op.contract.effect !== undefined) continue;
-      io.stderr(
-        `note: ${op.label} has no \`effect\` in its contract, so it is generated as a local effect (external: false): ` +
-          (target === 'server' ? 'a 503 from the handler releases its key, so a retry runs the handler again' : 'the client repeats a 5xx or a lost answer with the same key') +
-          '; if the handler calls another service, write effect: {owner: …, external: true, providerKey: forward|derived|none}\n',
-      );
-    }
+    for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     return 0;
   },
 };
+
+/**
+ * A note for each contract that says nothing of its effect's reach (`effect.external`, here or in the document's
+ * defaults): it is generated as a local one, which decides what a handler's 5xx does to the key and what the
+ * client repeats.
+ */
+function localEffectNotes(doc: ApiDocument, target: string, compile: (op: OperationView) => CompiledContract): string[] {
+  const notes: string[] = [];
+  for (const op of doc.operations) {
+    if (op.contract?.enabled !== true || op.contract.effect?.external !== undefined) continue;
+    const transient = compile(op).transient.filter((status) => status >= 500);
+    const consequence =
+      target === 'server'
+        ? `${transient.length > 0 ? `a ${transient.join(' or ')} from the handler releases its key, so a retry runs the handler again, and ` : ''}another 5xx ends its lease at once, so a retry goes to reconciliation`
+        : 'the client repeats a 5xx or a lost answer with the same key';
+    notes.push(
+      `${op.label} does not say whether its effect leaves the service (effect.external), so it is generated as a local effect: ${consequence}; ` +
+        'if the handler calls another service, write effect: {owner: …, external: true, providerKey: forward|derived|none}',
+    );
+  }
+  return notes;
+}
