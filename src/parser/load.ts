@@ -181,6 +181,7 @@ class DocumentLoader implements ApiDocument {
     const entries: [string, unknown, Location][] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => [path, item, followed.at]);
     if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push([path, item, pathsAt]);
     const operationIds = new Map<string, Location>();
+    const written = new Set(entries.map(([path]) => path));
     for (const [path, rawItem, base] of entries) {
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
@@ -188,13 +189,8 @@ class DocumentLoader implements ApiDocument {
       if (!path.startsWith('/')) {
         this.warn(itemRef, `path '${path}' does not start with '/': OpenAPI paths are appended to the server URL, so clients would call \`…${path}\` glued to it — write '/${path}'`);
       }
-      const query = path.search(/[?#]/);
-      if (query !== -1) {
-        this.warn(
-          itemRef,
-          `path '${path}' holds a ${path[query] === '?' ? 'query string' : 'fragment'}: a path template is the path alone, and servers route on it without the query, so a guard or client made from '${path}' matches no route — write '${path.slice(0, query)}' and declare each query value as an \`in: query\` parameter`,
-        );
-      }
+      const queryWarning = pathQueryWarning(path, written);
+      if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {
         this.warn(itemRef, `path item '${path}' must be an object`);
@@ -675,4 +671,20 @@ function memoizeByStatus<T>(lookup: (status: number) => T): (status: number) => 
     if (!cache.has(status)) cache.set(status, lookup(status));
     return cache.get(status) as T;
   };
+}
+
+/**
+ * The warning for a path template that holds a query (`/receipts?before={before}`, RFC 6570's `/search{?q}`) or a
+ * fragment, or `undefined`: servers route on the path alone, so a guard made from it matches no route. `written`
+ * holds the document's paths, to say when the path without its query is already one of them.
+ */
+function pathQueryWarning(path: string, written: ReadonlySet<string>): string | undefined {
+  let cut = path.search(/[?#]/);
+  if (cut === -1) return undefined;
+  const expansion = cut > 0 && path[cut - 1] === '{';
+  if (expansion) cut -= 1;
+  const what = expansion ? 'query expansion' : path[cut] === '#' ? 'fragment' : 'query string';
+  const bare = path.slice(0, cut);
+  const fix = written.has(bare) ? `move its operations to '${bare}', which the document already has,` : `write '${bare}'`;
+  return `path '${path}' holds a ${what}: a path template is the path alone, and servers route on the path without its query, so a guard made from '${path}' matches no route — ${fix} and declare each query value as an \`in: query\` parameter`;
 }

@@ -173,6 +173,10 @@ describe('loadDocument', () => {
       assert.ok(query, messages.join('\n'));
       assert.match(query.message, /write '\/voice\/receipts-read' and declare each query value as an `in: query` parameter/);
       assert.deepEqual(doc.position(query.at), spot(file, '/voice/receipts-read?'));
+      // RFC 6570's query expansion is cut before its brace; a path the document already has is named as such.
+      const expansion = doc.warnings.find((warning) => warning.message.startsWith("path '/search{?q,limit}' holds a query expansion"));
+      assert.ok(expansion, messages.join('\n'));
+      assert.match(expansion.message, /move its operations to '\/search', which the document already has, and declare each query value/);
       const twice = doc.warnings.find((warning) => warning.message.includes('used twice'))!;
       assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
     });
