@@ -189,14 +189,15 @@ class DocumentLoader implements ApiDocument {
       if (!path.startsWith('/')) {
         this.warn(itemRef, `path '${path}' does not start with '/': OpenAPI paths are appended to the server URL, so clients would call \`…${path}\` glued to it — write '/${path}'`);
       }
-      const queryWarning = pathQueryWarning(path, written);
-      if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
       const item = this.need(rawItem, itemRef);
       if (!isPlainObject(item.value)) {
         this.warn(itemRef, `path item '${path}' must be an object`);
         continue;
       }
       const pathItem = item.value;
+      // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
+      const queryWarning = hasContract(pathItem) ? pathQueryWarning(path, written) : undefined;
+      if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
       for (const method of HTTP_METHODS) {
         if (!Object.prototype.hasOwnProperty.call(pathItem, method)) continue;
         const node = pathItem[method];
@@ -687,4 +688,12 @@ function pathQueryWarning(path: string, written: ReadonlySet<string>): string | 
   const bare = path.slice(0, cut);
   const fix = written.has(bare) ? `move its operations to '${bare}', which the document already has,` : `write '${bare}'`;
   return `path '${path}' holds a ${what}: a path template is the path alone, and servers route on the path without its query, so a guard made from '${path}' matches no route — ${fix} and declare each query value as an \`in: query\` parameter`;
+}
+
+/** Whether an operation of a path item carries an `x-idempotency` contract that is not switched off. */
+function hasContract(pathItem: Record<string, unknown>): boolean {
+  return HTTP_METHODS.some((method) => {
+    const operation = pathItem[method];
+    return isPlainObject(operation) && operation['x-idempotency'] !== undefined && operation['x-idempotency'] !== false;
+  });
 }

@@ -177,6 +177,7 @@ describe('loadDocument', () => {
       const expansion = doc.warnings.find((warning) => warning.message.startsWith("path '/search{?q,limit}' holds a query expansion"));
       assert.ok(expansion, messages.join('\n'));
       assert.match(expansion.message, /move its operations to '\/search', which the document already has, and declare each query value/);
+      assert.ok(!messages.some((message) => message.startsWith("path '/voice/receipts?before")), 'no contract there, no warning');
       const twice = doc.warnings.find((warning) => warning.message.includes('used twice'))!;
       assert.deepEqual(doc.position(twice.at), spot(file, "operationId: 'x'"), 'the second one');
     });
