@@ -203,12 +203,19 @@ export function sha256Hex(text: string): string {
 /** The fingerprint format version; bump when what goes into it changes. */
 export const FINGERPRINT_VERSION = 'v1';
 
+/** A query parameter's value(s) as the fingerprint takes them (see {@link FingerprintInput.query}). */
+export type QueryValue = string | readonly string[] | Readonly<Record<string, string | readonly string[]>>;
+
 /** Everything that makes two requests "the same payload" (DESIGN §4 step 3). */
 export interface FingerprintInput {
   readonly operationId: string;
   readonly pathParams: Readonly<Record<string, string>>;
-  /** Declared query parameters only, as the request carried them. */
-  readonly query: Readonly<Record<string, string | readonly string[] | undefined>>;
+  /**
+   * Declared query parameters only, as the request carried them; a parameter also (or only) sent with
+   * bracketed members (`expand[0]=a`, `filter[k]=v`: deepObject) maps each bracketed suffix to its value, with
+   * the bare name's value under `''`.
+   */
+  readonly query: Readonly<Record<string, QueryValue | undefined>>;
   readonly body: unknown;
   readonly selection: FieldSelection;
 }

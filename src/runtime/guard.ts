@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CompiledContract } from './contract.js';
-import { fingerprintFor, parseJsonPointer, recordIdFor } from './fingerprint.js';
+import { fingerprintFor, parseJsonPointer, recordIdFor, type QueryValue } from './fingerprint.js';
 import { compileKeyPattern, parseIdempotencyKey } from './key.js';
 import { resultIdOf as idInBody } from './result-id.js';
 import { DEFAULT_REPLAY_HEADERS, isRepeatableRequestsKey } from './wire.js';
@@ -597,9 +597,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (stale !== undefined) return stale;
     }
     // Null prototype and own members only: a query parameter named `constructor` or `__proto__` is just a name.
-    const query: Record<string, string | readonly string[] | undefined> = Object.create(null) as Record<string, string | readonly string[] | undefined>;
+    const query: Record<string, QueryValue> = Object.create(null) as Record<string, QueryValue>;
     for (const name of contract.fingerprint.query) {
-      const value = own(req.query, name);
+      const value = queryValue(req.query, name);
       if (value !== undefined) query[name] = value;
     }
     const fingerprint = fingerprintOf(req.pathParams, query, req.body);
@@ -1081,4 +1081,27 @@ function withHeaders(response: GuardResponse, headers: Readonly<Record<string, s
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * What the request carried for the query parameter `name`: its value(s), or — when it also came with bracketed
+ * members (deepObject: `expand[0]=a&expand[1]=b`, `filter[status]=paid`, as Stripe's SDKs and generated clients
+ * write them) — each bracketed suffix mapped to its value(s) and the bare value under `''`, so another list or
+ * filter under the same key is another payload. Without bracketed members the value is taken as it is (the
+ * fingerprint of such requests is unchanged).
+ */
+function queryValue(query: GuardRequest['query'], name: string): QueryValue | undefined {
+  const plain = own(query, name);
+  const prefix = `${name}[`;
+  let members: Record<string, string | readonly string[]> | undefined;
+  for (const key in query) {
+    if (!key.startsWith(prefix) || !Object.prototype.hasOwnProperty.call(query, key)) continue;
+    const value = query[key];
+    if (value === undefined) continue;
+    members ??= Object.create(null) as Record<string, string | readonly string[]>;
+    members[key.slice(name.length)] = value;
+  }
+  if (members === undefined) return plain;
+  if (plain !== undefined) members[''] = plain;
+  return members;
 }

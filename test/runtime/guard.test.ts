@@ -856,6 +856,21 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 0);
   });
 
+  it('fingerprints a declared query parameter sent with bracketed members (deepObject): another list under the same key is refused', async () => {
+    const base = demoContract();
+    const guard = createGuard(demoContract({ fingerprint: { ...base.fingerprint, query: ['expand'] } }), { store: new MemoryStore() });
+    const handler = async () => jsonResponse(201, { id: 'r1' });
+    const sent = (query: Record<string, string | string[]>) => demoRequest(KEY, undefined, { query });
+    assert.equal((await guard.handle(sent({ 'expand[0]': 'customer', 'expand[1]': 'invoice' }), handler)).status, 201);
+    // The same members in another order are the same payload; another member value, a dropped member or a bare value are not.
+    assert.equal((await guard.handle(sent({ 'expand[1]': 'invoice', 'expand[0]': 'customer' }), handler)).headers['idempotent-replayed'], 'true');
+    assert.equal((await guard.handle(sent({ 'expand[0]': 'customer', 'expand[1]': 'charge' }), handler)).status, 422);
+    assert.equal((await guard.handle(sent({ 'expand[0]': 'customer' }), handler)).status, 422);
+    assert.equal((await guard.handle(sent({ expand: 'customer', 'expand[0]': 'customer', 'expand[1]': 'invoice' }), handler)).status, 422);
+    // A name that only starts like it (`expanded`) is another parameter.
+    assert.equal((await guard.handle(sent({ 'expand[0]': 'customer', 'expand[1]': 'invoice', expanded: 'x' }), handler)).headers['idempotent-replayed'], 'true');
+  });
+
   it('with replayOnFirst: false, the first answer carries no replay flag and a replay carries true', async () => {
     const base = demoContract();
     const guard = createGuard(demoContract({ responses: { ...base.responses, replayOnFirst: false } }), { store: new MemoryStore() });
