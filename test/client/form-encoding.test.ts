@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { encodeBody } from '../../src/runtime/client/body.js';
 import type { ParamFormat, ParamInput } from '../../src/runtime/client/params.js';
 import { buildRequest } from '../../src/runtime/client/request.js';
+import { bracketPath } from '../../src/runtime/form-names.js';
 
 const FORM = 'application/x-www-form-urlencoded';
 const DEEP: ParamFormat = { style: 'deepObject', explode: true };
@@ -28,7 +29,7 @@ async function parts(value: object, fields: Readonly<Record<string, ParamFormat>
   const { body, contentType } = encodeBody(value, 'multipart/form-data', fields);
   const data = await new Response(body, { headers: { 'content-type': contentType } }).formData();
   const out: [string, string][] = [];
-  data.forEach((item, name) => out.push([name, typeof item === 'string' ? item : `file:${item.type}`]));
+  data.forEach((item, name) => out.push([name, typeof item === 'string' ? item : `file ${item.name} ${item.type} ${item.size}B`]));
   return out;
 }
 
@@ -79,7 +80,7 @@ describe('client form and query encoding on the wire', () => {
     it('multipart (postFiles): a deepObject field is one text part per leaf, named with brackets', async () => {
       const file = new Blob(['%PDF'], { type: 'application/pdf' });
       assert.deepEqual(await parts({ file, purpose: 'dispute_evidence', file_link_data: { create: true, metadata: { a: 'b' } } }, { file_link_data: DEEP }), [
-        ['file', 'file:application/pdf'],
+        ['file', 'file blob application/pdf 4B'],
         ['purpose', 'dispute_evidence'],
         ['file_link_data[create]', 'true'],
         ['file_link_data[metadata][a]', 'b'],
@@ -162,7 +163,7 @@ describe('client form and query encoding on the wire', () => {
     assert.equal(read.get('address[lines][0]'), '1 rue');
   });
 
-  it('no input is ever sent as [object Object], whatever its style, in the body, the query, the path or a header', () => {
+  it('no input is ever sent as [object Object], whatever its style, in the body or the query; a path or header value cannot nest', () => {
     const styles: ParamFormat['style'][] = ['form', 'simple', 'label', 'matrix', 'spaceDelimited', 'pipeDelimited', 'tabDelimited', 'deepObject'];
     const values: unknown[] = [
       [{ a: 1 }],
@@ -176,15 +177,13 @@ describe('client form and query encoding on the wire', () => {
         const format = { style, explode };
         for (const value of values) {
           const input = value as ParamInput;
-          const request = buildRequest(
-            'https://h',
-            'POST',
-            '/{p}',
-            { path: { p: input }, query: { q: input }, headers: { h: input }, body: { f: input } },
-            { mediaType: FORM, params: { path: { p: format }, query: { q: format }, headers: { h: format } }, fields: { f: format } },
-          );
-          const wire = `${request.url} ${JSON.stringify(request.headers)} ${String(request.body)}`;
+          const request = buildRequest('https://h', 'POST', '/x', { query: { q: input }, body: { f: input } }, { mediaType: FORM, params: { query: { q: format } }, fields: { f: format } });
+          const wire = `${request.url} ${String(request.body)}`;
           assert.doesNotMatch(wire, /object(%20| )Object/, `${style} explode=${explode} ${JSON.stringify(value)}: ${wire}`);
+          // Brackets mean nothing in a path segment or a header: there it is the caller's mistake, said so.
+          const unwritable = new RegExp(`^TypeError: "[ph]" holds an array or object inside it: it cannot be written as form fields or parameters \\(${style} style`);
+          assert.throws(() => buildRequest('https://h', 'GET', '/{p}', { path: { p: input } }, { params: { path: { p: format } } }), unwritable);
+          assert.throws(() => buildRequest('https://h', 'GET', '/', { headers: { h: input } }, { params: { headers: { h: format } } }), unwritable);
         }
       }
     }
@@ -198,5 +197,93 @@ describe('client form and query encoding on the wire', () => {
 
   it('a lone surrogate is sent as U+FFFD, as URLSearchParams does, not thrown as a URIError', () => {
     assert.equal(form({ note: 'a\uD800b', list: ['\uDC00'] }), 'note=a%EF%BF%BDb&list=%EF%BF%BD');
+  });
+
+  describe('values that are not arrays or plain objects (review helper-52)', () => {
+    const at = new Date('2026-01-02T03:04:05Z');
+    const iso = '2026-01-02T03%3A04%3A05.000Z';
+
+    it('multipart deepObject: a file, a list of files and bytes are file parts under their bracketed names (not dropped, not one part per byte)', async () => {
+      const pdf = new File(['%PDF-1.7'], 'id.pdf', { type: 'application/pdf' });
+      const back = new File(['%PDF'], 'back.pdf', { type: 'application/pdf' });
+      assert.deepEqual(await parts({ purpose: 'identity_document', docs: [pdf, back], doc: { front: pdf, raw: new Uint8Array([0x25, 0x50]), note: 'n' } }, { docs: DEEP, doc: DEEP }), [
+        ['purpose', 'identity_document'],
+        ['docs[0]', 'file id.pdf application/pdf 8B'],
+        ['docs[1]', 'file back.pdf application/pdf 4B'],
+        ['doc[front]', 'file id.pdf application/pdf 8B'],
+        ['doc[raw]', 'file blob application/octet-stream 2B'],
+        ['doc[note]', 'n'],
+      ]);
+    });
+
+    it('a Date is its ISO time wherever a scalar goes: nested in a form or multipart deepObject, in a query list, in the path, a header, a cookie, a field of its own', async () => {
+      assert.equal(form({ sub: { trial_end: at, plan: 'p' } }, { sub: DEEP }), `sub[trial_end]=${iso}&sub[plan]=p`);
+      assert.equal(form({ at, days: [at] }), `at=${iso}&days=${iso}`);
+      assert.equal(query({ days: [at] } as never), `days=${iso}`);
+      assert.equal(query({ since: at, range: { gte: at } } as never, { range: DEEP }), `since=${iso}&range[gte]=${iso}`);
+      const request = buildRequest('https://h', 'GET', '/days/{day}', { path: { day: at }, headers: { 'X-At': at }, cookies: { at } } as never);
+      assert.equal(request.url, `https://h/days/${iso}`);
+      assert.equal(request.headers['X-At'], '2026-01-02T03:04:05.000Z');
+      assert.equal(request.headers['cookie'], `at=${iso}`);
+      // A multipart Date field is text, not a JSON string in quotes.
+      assert.deepEqual(await parts({ at, sub: { at } }, { sub: DEEP }), [
+        ['at', '2026-01-02T03:04:05.000Z'],
+        ['sub[at]', '2026-01-02T03:04:05.000Z'],
+      ]);
+      assert.throws(() => form({ at: new Date(Number.NaN) }), new TypeError('"at" is an invalid Date: it cannot be written as form fields or parameters'));
+    });
+
+    it('a Map, a Set, a class instance, or a file outside multipart is a TypeError naming the field, not silently dropped', () => {
+      class Money {
+        readonly amount = 5;
+      }
+      const hint = '(give strings, numbers, booleans, Dates, arrays or plain objects)';
+      assert.throws(() => form({ meta: { tags: new Map([['a', 1]]) } }, { meta: DEEP }), new TypeError(`"meta[tags]" is a Map: it cannot be written as form fields or parameters ${hint}`));
+      assert.throws(() => form({ ids: [1, new Set([2])] }), new TypeError(`"ids[1]" is a Set: it cannot be written as form fields or parameters ${hint}`));
+      assert.throws(() => form({ price: new Money() }), new TypeError(`"price" is a Money: it cannot be written as form fields or parameters ${hint}`));
+      assert.throws(() => query({ f: { g: new Money() } } as never), new TypeError(`"f[g]" is a Money: it cannot be written as form fields or parameters ${hint}`));
+      const file = '(files and bytes go in a multipart/form-data body)';
+      assert.throws(() => form({ a: 1, f: new File(['x'], 'x.txt') }), new TypeError(`"f" is a File: it cannot be written as form fields or parameters ${file}`));
+      assert.throws(() => form({ doc: { raw: new Uint8Array([1]) } }, { doc: DEEP }), new TypeError(`"doc[raw]" is a Uint8Array: it cannot be written as form fields or parameters ${file}`));
+      assert.throws(() => form({ docs: [new Blob(['x'])] }), new TypeError(`"docs[0]" is a Blob: it cannot be written as form fields or parameters ${file}`));
+      assert.throws(() => encodeBody({ doc: { m: new Map() } }, 'multipart/form-data', { doc: DEEP }), /^TypeError: "doc\[m\]" is a Map/);
+      // An object without a prototype is a plain object.
+      assert.equal(form({ meta: Object.assign(Object.create(null) as object, { k: 'v' }) }), 'meta[k]=v');
+    });
+
+    it('array holes are left out like undefined, not a crash', () => {
+      const holes = [, 'b'];
+      const nested = [, ['a']];
+      assert.equal(form({ t: holes }, { t: DEEP }), 't[1]=b');
+      assert.equal(form({ t: holes }), 't=b');
+      assert.equal(form({ t: [, { a: 1 }] }), 't[1][a]=1');
+      assert.equal(query({ t: nested } as never), 't[1][0]=a');
+      assert.equal(buildRequest('https://h', 'GET', '/{p}', { path: { p: holes } as never }).url, 'https://h/b');
+    });
+
+    it('a lone surrogate in a path value is sent as U+FFFD, as in the query and the body, not thrown as a URIError', () => {
+      assert.equal(buildRequest('https://h', 'GET', '/x/{id}', { path: { id: 'a\uD800' }, query: { q: '\uDC00' } }).url, 'https://h/x/a%EF%BF%BD?q=%EF%BF%BD');
+    });
+
+    it('nesting is capped where the guard reads bracketed names (32 parts): deeper is a TypeError, not a stack overflow', () => {
+      const nest = (levels: number): unknown => {
+        let value: unknown = 'leaf';
+        for (let level = 0; level < levels; level++) value = { k: value };
+        return value;
+      };
+      const deepest = form({ o: nest(31) } as object, { o: DEEP });
+      const name = decodeURIComponent(deepest.split('=')[0]!);
+      assert.equal(bracketPath(name)?.length, 32, 'the guard reads the deepest name the client writes');
+      const tooDeep = new TypeError('"o" is nested more than 32 names deep: it cannot be written as form fields or parameters (a bracketed name has at most 32 parts)');
+      assert.throws(() => form({ o: nest(32) } as object, { o: DEEP }), tooDeep);
+      assert.throws(() => form({ o: nest(6000) } as object, { o: DEEP }), tooDeep);
+      assert.throws(() => query({ o: nest(6000) } as never), tooDeep);
+      assert.throws(() => encodeBody({ o: nest(6000) }, 'multipart/form-data', { o: DEEP }), tooDeep);
+    });
+
+    it("!'()* are percent-encoded in form bodies, queries and paths, as stripe-node (qs) and RFC 6570 write them", () => {
+      assert.equal(form({ description: "Gift (for Bob's 30th)!*", metadata: { 'a*': 'b!' } }), 'description=Gift%20%28for%20Bob%27s%2030th%29%21%2A&metadata[a%2A]=b%21');
+      assert.equal(buildRequest('https://h', 'GET', '/n/{id}', { path: { id: "(it's)!*" }, query: { q: "(it's)!*" } }).url, 'https://h/n/%28it%27s%29%21%2A?q=%28it%27s%29%21%2A');
+    });
   });
 });

@@ -132,7 +132,7 @@ describe('generated client: form bodies and deepObject queries end to end (Strip
       ],
       shipping: { name: 'A B', address: { city: 'Paris', line1: '1 rue' } },
       expand: ['customer', 'payment_intent'],
-      metadata: { order_id: '6735' },
+      metadata: { order_id: '6735', note: "Bob's (30th)!*" },
     };
     const list = { expand: ['data.default_source', 'data.sources'], created: { gte: 1700000000 }, limit: 3 };
     assert.equal((await api['postCheckoutSessions']!({ headers: { 'Idempotency-Key': 'k1' }, body: session })).kind, 'completed');
@@ -153,7 +153,8 @@ describe('generated client: form bodies and deepObject queries end to end (Strip
           contentType: 'application/x-www-form-urlencoded',
           body:
             'mode=payment&line_items[0][price]=price_1&line_items[0][quantity]=2&line_items[1][price]=price_2&line_items[1][quantity]=1' +
-            '&shipping[name]=A%20B&shipping[address][city]=Paris&shipping[address][line1]=1%20rue&expand[0]=customer&expand[1]=payment_intent&metadata[order_id]=6735',
+            '&shipping[name]=A%20B&shipping[address][city]=Paris&shipping[address][line1]=1%20rue&expand[0]=customer&expand[1]=payment_intent&metadata[order_id]=6735' +
+            '&metadata[note]=Bob%27s%20%2830th%29%21%2A',
         },
         {
           method: 'GET',

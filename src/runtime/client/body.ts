@@ -9,7 +9,7 @@
  */
 import type { PreparedRequest } from './engine.js';
 import { randomKey } from './intent.js';
-import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, percentEncode, QUERY_DEFAULT, queryPairs, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
+import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, isBinary, isScalar, percentEncode, QUERY_DEFAULT, queryPairs, scalarText, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
 
 /** A request body ready to send, and the `content-type` to send it with. */
 export interface EncodedBody {
@@ -53,11 +53,6 @@ function bytesOf(value: unknown): ArrayBuffer | undefined {
   return bytes.buffer;
 }
 
-/** A file or bytes: a `Blob`, an `ArrayBuffer` or a view. */
-function isBinary(value: object): boolean {
-  return value instanceof Blob || value instanceof ArrayBuffer || ArrayBuffer.isView(value);
-}
-
 /** The members of a form body; anything else cannot be one. */
 function formMembers(value: unknown, mediaType: string): [string, unknown][] {
   if (typeof value !== 'object' || value === null || Array.isArray(value) || isBinary(value)) {
@@ -72,7 +67,8 @@ function formMembers(value: unknown, mediaType: string): [string, unknown][] {
  * written in OpenAPI's default for forms, `form` exploded, when it is a scalar or a list of scalars
  * (`MediaUrl=a&MediaUrl=b`), and bracket-nested at every depth otherwise (`metadata[order_id]=…`,
  * `items[0][id]=…`), as Stripe-style APIs read them. `null` is sent empty (Stripe's "unset": `a=`,
- * `metadata[k]=`) wherever it would be a pair of its own, `undefined` is left out.
+ * `metadata[k]=`) wherever it would be a pair of its own, `undefined` is left out; a `Date` is its ISO time. A file,
+ * bytes, a `Map`, a `Set` or another class instance, at any depth, is a `TypeError` naming the field.
  */
 function urlencoded(value: unknown, fields: Readonly<Record<string, ParamFormat>>): string {
   const pairs: string[] = [];
@@ -94,11 +90,12 @@ function quoted(text: string): string {
 }
 
 /**
- * `multipart/form-data`, one part per field: strings, numbers and booleans as text; a `Blob` (its `name` as the
- * file name when it has one, as a `File` does), an `ArrayBuffer` or a typed array as a file; other objects as
- * `application/json`. An array is one part per item, unless its format joins it into one text part (a list of
- * scalars only). A `deepObject` field (3.1 `encoding`, as Stripe's file uploads use) is one text part per leaf,
- * named as in a urlencoded form (`file_link_data[metadata][k]`).
+ * `multipart/form-data`, one part per field: strings, numbers, booleans and `Date`s (their ISO time) as text; a
+ * `Blob` (its `name` as the file name when it has one, as a `File` does), an `ArrayBuffer` or a typed array as a
+ * file; other objects as `application/json`. An array is one part per item, unless its format joins it into one
+ * text part (a list of scalars only). A `deepObject` field (3.1 `encoding`, as Stripe's file uploads use) is one
+ * part per leaf, named as in a urlencoded form (`file_link_data[metadata][k]`, `documents[0]`): a file or bytes
+ * leaf is a file part, any other a text part.
  * A part type from `partTypes` labels bytes that have no type of their own and text fields; a `Blob`'s own type
  * wins, and objects stay JSON. `null` and `undefined` fields are left out.
  */
@@ -118,24 +115,24 @@ function multipart(value: unknown, mediaType: string, fields: Readonly<Record<st
     } else if (bytes !== undefined) {
       headers += `; filename="blob"\r\nContent-Type: ${given ?? 'application/octet-stream'}`;
       content = bytes;
-    } else if (typeof item === 'object') {
+    } else if (typeof item === 'object' && !isScalar(item)) {
       headers += `\r\nContent-Type: ${given !== undefined && JSON_MEDIA.test(given) ? given : 'application/json'}`;
       content = JSON.stringify(item);
     } else {
       // Text is text/plain unless the document names another type.
       if (given !== undefined && !/^text\/plain\s*(;|$)/i.test(given)) headers += `\r\nContent-Type: ${given}`;
-      content = String(item);
+      content = scalarText(name, item);
     }
     chunks.push(`--${boundary}\r\n${headers}\r\n\r\n`, content, '\r\n');
   };
   for (const [name, member] of formMembers(value, 'multipart/form-data')) {
     const format = formatOf(fields, name);
     if (format?.style === 'deepObject' && typeof member === 'object' && member !== null && !isBinary(member)) {
-      for (const [keys, text] of bracketLeaves(name, member)) part(bracketName(keys, String), text);
+      for (const [keys, leaf] of bracketLeaves(name, member, false, true)) part(bracketName(keys, String), leaf);
     } else if (!Array.isArray(member)) part(name, member);
-    else if (format !== undefined && !format.explode && member.every((item) => typeof item !== 'object' || item === null)) {
+    else if (format !== undefined && !format.explode && member.every((item) => item === undefined || item === null || isScalar(item))) {
       const items = member.filter((item) => item !== undefined && item !== null);
-      if (items.length > 0) part(name, items.map(String).join(TEXT_DELIMITER[format.style] ?? ','));
+      if (items.length > 0) part(name, items.map((item) => scalarText(name, item)).join(TEXT_DELIMITER[format.style] ?? ','));
     } else for (const item of member) part(name, item);
   }
   chunks.push(`--${boundary}--\r\n`);

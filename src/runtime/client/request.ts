@@ -5,7 +5,7 @@
  */
 import { encodeBody } from './body.js';
 import type { PreparedRequest } from './engine.js';
-import { expand, formatOf, queryPairs, QUERY_DEFAULT, SIMPLE_DEFAULT, TEXT_DELIMITER, URL_DELIMITER, type ParamFormat, type ParamFormats, type ParamInput } from './params.js';
+import { expand, formatOf, percentEncode, queryPairs, QUERY_DEFAULT, SIMPLE_DEFAULT, TEXT_DELIMITER, URL_DELIMITER, type ParamFormat, type ParamFormats, type ParamInput } from './params.js';
 import { mergeQuery, splitQuery } from './server.js';
 
 /** The parts of an operation call, by parameter location. */
@@ -35,14 +35,16 @@ export interface RequestFormat {
  * kept unless the call sets a query parameter of the same name), appends the query, writes cookie parameters, and encodes the body for the operation's request
  * media type (default `application/json`; see `encodeBody`). Parameters are written in their
  * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
- * Throws `TypeError` when a path parameter is missing or a form body is not an object of fields.
+ * Throws `TypeError` when a path parameter is missing, a form body is not an object of fields, or a value cannot
+ * be written where it goes (a path or header value with an array or object inside it, a `Map`, a file outside a
+ * multipart body, a value nested past 32 names; see `queryPairs` and `expand`).
  */
 export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts, format: RequestFormat = {}): PreparedRequest {
   const formats = format.params ?? {};
   const path = pathTemplate.replace(/\{([^}]+)\}/g, (_whole, name: string) => {
     const value = parts.path !== undefined && Object.hasOwn(parts.path, name) ? parts.path[name] : undefined;
     if (value === undefined) throw new TypeError(`path parameter "${name}" is missing`);
-    return expand(name, value, formatOf(formats.path, name) ?? SIMPLE_DEFAULT, encodeURIComponent, URL_DELIMITER);
+    return expand(name, value, formatOf(formats.path, name) ?? SIMPLE_DEFAULT, percentEncode, URL_DELIMITER);
   });
   const query: string[] = [];
   for (const [name, value] of Object.entries(parts.query ?? {})) {
