@@ -183,9 +183,36 @@ end
 return deleted
 `);
 
+// KEYS: leases, then record keys. ARGV: the records' ids, in the order of their keys.
+// Puts every in_progress record back in the lease index (NX: an entry already there keeps its score), reading
+// each record in the script so that one completed or released since it was listed stays out. Answers how many
+// entries it added. A key of another type under the record prefix is skipped.
+const REPAIR = script(`
+local added = 0
+for i = 2, #KEYS do
+  if redis.call('TYPE', KEYS[i]).ok == 'hash' then
+    local r = redis.call('HMGET', KEYS[i], 'state', 'lease_until')
+    if r[1] == 'in_progress' and tonumber(r[2]) then
+      added = added + redis.call('ZADD', KEYS[1], 'NX', r[2], ARGV[i - 1])
+    end
+  end
+end
+return added
+`);
+
+/** `COUNT` of each SCAN step of {@link RedisStore.repairLeaseIndex}: a hint to Redis, so about how many records one repair script reads. */
+const SCAN_COUNT = 1000;
+
 type RedisClient = Redis | Cluster;
 
-/** Redis store. The caller creates and closes the client; the store never does. Not transactional. */
+/**
+ * Redis store. The caller creates and closes the client; the store never does. Not transactional.
+ *
+ * Upgrading from a version before the `keyPrefix` fix: with an ioredis client created with `keyPrefix`,
+ * earlier versions' {@link RedisStore.listAbandoned} missed every record and dropped its entry from the lease
+ * index, so those reservations stay `in_progress` where reconciliation never lists them. Once every instance
+ * runs this version, call {@link RedisStore.repairLeaseIndex} once to put them back.
+ */
 export class RedisStore implements IdempotencyStore {
   readonly #redis: RedisClient;
   readonly #clock: (() => number) | undefined;
@@ -220,13 +247,13 @@ export class RedisStore implements IdempotencyStore {
   /**
    * Check that Redis never evicts records: an evicted record lets a retry run the effect again. Reads
    * `maxmemory-policy` and `maxmemory` with `CONFIG GET` (on every master of a Cluster) and throws a
-   * `StoreError` (`unsupported`) when the policy is not `noeviction` and `maxmemory` is set. Where `CONFIG`
+   * `StoreError` (`unsupported`) when the policy is not `noeviction` and `maxmemory` is set; a Cluster client is
+   * waited for (and connected, if `lazyConnect`) until it knows its masters. Where `CONFIG`
    * is renamed, denied or answers without the setting (managed Redis, proxies), returns `checked: false` with a warning instead of throwing: make
    * sure the policy is `noeviction` in your provider's settings. Connection errors throw `unavailable`.
    */
   async verify(): Promise<RedisVerifyResult> {
-    const redis = this.#redis;
-    const servers: Redis[] = isCluster(redis) ? redis.nodes('master') : [redis];
+    const servers = await this.#servers();
     const policies: string[] = [];
     const warnings: string[] = [];
     for (const server of servers) {
@@ -325,6 +352,43 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /**
+   * Puts every `in_progress` record missing from the lease index back in it, so that
+   * {@link RedisStore.listAbandoned} (and the guard's reconciliation) sees it again; answers how many it put
+   * back. Run it once after upgrading every instance from a version before the `keyPrefix` fix if the
+   * client had a `keyPrefix` and reconciliation ran: those versions dropped the index entries of such
+   * records, which then stayed `in_progress` forever. Instances of the earlier version still running keep
+   * dropping entries, so upgrade them all first.
+   *
+   * Walks the store's record keys with `SCAN` (on every master of a Cluster; never `KEYS`, so Redis is not
+   * blocked), then one script per batch re-reads each record and adds its `lease_until` only while it is
+   * still `in_progress` and not indexed (`ZADD NX`): a record completed, released, taken over or extended
+   * meanwhile is left as it is. Idempotent: a second run answers 0. Records of other prefixes, and of other
+   * `keyPrefix`es, are not touched. A Cluster resharding while it runs may hide records from the scan: run it
+   * again afterwards.
+   */
+  async repairLeaseIndex(): Promise<number> {
+    const servers = await this.#servers();
+    const prefix = this.#serverRecordPrefix;
+    const pattern = `${globEscape(prefix)}*`;
+    let repaired = 0;
+    for (const server of servers) {
+      let cursor = '0';
+      do {
+        let keys: string[];
+        try {
+          [cursor, keys] = await server.scan(cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT);
+        } catch (error) {
+          throw wrap(error);
+        }
+        if (keys.length === 0) continue;
+        const ids = keys.map((key) => key.slice(prefix.length));
+        repaired += Number(await this.#eval(REPAIR, 1 + ids.length, [this.#leases, ...ids.map((id) => this.#key(id)), ...ids]));
+      } while (cursor !== '0');
+    }
+    return repaired;
+  }
+
+  /**
    * Deletes up to `limit` expired completed records still in Redis. On the server clock a completed
    * record's Redis TTL, set from the same clock as its `expiresAt`, removes it within a millisecond or two
    * of `expiresAt`, so this only drains the expiry index that earlier versions of this store wrote for every
@@ -345,6 +409,24 @@ export class RedisStore implements IdempotencyStore {
     } catch (error) {
       throw wrap(error);
     }
+  }
+
+  /**
+   * The servers to visit one by one: the client, or every master of a Cluster. A Cluster knows its masters
+   * only once connected (until then `nodes('master')` is empty, and a `lazyConnect` one never connects by
+   * itself), so a command through it comes first: it waits in the offline queue until the Cluster is ready.
+   */
+  async #servers(): Promise<Redis[]> {
+    const redis = this.#redis;
+    if (!isCluster(redis)) return [redis];
+    try {
+      if (redis.status !== 'ready') await redis.exists(this.#leases);
+    } catch (error) {
+      throw wrap(error);
+    }
+    const masters = redis.nodes('master');
+    if (masters.length === 0) throw new StoreError('unavailable', 'Redis Cluster has no master connected');
+    return masters;
   }
 
   #key(id: string): string {
@@ -394,6 +476,11 @@ function configValue(reply: unknown, name: string): string {
     return String((reply as Record<string, unknown>)[name]);
   }
   throw new StoreError('unsupported', `Redis CONFIG GET ${name} gave no value`);
+}
+
+/** `text` as a literal in a `SCAN MATCH` glob (a client's `keyPrefix` may hold `*`, `?`, `[`, `]` or a backslash). */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 /** A Lua script and its SHA-1, the name EVALSHA runs it by. */

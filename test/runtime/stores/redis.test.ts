@@ -106,6 +106,144 @@ describe('RedisStore (real redis-server)', function () {
     assert.equal((await store.get('hb'))!.leaseUntil, leaseUntil);
   });
 
+  // Earlier versions' listAbandoned, on a client with ioredis keyPrefix, dropped the lease index entry of every
+  // due reservation and left the record in_progress, where reconciliation never listed it again.
+  describe('repairLeaseIndex (records an earlier version dropped from the lease index)', () => {
+    const leasesOf = (p: string, keyPrefix = '') => `${keyPrefix}{${p}}:leases`;
+    const reserve = (store: RedisStore, id: string) =>
+      store.reserve({ id, operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 600_000 });
+    const completion = { response: { status: 201, headers: {}, body: bytes('{"ok":1}') }, ttlMs: 600_000 };
+    const ids = (records: { id: string }[]) => records.map((r) => r.id);
+
+    it('puts orphaned in_progress records back, so listAbandoned and a takeover see them again; nothing else changes; a second run does nothing', async () => {
+      const p = prefix();
+      const other = prefix();
+      let t = 1_700_000_000_000;
+      const clock = () => t;
+      const store = new RedisStore(redis, { prefix: p, clock });
+      const otherStore = new RedisStore(redis, { prefix: other, clock });
+      for (const id of ['orphan-1', 'orphan-2', 'indexed', 'done', 'released']) await reserve(store, id);
+      await reserve(otherStore, 'orphan-other');
+      assert.equal(await store.complete('done', 't', completion), true);
+      assert.equal(await store.release('released', 't'), true);
+      await redis.zrem(leasesOf(p), 'orphan-1', 'orphan-2');
+      await redis.zrem(leasesOf(other), 'orphan-other');
+      t += 5000;
+      assert.deepEqual(ids(await store.listAbandoned()), ['indexed']);
+      const orphan = await store.get('orphan-1');
+      const done = await store.get('done');
+
+      assert.equal(await store.repairLeaseIndex(), 2);
+      const abandoned = await store.listAbandoned();
+      assert.deepEqual(ids(abandoned), ['indexed', 'orphan-1', 'orphan-2']);
+      assert.deepEqual(abandoned[1], orphan);
+      assert.equal(Number(await redis.zscore(leasesOf(p), 'orphan-2')), orphan!.leaseUntil);
+      assert.deepEqual(await store.get('done'), done);
+      assert.equal(await redis.zscore(leasesOf(p), 'done'), null);
+      assert.equal(await store.get('released'), undefined);
+      assert.equal(await redis.zscore(leasesOf(p), 'released'), null);
+      assert.deepEqual(await otherStore.listAbandoned(), []);
+      assert.equal(await redis.zcard(leasesOf(other)), 0);
+
+      const dump = await dumpPrefix(p);
+      assert.equal(await store.repairLeaseIndex(), 0);
+      assert.equal(await dumpPrefix(p), dump);
+      // Reconciliation can now take the reservation over and settle it.
+      const taken = await store.takeover('orphan-1', 'v1:x', 't', 't2', 1000);
+      assert.equal(taken?.leaseToken, 't2');
+      assert.equal(await store.complete('orphan-1', 't2', completion), true);
+      assert.deepEqual(ids(await store.listAbandoned()), ['indexed', 'orphan-2']);
+    });
+
+    it('on a client with keyPrefix, repairs the records under that prefix (applied once) and not those of a client without it', async () => {
+      const p = prefix();
+      let t = 1_700_000_000_000;
+      const clock = () => t;
+      const prefixed = new RedisStore(keyPrefixed, { prefix: p, clock });
+      const plain = new RedisStore(redis, { prefix: p, clock });
+      await reserve(prefixed, 'x');
+      await reserve(plain, 'y');
+      await redis.zrem(leasesOf(p, 'app:'), 'x');
+      await redis.zrem(leasesOf(p), 'y');
+      t += 5000;
+
+      assert.equal(await prefixed.repairLeaseIndex(), 1);
+      assert.deepEqual(ids(await prefixed.listAbandoned()), ['x']);
+      assert.deepEqual(await plain.listAbandoned(), []);
+      // No key under the prefix twice, and no index written without it.
+      assert.deepEqual((await keysOf(p)).sort(), [`app:{${p}}:leases`, `app:{${p}}:r:x`, `{${p}}:r:y`]);
+      assert.equal(await prefixed.repairLeaseIndex(), 0);
+      assert.equal(await plain.repairLeaseIndex(), 1);
+      assert.deepEqual(ids(await plain.listAbandoned()), ['y']);
+    });
+
+    it('reads a keyPrefix holding glob characters literally', async () => {
+      const p = prefix();
+      const keyPrefix = 'app[v2*?:';
+      const globby = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true, keyPrefix });
+      globby.on('error', () => undefined);
+      try {
+        await globby.connect();
+        let t = 1_700_000_000_000;
+        const store = new RedisStore(globby, { prefix: p, clock: () => t });
+        await reserve(store, 'x');
+        await redis.zrem(leasesOf(p, keyPrefix), 'x');
+        t += 5000;
+        assert.equal(await store.repairLeaseIndex(), 1);
+        assert.deepEqual(ids(await store.listAbandoned()), ['x']);
+      } finally {
+        globby.disconnect();
+      }
+    });
+
+    it('repairs records over many SCAN steps, each once', async () => {
+      const p = prefix();
+      let t = 1_700_000_000_000;
+      const store = new RedisStore(pipelined, { prefix: p, clock: () => t });
+      const count = 2500;
+      await Promise.all(Array.from({ length: count }, (_, i) => reserve(store, `r${i}`)));
+      await redis.del(leasesOf(p));
+      t += 5000;
+      assert.equal(await store.repairLeaseIndex(), count);
+      assert.equal((await store.listAbandoned({ limit: 2 * count })).length, count);
+      assert.equal(await store.repairLeaseIndex(), 0);
+    });
+
+    it('leaves out a record completed or released between the scan and its repair', async () => {
+      const p = prefix();
+      const racing = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1, lazyConnect: true });
+      racing.on('error', () => undefined);
+      try {
+        await racing.connect();
+        let t = 1_700_000_000_000;
+        const clock = () => t;
+        const store = new RedisStore(racing, { prefix: p, clock });
+        // Another instance settles two of the records once the repair's scan has listed them, before it reads them.
+        const instance = new RedisStore(redis, { prefix: p, clock });
+        const scanned: string[] = [];
+        const scan = racing.scan.bind(racing) as (...args: unknown[]) => Promise<[string, string[]]>;
+        (racing as unknown as { scan: (...args: unknown[]) => Promise<[string, string[]]> }).scan = async (...args) => {
+          const reply = await scan(...args);
+          scanned.push(...reply[1]);
+          if (reply[1].includes(`{${p}}:r:completed-meanwhile`)) assert.equal(await instance.complete('completed-meanwhile', 't', completion), true);
+          if (reply[1].includes(`{${p}}:r:released-meanwhile`)) assert.equal(await instance.release('released-meanwhile', 't'), true);
+          return reply;
+        };
+        for (const id of ['orphan', 'completed-meanwhile', 'released-meanwhile']) await reserve(store, id);
+        await redis.del(leasesOf(p));
+        t += 5000;
+
+        assert.equal(await store.repairLeaseIndex(), 1);
+        assert.deepEqual(scanned.sort(), [`{${p}}:r:completed-meanwhile`, `{${p}}:r:orphan`, `{${p}}:r:released-meanwhile`]);
+        assert.deepEqual(await redis.zrange(leasesOf(p), '0', '-1'), ['orphan']);
+        assert.equal((await store.get('completed-meanwhile'))?.state, 'completed');
+        assert.equal(await store.get('released-meanwhile'), undefined);
+      } finally {
+        racing.disconnect();
+      }
+    });
+  });
+
   describe('eviction check (migrate / verify)', () => {
     afterEach(async () => {
       await redis.config('SET', 'maxmemory-policy', 'noeviction');
