@@ -166,7 +166,7 @@ function withBasePaths(contract: CompiledContract, basePaths: readonly string[])
  */
 export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 'source'>): ServerModel {
   assertContractsGeneratable(doc);
-  const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: withBasePaths(compileContract(op), basePathsOf(doc, op)) }));
+  const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: withBasePaths(compileContract(op, doc), basePathsOf(doc, op)) }));
   compiled.sort((a, b) => compare(a.contract.operationId, b.contract.operationId) || compare(a.contract.path, b.contract.path));
   const taken = new Set<string>(['contracts', 'createGuards', 'Guards', 'GuardOptions']);
   const operations = compiled.map(({ op, contract }) => {

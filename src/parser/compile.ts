@@ -4,7 +4,7 @@
  */
 import type { CompiledBackoff, CompiledContract, ProviderKey } from '../runtime/contract.js';
 import { isPlainObject } from './merge.js';
-import type { Duration, OperationView, StateName } from './model.js';
+import type { ApiDocument, Duration, Location, OperationView, StateName } from './model.js';
 
 /** The values a contract gets for fields it leaves out. */
 export const CONTRACT_DEFAULTS = {
@@ -36,7 +36,7 @@ const QUERY_PARAMETER = 'query';
  * Compiles one operation's contract. The operation must carry an enabled contract
  * (`op.contract?.enabled`); for `x-idempotency: false` or none it throws a `TypeError` (a caller bug).
  */
-export function compileContract(op: OperationView): CompiledContract {
+export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'deref'>): CompiledContract {
   const contract = op.contract;
   if (!contract || !contract.enabled) {
     throw new TypeError(`${op.label} has no enabled x-idempotency contract to compile`);
@@ -65,7 +65,7 @@ export function compileContract(op: OperationView): CompiledContract {
     fingerprint: {
       include: contract.fingerprint?.include ?? 'all',
       exclude: contract.fingerprint?.exclude ?? [],
-      query: declaredQueryParameters(op),
+      query: declaredQueryParameters(op, doc),
     },
     ttlMs: ms(contract.ttl, defaults.ttlMs),
     leaseMs: ms(contract.lease, defaults.leaseMs),
@@ -99,15 +99,36 @@ export function compileContract(op: OperationView): CompiledContract {
   };
 }
 
-/** Names of the query parameters that apply to the operation (path-level ones too), sorted. */
-function declaredQueryParameters(op: OperationView): string[] {
+/**
+ * Names of the query parameters that apply to the operation (path-level ones too), sorted: the query names a
+ * request carries them under. An object parameter in the default `form` style with `explode: true` is sent as its
+ * own properties (`?status=paid&limit=2` for `filter`), so its properties' names stand for it (with `doc` to follow
+ * a `$ref`ed schema); a free-form one (no `properties`) keeps its name.
+ */
+function declaredQueryParameters(op: OperationView, doc: Pick<ApiDocument, 'deref'> | undefined): string[] {
   const names = new Set<string>();
-  const parameters =
-    op.parameters ??
-    [op.pathItem.parameters, op.node.parameters].flatMap((list) => (Array.isArray(list) ? list.filter(isPlainObject) : []));
-  for (const parameter of parameters) {
-    const where = 'in' in parameter ? parameter.in : undefined;
-    if (where === QUERY_PARAMETER && typeof parameter.name === 'string') names.add(parameter.name);
+  const parameters: { readonly node: Record<string, unknown>; readonly at?: Location }[] =
+    op.parameters?.map((parameter) => ({ node: parameter.node, at: parameter.valueAt })) ??
+    [op.pathItem.parameters, op.node.parameters].flatMap((list) => (Array.isArray(list) ? list.filter(isPlainObject) : [])).map((node) => ({ node }));
+  for (const { node, at } of parameters) {
+    if (node['in'] !== QUERY_PARAMETER || typeof node['name'] !== 'string') continue;
+    const members = explodedMembers(node, at, doc);
+    if (members.length === 0) names.add(node['name']);
+    else for (const member of members) names.add(member);
   }
   return [...names].sort();
+}
+
+/** The property names an exploded `form` object parameter is sent as, or none when it is sent under its own name. */
+function explodedMembers(node: Record<string, unknown>, at: Location | undefined, doc: Pick<ApiDocument, 'deref'> | undefined): string[] {
+  const style = node['style'] ?? 'form';
+  if (style !== 'form' || (node['explode'] ?? true) !== true) return [];
+  let schema = node['schema'];
+  if (isPlainObject(schema) && typeof schema['$ref'] === 'string' && doc !== undefined && at !== undefined) {
+    schema = doc.deref(schema, { file: at.file, pointer: `${at.pointer}/schema` })?.value;
+  }
+  if (!isPlainObject(schema) || !isPlainObject(schema['properties'])) return [];
+  const type = schema['type'];
+  if (type !== undefined && type !== 'object' && !(Array.isArray(type) && type.includes('object'))) return [];
+  return Object.keys(schema['properties']);
 }

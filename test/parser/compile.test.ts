@@ -100,6 +100,12 @@ describe('compileContract', () => {
     assert.equal(compileContract(quiet).responses.replayHeader, 'Chargebee-Idempotency-Replayed');
   });
 
+  it('fingerprints an exploded form object query parameter by the names it is sent under (its properties, $ref followed)', async () => {
+    const doc = await loadDocument(fixture('query-styles.yaml'));
+    const op = operation(doc, 'createInvoice');
+    assert.deepEqual(compileContract(op, doc).fingerprint.query, ['dry', 'expand', 'limit', 'meta', 'range', 'status']);
+  });
+
   it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const op = operation(doc, 'usesTrue');
