@@ -419,11 +419,7 @@ export class RedisStore implements IdempotencyStore {
   async #servers(): Promise<Redis[]> {
     const redis = this.#redis;
     if (!isCluster(redis)) return [redis];
-    try {
-      if (redis.status !== 'ready') await redis.exists(this.#leases);
-    } catch (error) {
-      throw wrap(error);
-    }
+    await clusterReady(redis);
     const masters = redis.nodes('master');
     if (masters.length === 0) throw new StoreError('unavailable', 'Redis Cluster has no master connected');
     return masters;
@@ -534,4 +530,31 @@ function fromFields(f: Record<string, string>): IdempotencyRecord {
     },
     ...(f['result_id'] !== undefined ? { resultId: f['result_id'] } : {}),
   };
+}
+
+/** How long {@link RedisStore.verify}, `migrate` and `repairLeaseIndex` wait for a Cluster client to be ready. */
+const CLUSTER_READY_MS = 10_000;
+
+/**
+ * Waits until a Cluster client is ready (connecting a `lazyConnect` one): its masters are known only then. Bounded:
+ * with ioredis's default retry strategy a Cluster that cannot be reached never fails its queued commands, and with
+ * `enableOfflineQueue: false` a command fails at once, so this waits for the client's own `ready`, not a command.
+ */
+function clusterReady(redis: Cluster): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const done = (error?: Error): void => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      redis.off('end', onEnd);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onReady = (): void => done();
+    const onEnd = (): void => done(new StoreError('unavailable', 'the Redis Cluster connection ended before it was ready'));
+    const timer = setTimeout(() => done(new StoreError('unavailable', `the Redis Cluster was not ready within ${CLUSTER_READY_MS / 1000} s (status ${redis.status}): check its startup nodes`)), CLUSTER_READY_MS);
+    redis.once('ready', onReady);
+    redis.once('end', onEnd);
+    if (redis.status === 'wait') redis.connect().catch((error: unknown) => done(wrap(error)));
+  });
 }
