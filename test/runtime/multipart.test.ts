@@ -267,8 +267,16 @@ describe('runtime/multipart', () => {
         return out;
       };
       // The bytes are hashed once, not written out as JSON (a 10 MB file would be a 100 MB canonical text).
-      const parsed = bodyForFingerprint({ purpose: 'x', file: Buffer.from('abc'), more: [Buffer.from('d')] }, 'multipart/form-data; boundary=b') as Record<string, unknown>;
-      assert.deepEqual({ ...parsed }, { purpose: 'x', file: FilePart.of('', '', Buffer.from('abc')), more: [FilePart.of('', '', Buffer.from('d'))] });
+      const parsed = bodyForFingerprint({ purpose: 'x', file: Buffer.from('abc'), more: [Buffer.from('d'), Buffer.from('e')] }, 'multipart/form-data; boundary=b');
+      assert.deepEqual(JSON.parse(JSON.stringify(parsed)), JSON.parse(JSON.stringify({ purpose: 'x', file: FilePart.of('', '', Buffer.from('abc')), more: [FilePart.of('', '', Buffer.from('d')), FilePart.of('', '', Buffer.from('e'))] })));
+      // Bracketed part names are nested as the raw multipart path nests them, so `/doc/front` sees the file.
+      const flat = { 'doc[front]': Buffer.from('front'), 'doc[note]': 'n', 'docs[0]': Buffer.from('a'), 'docs[1]': Buffer.from('b') };
+      const pointers: FieldSelection = { include: ['/doc/front', '/docs/1'], exclude: [] };
+      const of = (body: unknown) => computeFingerprint({ operationId: 'upload', pathParams: {}, query: {}, body, selection: pointers });
+      const nested = bodyForFingerprint(flat, 'multipart/form-data; boundary=b');
+      assert.notEqual(of(nested), of(bodyForFingerprint({ ...flat, 'doc[front]': Buffer.from('other') }, 'multipart/form-data; boundary=b')));
+      assert.notEqual(of(nested), of(bodyForFingerprint({ ...flat, 'docs[1]': Buffer.from('other') }, 'multipart/form-data; boundary=b')));
+      assert.ok(JSON.stringify((nested as { doc: unknown }).doc).includes('"note":"n"'));
       const effects = await fastifyUpload(keyValues, async (url) => {
         assert.deepEqual(await send(url, 'abc'), { status: 201, replayed: 'false', body: '{"id":"file_1"}' });
         assert.deepEqual(await send(url, 'abc'), { status: 201, replayed: 'true', body: '{"id":"file_1"}' });

@@ -279,13 +279,15 @@ export function bodyNotParsed(body: unknown, headers: Readonly<Record<string, st
   return body === undefined && ((length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined);
 }
 
-/** A parsed multipart body with each file's bytes (a member, or an item of a repeated member) as a {@link FilePart}. */
+/**
+ * A parsed multipart body with each file's bytes (a member, or an item of a repeated member) as a {@link FilePart},
+ * its bracketed part names nested (`doc[front]`, `docs[0]`) as the raw multipart path and multer nest them, so a
+ * pointer such as `/doc/front` sees the file (`@fastify/multipart` keeps the names flat).
+ */
 function withFileDigests(body: unknown): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
-  const digest = (value: unknown): unknown => (value instanceof Uint8Array ? FilePart.of('', '', value) : value);
-  const out: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
-  for (const [name, value] of Object.entries(body)) out[name] = Array.isArray(value) ? value.map(digest) : digest(value);
-  return out;
+  const digest = (value: unknown): FormLeaf => (value instanceof Uint8Array ? FilePart.of('', '', value) : (value as FormLeaf));
+  return nestFields(Object.entries(body).map(([name, value]) => [name, Array.isArray(value) ? value.map(digest) : [digest(value)]]));
 }
 
 /** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */
