@@ -99,6 +99,23 @@ function quoted(text: string): string {
  * A part type from `partTypes` labels bytes that have no type of their own and text fields; a `Blob`'s own type
  * wins, and objects stay JSON. `null` and `undefined` fields are left out.
  */
+/**
+ * The `JSON.stringify` replacer of a multipart JSON part: a file, bytes, a `Map`, a `Set` or another class instance
+ * inside it would be written as `{}` and silently lost, so it is a `TypeError` naming the field instead (Dates are
+ * already their ISO text when the replacer sees them).
+ */
+function jsonPartMember(field: string): (key: string, member: unknown) => unknown {
+  return (_key, member) => {
+    if (member === null || typeof member !== 'object' || Array.isArray(member)) return member;
+    const prototype: unknown = Object.getPrototypeOf(member);
+    if (!isBinary(member) && (prototype === Object.prototype || prototype === null)) return member;
+    const kind = isBinary(member) ? 'a file or bytes' : `a ${(member as { constructor?: { name?: string } }).constructor?.name ?? 'class instance'}`;
+    throw new TypeError(
+      `"${field}" holds ${kind} inside a JSON part: it cannot be written there (send a file as a field of its own, or give the field \`encoding: {style: deepObject}\` to send its members as parts)`,
+    );
+  };
+}
+
 function multipart(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>>, partTypes: Readonly<Record<string, string>>): EncodedBody {
   const boundary = `idemkit-${randomKey()}`;
   const chunks: (string | Blob | ArrayBuffer)[] = [];
@@ -117,7 +134,7 @@ function multipart(value: unknown, mediaType: string, fields: Readonly<Record<st
       content = bytes;
     } else if (typeof item === 'object' && !isScalar(item)) {
       headers += `\r\nContent-Type: ${given !== undefined && JSON_MEDIA.test(given) ? given : 'application/json'}`;
-      content = JSON.stringify(item);
+      content = JSON.stringify(item, jsonPartMember(name));
     } else {
       // Text is text/plain unless the document names another type.
       if (given !== undefined && !/^text\/plain\s*(;|$)/i.test(given)) headers += `\r\nContent-Type: ${given}`;
