@@ -102,8 +102,8 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
 /**
  * Names of the query parameters that apply to the operation (path-level ones too), sorted: the query names a
  * request carries them under. An object parameter in the default `form` style with `explode: true` is sent as its
- * own properties (`?status=paid&limit=2` for `filter`), so its properties' names stand for it (with `doc` to follow
- * a `$ref`ed schema); a free-form one (no `properties`) keeps its name.
+ * own properties (`?status=paid&limit=2` for `filter`), so its properties' names (through `allOf`/`oneOf`/`anyOf`,
+ * with `doc` to follow `$ref`s) join its own name, under which it is sent when it holds lists or objects.
  */
 function declaredQueryParameters(op: OperationView, doc: Pick<ApiDocument, 'deref'> | undefined): string[] {
   const names = new Set<string>();
@@ -112,9 +112,9 @@ function declaredQueryParameters(op: OperationView, doc: Pick<ApiDocument, 'dere
     [op.pathItem.parameters, op.node.parameters].flatMap((list) => (Array.isArray(list) ? list.filter(isPlainObject) : [])).map((node) => ({ node }));
   for (const { node, at } of parameters) {
     if (node['in'] !== QUERY_PARAMETER || typeof node['name'] !== 'string') continue;
-    const members = explodedMembers(node, at, doc);
-    if (members.length === 0) names.add(node['name']);
-    else for (const member of members) names.add(member);
+    // The name itself too: an object holding a list or an object is sent under it (`filter[tags][0]=a`).
+    names.add(node['name']);
+    for (const member of explodedMembers(node, at, doc)) names.add(member);
   }
   return [...names].sort();
 }
@@ -123,12 +123,25 @@ function declaredQueryParameters(op: OperationView, doc: Pick<ApiDocument, 'dere
 function explodedMembers(node: Record<string, unknown>, at: Location | undefined, doc: Pick<ApiDocument, 'deref'> | undefined): string[] {
   const style = node['style'] ?? 'form';
   if (style !== 'form' || (node['explode'] ?? true) !== true) return [];
-  let schema = node['schema'];
-  if (isPlainObject(schema) && typeof schema['$ref'] === 'string' && doc !== undefined && at !== undefined) {
-    schema = doc.deref(schema, { file: at.file, pointer: `${at.pointer}/schema` })?.value;
-  }
-  if (!isPlainObject(schema) || !isPlainObject(schema['properties'])) return [];
-  const type = schema['type'];
-  if (type !== undefined && type !== 'object' && !(Array.isArray(type) && type.includes('object'))) return [];
-  return Object.keys(schema['properties']);
+  const names = new Set<string>();
+  const visit = (schema: unknown, where: Location | undefined, depth: number): void => {
+    if (depth > 16) return;
+    let value = schema;
+    let place = where;
+    if (isPlainObject(value) && typeof value['$ref'] === 'string') {
+      const followed = doc !== undefined && place !== undefined ? doc.deref(value, place) : undefined;
+      value = followed?.value;
+      place = followed?.at;
+    }
+    if (!isPlainObject(value)) return;
+    const type = value['type'];
+    if (type !== undefined && type !== 'object' && !(Array.isArray(type) && type.includes('object'))) return;
+    if (isPlainObject(value['properties'])) for (const name of Object.keys(value['properties'])) names.add(name);
+    for (const keyword of ['allOf', 'oneOf', 'anyOf']) {
+      const list = value[keyword];
+      if (Array.isArray(list)) list.forEach((member, i) => visit(member, place && { file: place.file, pointer: `${place.pointer}/${keyword}/${i}` }, depth + 1));
+    }
+  };
+  visit(node['schema'], at && { file: at.file, pointer: `${at.pointer}/schema` }, 0);
+  return [...names];
 }

@@ -378,7 +378,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
     let name = base;
     for (let n = 2; taken.has(name); n++) name = `${base}${n}`;
     taken.add(name);
-    const contract = op.contract?.enabled === true ? compileContract(op) : null;
+    const contract = op.contract?.enabled === true ? compileContract(op, doc) : null;
     const t = typer.declare(op, name, contract?.key.header);
     const pascal = name.charAt(0).toUpperCase() + name.slice(1);
     // `client.ts` exports these next to the schema types, so they share the schema types' names (and reservations).
