@@ -277,6 +277,12 @@ describe('runtime/multipart', () => {
       assert.notEqual(of(nested), of(bodyForFingerprint({ ...flat, 'doc[front]': Buffer.from('other') }, 'multipart/form-data; boundary=b')));
       assert.notEqual(of(nested), of(bodyForFingerprint({ ...flat, 'docs[1]': Buffer.from('other') }, 'multipart/form-data; boundary=b')));
       assert.ok(JSON.stringify((nested as { doc: unknown }).doc).includes('"note":"n"'));
+      // A JSON part's own list of none or one item is that value, not repeated parts: never the same as a text part or no part.
+      const all: FieldSelection = { include: 'all', exclude: [] };
+      const whole = (body: unknown) => computeFingerprint({ operationId: 'upload', pathParams: {}, query: {}, body: bodyForFingerprint(body, 'multipart/form-data; boundary=b'), selection: all });
+      assert.notEqual(whole({ tags: ['a'] }), whole({ tags: 'a' }));
+      assert.notEqual(whole({ tags: [] }), whole({}));
+      assert.notEqual(whole({ tags: [['a', 'b']] }), whole({ tags: ['a', 'b'] }));
       const effects = await fastifyUpload(keyValues, async (url) => {
         assert.deepEqual(await send(url, 'abc'), { status: 201, replayed: 'false', body: '{"id":"file_1"}' });
         assert.deepEqual(await send(url, 'abc'), { status: 201, replayed: 'true', body: '{"id":"file_1"}' });

@@ -287,7 +287,8 @@ export function bodyNotParsed(body: unknown, headers: Readonly<Record<string, st
 function withFileDigests(body: unknown): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
   const digest = (value: unknown): FormLeaf => (value instanceof Uint8Array ? FilePart.of('', '', value) : (value as FormLeaf));
-  return nestFields(Object.entries(body).map(([name, value]) => [name, Array.isArray(value) ? value.map(digest) : [digest(value)]]));
+  // A repeated part comes as a list of two or more; a shorter list is one JSON part's own value (`[]`, `["a"]`), a leaf.
+  return nestFields(Object.entries(body).map(([name, value]) => [name, Array.isArray(value) && value.length > 1 ? value.map(digest) : [digest(value)]]));
 }
 
 /** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */
