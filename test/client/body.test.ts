@@ -39,12 +39,22 @@ describe('client encodeBody', () => {
 
   it('multipart: a file, bytes, a Map or a Set inside a JSON part is a TypeError naming the field, never a silent {}', async () => {
     const file = new File(['x'], 'a.txt', { type: 'text/plain' });
-    for (const [value, kind] of [[{ front: file }, 'a file or bytes'], [{ raw: Uint8Array.of(1) }, 'a file or bytes'], [{ m: new Map([['a', 1]]) }, 'a Map'], [{ s: new Set([1]) }, 'a Set']] as const) {
-      assert.throws(() => encodeBody({ doc: value }, 'multipart/form-data'), (error: Error) => error instanceof TypeError && error.message.startsWith(`"doc" holds ${kind} inside a JSON part`));
+    const cases = [
+      [{ front: file }, 'a file or bytes'],
+      [{ raw: Uint8Array.of(1) }, 'a file or bytes'],
+      [{ raw: Buffer.from('x') }, 'a file or bytes'],
+      [{ m: new Map([['a', 1]]) }, 'a Map'],
+      [{ s: new Set([1]) }, 'a Set'],
+    ] as const;
+    for (const [value, kind] of cases) {
+      assert.throws(() => encodeBody({ doc: value }, 'multipart/form-data'), (error: Error) => error instanceof TypeError && error.message.startsWith(`"doc" holds ${kind} inside a JSON part (at \``));
     }
-    // Plain objects, lists and Dates are still one JSON part.
-    const ok = encodeBody({ doc: { at: new Date('2026-01-02T03:04:05Z'), tags: ['a'] } }, 'multipart/form-data');
-    assert.match(await text(ok.body), /Content-Type: application\/json\r\n\r\n\{"at":"2026-01-02T03:04:05.000Z","tags":\["a"\]\}/);
+    // Plain objects, lists, Dates and class instances with fields are still one JSON part.
+    class Address {
+      constructor(readonly city: string) {}
+    }
+    const ok = encodeBody({ doc: { at: new Date('2026-01-02T03:04:05Z'), tags: ['a'], address: new Address('Paris') } }, 'multipart/form-data');
+    assert.match(await text(ok.body), /Content-Type: application\/json\r\n\r\n\{"at":"2026-01-02T03:04:05.000Z","tags":\["a"\],"address":\{"city":"Paris"\}\}/);
   });
 
   it('multipart: names are escaped as browsers do, null and undefined fields and items left out, a fresh boundary per body', async () => {

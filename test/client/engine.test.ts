@@ -198,6 +198,11 @@ describe('client sendIntent', () => {
     );
     assert.ok(waiting.result.kind === 'completed' && waiting.result.replayed);
     assert.equal(waiting.rt.seen.length, 2);
+    // Without the header (not exposed to a browser, dropped by a proxy) the body's problem type still says it is the guard's.
+    const unexposed = await send([json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '1' }), json(201, created, { 'Idempotent-Replayed': 'true' })], quiet);
+    assert.ok(unexposed.result.kind === 'completed' && unexposed.result.replayed);
+    const abandoned = await send([json(409, problem('idempotency-request-abandoned'))], quiet);
+    assert.equal(abandoned.result.kind, 'unknown');
   });
 
   it('an external effect whose provider key is forwarded is retried with the same key', async () => {

@@ -90,6 +90,24 @@ function quoted(text: string): string {
 }
 
 /**
+ * The `JSON.stringify` replacer of a multipart JSON part: a file or bytes (a `Buffer` too, read before its own
+ * `toJSON` turns it into `{type, data}`), a `Map` or a `Set` inside it would be written as `{}` or as numbers and the
+ * file never sent, so it is a `TypeError` naming the field and the member instead. Other objects (class instances
+ * with fields, Dates) are written as JSON writes them.
+ */
+function jsonPartMember(field: string): (this: unknown, key: string, member: unknown) => unknown {
+  return function (this: unknown, key, member) {
+    const original: unknown = key === '' || this === null || typeof this !== 'object' ? member : (this as Record<string, unknown>)[key];
+    const kind = isBinary(original) ? 'a file or bytes' : original instanceof Map ? 'a Map' : original instanceof Set ? 'a Set' : undefined;
+    if (kind === undefined) return member;
+    const where = key === '' ? '' : ` (at \`${key}\`)`;
+    throw new TypeError(
+      `"${field}" holds ${kind} inside a JSON part${where}: it cannot be written there (send a file as a field of its own, or give the field \`encoding: {style: deepObject}\` to send its members as parts)`,
+    );
+  };
+}
+
+/**
  * `multipart/form-data`, one part per field: strings, numbers, booleans and `Date`s (their ISO time) as text; a
  * `Blob` (its `name` as the file name when it has one, as a `File` does), an `ArrayBuffer` or a typed array as a
  * file; other objects as `application/json`. An array is one part per item, unless its format joins it into one
@@ -99,23 +117,6 @@ function quoted(text: string): string {
  * A part type from `partTypes` labels bytes that have no type of their own and text fields; a `Blob`'s own type
  * wins, and objects stay JSON. `null` and `undefined` fields are left out.
  */
-/**
- * The `JSON.stringify` replacer of a multipart JSON part: a file, bytes, a `Map`, a `Set` or another class instance
- * inside it would be written as `{}` and silently lost, so it is a `TypeError` naming the field instead (Dates are
- * already their ISO text when the replacer sees them).
- */
-function jsonPartMember(field: string): (key: string, member: unknown) => unknown {
-  return (_key, member) => {
-    if (member === null || typeof member !== 'object' || Array.isArray(member)) return member;
-    const prototype: unknown = Object.getPrototypeOf(member);
-    if (!isBinary(member) && (prototype === Object.prototype || prototype === null)) return member;
-    const kind = isBinary(member) ? 'a file or bytes' : `a ${(member as { constructor?: { name?: string } }).constructor?.name ?? 'class instance'}`;
-    throw new TypeError(
-      `"${field}" holds ${kind} inside a JSON part: it cannot be written there (send a file as a field of its own, or give the field \`encoding: {style: deepObject}\` to send its members as parts)`,
-    );
-  };
-}
-
 function multipart(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>>, partTypes: Readonly<Record<string, string>>): EncodedBody {
   const boundary = `idemkit-${randomKey()}`;
   const chunks: (string | Blob | ArrayBuffer)[] = [];

@@ -298,8 +298,11 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       const replayed = replayHeader === 'true';
       const problem = res.headers.get(PROBLEM_HEADER);
       // The handler's own first answer says `false`; a contract that sends the flag on replays only
-      // (`replayOnFirst: false`) marks it by what it lacks: no flag, and none of the guard's problem header.
-      const handled = replayHeader === 'false' || (contract.responses.replayOnFirst === false && !replayed && problem === null);
+      // (`replayOnFirst: false`) marks it by what it lacks: no flag, none of the guard's problem header, and no
+      // guard problem type in the body (a browser may not be allowed to read the header, a proxy may drop it).
+      const handled =
+        replayHeader === 'false' ||
+        (contract.responses.replayOnFirst === false && !replayed && problem === null && !/\/idempotency-[a-z-]+$/.test(problemType(body)));
       verdict = classify(contract, res.status, body, replayed, handled, problem);
       if (verdict.act === 'complete') {
         return {
