@@ -414,7 +414,7 @@ export class RedisStore implements IdempotencyStore {
   /**
    * The servers to visit one by one: the client, or every master of a Cluster. A Cluster knows its masters
    * only once connected (until then `nodes('master')` is empty, and a `lazyConnect` one never connects by
-   * itself), so a command through it comes first: it waits in the offline queue until the Cluster is ready.
+   * itself), so it waits for the Cluster to be ready first (see `clusterReady`).
    */
   async #servers(): Promise<Redis[]> {
     const redis = this.#redis;
@@ -542,7 +542,11 @@ const CLUSTER_READY_MS = 10_000;
  */
 function clusterReady(redis: Cluster): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
-  return new Promise<void>((resolve, reject) => {
+  if (redis.status === 'end') return Promise.reject(new StoreError('unavailable', 'the Redis Cluster client was disconnected (quit or disconnect)'));
+  // Concurrent callers share one wait (one pair of listeners per client).
+  const pending = clusterWaits.get(redis);
+  if (pending !== undefined) return pending;
+  const wait = new Promise<void>((resolve, reject) => {
     const done = (error?: Error): void => {
       clearTimeout(timer);
       redis.off('ready', onReady);
@@ -556,5 +560,9 @@ function clusterReady(redis: Cluster): Promise<void> {
     redis.once('ready', onReady);
     redis.once('end', onEnd);
     if (redis.status === 'wait') redis.connect().catch((error: unknown) => done(wrap(error)));
-  });
+  }).finally(() => clusterWaits.delete(redis));
+  clusterWaits.set(redis, wait);
+  return wait;
 }
+
+const clusterWaits = new WeakMap<Cluster, Promise<void>>();
