@@ -162,6 +162,11 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       throw wrap(error);
     }
     let broken: unknown;
+    // A checked-out client's connection may end under it (see withReservation): noted, never an unhandled 'error'.
+    const onError = (error: Error): void => {
+      broken ??= error;
+    };
+    if (client !== db) client.on('error', onError);
     try {
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`idemkit:${this.#table}`]);
@@ -175,7 +180,10 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       }
       throw wrap(error);
     } finally {
-      if (client !== db) (client as PoolClient).release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
+      if (client !== db) {
+        client.off('error', onError);
+        (client as PoolClient).release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
+      }
     }
   }
 
@@ -337,6 +345,14 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       throw wrap(error);
     }
     let broken: unknown;
+    // While the handler holds the client, the server may end its connection (a restart, a failover,
+    // `idle_in_transaction_session_timeout`): pg emits 'error' on the checked-out client, which crashes the process
+    // without a listener (the pool listens only on idle clients). The client is then released as broken; the
+    // statement in flight fails on its own, and the outcome is the guard's to answer.
+    const onError = (error: Error): void => {
+      broken ??= error;
+    };
+    client.on('error', onError);
     try {
       let reserved: ReserveResult;
       try {
@@ -370,6 +386,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       }
       return step.value;
     } finally {
+      client.off('error', onError);
       // A client whose connection failed mid-transaction is destroyed rather than returned to the pool.
       client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
     }

@@ -317,6 +317,23 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     }
   });
 
+  it("a one-transaction handler whose connection the server ends fails that call alone: no unhandled 'error', the pool goes on", async () => {
+    const store = new PostgresStore(pool, { table: table() });
+    await store.migrate();
+    // As a restart, a failover or idle_in_transaction_session_timeout ends the session while the handler holds it.
+    await assert.rejects(
+      store.withReservation({ id: 'ended', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 }, async (_reserved, tx) => {
+        const pid = (await tx.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+        await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        return { commit: true, complete: { response: { status: 201, headers: {}, body: new Uint8Array(0) }, ttlMs: 5000 }, value: 1 };
+      }),
+      (e: unknown) => e instanceof StoreError,
+    );
+    assert.equal((await pool.query('SELECT 1 AS one')).rows[0].one, 1);
+    assert.equal(await store.get('ended'), undefined, 'the reservation rolled back with the session');
+  });
+
   it('refuses a table name that could inject SQL', () => {
     assert.throws(() => new PostgresStore(pool, { table: 'x; DROP TABLE y' }), StoreError);
   });
