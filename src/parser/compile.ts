@@ -124,6 +124,8 @@ function explodedMembers(node: Record<string, unknown>, at: Location | undefined
   const style = node['style'] ?? 'form';
   if (style !== 'form' || (node['explode'] ?? true) !== true) return [];
   const names = new Set<string>();
+  // Each schema once: `$ref` cycles through the composition keywords would otherwise branch without end.
+  const seen = new Set<object>();
   const visit = (schema: unknown, where: Location | undefined, depth: number): void => {
     if (depth > 16) return;
     let value = schema;
@@ -133,7 +135,8 @@ function explodedMembers(node: Record<string, unknown>, at: Location | undefined
       value = followed?.value;
       place = followed?.at;
     }
-    if (!isPlainObject(value)) return;
+    if (!isPlainObject(value) || seen.has(value)) return;
+    seen.add(value);
     const type = value['type'];
     if (type !== undefined && type !== 'object' && !(Array.isArray(type) && type.includes('object'))) return;
     if (isPlainObject(value['properties'])) for (const name of Object.keys(value['properties'])) names.add(name);

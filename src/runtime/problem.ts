@@ -2,12 +2,9 @@
  * RFC 9457 problem details for the guard's own answers, with stable `type` URIs. Imports only `wire.ts` (and
  * Node's `TextEncoder` global); copied into users' generated code.
  */
-import { PROBLEM_HEADER } from './wire.js';
+import { PROBLEM_BASE, PROBLEM_HEADER } from './wire.js';
 
-export { PROBLEM_HEADER };
-
-/** Base of every problem type URI idemkit answers with. */
-export const PROBLEM_BASE = 'https://idemkit.dev/problems/';
+export { PROBLEM_BASE, PROBLEM_HEADER };
 
 /** The guard's problem types and their titles. The names are stable once released. */
 export const PROBLEM_TITLES = {

@@ -9,6 +9,9 @@
  */
 export const PROBLEM_HEADER = 'idempotency-problem';
 
+/** Base of every problem type URI idemkit answers with. */
+export const PROBLEM_BASE = 'https://idemkit.dev/problems/';
+
 /**
  * Whether a key header is OASIS Repeatable Requests' `Repeatability-Request-ID` (Azure SDKs send it): its
  * requests also say when they were first sent (`Repeatability-First-Sent`), and answers say

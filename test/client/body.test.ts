@@ -45,6 +45,7 @@ describe('client encodeBody', () => {
       [{ raw: Buffer.from('x') }, 'a file or bytes'],
       [{ m: new Map([['a', 1]]) }, 'a Map'],
       [{ s: new Set([1]) }, 'a Set'],
+      [{ w: { toJSON: () => Buffer.from('hi') } }, 'a file or bytes'],
     ] as const;
     for (const [value, kind] of cases) {
       assert.throws(() => encodeBody({ doc: value }, 'multipart/form-data'), (error: Error) => error instanceof TypeError && error.message.startsWith(`"doc" holds ${kind} inside a JSON part (at \``));

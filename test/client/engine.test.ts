@@ -203,6 +203,15 @@ describe('client sendIntent', () => {
     assert.ok(unexposed.result.kind === 'completed' && unexposed.result.replayed);
     const abandoned = await send([json(409, problem('idempotency-request-abandoned'))], quiet);
     assert.equal(abandoned.result.kind, 'unknown');
+    // Only those: the API's own type that merely looks alike is the handler's answer, and a guard
+    // "store unavailable" passed on in a handler's body (a gateway, an upstream service) never makes a repeat look safe.
+    const lookalike = await send([json(409, { type: 'https://api.example.com/problems/idempotency-conflict' }), json(201, created)], quiet);
+    assert.ok(lookalike.result.kind === 'rejected' && lookalike.result.reason === 'client-error');
+    assert.equal(lookalike.rt.seen.length, 1);
+    const external: CompiledContract = { ...externalNoKey, responses: { ...externalNoKey.responses, replayOnFirst: false } };
+    const upstream = await send([json(503, problem('idempotency-store-unavailable')), json(201, created)], external);
+    assert.equal(upstream.result.kind, 'unknown');
+    assert.equal(upstream.rt.seen.length, 1);
   });
 
   it('an external effect whose provider key is forwarded is retried with the same key', async () => {

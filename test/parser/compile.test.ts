@@ -104,7 +104,7 @@ describe('compileContract', () => {
     const doc = await loadDocument(fixture('query-styles.yaml'));
     const op = operation(doc, 'createInvoice');
     // The parameter's own name stays: an object holding lists or objects is sent under it (filter[tags][0]=a).
-    assert.deepEqual(compileContract(op, doc).fingerprint.query, ['after', 'dry', 'expand', 'filter', 'limit', 'meta', 'page', 'range', 'size', 'status']);
+    assert.deepEqual(compileContract(op, doc).fingerprint.query, ['after', 'dry', 'expand', 'filter', 'limit', 'meta', 'node', 'page', 'range', 'size', 'status', 'tree']);
   });
 
   it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {

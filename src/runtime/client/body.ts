@@ -89,6 +89,11 @@ function quoted(text: string): string {
   return `"${text.replace(/"/g, '%22').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}"`;
 }
 
+/** What a multipart JSON part cannot hold (see {@link jsonPartMember}), or `undefined`. */
+function unwritableKind(value: unknown): string | undefined {
+  return isBinary(value) ? 'a file or bytes' : value instanceof Map ? 'a Map' : value instanceof Set ? 'a Set' : undefined;
+}
+
 /**
  * The `JSON.stringify` replacer of a multipart JSON part: a file or bytes (a `Buffer` too, read before its own
  * `toJSON` turns it into `{type, data}`), a `Map` or a `Set` inside it would be written as `{}` or as numbers and the
@@ -98,7 +103,8 @@ function quoted(text: string): string {
 function jsonPartMember(field: string): (this: unknown, key: string, member: unknown) => unknown {
   return function (this: unknown, key, member) {
     const original: unknown = key === '' || this === null || typeof this !== 'object' ? member : (this as Record<string, unknown>)[key];
-    const kind = isBinary(original) ? 'a file or bytes' : original instanceof Map ? 'a Map' : original instanceof Set ? 'a Set' : undefined;
+    // The value as held, and what its own `toJSON` made of it.
+    const kind = [original, member].map(unwritableKind).find((found) => found !== undefined);
     if (kind === undefined) return member;
     const where = key === '' ? '' : ` (at \`${key}\`)`;
     throw new TypeError(

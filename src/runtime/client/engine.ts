@@ -16,7 +16,7 @@
  * compiled contract types and `wire.ts`.
  */
 import type { CompiledContract } from '../contract.js';
-import { isRepeatableRequestsKey, PROBLEM_HEADER } from '../wire.js';
+import { isRepeatableRequestsKey, PROBLEM_BASE, PROBLEM_HEADER } from '../wire.js';
 import { backoffDelay, parseRetryAfter } from './backoff.js';
 import { Intent, randomKey } from './intent.js';
 
@@ -184,6 +184,9 @@ export function repeatIsSafe(contract: CompiledContract): boolean {
   return !contract.effect.external || contract.effect.providerKey !== 'none';
 }
 
+/** The guard's problem types that only ever mean "wait" or "outcome unknown" (read from a body without the header). */
+const WAIT_OR_UNKNOWN = new Set(['idempotency-request-in-progress', 'idempotency-request-abandoned', 'idempotency-request-expired'].map((name) => PROBLEM_BASE + name));
+
 function problemType(body: unknown): string {
   if (typeof body === 'object' && body !== null && typeof (body as { type?: unknown }).type === 'string') {
     return (body as { type: string }).type;
@@ -298,11 +301,12 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       const replayed = replayHeader === 'true';
       const problem = res.headers.get(PROBLEM_HEADER);
       // The handler's own first answer says `false`; a contract that sends the flag on replays only
-      // (`replayOnFirst: false`) marks it by what it lacks: no flag, none of the guard's problem header, and no
-      // guard problem type in the body (a browser may not be allowed to read the header, a proxy may drop it).
+      // (`replayOnFirst: false`) marks it by what it lacks: no flag and none of the guard's problem header — unless
+      // its body is one of the guard's "wait" or "unknown" problems (a browser may not be allowed to read the header,
+      // a proxy may drop it), which never make a repeat look safe.
       const handled =
         replayHeader === 'false' ||
-        (contract.responses.replayOnFirst === false && !replayed && problem === null && !/\/idempotency-[a-z-]+$/.test(problemType(body)));
+        (contract.responses.replayOnFirst === false && !replayed && problem === null && !WAIT_OR_UNKNOWN.has(problemType(body)));
       verdict = classify(contract, res.status, body, replayed, handled, problem);
       if (verdict.act === 'complete') {
         return {
