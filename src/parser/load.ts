@@ -181,7 +181,6 @@ class DocumentLoader implements ApiDocument {
     const entries: [string, unknown, Location][] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => [path, item, followed.at]);
     if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push([path, item, pathsAt]);
     const operationIds = new Map<string, Location>();
-    const written = new Set(entries.map(([path]) => path));
     for (const [path, rawItem, base] of entries) {
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
@@ -196,7 +195,7 @@ class DocumentLoader implements ApiDocument {
       }
       const pathItem = item.value;
       // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
-      const queryWarning = hasContract(pathItem) ? pathQueryWarning(path, written) : undefined;
+      const queryWarning = hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some(([other]) => other === bare)) : undefined;
       if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
       for (const method of HTTP_METHODS) {
         if (!Object.prototype.hasOwnProperty.call(pathItem, method)) continue;
@@ -677,16 +676,16 @@ function memoizeByStatus<T>(lookup: (status: number) => T): (status: number) => 
 /**
  * The warning for a path template that holds a query (`/receipts?before={before}`, RFC 6570's `/search{?q}`) or a
  * fragment, or `undefined`: servers route on the path alone, so a guard made from it matches no route. `written`
- * holds the document's paths, to say when the path without its query is already one of them.
+ * tells whether the document has a path, to say when the path without its query is already one of them.
  */
-function pathQueryWarning(path: string, written: ReadonlySet<string>): string | undefined {
+function pathQueryWarning(path: string, written: (path: string) => boolean): string | undefined {
   let cut = path.search(/[?#]/);
   if (cut === -1) return undefined;
   const expansion = cut > 0 && path[cut - 1] === '{';
   if (expansion) cut -= 1;
   const what = expansion ? 'query expansion' : path[cut] === '#' ? 'fragment' : 'query string';
   const bare = path.slice(0, cut);
-  const fix = written.has(bare) ? `move its operations to '${bare}', which the document already has,` : `write '${bare}'`;
+  const fix = written(bare) ? `move its operations to '${bare}', which the document already has,` : `write '${bare}'`;
   return `path '${path}' holds a ${what}: a path template is the path alone, and servers route on the path without its query, so a guard made from '${path}' matches no route — ${fix} and declare each query value as an \`in: query\` parameter`;
 }
 

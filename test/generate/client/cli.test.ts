@@ -16,6 +16,16 @@ describe('idemkit generate client', () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+  /** Writes `lines` as `name`, generates a client from it, and returns stderr after checking exit 2 and no stack trace. */
+  async function refused(name: string, lines: readonly string[]): Promise<string> {
+    const spec = path.join(dir, name);
+    writeFileSync(spec, lines.join('\n'));
+    const io = bufferIo(dir);
+    assert.equal(await main(['generate', 'client', spec, '--out', 'out'], io), 2);
+    assert.doesNotMatch(io.err, /\n\s+at /);
+    return io.err;
+  }
+
   it('writes the client, and --check passes until a generated file drifts', async () => {
     const out = path.join(dir, 'api-client');
     const io = bufferIo(dir);
@@ -47,19 +57,11 @@ describe('idemkit generate client', () => {
   });
 
   it('refuses a document without operations with a one-line error and exit 2', async () => {
-    const spec = path.join(dir, 'empty.yaml');
-    writeFileSync(spec, 'openapi: 3.1.0\ninfo: { title: x, version: "1" }\npaths: {}\n');
-    const io = bufferIo(dir);
-    assert.equal(await main(['generate', 'client', spec, '--out', 'out'], io), 2);
-    assert.match(io.err, /no operation/);
-    assert.doesNotMatch(io.err, /\n\s+at /);
+    assert.match(await refused('empty.yaml', ['openapi: 3.1.0', 'info: { title: x, version: "1" }', 'paths: {}', '']), /no operation/);
   });
 
   it('names a broken schema $ref instead of emitting a wrong type', async () => {
-    const spec = path.join(dir, 'broken.yaml');
-    writeFileSync(
-      spec,
-      [
+    const err = await refused('broken.yaml', [
         'openapi: 3.1.0',
         'info: { title: x, version: "1" }',
         'paths:',
@@ -69,19 +71,12 @@ describe('idemkit generate client', () => {
         '      responses:',
         "        '200': { description: ok, content: { application/json: { schema: { $ref: '#/components/schemas/Nope' } } } }",
         '',
-      ].join('\n'),
-    );
-    const io = bufferIo(dir);
-    assert.equal(await main(['generate', 'client', spec, '--out', 'out'], io), 2);
-    assert.match(io.err, /Nope/);
-    assert.doesNotMatch(io.err, /\n\s+at /);
+    ]);
+    assert.match(err, /Nope/);
   });
 
   it('a broken $ref: one line with file:line:column of the first in the file (not the first the generator meets), what is wrong and the fix', async () => {
-    const spec = path.join(dir, 'refs.yaml');
-    writeFileSync(
-      spec,
-      [
+    const err = await refused('refs.yaml', [
         'swagger: "2.0"',
         'info: { title: x, version: "1" }',
         'paths:',
@@ -97,11 +92,8 @@ describe('idemkit generate client', () => {
         '        "200": { description: ok, schema: { $ref: "#/definitions/Gone" } }',
         'definitions: {}',
         '',
-      ].join('\n'),
-    );
-    const io = bufferIo(dir);
-    assert.equal(await main(['generate', 'client', spec, '--out', 'out'], io), 2);
-    assert.match(io.err.trim(), /^refs\.yaml:8:\d+: \$ref "Missing" names no definitions entry and no file — add "#\/definitions\/Missing" or point the \$ref at an existing one \(and 1 more broken \$ref\)$/);
+    ]);
+    assert.match(err.trim(), /^refs\.yaml:8:\d+: \$ref "Missing" names no definitions entry and no file — add "#\/definitions\/Missing" or point the \$ref at an existing one \(and 1 more broken \$ref\)$/);
   });
 
   it('Swagger 2.0 `$ref: Name` is read as #/definitions/Name; in OpenAPI 3 the error says to write the pointer', async () => {
