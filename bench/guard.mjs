@@ -9,7 +9,10 @@
 //           --downstream ms (default 2) call to another service (a timer standing in for a payment provider's answer), as
 //           the handlers a guard is put in front of usually do. The no-op and write rows stay the reference.
 // Prints requests/s and p50/p99 for fresh keys and for replays, as ratios to the bare handler of the same kind,
-// the app process's CPU time per request, and the store server's (Redis, PostgreSQL) CPU time per request. Each phase's time is cut into --rounds slices run interleaved
+// the app process's CPU time per request, and the store server's (Redis, PostgreSQL) CPU time per request, at each
+// number of connections asked for (default 16 and 64). A closed loop of few connections measures latency as much as
+// capacity: at 16, a guarded request that waits for its store round trips leaves the app idle meanwhile, while the
+// bare handler already keeps it busy; at 64 both are saturated, so requests/s is the server's capacity. Each phase's time is cut into --rounds slices run interleaved
 // (bare, bare write, fresh, fresh write, bare call, fresh call, replay; then again), so a change in the machine's other load hits every
 // phase alike instead of skewing one ratio. Replays never run the handler, so the one replay figure is shown
 // against both references.
@@ -21,7 +24,7 @@
 // synchronous_commit off (the disk is not what is measured there), so sqlite-normal is its like-for-like row.
 // The PostgreSQL pool has 10 connections (PG_POOL_MAX=n changes it) and the store batches (its default; PG_BATCH=0
 // sends every call alone); Redis uses ioredis auto-pipelining (REDIS_AUTO_PIPELINING=0 turns it off).
-// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16] [--stores memory,sqlite,sqlite-normal,postgres,redis] [--downstream 2]
+// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16,64] [--stores memory,sqlite,sqlite-normal,postgres,redis] [--downstream 2]
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -36,7 +39,8 @@ const args = Object.fromEntries(
   process.argv.slice(2).reduce((pairs, arg, i, all) => (arg.startsWith('--') ? [...pairs, [arg.slice(2), all[i + 1]]] : pairs), []),
 );
 const SECONDS = Number(args.seconds ?? 3);
-const CONNECTIONS = Number(args.connections ?? 16);
+const CONNECTIONS = String(args.connections ?? '16,64').split(',').map(Number);
+if (CONNECTIONS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--connections takes positive integers, e.g. 16,64');
 const STORES = (args.stores ?? 'memory,sqlite,sqlite-normal,postgres,redis').split(',');
 // The store the guard is generated for, per bench store name.
 const GENERATED_STORE = { 'sqlite-normal': 'sqlite' };
@@ -267,7 +271,7 @@ function treeCpuMs(root) {
  * Closed-loop load over raw keep-alive sockets (an autocannon-like loop without its dependency): each
  * connection sends the next request as soon as the previous answer is complete. `next(i)` builds request i.
  */
-async function load(port, next, ms) {
+async function load(port, next, ms, connections = CONNECTIONS[0]) {
   const latencies = [];
   let counter = 0;
   let errors = 0;
@@ -275,7 +279,7 @@ async function load(port, next, ms) {
   const warmEnd = performance.now() + Math.min(WARMUP_MS, ms / 10);
   let responses = 0;
   await Promise.all(
-    Array.from({ length: CONNECTIONS }, () =>
+    Array.from({ length: connections }, () =>
       new Promise((resolve) => {
         const socket = net.connect(port, '127.0.0.1');
         socket.setNoDelay(true);
@@ -361,33 +365,43 @@ try {
         continue;
       }
       // name, path, key of request i in round r (none: bare), topic (replays keep one payload)
+      const keys = Math.max(...CONNECTIONS);
       const phases = [
         ['bare', '/bare', undefined],
         ['bareWrite', '/bare-write', undefined],
-        ['fresh', '/v1/demo-requests', (r, i) => `fresh-${run}-${r}-${i}`],
-        ['freshWrite', '/guarded-write', (r, i) => `fresh-write-${run}-${r}-${i}`],
+        ['fresh', '/v1/demo-requests', (r, i, c) => `fresh-${run}-${c}-${r}-${i}`],
+        ['freshWrite', '/guarded-write', (r, i, c) => `fresh-write-${run}-${c}-${r}-${i}`],
         ['bareCall', '/bare-call', undefined],
-        ['freshCall', '/guarded-call', (r, i) => `fresh-call-${run}-${r}-${i}`],
-        ['replay', '/v1/demo-requests', (_r, i) => `replay-${run}-${i % CONNECTIONS}`, 'replay'],
+        ['freshCall', '/guarded-call', (r, i, c) => `fresh-call-${run}-${c}-${r}-${i}`],
+        ['replay', '/v1/demo-requests', (_r, i) => `replay-${run}-${i % keys}`, 'replay'],
       ];
       // Replays: complete one key per connection first, then hit those keys only.
-      for (let c = 0; c < CONNECTIONS; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50);
-      const slices = Object.fromEntries(phases.map(([name]) => [name, []]));
+      for (let c = 0; c < keys; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50, 1);
+      const slices = {};
       const sliceMs = ms / ROUNDS;
       for (let round = -1; round < ROUNDS; round += 1) {
-        for (const [name, pathname, keyOf, topic] of phases) {
-          // Round -1 warms every route up (JIT, pools, prepared statements) and is not counted.
-          const cpu0 = cpuMs(app.pid);
-          const server0 = backend.cpuMs?.();
-          const slice = await load(app.port, (i) => request(pathname, keyOf?.(round, i), topic ?? `t-${run}-${round}-${i}`), Math.min(sliceMs, round < 0 ? 1000 : sliceMs));
-          const cpu1 = cpuMs(app.pid);
-          const server1 = backend.cpuMs?.();
-          const delta = (a, b) => (a === undefined || b === undefined ? NaN : b - a);
-          if (round >= 0) slices[name].push({ ...slice, cpuMs: delta(cpu0, cpu1), serverCpuMs: delta(server0, server1) });
+        for (const connections of CONNECTIONS) {
+          for (const [name, pathname, keyOf, topic] of phases) {
+            // Round -1 warms every route up (JIT, pools, prepared statements) and is not counted.
+            const cpu0 = cpuMs(app.pid);
+            const server0 = backend.cpuMs?.();
+            const slice = await load(
+              app.port,
+              (i) => request(pathname, keyOf?.(round, i, connections), topic ?? `t-${run}-${connections}-${round}-${i}`),
+              Math.min(sliceMs, round < 0 ? 1000 : sliceMs),
+              connections,
+            );
+            const cpu1 = cpuMs(app.pid);
+            const server1 = backend.cpuMs?.();
+            const delta = (a, b) => (a === undefined || b === undefined ? NaN : b - a);
+            if (round >= 0) (slices[`${name}@${connections}`] ??= []).push({ ...slice, cpuMs: delta(cpu0, cpu1), serverCpuMs: delta(server0, server1) });
+          }
         }
       }
-      const result = Object.fromEntries(phases.map(([name]) => [name, summarise(slices[name])]));
-      rows.push({ store, ...result, errors: phases.reduce((n, [name]) => n + result[name].errors, 0) });
+      for (const connections of CONNECTIONS) {
+        const result = Object.fromEntries(phases.map(([name]) => [name, summarise(slices[`${name}@${connections}`])]));
+        rows.push({ store, connections, ...result, errors: phases.reduce((n, [name]) => n + result[name].errors, 0) });
+      }
     } finally {
       await app.stop();
       await backend.stop();
@@ -399,33 +413,25 @@ try {
 
 const cell = (r, ref) => `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
-console.log(`guard overhead: Express, ${CONNECTIONS} keep-alive connections, ${SECONDS}s per phase in ${ROUNDS} interleaved slices, node ${process.version}`);
+console.log(`guard overhead: Express, ${SECONDS}s per phase in ${ROUNDS} interleaved slices, node ${process.version}`);
 console.log('req/s (ratio to the bare handler of the same kind), p50/p99 ms, app-process CPU µs per request; replays never run the handler');
-console.log('no-op handler:');
-console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu  | non-201');
-for (const row of rows) {
-  if (row.skipped) {
-    console.log(`${row.store.padEnd(13)} | skipped: ${row.skipped}`);
-    continue;
-  }
-  console.log(`${row.store.padEnd(13)} | ${base(row.bare)} | ${cell(row.fresh, row.bare)} | ${cell(row.replay, row.bare)} | ${row.errors}`);
-}
-console.log('write handler (one business write on the same store/database):');
-console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
-for (const row of rows) {
-  if (row.skipped) continue;
-  console.log(`${row.store.padEnd(13)} | ${base(row.bareWrite)} | ${cell(row.freshWrite, row.bareWrite)} | ${cell(row.replay, row.bareWrite)}`);
-}
-console.log(`extra, realistic: write + ${DOWNSTREAM_MS} ms downstream call (a timer standing in for a provider's answer):`);
-console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
-for (const row of rows) {
-  if (row.skipped) continue;
-  console.log(`${row.store.padEnd(13)} | ${base(row.bareCall)} | ${cell(row.freshCall, row.bareCall)} | ${cell(row.replay, row.bareCall)}`);
-}
-console.log('store server CPU µs per request (redis-server; PostgreSQL postmaster and backends), on the same cores as the app:');
-console.log('store         | bare write | fresh | fresh write | replay');
-for (const row of rows) {
-  if (row.skipped || !Number.isFinite(row.fresh.serverCpuUs)) continue;
+for (const connections of CONNECTIONS) {
+  const measured = rows.filter((row) => row.connections === connections);
+  console.log(`\n${connections} keep-alive connections`);
+  console.log('no-op handler:');
+  console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu  | non-201');
+  for (const row of measured) console.log(`${row.store.padEnd(13)} | ${base(row.bare)} | ${cell(row.fresh, row.bare)} | ${cell(row.replay, row.bare)} | ${row.errors}`);
+  console.log('write handler (one business write on the same store/database):');
+  console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
+  for (const row of measured) console.log(`${row.store.padEnd(13)} | ${base(row.bareWrite)} | ${cell(row.freshWrite, row.bareWrite)} | ${cell(row.replay, row.bareWrite)}`);
+  console.log(`extra, realistic: write + ${DOWNSTREAM_MS} ms downstream call (a timer standing in for a provider's answer):`);
+  console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
+  for (const row of measured) console.log(`${row.store.padEnd(13)} | ${base(row.bareCall)} | ${cell(row.freshCall, row.bareCall)} | ${cell(row.replay, row.bareCall)}`);
+  const served = measured.filter((row) => Number.isFinite(row.fresh.serverCpuUs));
+  if (served.length === 0) continue;
+  console.log('store server CPU µs per request (redis-server; PostgreSQL postmaster and backends), on the same cores as the app:');
+  console.log('store         | bare write | fresh | fresh write | replay');
   const us = (r) => fmt(r.serverCpuUs).padStart(5);
-  console.log(`${row.store.padEnd(13)} | ${us(row.bareWrite).padStart(10)} | ${us(row.fresh)} | ${us(row.freshWrite).padStart(11)} | ${us(row.replay).padStart(6)}`);
+  for (const row of served) console.log(`${row.store.padEnd(13)} | ${us(row.bareWrite).padStart(10)} | ${us(row.fresh)} | ${us(row.freshWrite).padStart(11)} | ${us(row.replay).padStart(6)}`);
 }
+for (const row of rows) if (row.skipped) console.log(`${row.store}: skipped, ${row.skipped}`);
