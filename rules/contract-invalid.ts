@@ -15,6 +15,7 @@ export default defineRule({
       invalid: '{message}',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     for (const error of ctx.contract?.schemaErrors ?? []) {
       ctx.report('invalid', error.at, { message: error.message });

@@ -20,6 +20,7 @@ export default defineRule({
         'is marked `{name}`, so clients repeat it, but has no `x-idempotency` contract: add `x-idempotency` so a repeat cannot run the effect twice, or `x-idempotency: false` and drop the marker',
     },
   },
+  operations: 'unsafe',
   check(ctx) {
     if (ctx.contract !== undefined || !isUnsafe(ctx.operation, ctx.settings.unsafeMethods)) return;
     const evidence = keyEvidence(ctx.document, ctx.operation, ctx.settings.keyHeaders);

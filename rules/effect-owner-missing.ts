@@ -15,6 +15,7 @@ export default defineRule({
         'no `effect.owner`: nobody can tell which service runs the effect and reconciles a stuck `in_progress`; add `effect: {owner: <service>, external: false}` (set `external: true` when the effect leaves this service\'s database)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (contract && (contract.effect?.owner === undefined || contract.effect.owner.trim() === '')) {

@@ -15,6 +15,7 @@ export default defineRule({
         'the effect is external but {provider} and there is no `effect.statusRoute`: after a crash between the provider call and the record, the outcome can be neither deduplicated nor read back; forward the key to the provider (`providerKey: forward` or `derived`) or add a `statusRoute` that reads the result',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const effect = contract?.effect;

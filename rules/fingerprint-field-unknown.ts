@@ -25,6 +25,7 @@ export default defineRule({
         'the fingerprint names body fields but {operation} takes no request body: declare the request body, or drop `fingerprint.{list}`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const fingerprint = contract?.fingerprint;

@@ -15,6 +15,7 @@ export default defineRule({
         'no `fingerprint`: a key reused with a different body would replay the first result instead of answering `mismatch`; add `fingerprint: {include: [/field, …]}` (or `include: all` with `exclude: [/clientSentAt]`)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract || contract.fingerprint !== undefined || fieldInvalid(contract, 'fingerprint')) return;

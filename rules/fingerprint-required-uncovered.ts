@@ -15,6 +15,7 @@ export default defineRule({
         'required property `{name}` of {schema} is neither included in nor excluded from the fingerprint: requests that differ only in `{name}` count as the same payload; add `/{escaped}` to `fingerprint.include` (or to `exclude` if it never changes the effect)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const fingerprint = contract?.fingerprint;

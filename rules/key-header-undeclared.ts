@@ -19,6 +19,7 @@ export default defineRule({
         'the key header parameter `{header}` says `required: {declared}` but the contract says `key.required: {contract}`: make them agree (set `required: {contract}` here)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

@@ -15,6 +15,7 @@ export default defineRule({
         '`key.required` is false: a client that omits `{header}` and retries after a lost response runs the effect twice; set `key.required: true` and answer a missing key with `responses.missingKey` (400)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (contract?.key.required === false) ctx.report('optional', contract.at('key', 'required'), { header: contract.key.header });

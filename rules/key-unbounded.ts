@@ -29,6 +29,7 @@ export default defineRule({
         '`key.maxLength` is {maxLength} but the header parameter `{header}` declares `maxLength: {declared}`: clients follow the documented limit and the guard enforces the contract one; make them agree',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

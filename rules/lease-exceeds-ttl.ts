@@ -15,6 +15,7 @@ export default defineRule({
         '`lease` {lease} is longer than `ttl` {ttl}: the record could expire while its owner still runs, and a retry would run the effect a second time; shorten the lease or raise `ttl` above it',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const lease = contract?.lease?.ms;

@@ -16,6 +16,7 @@ export default defineRule({
       invalid: '`lease: {value}` is not a positive duration: an owner with a zero lease is abandoned at once; write e.g. `PT30S`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

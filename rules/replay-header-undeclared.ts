@@ -15,6 +15,7 @@ export default defineRule({
         'the {status} success response does not declare the replay header `{header}`: clients cannot tell a replayed result from a first execution; add `{header}` (a boolean header) to its `headers`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const header = contract?.responses.replay?.header;

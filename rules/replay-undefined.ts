@@ -25,6 +25,7 @@ export default defineRule({
         'the {status} success response carries no result id (no `id`, `…Id`, `…_id`, `sid` or `pspReference` property, also inside a wrapping member or its list items; no `Location` or `Operation-Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

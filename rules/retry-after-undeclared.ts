@@ -15,6 +15,7 @@ export default defineRule({
         'the {status} response that answers `{state}` declares no `Retry-After` header: clients cannot tell when to retry with the same key; add a `Retry-After` header (integer seconds) to this response',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

@@ -18,6 +18,7 @@ export default defineRule({
       invalidDeadline: '`retry.deadline: {value}` is not a positive ISO 8601 duration: write e.g. `PT30S`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

@@ -22,6 +22,7 @@ export default defineRule({
         'declares `Retry-After` on its {status} response, which invites clients to repeat the write, but has no `x-idempotency` contract: add a contract so the repeat is deduplicated, or drop `Retry-After` from that response',
     },
   },
+  operations: 'unsafe',
   check(ctx) {
     const { operation: op, document: doc, contract } = ctx;
     if (!isUnsafe(op, ctx.settings.unsafeMethods)) return;

@@ -14,6 +14,7 @@ export default defineRule({
         'no key `scope`: nobody can tell whose keys collide with whose; add `scope: [principal]` (plus e.g. `header:X-Tenant-Id`), or `scope: [global]` to make a wide scope explicit',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (contract && (contract.scope === undefined || contract.scope.length === 0) && !fieldInvalid(contract, 'scope')) ctx.report('missing', contract.at('scope'));

@@ -20,6 +20,7 @@ export default defineRule({
         'scope [{scope}] names no owner on {operation}, which is authenticated: two callers that pick the same key share one record; add `principal` (or a tenant/account parameter) to the scope',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract?.scope || contract.scope.length === 0) return;

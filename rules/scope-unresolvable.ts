@@ -19,6 +19,7 @@ export default defineRule({
         'scope part `principal`, but the security requirements of {operation} allow anonymous requests (an empty alternative): every anonymous caller shares one key space; remove the `{}` alternative or add another scope part',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract?.scope) return;

@@ -32,6 +32,7 @@ export default defineRule({
         'the key header `{header}` follows OASIS Repeatable Requests, so the guard answers 412 to a request first sent longer ago than its records are kept, but {operation} documents no 412: add a `\'412\'` response (e.g. application/problem+json)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

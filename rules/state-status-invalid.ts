@@ -24,6 +24,7 @@ export default defineRule({
         '`responses.storeUnavailable` answers {status}: the store being down is the server\'s transient failure, not the client\'s; answer 503 with `Retry-After`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

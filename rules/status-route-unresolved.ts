@@ -16,6 +16,7 @@ export default defineRule({
         '`effect.statusRoute` `{route}` is {target}, not a safe GET: reading an outcome must not cause another effect; point it at a GET operation',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const route = contract?.effect?.statusRoute;

@@ -15,6 +15,7 @@ export default defineRule({
         '`ttl` {ttl} is shorter than the retry budget {budget} plus the lease {lease} ({needed}): a retry inside the budget could find the record gone and run the effect twice; raise `ttl` to at least {needed}',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const ttlMs = contract?.ttl?.ms;

@@ -14,6 +14,7 @@ export default defineRule({
       notPositive: '`ttl: {value}` is zero: records would expire at once and every retry would run the effect again; use e.g. `P1D`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     const ttl = contract?.ttl;

@@ -15,6 +15,7 @@ export default defineRule({
         'no `ttl`: clients cannot know how long a retry with the same key is still deduplicated; add e.g. `ttl: P1D` (an ISO 8601 duration that covers the retry deadline)',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (contract && contract.ttl === undefined) ctx.report('missing', contract.at('ttl'));

@@ -17,6 +17,7 @@ export default defineRule({
         '`unknownOutcome: status-route` but the contract names no `effect.statusRoute`: add the operationId of the GET that reads the outcome, or use `unknownOutcome: surface`',
     },
   },
+  operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;

@@ -1,12 +1,13 @@
 /**
- * The lint engine: runs every rule over every operation of a document, adds severity and position, merges
- * the same fault reached through several operations (a shared `$ref` component) into one finding, reports
- * the document's own warnings once, and sorts. Pure: no I/O beyond the document's lazy positions.
+ * The lint engine: runs every rule over the operations it looks at (all, or those a rule's `operations`
+ * names), adds severity and position, merges the same fault reached through several operations (a shared
+ * `$ref` component) into one finding, reports the document's own warnings once, and sorts. Pure: no I/O beyond the document's lazy positions.
  */
 import { InternalError } from '../errors.js';
 import type { ApiDocument, DocumentWarning, Location, Position } from '../parser/model.js';
 import { schemaShapeWarnings } from './document-shapes.js';
-import type { Finding, LintSettings, Rule, RuleContext, Severity } from './rule.js';
+import type { Finding, LintSettings, Rule, RuleContext, RuleOperations, Severity } from './rule.js';
+import { isUnsafe } from './views.js';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -46,6 +47,16 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
 
   const operations = doc.operations;
   const names = operations.map((operation) => operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`);
+  // The operations each kind of rule looks at (see RuleOperations): most rules read contracts, which a big
+  // document puts on a fraction of its operations.
+  const every: number[] = [];
+  const scoped: Record<RuleOperations, number[]> = { contracted: [], unsafe: [] };
+  for (let index = 0; index < operations.length; index++) {
+    const operation = operations[index]!;
+    every.push(index);
+    if (operation.contract !== undefined) scoped.contracted.push(index);
+    if (isUnsafe(operation, settings.unsafeMethods)) scoped.unsafe.push(index);
+  }
   for (const rule of options.rules) {
     const severity = severities[rule.meta.id] ?? rule.meta.severity;
     if (severity === 'off') continue;
@@ -64,7 +75,7 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
         add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, name);
       },
     };
-    for (let index = 0; index < operations.length; index++) {
+    for (const index of rule.operations === undefined ? every : scoped[rule.operations]) {
       const operation = operations[index]!;
       name = names[index]!;
       ctx.operation = operation;

@@ -43,8 +43,16 @@ export interface DocumentContext<M extends string> {
   report(messageId: M, at: Location, data?: Readonly<Record<string, string | number>>): void;
 }
 
+/**
+ * The operations a rule's `check` can report on: `contracted`, those that carry `x-idempotency` (`false`
+ * included); `unsafe`, those whose method the settings count as unsafe. The engine calls `check` on those only.
+ */
+export type RuleOperations = 'contracted' | 'unsafe';
+
 export interface Rule<M extends string = string> {
   readonly meta: RuleMeta<M>;
+  /** Which operations `check` looks at (every operation when omitted); see {@link RuleOperations}. */
+  readonly operations?: RuleOperations;
   check(ctx: RuleContext<M>): void;
   /** Optional: runs once per document, after `check` has run on every operation. */
   checkDocument?(ctx: DocumentContext<M>): void;

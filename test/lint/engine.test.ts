@@ -126,6 +126,27 @@ describe('lint engine', () => {
     assert.deepEqual(seen[0], { unsafeMethods: ['post', 'put'], keyHeaders: [] });
   });
 
+  it('runs a rule on the operations it names: those with x-idempotency (false included), or the unsafe ones under the settings', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const seen = (operations: Rule['operations'], settings?: Partial<LintSettings>) => {
+      const labels: string[] = [];
+      const spy: Rule = defineRule({
+        meta: { id: 'spy', severity: 'info', description: 'd', criterion: 'contract', rationale: 'r', messages: { m: 'm' } },
+        ...(operations ? { operations } : {}),
+        check(ctx) {
+          labels.push(ctx.operation.label);
+        },
+      });
+      lintDocument(doc, { rules: [spy], ...(settings ? { settings } : {}) });
+      return labels;
+    };
+    const all = ['POST /uses-true (usesTrue)', 'POST /overrides (overrides)', 'POST /opted-out (optedOut)', 'POST /no-contract (noContract)'];
+    assert.deepEqual(seen(undefined), all);
+    assert.deepEqual(seen('contracted'), all.slice(0, 3));
+    assert.deepEqual(seen('unsafe'), all);
+    assert.deepEqual(seen('unsafe', { unsafeMethods: ['put'] }), []);
+  });
+
   it('turns a crashing rule into an InternalError that names the rule and operation', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const crashing: Rule = defineRule({
