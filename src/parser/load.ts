@@ -195,7 +195,7 @@ class DocumentLoader implements ApiDocument {
       }
       const pathItem = item.value;
       // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
-      const queryWarning = hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some(([other]) => other === bare)) : undefined;
+      const queryWarning = /[?#]/.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some(([other]) => other === bare)) : undefined;
       if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
       for (const method of HTTP_METHODS) {
         if (!Object.prototype.hasOwnProperty.call(pathItem, method)) continue;

@@ -315,6 +315,15 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: paths.line, column: paths.column }, { line: 12, column: 3 });
     });
 
+    it('a JSON contract whose strings hold an escaped quote followed by `:` loads, and a key written twice beside one is still found', async () => {
+      // `\":` inside a string looks like the end of a member name to a text scan; it is not one.
+      const doc = await loadDocument(fixture('escaped-quote-contract.json'));
+      assert.equal(doc.operations[0]!.contract?.effect?.owner, 'payments \\": not a name": nor this');
+      const error = await loadError('bad/duplicate-key-escaped-quote.json');
+      assert.equal(error.message, 'duplicate key `ttl` (first at line 20) — keep one');
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/duplicate-key-escaped-quote.json'), '"ttl": "PT1H"', '"ttl"'));
+    });
+
     it('a JSON key written twice whose dropped value holds no contract is not an error, even with contracts between', async () => {
       // The webhook's x-idempotency is no operation's, so the loader looks for a dropped copy holding one.
       const doc = await loadDocument(fixture('duplicate-info-webhook-contract.json'));
