@@ -889,8 +889,15 @@ export function isKeyHeaderName(name: string, extra: readonly string[] = []): bo
   return isKnownKeyHeader(name) || extra.some((h) => h.toLowerCase() === name.toLowerCase());
 }
 
+/** The first letters of {@link KNOWN_KEY_FIELDS}, as character codes. */
+const KEY_FIELD_INITIALS = new Set(KNOWN_KEY_FIELDS.map((name) => name.charCodeAt(0)));
+
 /** Whether a body/query field name may carry an idempotency key (see {@link isKeyField} for the whole test). */
 export function isKeyFieldName(name: string): boolean {
+  // A name that starts with an ASCII letter keeps it first, lower-cased, once normalised: one that no known
+  // name starts with is not one, without normalising it (most body properties of a big document).
+  const initial = name.charCodeAt(0) | 0x20;
+  if (initial >= 0x61 && initial <= 0x7a && !KEY_FIELD_INITIALS.has(initial)) return false;
   return KNOWN_KEY_FIELDS.includes(normaliseField(name));
 }
 
