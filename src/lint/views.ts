@@ -35,7 +35,7 @@ export function parsePointer(pointer: string): string[] | undefined {
 /** The location of a child of `at`, e.g. `child(op.at, 'responses', '200')`. */
 export function child(at: Location, ...tokens: (string | number)[]): Location {
   let pointer = at.pointer;
-  for (const token of tokens) pointer += `/${escapePointerToken(token)}`;
+  for (let i = 0; i < tokens.length; i++) pointer += `/${escapePointerToken(tokens[i]!)}`;
   return { file: at.file, pointer };
 }
 
@@ -312,7 +312,9 @@ export const declaredResponses = memo((doc: ApiDocument, op: OperationView): rea
   const responses = op.node['responses'];
   if (!isObject(responses)) return [];
   const out: ResponseView[] = [];
-  for (const status of Object.keys(responses)) {
+  const statuses = Object.keys(responses);
+  for (let i = 0; i < statuses.length; i++) {
+    const status = statuses[i]!;
     if (status.startsWith('x-')) continue;
     const usedAt = lazyChild(op.at, 'responses', status);
     const target = deref(doc, responses[status], usedAt);
@@ -465,6 +467,9 @@ export function securityParameter(doc: ApiDocument, op: OperationView, where: st
 
 const MAX_SCHEMA_DEPTH = 64;
 
+/** The keywords that compose a schema of others, in the order {@link schemaAlternatives} follows them. */
+const COMPOSITION_KEYWORDS = ['allOf', 'oneOf', 'anyOf'] as const;
+
 /**
  * A schema and every schema it is composed of (`allOf`, `oneOf`, `anyOf`, `$ref` followed), each with
  * its location. Cycles and broken references are skipped.
@@ -481,7 +486,8 @@ export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Locati
     seen.add(id);
     const node = target.value;
     out.push({ value: node, at: target.at });
-    for (const keyword of ['allOf', 'oneOf', 'anyOf'] as const) {
+    for (let k = 0; k < COMPOSITION_KEYWORDS.length; k++) {
+      const keyword = COMPOSITION_KEYWORDS[k]!;
       const members = node[keyword];
       if (Array.isArray(members)) members.forEach((m, i) => visit(m, child(target.at, keyword, i), depth + 1));
     }
@@ -624,7 +630,8 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
     let container = false;
     let open = false;
     let array = false;
-    for (const candidate of current) {
+    for (let c = 0; c < current.length; c++) {
+      const candidate = current[c]!;
       // `true` (or a reference to it) is the schema that accepts anything.
       if (candidate.value === true || deref(doc, candidate.value, candidate.at)?.value === true) {
         open = true;
@@ -639,7 +646,8 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         continue; // only scalar types here
       }
       let declaresShape = false;
-      for (const o of objects) {
+      for (let k = 0; k < objects.length; k++) {
+        const o = objects[k]!;
         const props = o.value['properties'];
         if (isObject(props)) {
           declaresShape = true;

@@ -47,7 +47,7 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   const at = (...path: (string | number)[]): Location => {
     const tokens = path.map(String);
     let depth = 0;
-    while (depth < tokens.length && has(raw, tokens.slice(0, depth + 1))) depth += 1;
+    while (depth < tokens.length && has(raw, tokens, depth + 1)) depth += 1;
     const prefix = tokens.slice(0, depth);
     if (depth > 0 && isPlainObject(own.value) && has(own.value, prefix)) {
       return { file: own.at.file, pointer: appendPointer(own.at.pointer, ...prefix) };
@@ -226,9 +226,11 @@ function isProviderKey(value: unknown): value is ProviderKey {
   return value === 'forward' || value === 'derived' || value === 'none';
 }
 
-function has(root: unknown, tokens: readonly string[]): boolean {
+/** Whether `root` holds a node at the first `length` of `tokens` (all of them by default). */
+function has(root: unknown, tokens: readonly string[], length = tokens.length): boolean {
   let node = root;
-  for (const token of tokens) {
+  for (let i = 0; i < length; i++) {
+    const token = tokens[i]!;
     if (Array.isArray(node)) {
       if (!/^(0|[1-9]\d*)$/.test(token) || Number(token) >= node.length) return false;
       node = node[Number(token)];

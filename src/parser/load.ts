@@ -624,11 +624,8 @@ export function operationParameters(
 ): readonly ParameterView[] {
   if (!Array.isArray(pathItem.parameters) && !Array.isArray(node.parameters)) return [];
   const byKey = new Map<string, ParameterView>();
-  for (const [owner, ownerAt] of [
-    [pathItem, pathItemAt],
-    [node, at],
-  ] as const) {
-    if (!Array.isArray(owner.parameters)) continue;
+  const read = (owner: Record<string, unknown>, ownerAt: Location) => {
+    if (!Array.isArray(owner.parameters)) return;
     owner.parameters.forEach((entry, index) => {
       const entryAt = { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) };
       const followed = document.deref(entry, entryAt);
@@ -646,7 +643,9 @@ export function operationParameters(
         valueAt: followed.at,
       });
     });
-  }
+  };
+  read(pathItem, pathItemAt);
+  read(node, at);
   return [...byKey.values()];
 }
 
