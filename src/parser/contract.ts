@@ -117,7 +117,8 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   const replay = isPlainObject(responses.replay) ? responses.replay : undefined;
 
   const states = {} as Record<StateName, StateResponse | undefined>;
-  for (const name of STATE_NAMES) {
+  for (let i = 0; i < STATE_NAMES.length; i++) {
+    const name = STATE_NAMES[i]!;
     const state = responses[name];
     if (state === undefined) {
       states[name] = undefined;

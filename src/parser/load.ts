@@ -178,10 +178,13 @@ class DocumentLoader implements ApiDocument {
       }
     }
     // Path items written beside the `$ref` are read too, after those of the file it names.
-    const entries: [string, unknown, Location][] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => [path, item, followed.at]);
-    if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push([path, item, pathsAt]);
+    const entries: { path: string; item: unknown; base: Location }[] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => ({ path, item, base: followed.at }));
+    if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push({ path, item, base: pathsAt });
     const operationIds = new Map<string, Location>();
-    for (const [path, rawItem, base] of entries) {
+    // Indexed loops over path items and methods: a cold process runs this unoptimised, where `for…of` (and
+    // destructuring an array) allocates an iterator result per step.
+    for (let e = 0; e < entries.length; e++) {
+      const { path, item: rawItem, base } = entries[e]!;
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
       const itemRef: Location = { file: base.file, pointer: appendPointer(base.pointer, path) };
@@ -195,9 +198,10 @@ class DocumentLoader implements ApiDocument {
       }
       const pathItem = item.value;
       // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
-      const queryWarning = /[?#]/.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some(([other]) => other === bare)) : undefined;
+      const queryWarning = /[?#]/.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some((entry) => entry.path === bare)) : undefined;
       if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
-      for (const method of HTTP_METHODS) {
+      for (let m = 0; m < HTTP_METHODS.length; m++) {
+        const method = HTTP_METHODS[m]!;
         if (!Object.prototype.hasOwnProperty.call(pathItem, method)) continue;
         const node = pathItem[method];
         const at: Location = { file: item.at.file, pointer: appendPointer(item.at.pointer, method) };
@@ -359,12 +363,8 @@ class DocumentLoader implements ApiDocument {
       this.warnedRefs.add(key);
       this.warn({ file: refAt.file, pointer: appendPointer(refAt.pointer, '$ref') }, followed.reason);
     };
-    for (const [owner, ownerAt] of [
-      [pathItem, pathItemAt],
-      [node, at],
-    ] as const) {
-      if (Array.isArray(owner.parameters)) owner.parameters.forEach((parameter, index) => check(parameter, ownerAt, 'parameters', index));
-    }
+    if (Array.isArray(pathItem.parameters)) pathItem.parameters.forEach((parameter, index) => check(parameter, pathItemAt, 'parameters', index));
+    if (Array.isArray(node.parameters)) node.parameters.forEach((parameter, index) => check(parameter, at, 'parameters', index));
     check(node.requestBody, at, 'requestBody');
     if (isPlainObject(node.responses)) for (const code in node.responses) check(node.responses[code], at, 'responses', code);
   }
@@ -415,7 +415,7 @@ class DocumentLoader implements ApiDocument {
     const expected = this.contractedHere.length + (rootHas ? 1 : 0);
     if (members.count === expected) {
       let names = rootHas ? countNames(this.root['x-idempotency']) : 0;
-      for (const { node } of this.contractedHere) names += countNames(node['x-idempotency']);
+      for (let i = 0; i < this.contractedHere.length; i++) names += countNames(this.contractedHere[i]!.node['x-idempotency']);
       if (names === members.names) return;
     }
     const inside = source.duplicateInMembers('x-idempotency');
@@ -654,7 +654,7 @@ function countNames(value: unknown): number {
   if (value === null || typeof value !== 'object') return 0;
   let names = 0;
   if (Array.isArray(value)) {
-    for (const item of value) names += countNames(item);
+    for (let i = 0; i < value.length; i++) names += countNames(value[i]);
     return names;
   }
   for (const key in value) {

@@ -25,7 +25,7 @@ export function parsePointer(pointer: string): string[] {
 /** Joins tokens into a pointer. */
 export function formatPointer(tokens: readonly (string | number)[]): string {
   let pointer = '';
-  for (const token of tokens) pointer += `/${escapeToken(token)}`;
+  for (let i = 0; i < tokens.length; i++) pointer += `/${escapeToken(tokens[i]!)}`;
   return pointer;
 }
 
@@ -37,7 +37,8 @@ export function appendPointer(pointer: string, ...tokens: readonly (string | num
 /** Value at `tokens` inside `root`, or `undefined` (no `$ref` following). */
 export function valueAt(root: unknown, tokens: readonly string[]): unknown {
   let node = root;
-  for (const token of tokens) {
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
     if (Array.isArray(node)) {
       if (!/^(0|[1-9]\d*)$/.test(token)) return undefined;
       node = node[Number(token)];
