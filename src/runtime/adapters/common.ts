@@ -135,15 +135,24 @@ export function routerPathParams(template: string): (routerParams: unknown, targ
     const params: Record<string, string> = {};
     if (routerParams !== null && typeof routerParams === 'object') {
       // Taken as the router gives them (Express 5 wildcards are arrays), so existing fingerprints do not change.
-      for (const [name, value] of Object.entries(routerParams)) if (value !== undefined) params[name] = value as string;
+      for (const name of Object.keys(routerParams)) {
+        const value = (routerParams as Record<string, unknown>)[name];
+        if (value !== undefined) params[name] = value as string;
+      }
     }
-    if (names.every((name) => Object.hasOwn(params, name))) return params;
+    if (hasAll(params, names)) return params;
     match ??= pathMatcher(template);
     const matched = match(requestPathname(target()));
     if (matched === undefined) return params;
     for (const name of names) if (!Object.hasOwn(params, name) && matched[name] !== undefined) params[name] = matched[name];
     return params;
   };
+}
+
+/** Whether `params` has an own member for each of `names`. */
+function hasAll(params: Record<string, string>, names: readonly string[]): boolean {
+  for (const name of names) if (!Object.hasOwn(params, name)) return false;
+  return true;
 }
 
 /** Concatenates byte chunks into one `Uint8Array`. */
