@@ -256,6 +256,9 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
 /** Headers that carry credentials: refused in `replayHeaders`. */
 const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'cookie', 'authorization', 'proxy-authorization'];
 
+/** The fingerprinted query of an operation that declares no query parameters: never written to. */
+const NO_QUERY: Readonly<Record<string, QueryValue>> = Object.freeze(Object.create(null) as Record<string, QueryValue>);
+
 type Prepared =
   | { readonly kind: 'respond'; readonly response: GuardResponse }
   | { readonly kind: 'unguarded' }
@@ -339,6 +342,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const operation = contract.operationId;
   const recordIdOf = recordIdFor(operation);
   const fingerprintOf = fingerprintFor(operation, contract.fingerprint);
+  const fingerprintQuery = contract.fingerprint.query;
   const R = contract.responses;
   // Lease heartbeats of running handlers (stores with the optional `extend` only), by lease token. One shared
   // ticker renews every lease that is a third through, instead of an interval timer per request.
@@ -597,8 +601,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (stale !== undefined) return stale;
     }
     // Null prototype and own members only: a query parameter named `constructor` or `__proto__` is just a name.
-    const query: Record<string, QueryValue> = Object.create(null) as Record<string, QueryValue>;
-    for (const name of contract.fingerprint.query) {
+    // Without declared parameters, one shared empty map (a null-prototype object is a dictionary: costly to make).
+    const query: Record<string, QueryValue> = fingerprintQuery.length === 0 ? NO_QUERY : (Object.create(null) as Record<string, QueryValue>);
+    for (const name of fingerprintQuery) {
       const value = queryValue(req.query, name);
       if (value !== undefined) query[name] = value;
     }
@@ -851,12 +856,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return result.outcome === 'reserved' ? reserved(req, prep, result.record.leaseToken) : await classify(req, prep, result, allowWait);
   }
 
-  async function beginInternal(req: GuardRequest): Promise<Begun> {
-    const prep = prepare(req);
-    if (prep.kind === 'respond') return prep;
-    if (prep.kind === 'unguarded') return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined };
-    // Awaited rather than returned: an async function that returns a promise takes two more microtask turns.
-    return await reserveAndClassify(req, prep, true);
+  // Not async: the reservation's own promise is the answer, with no async frame and no extra turn around it.
+  function beginInternal(req: GuardRequest): Promise<Begun> {
+    let prep: Prepared;
+    try {
+      prep = prepare(req);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (prep.kind === 'respond') return Promise.resolve(prep);
+    if (prep.kind === 'unguarded') return Promise.resolve({ kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined });
+    return reserveAndClassify(req, prep, true);
   }
 
   async function release(reservation: Reservation, decision: 'released' | 'rolled-back', status?: number): Promise<void> {

@@ -42,8 +42,8 @@ export function parseIdempotencyKey(raw: string | readonly string[] | undefined,
     if (raw.length > 1) return invalid('several-values', 'the key header was sent more than once');
     value = raw[0]!;
   }
-  // Optional whitespace around a field value is not part of it (RFC 9110 §5.5).
-  value = value.replace(/^[ \t]+|[ \t]+$/g, '');
+  // Optional whitespace around a field value is not part of it (RFC 9110 §5.5); most keys have none to take off.
+  if (isOws(value.charCodeAt(0)) || isOws(value.charCodeAt(value.length - 1))) value = value.replace(/^[ \t]+|[ \t]+$/g, '');
   if (value.length === 0) return invalid('empty', 'the key is empty');
 
   let key: string;
@@ -68,6 +68,11 @@ export function parseIdempotencyKey(raw: string | readonly string[] | undefined,
     return invalid('off-pattern', 'the key does not match the documented pattern');
   }
   return { kind: 'valid', key };
+}
+
+/** Whether a character code is optional whitespace (space or horizontal tab); NaN (past the end) is not. */
+function isOws(code: number): boolean {
+  return code === 0x20 || code === 0x09;
 }
 
 function invalid(problem: KeyProblem, detail: string): ParsedKey {

@@ -52,7 +52,7 @@ export class MemoryStore implements IdempotencyStore {
       response: {
         status: input.response.status,
         headers: { ...input.response.headers },
-        body: Uint8Array.from(input.response.body),
+        body: new Uint8Array(input.response.body),
       },
       ...(input.resultId !== undefined ? { resultId: input.resultId } : {}),
     });
@@ -130,5 +130,5 @@ export class MemoryStore implements IdempotencyStore {
 function copy(record: IdempotencyRecord): IdempotencyRecord {
   return record.response === undefined
     ? { ...record }
-    : { ...record, response: { ...record.response, headers: { ...record.response.headers }, body: Uint8Array.from(record.response.body) } };
+    : { ...record, response: { ...record.response, headers: { ...record.response.headers }, body: new Uint8Array(record.response.body) } };
 }
