@@ -30,21 +30,21 @@ export default defineRule({
     const contract = activeContract(ctx.contract);
     const fingerprint = contract?.fingerprint;
     if (!contract || !fingerprint) return;
-    const lists: ['include' | 'exclude', readonly string[]][] = [['exclude', fingerprint.exclude]];
-    if (fingerprint.include !== 'all') lists.unshift(['include', fingerprint.include]);
+    const lists: { readonly list: 'include' | 'exclude'; readonly pointers: readonly string[] }[] = [{ list: 'exclude', pointers: fingerprint.exclude }];
+    if (fingerprint.include !== 'all') lists.unshift({ list: 'include', pointers: fingerprint.include });
     const body = requestBody(ctx.document, ctx.operation);
     if (!body) {
-      const [first] = lists.filter(([, pointers]) => pointers.length > 0);
+      const first = lists.find(({ pointers }) => pointers.length > 0);
       if (first) {
-        const at = contract.at('fingerprint', first[0]);
-        ctx.report('noBody', at, { list: first[0], operation: operationPhrase(ctx.operation, at) });
+        const at = contract.at('fingerprint', first.list);
+        ctx.report('noBody', at, { list: first.list, operation: operationPhrase(ctx.operation, at) });
       }
       return;
     }
     // A body without a declared schema cannot be checked (2.0 form fields count as one).
     const schema = fingerprintSchema(ctx.document, ctx.operation);
     if (!schema) return;
-    for (const [list, pointers] of lists) {
+    lists.forEach(({ list, pointers }) => {
       pointers.forEach((pointer, i) => {
         const result = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
         if (result.ok) return;
@@ -99,6 +99,6 @@ export default defineRule({
         }
         ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint: suggestion ? ` (did you mean \`${suggestion}\`?)` : '' });
       });
-    }
+    });
   },
 });

@@ -23,8 +23,9 @@ export default defineRule({
     const schema = fingerprintSchema(ctx.document, ctx.operation);
     if (!schema) return;
     const covered: string[][] = [];
-    for (const pointer of [...fingerprint.include, ...fingerprint.exclude]) {
-      const tokens = parsePointer(pointer);
+    const pointers = [...fingerprint.include, ...fingerprint.exclude];
+    for (let i = 0; i < pointers.length; i++) {
+      const tokens = parsePointer(pointers[i]!);
       if (tokens === undefined) continue;
       if (tokens.length === 0) return; // '' selects the whole body
       covered.push(tokens);
@@ -34,8 +35,9 @@ export default defineRule({
     // A required property is covered by a pointer at it or above it; a pointer below it covers only part of
     // it, so its own required properties must be covered in turn (`/dest/bic` leaves `/dest/iban` out).
     const visit = (schemaValue: unknown, schemaAt: typeof schema.at, prefix: readonly string[], depth: number) => {
-      for (const { name } of requiredProperties(ctx.document, schemaValue, schemaAt)) {
-        const path = [...prefix, name];
+      const required = requiredProperties(ctx.document, schemaValue, schemaAt);
+      for (let i = 0; i < required.length; i++) {
+        const path = [...prefix, required[i]!.name];
         if (covered.some((tokens) => startsWith(path, tokens))) continue;
         if (depth < 8 && covered.some((tokens) => tokens.length > path.length && startsWith(tokens, path))) {
           const pointer = `/${path.map(escapePointerToken).join('/')}`;

@@ -20,7 +20,9 @@ export default defineRule({
     const contract = activeContract(ctx.contract);
     const header = contract?.responses.replay?.header;
     if (!contract || !header) return;
-    for (const response of successResponses(ctx.document, ctx.operation)) {
+    const successes = successResponses(ctx.document, ctx.operation);
+    for (let i = 0; i < successes.length; i++) {
+      const response = successes[i]!;
       // 204 has no body, but its replay is still marked, so it needs the header too.
       if (!response.headers.has(header.toLowerCase())) ctx.report('missing', response.valueAt, { status: response.status, header });
     }

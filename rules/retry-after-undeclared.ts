@@ -2,6 +2,9 @@ import { defineRule } from '../src/lint/rule.js';
 import { activeContract, findResponse } from '../src/lint/views.js';
 
 /** The responses that tell a client to come back later do not say when. */
+/** The states whose answer asks the client to come back later. */
+const RETRIED_STATES = ['inProgress', 'storeUnavailable'] as const;
+
 export default defineRule({
   meta: {
     id: 'retry-after-undeclared',
@@ -20,7 +23,8 @@ export default defineRule({
     const contract = activeContract(ctx.contract);
     if (!contract) return;
     const reported = new Set<string>();
-    for (const state of ['inProgress', 'storeUnavailable'] as const) {
+    for (let i = 0; i < RETRIED_STATES.length; i++) {
+      const state = RETRIED_STATES[i]!;
       const status = contract.responses[state]?.status;
       if (status === undefined) continue;
       const response = findResponse(ctx.document, ctx.operation, status);

@@ -46,7 +46,9 @@ export default defineRule({
       return;
     }
     if (contract) return;
-    for (const response of declaredResponses(doc, op)) {
+    const responses = declaredResponses(doc, op);
+    for (let i = 0; i < responses.length; i++) {
+      const response = responses[i]!;
       if (!/^5(\d\d|XX)$/i.test(response.status)) continue;
       const header = response.headers.get('retry-after');
       if (header) {

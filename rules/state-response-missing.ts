@@ -36,7 +36,8 @@ export default defineRule({
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;
-    for (const state of STATES) {
+    for (let i = 0; i < STATES.length; i++) {
+      const state = STATES[i]!;
       // An optional key never produces missingKey; key-optional reports the optional key itself.
       if (state.name === 'missingKey' && contract.key.required === false) continue;
       const status = contract.responses[state.name]?.status;

@@ -354,7 +354,9 @@ function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueA
   const headers = new Map<string, { name: string; at: Location }>();
   const declared = node['headers'];
   if (isObject(declared)) {
-    for (const name of Object.keys(declared)) {
+    const names = Object.keys(declared);
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i]!;
       const headerAt = lazyChild(valueAt, 'headers', name);
       const header = deref(doc, declared[name], headerAt);
       headers.set(name.toLowerCase(), { name, at: header ? header.at : headerAt });
@@ -467,8 +469,11 @@ export function securityParameter(doc: ApiDocument, op: OperationView, where: st
 
 const MAX_SCHEMA_DEPTH = 64;
 
+/** The keywords whose branches a value matches one or more of. */
+const BRANCH_KEYWORDS = ['oneOf', 'anyOf'] as const;
+
 /** The keywords that compose a schema of others, in the order {@link schemaAlternatives} follows them. */
-const COMPOSITION_KEYWORDS = ['allOf', 'oneOf', 'anyOf'] as const;
+const COMPOSITION_KEYWORDS = ['allOf', ...BRANCH_KEYWORDS] as const;
 
 /**
  * A schema and every schema it is composed of (`allOf`, `oneOf`, `anyOf`, `$ref` followed), each with
@@ -687,7 +692,8 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
       }
       // `-` is not an index: in a JSON Pointer it names the slot after the last item, which never holds a value.
       if (/^(0|[1-9]\d*)$/.test(token)) {
-        for (const a of arrays) {
+        for (let k = 0; k < arrays.length; k++) {
+          const a = arrays[k]!;
           const prefixItems = a.value['prefixItems'];
           if (Array.isArray(prefixItems) && Number(token) < prefixItems.length) {
             container = true;
@@ -758,32 +764,46 @@ export const requiredProperties = schemaMemo((doc: ApiDocument, schema: unknown,
     }
     if (Array.isArray(node['allOf'])) {
       node['allOf'].forEach((m, i) => {
-        for (const [name, loc] of collect(m, child(target.at, 'allOf', i), depth + 1)) if (!result.has(name)) result.set(name, loc);
+        collect(m, child(target.at, 'allOf', i), depth + 1).forEach((loc, name) => {
+          if (!result.has(name)) result.set(name, loc);
+        });
       });
     }
-    for (const keyword of ['oneOf', 'anyOf'] as const) {
+    for (let k = 0; k < BRANCH_KEYWORDS.length; k++) {
+      const keyword = BRANCH_KEYWORDS[k]!;
       const branches = node[keyword];
       if (!Array.isArray(branches) || branches.length === 0) continue;
       const perBranch = branches.map((m, i) => collect(m, child(target.at, keyword, i), depth + 1));
-      for (const [name, loc] of perBranch[0]!) {
+      perBranch[0]!.forEach((loc, name) => {
         if (perBranch.every((b) => b.has(name)) && !result.has(name)) result.set(name, loc);
-      }
+      });
     }
     return result;
   };
-  return [...collect(schema, at, 0)].map(([name, loc]) => ({ name, at: loc }));
+  return namedLocations(collect(schema, at, 0));
 });
 
 /** The top-level property names of an object schema (through `$ref`, `allOf`, `oneOf`, `anyOf`). */
 export const propertyNames = schemaMemo((doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] => {
   const out = new Map<string, Location>();
-  for (const alt of schemaAlternatives(doc, schema, at)) {
+  const alternatives = schemaAlternatives(doc, schema, at);
+  for (let a = 0; a < alternatives.length; a++) {
+    const alt = alternatives[a]!;
     const props = alt.value['properties'];
     if (!isObject(props)) continue;
-    for (const name of Object.keys(props)) if (!out.has(name)) out.set(name, child(alt.at, 'properties', name));
+    const names = Object.keys(props);
+    for (let i = 0; i < names.length; i++) if (!out.has(names[i]!)) out.set(names[i]!, child(alt.at, 'properties', names[i]!));
   }
-  return [...out].map(([name, loc]) => ({ name, at: loc }));
+  return namedLocations(out);
 });
+
+/** A name → location map as a list, in the map's order. */
+function namedLocations(map: ReadonlyMap<string, Location>): { readonly name: string; readonly at: Location }[] {
+  const out: { readonly name: string; readonly at: Location }[] = [];
+  // forEach, not for…of: no iterator result per entry in the unoptimised code of a cold process.
+  map.forEach((at, name) => out.push({ name, at }));
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Operations
@@ -1007,11 +1027,15 @@ function bodyKeyField(doc: ApiDocument, schema: Located<Record<string, unknown> 
   const cached = perDoc.get(schema.value);
   if (cached !== undefined) return cached === null ? undefined : cached;
   let found: string | undefined;
-  for (const alt of schemaAlternatives(doc, schema.value, schema.at)) {
+  const alternatives = schemaAlternatives(doc, schema.value, schema.at);
+  for (let a = 0; a < alternatives.length; a++) {
+    const alt = alternatives[a]!;
     const props = alt.value['properties'];
     if (!isObject(props)) continue;
-    for (const name in props) {
-      if (!Object.prototype.hasOwnProperty.call(props, name) || !isKeyFieldName(name)) continue;
+    const names = Object.keys(props);
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i]!;
+      if (!isKeyFieldName(name)) continue;
       if (isKeyField(name, deref(doc, props[name], alt.at)?.value)) {
         found = name;
         break;
@@ -1059,7 +1083,8 @@ export function fieldInvalid(
   const root = contract.at();
   if (contract.schemaErrors.some((e) => e.at.file === root.file && e.at.pointer === root.pointer)) return true;
   let node: unknown = contract.raw;
-  for (const token of path) {
+  for (let i = 0; i < path.length; i++) {
+    const token = path[i]!;
     if (!isObject(node) || !Object.hasOwn(node, String(token))) return false;
     node = node[String(token)];
   }
