@@ -3,10 +3,11 @@ import type { Location } from './model.js';
 
 /** Escapes one reference token (`~` → `~0`, `/` → `~1`). */
 export function escapeToken(token: string | number): string {
-  const text = String(token);
-  // Most tokens need no escaping; skip the two regex passes for them.
-  if (!text.includes('~') && !text.includes('/')) return text;
-  return text.replace(/~/g, '~0').replace(/\//g, '~1');
+  const text = typeof token === 'string' ? token : String(token);
+  // Most tokens need no escaping; the others (every path under `paths`) a plain substring replace, no regex.
+  const tilde = text.includes('~');
+  if (!tilde && !text.includes('/')) return text;
+  return (tilde ? text.replaceAll('~', '~0') : text).replaceAll('/', '~1');
 }
 
 /** Unescapes one reference token. */
