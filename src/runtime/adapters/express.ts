@@ -63,7 +63,6 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
    * promise: a plain JSON request takes no extra promise.
    */
   function toGuardRequest(req: Request): GuardRequest | Promise<GuardRequest> {
-    toDictionary(req, 'res');
     if (bodyNotParsed(req.body, req.headers)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
@@ -171,7 +170,7 @@ function addedHeaders(headers: Record<string, string>, held: Hold): Record<strin
 
 /** Writes a guard answer (problem, replay or the recorded first response) to `res`. */
 function sendResponse(res: Response, response: GuardResponse): void {
-  toDictionary(res, 'req');
+  toDictionary(res);
   res.statusCode = response.status;
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
   res.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
@@ -385,7 +384,7 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
  * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
  */
 function holdResponse(res: Response, keepBefore = false): Hold {
-  toDictionary(res, 'req');
+  toDictionary(res);
   const held = res as HeldRes;
   const hold = new Hold(held, keepBefore);
   held[HELD] = hold;
@@ -400,31 +399,28 @@ const SCRATCH_B = Symbol('idemkit.express.scratch.b');
 
 /**
  * Puts `res` in V8's dictionary mode before the guard adds its own properties to it (the hold, the three
- * interceptors, `headersSent`), and `req` before the guard reads it. Express re-points every request's and
- * response's prototype (`Object.setPrototypeOf(res, app.response)`), after which V8 caches no hidden-class
- * transitions for it: each has a hidden class of its own, so each property added to `res` builds a new one (a
- * copy of its ~50 property descriptors), and property accesses in Express and Node, and the guard's reads of
- * `req` (`req.file` and `req.files` are mostly absent: a lookup through the whole prototype chain), miss their
- * inline caches. Dictionary-mode objects share one hidden class, so those accesses hit again and adding a
- * property is a hash insert. Deleting a property that was not the last one added is what switches an object to
- * dictionary mode: `res.req` and `req.res` (set by Node's constructor or Express, long before the guard) are
- * deleted and defined again with their own descriptors, so nothing changes but the property order and no
- * hidden class is built on the way. Without that own configurable property, two scratch properties are added
- * and deleted. Only speed depends on it. Measured in one app process with the previous adapter and this one on two routes,
+ * interceptors, `headersSent`). Express re-points every response's prototype (`Object.setPrototypeOf(res,
+ * app.response)`), after which V8 caches no hidden-class transitions for it: each property added to `res`
+ * builds a new hidden class (a copy of its ~50 property descriptors), and property accesses in Express and Node
+ * miss their inline caches. Dictionary-mode objects share one hidden class, so those accesses hit again and
+ * adding a property is a hash insert. Deleting a property that was not the last one added is what switches an
+ * object to dictionary mode: `res.req` (set by Node's constructor and again by Express, long before the guard)
+ * is deleted and defined again with its own descriptor, so nothing changes but the property order and no hidden
+ * class is built on the way. Without an own configurable `req`, two scratch properties are added and deleted.
+ * Only speed depends on it. Measured in one app process with the previous adapter and this one on two routes,
  * interleaved: app CPU per fresh request 148-158 -> 129-134 µs (SQLite), 174 -> 158 µs (Redis); per replay
  * 92-98 -> 84-88 µs (SQLite). Re-defining `req` instead of adding and deleting two scratch properties (two hidden
  * classes built and dropped per request): app instructions per request (callgrind, memory store) 815k -> 784k
- * fresh, 733k -> 669k replayed. `req` as well (with the adapter's smaller savings of the same commit): 783k ->
- * 735k fresh (SQLite), 677-704k -> 655-662k replayed (memory store).
+ * fresh, 733k -> 669k replayed.
  */
-function toDictionary(target: Request | Response, early: 'req' | 'res'): void {
-  const descriptor = Object.getOwnPropertyDescriptor(target, early);
-  if (descriptor !== undefined && descriptor.configurable === true) {
-    delete (target as { req?: unknown; res?: unknown })[early];
-    Object.defineProperty(target, early, descriptor);
+function toDictionary(res: Response): void {
+  const req = Object.getOwnPropertyDescriptor(res, 'req');
+  if (req !== undefined && req.configurable === true) {
+    delete (res as { req?: unknown }).req;
+    Object.defineProperty(res, 'req', req);
     return;
   }
-  const scratch = target as unknown as Record<symbol, number>;
+  const scratch = res as unknown as Record<symbol, number>;
   scratch[SCRATCH_A] = 0;
   scratch[SCRATCH_B] = 0;
   delete scratch[SCRATCH_A];
