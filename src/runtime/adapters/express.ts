@@ -172,7 +172,7 @@ function addedHeaders(headers: Record<string, string>, held: Hold): Record<strin
 function sendResponse(res: Response, response: GuardResponse): void {
   toDictionary(res);
   res.statusCode = response.status;
-  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  for (const name of Object.keys(response.headers)) res.setHeader(name, response.headers[name]!);
   res.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
 }
 
@@ -197,9 +197,9 @@ interface ResponseHead {
 /** `res`'s head now; with `joined`, its headers also go there as text (repeated values joined with `, `). */
 function headOf(res: Response, joined?: Record<string, string>): ResponseHead {
   const headers: Record<string, number | string | string[]> = {};
-  const raw = res.getHeaders();
-  for (const name of Object.keys(raw)) {
-    const value = raw[name];
+  // Name by name: `getHeaders()` would build a null-prototype copy (a dictionary-mode object) of them all first.
+  for (const name of res.getHeaderNames()) {
+    const value = res.getHeader(name);
     if (value === undefined) continue;
     if (Array.isArray(value)) {
       headers[name] = [...(value as string[])];
