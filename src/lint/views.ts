@@ -371,9 +371,13 @@ function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueA
  * count: it documents "anything else", not this state's answer.
  */
 export function findResponse(doc: ApiDocument, op: OperationView, status: number): ResponseView | undefined {
+  // Plain loops: rules ask this for every state of every contract, in code a cold process runs unoptimised.
   const all = declaredResponses(doc, op);
   const code = String(status);
-  return all.find((r) => r.status === code) ?? all.find((r) => r.status.toUpperCase() === `${code[0]}XX`);
+  for (let i = 0; i < all.length; i++) if (all[i]!.status === code) return all[i];
+  const range = `${code[0]}XX`;
+  for (let i = 0; i < all.length; i++) if (all[i]!.status.toUpperCase() === range) return all[i];
+  return undefined;
 }
 
 /** The declared success responses (`2xx` codes and the `2XX` range). */
@@ -829,7 +833,9 @@ export function isSafeRead(op: OperationView): boolean {
 
 /** Whether an operation's method counts as unsafe under the settings (default `post`, `patch`). */
 export function isUnsafe(op: OperationView, unsafeMethods: readonly string[]): boolean {
-  return unsafeMethods.some((m) => m.toLowerCase() === op.method);
+  // A loop, not `some` with a closure: the engine and two rules ask this for every operation.
+  for (let i = 0; i < unsafeMethods.length; i++) if (unsafeMethods[i]!.toLowerCase() === op.method) return true;
+  return false;
 }
 
 /** Formats milliseconds as an ISO 8601 duration (`PT1M30S`, `P1D`) for messages. */
