@@ -198,10 +198,24 @@ describe('runtime/multipart', () => {
     return effects;
   }
 
+  /** multer's memory storage, with `req.file` then served by a getter on the request's prototype instead of an own property. */
+  function inheritedFile(): express.RequestHandler {
+    const parse = multer({ storage: multer.memoryStorage() }).single('file');
+    return (req, res, next) => {
+      parse(req, res, (error?: unknown) => {
+        const { file } = req as { file?: unknown };
+        delete (req as { file?: unknown }).file;
+        Object.setPrototypeOf(req, Object.create(Object.getPrototypeOf(req) as object, { file: { get: () => file } }) as object);
+        next(error);
+      });
+    };
+  }
+
   for (const [parser, parse] of [
     ['express.raw: the guard parses the parts', () => express.raw({ type: 'multipart/form-data' })],
     ['multer, memory storage: the files it takes out of the body are fingerprinted', () => multer({ storage: multer.memoryStorage() }).single('file')],
     ['multer, disk storage: the files it takes out of the body are fingerprinted', () => multer({ storage: multer.diskStorage({ destination: uploads }) }).single('file')],
+    ['an upload middleware that serves the file from the request prototype (a getter): it is fingerprinted too', () => inheritedFile()],
   ] as const) {
     it(`over HTTP behind ${parser}: a retried upload (new boundary) replays, another file or field under the key is refused, one effect`, async () => {
       const effects = await uploadRoute(parse(), async (send) => {
