@@ -834,7 +834,11 @@ export function isSafeRead(op: OperationView): boolean {
 /** Whether an operation's method counts as unsafe under the settings (default `post`, `patch`). */
 export function isUnsafe(op: OperationView, unsafeMethods: readonly string[]): boolean {
   // A loop, not `some` with a closure: the engine and two rules ask this for every operation.
-  for (let i = 0; i < unsafeMethods.length; i++) if (unsafeMethods[i]!.toLowerCase() === op.method) return true;
+  for (let i = 0; i < unsafeMethods.length; i++) {
+    // Settings from code, not the checked config, may hold holes or non-strings: they name no method.
+    const method = unsafeMethods[i];
+    if (typeof method === 'string' && method.toLowerCase() === op.method) return true;
+  }
   return false;
 }
 

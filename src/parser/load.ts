@@ -412,10 +412,14 @@ class DocumentLoader implements ApiDocument {
     const members = source.membersNamed('x-idempotency');
     if (!members) return;
     const rootHas = Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency');
-    const expected = this.contractedHere.length + (rootHas ? 1 : 0);
+    // Each operation written once: a path item `$ref`'d from another path is read under both, but its text is
+    // counted once — counted twice, its names could balance a duplicate dropped elsewhere.
+    const written = new Set<Record<string, unknown>>();
+    for (let i = 0; i < this.contractedHere.length; i++) written.add(this.contractedHere[i]!.node);
+    const expected = written.size + (rootHas ? 1 : 0);
     if (members.count === expected) {
       let names = rootHas ? countNames(this.root['x-idempotency']) : 0;
-      for (let i = 0; i < this.contractedHere.length; i++) names += countNames(this.contractedHere[i]!.node['x-idempotency']);
+      for (const node of written) names += countNames(node['x-idempotency']);
       if (names === members.names) return;
     }
     const inside = source.duplicateInMembers('x-idempotency');

@@ -10,6 +10,7 @@ import {
   findResponse,
   formatDuration,
   isKeyHeaderName,
+  isUnsafe,
   keyEvidence,
   requestBody,
   requiredProperties,
@@ -177,6 +178,14 @@ responses: { Ok: { description: ok, headers: { Retry-After: { type: integer } } 
     }
     assert.ok(!isKeyHeaderName('X-Request-Id'));
     assert.ok(isKeyHeaderName('X-Dedupe', ['x-dedupe']));
+  });
+
+  it('tells unsafe methods case-blind, and names no method with a hole or a non-string in settings from code', () => {
+    const post = { method: 'post' } as OperationView;
+    assert.ok(isUnsafe(post, ['PUT', 'Post']));
+    assert.ok(!isUnsafe(post, ['put', 'patch']));
+    assert.ok(isUnsafe(post, ['get', , 'post'] as string[]));
+    assert.ok(!isUnsafe(post, [1, null] as unknown as string[]));
   });
 
   it('finds near names through the deletion index', () => {

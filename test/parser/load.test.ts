@@ -324,6 +324,18 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/duplicate-key-escaped-quote.json'), '"ttl": "PT1H"', '"ttl"'));
     });
 
+    it('a JSON key written twice in a contract whose path item another path `$ref`s is still found', async () => {
+      // The operation is read under both paths but written once: counted twice, its names balanced the dropped key
+      // against a stray `x-idempotency` member (and an escaped quote followed by `:`), and the document loaded.
+      for (const name of ['bad/duplicate-key-shared-path-item.json', 'bad/duplicate-key-shared-path-item-plain.json']) {
+        const error = await loadError(name);
+        // Both `ttl`s are on one line: the error points at the second.
+        const second = spot(fixture(name), '"ttl": "PT2', '"ttl": "PT2');
+        assert.equal(error.message, `duplicate key \`ttl\` (first at line ${second.line}) — keep one`, name);
+        assert.deepEqual({ line: error.line, column: error.column }, second, name);
+      }
+    });
+
     it('a JSON key written twice whose dropped value holds no contract is not an error, even with contracts between', async () => {
       // The webhook's x-idempotency is no operation's, so the loader looks for a dropped copy holding one.
       const doc = await loadDocument(fixture('duplicate-info-webhook-contract.json'));
