@@ -97,6 +97,22 @@ describe('runtime/guard: key and scope', () => {
     assert.equal(first.headers['idempotent-replayed'], undefined);
   });
 
+  it('begin() answers a request whose own getters throw with a rejected promise, never a synchronous throw', async () => {
+    const contract = demoContract({ key: { ...demoContract().key, required: false } });
+    // No logger: the unguarded path then reads requestId outside of prepare().
+    const s = setup({ log: undefined }, contract);
+    const request = Object.defineProperty({ ...demoRequest(undefined) }, 'requestId', {
+      get(): never {
+        throw new Error('no request id');
+      },
+    });
+    let begun: Promise<unknown> | undefined;
+    assert.doesNotThrow(() => {
+      begun = s.guard.begin(request);
+    });
+    await assert.rejects(begun!, /no request id/);
+  });
+
   it('treats the quoted and the bare form as one key', async () => {
     const s = setup();
     await s.guard.handle(demoRequest(KEY), s.handler);

@@ -349,7 +349,20 @@ function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Respo
     headers = rest[1];
   }
   if (Array.isArray(headers)) {
-    for (let i = 0; i + 1 < headers.length; i += 2) this.setHeader(String(headers[i]), headers[i + 1] as string);
+    if (this.getHeaderNames().length === 0) {
+      // As Node sends a raw array when no header was set before: every pair, a name repeated stays repeated
+      // (`Link` twice), pairs flat (`[name, value, …]`) or nested (`[[name, value], …]`).
+      const nested = Array.isArray(headers[0]);
+      const step = nested ? 1 : 2;
+      for (let i = 0; i < headers.length; i += step) {
+        const [name, value] = nested ? (headers[i] as unknown[]) : [headers[i], headers[i + 1]];
+        if (name) this.appendHeader(String(name), value as string | readonly string[]);
+      }
+    } else {
+      // As Node does once headers were set: flat pairs through setHeader (the last of a repeated name wins).
+      if (headers.length % 2 !== 0) throw new TypeError('writeHead: a headers array holds name, value pairs (its length is odd)');
+      for (let i = 0; i < headers.length; i += 2) if (headers[i]) this.setHeader(String(headers[i]), headers[i + 1] as string);
+    }
   } else if (headers !== undefined && headers !== null && typeof headers === 'object') {
     for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
       if (value !== undefined) this.setHeader(name, value as string | number | readonly string[]);

@@ -62,6 +62,33 @@ describe('runtime/adapters/express', () => {
     assert.equal(calls, 1);
   });
 
+  it('sends a raw writeHead array as Node does: a repeated name stays repeated, nested pairs work; after setHeader the last wins', async () => {
+    const app = express();
+    app.disable('x-powered-by');
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    const handler = (req: express.Request, res: express.Response) => {
+      const tenant = String(req.params['tenant']);
+      if (tenant === 'flat') res.writeHead(202, 'Fine', ['X-A', '1', 'x-a', '2', 'Link', '<a>', 'Link', '<b>']);
+      else if (tenant === 'nested') res.writeHead(202, [['X-B', 'v1'], ['x-b', 'v2']]);
+      else {
+        res.setHeader('x-c', '0');
+        res.writeHead(202, ['X-C', '1', 'x-c', '2']);
+      }
+      res.end('ok');
+    };
+    app.post('/bare/:tenant', express.json(), handler);
+    app.post('/things/:tenant', express.json(), guard, handler);
+    server = await listen(app);
+    for (const tenant of ['flat', 'nested', 'set']) {
+      const bare = await post(server.port, `/bare/${tenant}`, { body: { a: 1 } });
+      const guarded = await post(server.port, `/things/${tenant}`, { key: `k-${tenant}`, user: 'u', body: { a: 1 } });
+      assert.equal(guarded.status, 202, tenant);
+      for (const name of ['x-a', 'link', 'x-b', 'x-c']) assert.equal(guarded.headers[name], bare.headers[name], `${tenant}: ${name}`);
+    }
+    const flat = await post(server.port, '/things/flat', { key: 'k-flat-2', user: 'u', body: { a: 1 } });
+    assert.deepEqual([flat.headers['x-a'], flat.headers['link']], ['1, 2', '<a>, <b>']);
+  });
+
   it('replays an empty 204 and a res.sendStatus text; path scope and declared query are part of the record', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));
