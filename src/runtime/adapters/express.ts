@@ -217,7 +217,8 @@ function headOf(res: Response, joined?: Record<string, string>): ResponseHead {
     if (value === undefined) continue;
     if (Array.isArray(value)) {
       headers[name] = [...(value as string[])];
-      if (joined !== undefined) joined[name] = value.join(', ');
+      // Node sends no line for an empty list: neither is one recorded (a replay would send `name: `).
+      if (joined !== undefined && value.length > 0) joined[name] = value.join(', ');
     } else {
       headers[name] = value as number | string;
       if (joined !== undefined) joined[name] = String(value);

@@ -390,7 +390,9 @@ function unguardedContext(contract: CompiledContract): HandlerContext<unknown> {
 function replyHeaders(reply: FastifyReply): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(reply.getHeaders())) {
-    if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+    // Node sends no line for an empty list: neither is one recorded (a replay would send `name: `).
+    if (value === undefined || (Array.isArray(value) && value.length === 0)) continue;
+    headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
   }
   return headers;
 }

@@ -89,6 +89,21 @@ describe('runtime/adapters/express', () => {
     assert.deepEqual([flat.headers['x-a'], flat.headers['link']], ['1, 2', '<a>, <b>']);
   });
 
+  it('records no line for a header set to an empty list, as Node sends none: the replay has none either', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore(), { replayHeaders: ['content-type', 'x-empty'] }));
+    app.post('/things/:tenant', express.json(), guard, (_req, res) => {
+      res.setHeader('x-empty', []);
+      res.status(201).json({ id: 'e1' });
+    });
+    server = await listen(app);
+    const first = await post(server.port, '/things/t1', { key: 'k-empty', user: 'u', body: { a: 1 } });
+    const replay = await post(server.port, '/things/t1', { key: 'k-empty', user: 'u', body: { a: 1 } });
+    assert.deepEqual([first.status, replay.status, replay.headers['idempotent-replayed']], [201, 201, 'true']);
+    assert.equal(first.headers['x-empty'], undefined);
+    assert.equal(replay.headers['x-empty'], undefined);
+  });
+
   it('replays an empty 204 and a res.sendStatus text; path scope and declared query are part of the record', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));

@@ -52,6 +52,20 @@ describe('runtime/adapters/fastify', () => {
     assert.equal(calls, 1);
   });
 
+  it('records no line for a header set to an empty list, as Node sends none: the replay has none either', async () => {
+    const guard = createRouteGuard(contract, { ...options(new MemoryStore()), replayHeaders: ['content-type', 'x-empty'] });
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      reply.code(201).header('x-empty', []);
+      return { id: 'e1' };
+    });
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { key: 'k-empty', user: 'u', body: { a: 1 } });
+    const replay = await post(port, '/things/t1', { key: 'k-empty', user: 'u', body: { a: 1 } });
+    assert.deepEqual([first.status, replay.status, replay.headers['idempotent-replayed']], [201, 201, 'true']);
+    assert.equal(first.headers['x-empty'], undefined);
+    assert.equal(replay.headers['x-empty'], undefined);
+  });
+
   it('records the identity body under an app-level compression hook (which runs before the route hook): the replay is not gzip labelled as JSON', async () => {
     // What @fastify/compress does, for any payload it sees.
     app.addHook('onSend', async (request, reply, payload) => {
