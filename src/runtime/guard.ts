@@ -838,15 +838,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function reserveAndClassify(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, allowWait: boolean): Promise<Begun> {
     const input = reserveInput(prep);
-    const pending = store.reserve(input);
+    let pending: Promise<ReserveResult> | undefined;
     let result: ReserveResult;
     try {
+      // Inside the try: a store that throws instead of rejecting is as unavailable as one that rejects.
+      pending = store.reserve(input);
       result = await bounded(pending);
     } catch {
       // If the reservation lands after we gave up, nobody runs the handler for it: free it again.
-      pending.then(
+      pending?.then(
         (late) => {
-          if (late.outcome === 'reserved') store.release(input.id, input.token).catch(() => undefined);
+          if (late.outcome === 'reserved') void freeLate(input);
         },
         () => undefined,
       );
@@ -854,6 +856,15 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
     // A fresh reservation (the common case) is answered here, without another async step.
     return result.outcome === 'reserved' ? reserved(req, prep, result.record.leaseToken) : await classify(req, prep, result, allowWait);
+  }
+
+  /** Releases a reservation that landed after the guard gave up on it; never rejects. */
+  async function freeLate(input: ReserveInput): Promise<void> {
+    try {
+      await store.release(input.id, input.token);
+    } catch {
+      // Its lease runs out; reconciliation finds it abandoned, with no handler run for it.
+    }
   }
 
   // Not async: the reservation's own promise is the answer, with no async frame and no extra turn around it.

@@ -793,15 +793,19 @@ describe('runtime/guard: names that are Object.prototype members', () => {
 });
 
 describe('runtime/guard: store failures', () => {
-  function brokenStore(mode: 'reject' | 'hang'): IdempotencyStore {
-    const fail = () => (mode === 'reject' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise<never>(() => undefined));
+  function brokenStore(mode: 'reject' | 'hang' | 'throw'): IdempotencyStore {
+    const fail = (): Promise<never> => {
+      // 'throw': a store written without async that throws instead of returning a rejected promise.
+      if (mode === 'throw') throw new Error('ECONNREFUSED');
+      return mode === 'reject' ? Promise.reject(new Error('ECONNREFUSED')) : new Promise<never>(() => undefined);
+    };
     return {
       reserve: fail, complete: fail, release: fail, takeover: fail, get: fail, listAbandoned: fail, purgeExpired: fail, now: fail,
     };
   }
 
-  for (const mode of ['reject', 'hang'] as const) {
-    it(`fails closed with 503 + Retry-After when the store ${mode === 'reject' ? 'errors' : 'does not answer'}`, async () => {
+  for (const mode of ['reject', 'hang', 'throw'] as const) {
+    it(`fails closed with 503 + Retry-After when the store ${mode === 'reject' ? 'errors' : mode === 'throw' ? 'throws' : 'does not answer'}`, async () => {
       let runs = 0;
       const guard = createGuard(demoContract(), { store: brokenStore(mode), storeTimeoutMs: 100, storeRetryAfterSeconds: 2 });
       const started = Date.now();
@@ -815,6 +819,30 @@ describe('runtime/guard: store failures', () => {
       assert.ok(elapsed < 2000, `answered after ${elapsed} ms`);
     });
   }
+
+  it('a late reservation whose release throws leaves no unhandled rejection behind', async () => {
+    const inner = new MemoryStore();
+    let releaseLater!: () => void;
+    const gate = new Promise<void>((resolve) => { releaseLater = resolve; });
+    const slow: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: async (input: Parameters<IdempotencyStore['reserve']>[0]) => { await gate; return inner.reserve(input); },
+      release: (): Promise<boolean> => {
+        throw new Error('ECONNRESET');
+      },
+    });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const guard = createGuard(demoContract(), { store: slow, storeTimeoutMs: 20 });
+      assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}))).status, 503);
+      releaseLater();
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    assert.deepEqual(unhandled, []);
+  });
 
   it('frees a reservation that lands after the guard gave up', async () => {
     const inner = new MemoryStore();
