@@ -820,12 +820,19 @@ describe('runtime/guard: store failures', () => {
     });
   }
 
-  it('a late reservation whose release throws leaves no unhandled rejection behind', async () => {
-    const inner = new MemoryStore();
+  /** `inner` whose reservations land only once `releaseLater()` is called; `methods` override the rest. */
+  function lateStore(inner: MemoryStore, methods: Partial<IdempotencyStore>): { slow: IdempotencyStore; releaseLater: () => void } {
     let releaseLater!: () => void;
     const gate = new Promise<void>((resolve) => { releaseLater = resolve; });
     const slow: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
       reserve: async (input: Parameters<IdempotencyStore['reserve']>[0]) => { await gate; return inner.reserve(input); },
+      ...methods,
+    });
+    return { slow, releaseLater };
+  }
+
+  it('a late reservation whose release throws leaves no unhandled rejection behind', async () => {
+    const { slow, releaseLater } = lateStore(new MemoryStore(), {
       release: (): Promise<boolean> => {
         throw new Error('ECONNRESET');
       },
@@ -846,10 +853,7 @@ describe('runtime/guard: store failures', () => {
 
   it('frees a reservation that lands after the guard gave up', async () => {
     const inner = new MemoryStore();
-    let releaseLater!: () => void;
-    const gate = new Promise<void>((resolve) => { releaseLater = resolve; });
-    const slow: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
-      reserve: async (input: Parameters<IdempotencyStore['reserve']>[0]) => { await gate; return inner.reserve(input); },
+    const { slow, releaseLater } = lateStore(inner, {
       release: (id: string, token: string) => inner.release(id, token),
       get: (id: string) => inner.get(id),
     });
