@@ -1,10 +1,10 @@
 import { defineRule } from '../src/lint/rule.js';
 import { activeContract, findResponse } from '../src/lint/views.js';
 
-/** The responses that tell a client to come back later do not say when. */
 /** The states whose answer asks the client to come back later. */
 const RETRIED_STATES = ['inProgress', 'storeUnavailable'] as const;
 
+/** The responses that tell a client to come back later do not say when. */
 export default defineRule({
   meta: {
     id: 'retry-after-undeclared',

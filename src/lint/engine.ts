@@ -1,7 +1,8 @@
 /**
  * The lint engine: runs every rule over the operations it looks at (all, or those a rule's `operations`
  * names), adds severity and position, merges the same fault reached through several operations (a shared
- * `$ref` component) into one finding, reports the document's own warnings once, and sorts. Pure: no I/O beyond the document's lazy positions.
+ * `$ref` component) into one finding, reports the document's own warnings once, and sorts. Pure: no I/O
+ * beyond the document's lazy positions.
  */
 import { InternalError } from '../errors.js';
 import type { ApiDocument, DocumentWarning, Location, Position } from '../parser/model.js';

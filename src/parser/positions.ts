@@ -101,13 +101,13 @@ const CLOSE_BRACKET = 93;
 const COMMA = 44;
 const COLON = 58;
 
+/** A quote followed by `:`: the end of a member name, or an escaped quote inside a string (see countNames). */
+const NAME_END = /"[ \t\r\n]*:/;
+
 /**
  * From a position outside any string, everything up to and including the next bracket outside strings.
  * Written unrolled (no nested alternation under `*`) so it cannot backtrack badly; `y` anchors each match.
  */
-/** A quote followed by `:` (the end of a member name, unless the quote is escaped). */
-const NAME_END = /"[ \t\r\n]*:/;
-
 const BRACKET_OUTSIDE_STRINGS = /[^"{}[\]]*(?:"[^"\\]*(?:\\[\s\S][^"\\]*)*"[^"{}[\]]*)*[{}[\]]/y;
 
 /** Texts shorter than this index the root object to find a member (one scan of a small text costs nothing). */

@@ -868,18 +868,19 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   // Not async: the reservation's own promise is the answer, with no async frame and no extra turn around it.
+  // Never throws: whatever the request's own getters throw comes back as a rejection, as from an async function.
   function beginInternal(req: GuardRequest): Promise<Begun> {
-    // Never throws: whatever the request's own getters throw comes back as a rejection, as from an async function.
-    let prep: Prepared;
-    let reservation: Reservation | undefined;
     try {
-      prep = prepare(req);
-      if (prep.kind === 'unguarded') reservation = unguarded(req.requestId);
+      return beginNow(req);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  function beginNow(req: GuardRequest): Promise<Begun> {
+    const prep = prepare(req);
     if (prep.kind === 'respond') return Promise.resolve(prep);
-    if (prep.kind === 'unguarded') return Promise.resolve({ kind: 'proceed', reservation: reservation!, headers: {}, idempotencyKey: undefined });
+    if (prep.kind === 'unguarded') return Promise.resolve({ kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined });
     return reserveAndClassify(req, prep, true);
   }
 

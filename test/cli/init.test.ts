@@ -65,6 +65,12 @@ describe('idemkit init', () => {
     return { code, out: io.out, err: io.err };
   };
   const read = (name: string) => readFileSync(path.join(dir, name), 'utf8');
+  /** Writes `spec` as api.yaml, runs `init --write` on it (exit 0) and returns what it wrote. */
+  const initWrite = async (spec: string): Promise<string> => {
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    assert.equal((await run('api.yaml', '--write')).code, 0);
+    return read('api.yaml');
+  };
   beforeEach(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'idemkit-init-'));
   });
@@ -83,9 +89,7 @@ describe('idemkit init', () => {
   });
 
   it('inserts the contract keeping every comment and line of the YAML, and re-running is a no-op', async () => {
-    writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
-    assert.equal((await run('api.yaml', '--write')).code, 0);
-    const written = read('api.yaml');
+    const written = await initWrite(yamlSpec);
     // Nothing of the user's text is lost or changed: removing the inserted block gives the original back.
     const inserted = written.split('\n').filter((line) => !yamlSpec.split('\n').includes(line));
     assert.equal(written.split('\n').filter((line) => !inserted.includes(line)).join('\n'), yamlSpec);
@@ -117,9 +121,7 @@ describe('idemkit init', () => {
   it('writes no principal scope where the security allows anonymous requests, and says the scope is open', async () => {
     const spec = yamlSpec.replace('  - bearer: []   # everyone authenticates\n', '  - bearer: []   # everyone authenticates\n  - {}\n');
     assert.notEqual(spec, yamlSpec);
-    writeFileSync(path.join(dir, 'api.yaml'), spec);
-    assert.equal((await run('api.yaml', '--write')).code, 0);
-    const written = read('api.yaml');
+    const written = await initWrite(spec);
     assert.equal(parse(written).paths['/payouts'].post['x-idempotency'].scope, undefined);
     assert.match(written, /# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open \(scope, effect owner, retry budget, unknown outcome\)\./);
     // What lint says next is what the comment promised, never an error about what init wrote.
@@ -150,9 +152,7 @@ describe('idemkit init', () => {
       '  # next path',
       '',
     ].join('\n');
-    writeFileSync(path.join(dir, 'api.yaml'), spec);
-    assert.equal((await run('api.yaml', '--write')).code, 0);
-    const lines = read('api.yaml').split('\n');
+    const lines = (await initWrite(spec)).split('\n');
     const at = lines.indexOf('        #   description: in progress (not yet documented)');
     assert.match(lines[at + 1]!, /^ {6}# Scaffolded by `idemkit init`/);
     assert.equal(lines[at + 2], '      x-idempotency:');
@@ -244,9 +244,7 @@ describe('idemkit init', () => {
       '        - { name: Idempotency-Key, in: header, schema: { type: string } }',
       "      responses: { '200': { description: ok } }",
     ].join('\n');
-    writeFileSync(path.join(dir, 'api.yaml'), spec);
-    assert.equal((await run('api.yaml', '--write')).code, 0);
-    const written = read('api.yaml');
+    const written = await initWrite(spec);
     const value = parse(written);
     assert.equal(value.paths['/a'].post.description, 'Two lines\nof text.\n');
     assert.equal(value.paths['/a'].post['x-idempotency'].key.required, false);

@@ -7,17 +7,15 @@
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuard, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
 import type { CompiledContract } from '../../../src/runtime/contract.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
-import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { buildServerModel } from '../../../src/generate/server.js';
 import { loadDocument } from '../../../src/parser/index.js';
 import { REPO_ROOT } from '../../generate/tsc.js';
 import { post } from '../../e2e/harness.js';
-import { contract } from './fixtures.js';
+import { contract, withSqliteStore } from './fixtures.js';
 
 function options(): RouteGuardOptions {
   return { store: new MemoryStore(), principal: (request) => (typeof request.headers['x-user'] === 'string' ? request.headers['x-user'] : undefined) };
@@ -303,10 +301,7 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
   });
 
   it('a transactional handler on a route of several methods runs its guard and transaction for its own method only; the plugin guards the other method with its contract', async () => {
-    const db = new Database(':memory:');
-    try {
-      const store = new SqliteStore(db);
-      await store.migrate();
+    await withSqliteStore(async (store) => {
       const guardOf = (method: string, operationId: string) => createRouteGuard({ ...contract, method, operationId, path: '/things', scope: [{ kind: 'global' }], fingerprint: { include: 'all', exclude: [], query: [] } }, { store });
       const create = guardOf('POST', 'createThing');
       await app.register(idempotencyPlugin([guardOf('PUT', 'replaceThing')]));
@@ -323,10 +318,7 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
       assert.deepEqual((await send('PUT')).json(), { operation: 'replaceThing', tx: false });
       for (const method of ['POST', 'PUT'] as const) assert.equal((await send(method)).headers['idempotent-replayed'], 'true', method);
       assert.deepEqual(calls, { POST: 1, PUT: 1 });
-    } finally {
-      await app.close();
-      db.close();
-    }
+    }, () => app.close());
   });
 
   it('a route two guards of one plugin serve is refused when added, and so is a route running another operation\'s guard by hand', async () => {

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { brotliCompressSync, gunzipSync, gzipSync } from 'node:zlib';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
-import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { post } from '../../e2e/harness.js';
-import { contract, oddPathContract } from './fixtures.js';
+import { contract, oddPathContract, withSqliteStore } from './fixtures.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 
 function options(store: RouteGuardOptions['store']): RouteGuardOptions {
@@ -173,10 +172,7 @@ describe('runtime/adapters/fastify', () => {
   });
 
   it('the plugin leaves a transactional route to its own guard (no double reservation)', async () => {
-    const db = new Database(':memory:');
-    try {
-      const store = new SqliteStore(db);
-      await store.migrate();
+    await withSqliteStore(async (store) => {
       const guard = createRouteGuard(contract, options(store));
       await app.register(idempotencyPlugin([guard]));
       app.post(
@@ -193,17 +189,11 @@ describe('runtime/adapters/fastify', () => {
       assert.equal(first.headers['idempotent-replayed'], 'false');
       assert.equal((await post(port, '/things/t1', { key: 'tp', user: 'u', body: {} })).headers['idempotent-replayed'], 'true');
       assert.equal(calls, 1);
-    } finally {
-      await app.close();
-      db.close();
-    }
+    }, () => app.close());
   });
 
   it("one-transaction mode: a failed commit is answered with the guard's problem alone, none of the handler's headers", async () => {
-    const db = new Database(':memory:');
-    try {
-      const store = new SqliteStore(db);
-      await store.migrate();
+    await withSqliteStore(async (store, db) => {
       db.exec("CREATE TRIGGER refuse_completion BEFORE UPDATE ON idempotency_records WHEN NEW.state = 'completed' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
       app.addHook('onRequest', async (_request, reply) => {
         reply.header('access-control-allow-origin', '*');
@@ -225,10 +215,7 @@ describe('runtime/adapters/fastify', () => {
       for (const name of ['location', 'etag']) assert.equal(answer.headers[name], undefined, name);
       assert.equal(answer.headers['access-control-allow-origin'], '*', 'what ran before the handler stays');
       assert.equal(calls, 1);
-    } finally {
-      await app.close();
-      db.close();
-    }
+    }, () => app.close());
   });
 
   it('refuses a transactional handler where it is declared for an external effect without a provider key', () => {
@@ -238,10 +225,7 @@ describe('runtime/adapters/fastify', () => {
   });
 
   it('one-transaction mode on SQLite: the row and the record commit together, or roll back together', async () => {
-    const db = new Database(':memory:');
-    try {
-      const store = new SqliteStore(db);
-      await store.migrate();
+    await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id TEXT PRIMARY KEY)');
       const guard = createRouteGuard(contract, options(store));
       let failWith: number | undefined = 503;
@@ -263,9 +247,6 @@ describe('runtime/adapters/fastify', () => {
       assert.equal(new Set(answers.map((a) => a.json['id'])).size, 1);
       assert.deepEqual(answers.map((a) => a.headers['idempotent-replayed']).sort(), ['false', 'true']);
       assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
-    } finally {
-      await app.close();
-      db.close();
-    }
+    }, () => app.close());
   });
 });

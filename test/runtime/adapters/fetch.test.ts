@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
-import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
-import { contract } from './fixtures.js';
+import { contract, withSqliteStore } from './fixtures.js';
 import { demoContract } from '../fixtures.js';
 
 function options(store: RouteGuardOptions['store'], extra: Partial<RouteGuardOptions> = {}): RouteGuardOptions {
@@ -92,10 +91,7 @@ describe('runtime/adapters/fetch', () => {
   });
 
   it('one-transaction mode on SQLite', async () => {
-    const db = new Database(':memory:');
-    try {
-      const store = new SqliteStore(db);
-      await store.migrate();
+    await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER)');
       let status = 500;
       const guard = createRouteGuard(contract, options(store));
@@ -114,9 +110,7 @@ describe('runtime/adapters/fetch', () => {
       assert.deepEqual(answers.map((a) => a.status), [201, 201]);
       assert.deepEqual(answers.map((a) => a.headers.get('idempotent-replayed')).sort(), ['false', 'true']);
       assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
-    } finally {
-      db.close();
-    }
+    });
   });
 
   it('refuses a transactional wrap for an external effect without a provider key, when the handler is wrapped', async () => {

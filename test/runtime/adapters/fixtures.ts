@@ -1,4 +1,6 @@
+import Database from 'better-sqlite3';
 import type { CompiledContract } from '../../../src/runtime/contract.js';
+import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 
 /** The contract the adapter tests guard: principal + path scope, whole-body fingerprint plus the `mode` query. */
 export const contract: CompiledContract = {
@@ -28,3 +30,19 @@ export const oddPathContract: CompiledContract = {
   scope: [{ kind: 'principal' }, { kind: 'path', name: 'item.id' }],
   fingerprint: { include: 'all', exclude: [], query: [] },
 };
+
+/**
+ * Runs `work` with a migrated SqliteStore on a fresh in-memory database; afterwards `closeFirst` (the app
+ * serving it), then the database, are closed, whether `work` passed or failed.
+ */
+export async function withSqliteStore(work: (store: SqliteStore, db: Database.Database) => Promise<void>, closeFirst?: () => Promise<unknown>): Promise<void> {
+  const db = new Database(':memory:');
+  try {
+    const store = new SqliteStore(db);
+    await store.migrate();
+    await work(store, db);
+  } finally {
+    await closeFirst?.();
+    db.close();
+  }
+}
