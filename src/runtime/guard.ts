@@ -303,12 +303,38 @@ export function transactionRefusal(contract: CompiledContract): string | undefin
   );
 }
 
+/** The store methods the guard calls. */
+const GUARD_STORE_CALLS = ['reserve', 'complete', 'release', 'takeover', 'extend', 'get', 'now', 'withReservation'] as const;
+
+/**
+ * The store as the guard calls it: a method that throws instead of returning a rejected promise (a custom
+ * store written without `async`) rejects instead, so every call site — reservation, completion, release,
+ * reconciliation, lease renewal — treats it as the unavailable store it is (503 + Retry-After, or fail-open
+ * where allowed), never as a 500. Each call looks the method up on `store` and runs it there; other members
+ * are reached through the prototype.
+ */
+function rejectingCalls<S extends IdempotencyStore>(store: S): S {
+  const methods = store as unknown as Record<string, (...args: unknown[]) => unknown>;
+  const calls = Object.create(store) as Record<string, unknown>;
+  for (const name of GUARD_STORE_CALLS) {
+    if (typeof methods[name] !== 'function') continue;
+    calls[name] = (...args: unknown[]): unknown => {
+      try {
+        return methods[name]!(...args);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    };
+  }
+  return calls as S;
+}
+
 /**
  * Build the guard of one operation. Throws `SyntaxError` up front when the contract's key pattern is not a
  * valid RegExp or a fingerprint pointer is not a JSON Pointer, so a bad contract fails at start-up, not per request.
  */
 export function createGuard<Tx = unknown>(contract: CompiledContract, options: GuardOptions): Guard<Tx> {
-  const store = options.store;
+  const store = rejectingCalls(options.store);
   const clock = options.now ?? Date.now;
   const storeTimeoutMs = options.storeTimeoutMs ?? 2000;
   const storeRetryAfter = String(Math.max(1, Math.ceil(options.storeRetryAfterSeconds ?? 1)));
@@ -841,7 +867,6 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let pending: Promise<ReserveResult> | undefined;
     let result: ReserveResult;
     try {
-      // Inside the try: a store that throws instead of rejecting is as unavailable as one that rejects.
       pending = store.reserve(input);
       result = await bounded(pending);
     } catch {

@@ -831,6 +831,33 @@ describe('runtime/guard: store failures', () => {
     return { slow, releaseLater };
   }
 
+  for (const [verdict, method] of [['completed', 'complete'], ['completed', 'get'], ['not-happened', 'takeover']] as const) {
+    it(`answers 503 + Retry-After when the store's ${method} throws instead of rejecting while an abandoned record is reconciled (${verdict})`, async () => {
+      let t = 1_800_000_000_000;
+      const memory = new MemoryStore({ clock: () => t });
+      // The memory store, except that once armed its `method` throws synchronously, like a store written without async.
+      let armed = false;
+      const store = new Proxy(memory, {
+        get(target, property) {
+          if (armed && property === method) return (): never => { throw new Error('ECONNRESET'); };
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const reconcile: ReconcileHook = () =>
+        verdict === 'completed' ? { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) } : { outcome: 'not-happened' };
+      const guard = createGuard(demoContract(), { store, now: () => t, reconcile });
+      await guard.begin(demoRequest(KEY));
+      t += 31_000;
+      armed = true;
+      let runs = 0;
+      const answer = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, {})));
+      assert.equal(answer.status, 503);
+      assert.ok(answer.headers['retry-after']);
+      assert.equal(runs, 0);
+    });
+  }
+
   it('a late reservation whose release throws leaves no unhandled rejection behind', async () => {
     const { slow, releaseLater } = lateStore(new MemoryStore(), {
       release: (): Promise<boolean> => {
