@@ -21,7 +21,6 @@ describe('runtime: the guard core and each store stand alone', () => {
   it('imports only Node built-ins, its own files and the store driver', () => {
     const drivers: Record<string, string[]> = {
       'stores/sqlite.ts': ['better-sqlite3'],
-      'stores/sqlite-checkpoint.ts': ['better-sqlite3'],
       'stores/postgres.ts': ['pg'],
       'stores/redis.ts': ['ioredis'],
     };
@@ -30,9 +29,7 @@ describe('runtime: the guard core and each store stand alone', () => {
         if (spec.startsWith('node:')) continue;
         if (spec.startsWith('.')) {
           const target = posix.normalize(posix.join(posix.dirname(file), spec)).replace(/\.js$/, '.ts');
-          // A store may use the contract and its own helper modules (`stores/sqlite.ts` → `stores/sqlite-*.ts`).
-          const helpers = STORES.filter((store) => store.startsWith(file.replace(/\.ts$/, '-')));
-          const allowed = file.startsWith('stores/') ? ['store.ts', ...helpers] : CORE;
+          const allowed = file.startsWith('stores/') ? ['store.ts'] : CORE;
           assert.ok(allowed.includes(target), `${file} imports ${spec}; it may only need ${allowed.join(', ')}`);
           continue;
         }

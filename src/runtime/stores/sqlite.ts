@@ -52,7 +52,6 @@ import {
   type TransactionStep,
   type TransactionalStore,
 } from '../store.js';
-import { noteWrites } from './sqlite-checkpoint.js';
 
 /** A better-sqlite3 connection. */
 export type SqliteDatabase = BetterSqlite3.Database;
@@ -79,13 +78,6 @@ export interface SqliteStoreOptions {
    * its own (with the `busyTimeoutMs` wait). `false` runs every call as its own statement right away.
    */
   readonly groupCommit?: boolean;
-  /**
-   * Background checkpoints (default true): for a WAL database in a named file, a worker thread with its own
-   * connection copies the WAL back into the database every few hundred writes, so the app's COMMIT never
-   * stalls the event loop doing it (see `sqlite-checkpoint.ts`). The connection keeps its own
-   * `wal_autocheckpoint` as the fallback. `false` leaves checkpoints to SQLite alone.
-   */
-  readonly backgroundCheckpoint?: boolean;
 }
 
 interface Row {
@@ -271,7 +263,6 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   readonly #clock: () => number;
   readonly #busyWaitMs: number;
   readonly #groupCommit: boolean;
-  readonly #backgroundCheckpoint: boolean;
   #statements: Statements | undefined;
 
   constructor(db: SqliteDatabase, options: SqliteStoreOptions = {}) {
@@ -281,7 +272,6 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     const busy = options.busyTimeoutMs === undefined ? 5000 : options.busyTimeoutMs;
     this.#busyWaitMs = busy === null ? 0 : Math.max(0, Math.floor(busy));
     this.#groupCommit = options.groupCommit ?? true;
-    this.#backgroundCheckpoint = options.backgroundCheckpoint ?? true;
     // A short synchronous wait per statement; the rest of the wait is asynchronous (see #retryBusy).
     if (busy !== null) db.pragma(`busy_timeout = ${Math.min(BUSY_SLICE_MS, this.#busyWaitMs)}`);
   }
@@ -422,8 +412,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   }
 
   /** A write of the request path: into the connection's next group commit, or at once without grouping. */
-  #write<T>(run: () => T): Promise<T> {
-    const work = this.#backgroundCheckpoint ? () => (noteWrites(this.#db, 1), run()) : run;
+  #write<T>(work: () => T): Promise<T> {
     if (!this.#groupCommit) return this.#run(work);
     return grouped(this.#db, work, () => this.#run(work));
   }
