@@ -119,7 +119,7 @@ export async function makeStore() {
 }`,
 };
 
-// SQLite's default synchronous level (FULL: one WAL sync per commit) or the opt-in NORMAL, for guard and handler alike.
+// The store's synchronous level (FULL, which it sets: one WAL sync per commit) or the opt-in NORMAL set after it, for guard and handler alike.
 function sqliteModule(synchronous) {
   return `
 import Database from 'better-sqlite3';

@@ -5,7 +5,7 @@
  * ```ts
  * import Database from 'better-sqlite3';
  * const db = new Database('idempotency.db');
- * const store = new SqliteStore(db);   // sets busy_timeout on the connection you own
+ * const store = new SqliteStore(db);   // sets busy_timeout and synchronous = FULL on the connection you own
  * store.migrate();                     // WAL + table + indexes, idempotent
  * ```
  *
@@ -18,7 +18,7 @@
  *
  * Group commit: the writes of concurrent requests (reservations, completions, releases, lease renewals) asked
  * for in one turn of the event loop share one `BEGIN IMMEDIATE … COMMIT` — one WAL sync instead of one per
- * statement, which is most of a write's cost with the default `synchronous = FULL`. Each call still settles
+ * statement, which is most of a write's cost with `synchronous = FULL` (see {@link SqliteStoreOptions.synchronous}). Each call still settles
  * only after its statement committed; see {@link SqliteStoreOptions.groupCommit}.
  *
  * One-transaction mode and `await`: better-sqlite3 is synchronous and a connection has one transaction,
@@ -78,6 +78,16 @@ export interface SqliteStoreOptions {
    * its own (with the `busyTimeoutMs` wait). `false` runs every call as its own statement right away.
    */
   readonly groupCommit?: boolean;
+  /**
+   * The connection's durability (default `'full'`): the store sets `PRAGMA synchronous = FULL` (or keeps EXTRA), so a
+   * reservation or completion is on disk before the call settles — before the handler runs, before the
+   * answer leaves. Needed because better-sqlite3 builds SQLite with `SQLITE_DEFAULT_WAL_SYNCHRONOUS=1`: a
+   * connection that opens an existing WAL database (every start after the first) runs at NORMAL, where an OS
+   * crash or power loss can lose commits already acknowledged — and a retry of a key whose reservation was
+   * lost runs its effect again. `'keep'` leaves the level you set (for an informed opt-in to NORMAL; setting
+   * it after constructing the store works too).
+   */
+  readonly synchronous?: 'full' | 'keep';
 }
 
 interface Row {
@@ -274,6 +284,9 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     this.#groupCommit = options.groupCommit ?? true;
     // A short synchronous wait per statement; the rest of the wait is asynchronous (see #retryBusy).
     if (busy !== null) db.pragma(`busy_timeout = ${Math.min(BUSY_SLICE_MS, this.#busyWaitMs)}`);
+    // Set, not assumed: an explicit level survives the switch to WAL and later reads of the file (see `synchronous`).
+    // EXTRA (3) stays EXTRA.
+    if ((options.synchronous ?? 'full') === 'full') db.pragma(`synchronous = ${Math.max(2, Number(db.pragma('synchronous', { simple: true })))}`);
   }
 
   // Prepared on first use: the table may not exist before migrate(). SQLite re-prepares them itself after a schema change.

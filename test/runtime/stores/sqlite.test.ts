@@ -63,6 +63,29 @@ describe('SqliteStore', () => {
     db.close();
   });
 
+  it('syncs every commit (synchronous = FULL), also on a WAL database opened again, unless told to keep the level', async () => {
+    const { db, file } = openDb();
+    await new SqliteStore(db).migrate();
+    db.close();
+    const level = (connection: SqliteDatabase) => connection.pragma('synchronous', { simple: true });
+    // better-sqlite3 builds SQLite with SQLITE_DEFAULT_WAL_SYNCHRONOUS=1: a reopened WAL database starts at NORMAL.
+    const reopened = new Database(file);
+    const before = level(reopened);
+    new SqliteStore(reopened);
+    assert.equal(level(reopened), 2, `FULL after the store was created (the connection opened at ${before})`);
+    reopened.close();
+    const kept = new Database(file);
+    kept.pragma('synchronous = NORMAL');
+    new SqliteStore(kept, { synchronous: 'keep' });
+    assert.equal(level(kept), 1);
+    kept.close();
+    const extra = new Database(file);
+    extra.pragma('synchronous = EXTRA');
+    new SqliteStore(extra);
+    assert.equal(level(extra), 3);
+    extra.close();
+  });
+
   it('refuses a table name that could inject SQL', () => {
     const { db } = openDb();
     assert.throws(() => new SqliteStore(db, { table: 'x; DROP TABLE y' }), StoreError);
