@@ -310,21 +310,22 @@ const GUARD_STORE_CALLS = ['reserve', 'complete', 'release', 'takeover', 'extend
  * The store as the guard calls it: a method that throws instead of returning a rejected promise (a custom
  * store written without `async`) rejects instead, so every call site — reservation, completion, release,
  * reconciliation, lease renewal — treats it as the unavailable store it is (503 + Retry-After, or fail-open
- * where allowed), never as a 500. Each call looks the method up on `store` and runs it there; other members
- * are reached through the prototype.
+ * where allowed), never as a 500. A plain object of getters, not a copy or a child of the store: each read
+ * sees the store's member as it is then (an optional method added later is found; a frozen store is fine),
+ * and each call runs the method on the store itself.
  */
 function rejectingCalls<S extends IdempotencyStore>(store: S): S {
-  const methods = store as unknown as Record<string, (...args: unknown[]) => unknown>;
-  const calls = Object.create(store) as Record<string, unknown>;
+  const methods = store as unknown as Record<string, unknown>;
+  const calls: Record<string, unknown> = {};
   for (const name of GUARD_STORE_CALLS) {
-    if (typeof methods[name] !== 'function') continue;
-    calls[name] = (...args: unknown[]): unknown => {
+    const call = (...args: unknown[]): unknown => {
       try {
-        return methods[name]!(...args);
+        return (methods[name] as (...a: unknown[]) => unknown).apply(store, args);
       } catch (error) {
         return Promise.reject(error);
       }
     };
+    Object.defineProperty(calls, name, { get: () => (typeof methods[name] === 'function' ? call : methods[name]) });
   }
   return calls as S;
 }
@@ -879,8 +880,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       );
       return storeUnavailable(req, prep.recordId, prep.key);
     }
-    // A fresh reservation (the common case) is answered here, without another async step.
-    return result.outcome === 'reserved' ? reserved(req, prep, result.record.leaseToken) : await classify(req, prep, result, allowWait);
+    // A fresh reservation (the common case) is answered here, without another async step. So is one that comes
+    // back "existing" under this call's own token: the store ran the call twice (a client that resends an
+    // unanswered command after a reconnect, as ioredis does), and the record it found is this request's.
+    if (result.outcome === 'reserved' || (result.record.state === 'in_progress' && result.record.leaseToken === input.token)) {
+      return reserved(req, prep, input.token);
+    }
+    return await classify(req, prep, result, allowWait);
   }
 
   /** Releases a reservation that landed after the guard gave up on it; never rejects. */

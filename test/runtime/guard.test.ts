@@ -858,6 +858,77 @@ describe('runtime/guard: store failures', () => {
     });
   }
 
+  it('works with a frozen store, and finds a store method added after the guard was built, run on the store itself', async () => {
+    const memory = new MemoryStore();
+    const frozen: IdempotencyStore = Object.freeze({
+      reserve: (input: ReserveInput) => memory.reserve(input),
+      complete: (...args: Parameters<MemoryStore['complete']>) => memory.complete(...args),
+      release: (id: string, token: string) => memory.release(id, token),
+      takeover: (...args: Parameters<MemoryStore['takeover']>) => memory.takeover(...args),
+      get: (id: string) => memory.get(id),
+      listAbandoned: () => memory.listAbandoned(),
+      purgeExpired: () => memory.purgeExpired(),
+      now: () => memory.now(),
+    });
+    const guard = createGuard(demoContract(), { store: frozen });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'a' }))).status, 201);
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'b' }))).headers['idempotent-replayed'], 'true');
+
+    // A store without `extend` when the guard is built; a method using a private field is attached later.
+    class LateStore {
+      readonly #inner = new MemoryStore();
+      #renewals = 0;
+      extend?: (id: string, token: string, leaseMs: number) => Promise<boolean>;
+      renewals(): number {
+        return this.#renewals;
+      }
+      enableRenewal(): void {
+        this.extend = LateStore.prototype.renew;
+      }
+      renew(id: string, token: string, leaseMs: number): Promise<boolean> {
+        this.#renewals += 1;
+        return this.#inner.extend!(id, token, leaseMs);
+      }
+      reserve(input: ReserveInput) { return this.#inner.reserve(input); }
+      complete(...args: Parameters<MemoryStore['complete']>) { return this.#inner.complete(...args); }
+      release(id: string, token: string) { return this.#inner.release(id, token); }
+      takeover(...args: Parameters<MemoryStore['takeover']>) { return this.#inner.takeover(...args); }
+      get(id: string) { return this.#inner.get(id); }
+      listAbandoned() { return this.#inner.listAbandoned(); }
+      purgeExpired() { return this.#inner.purgeExpired(); }
+      now() { return this.#inner.now(); }
+    }
+    const late = new LateStore();
+    const renewing = createGuard(demoContract({ leaseMs: 60 }), { store: late });
+    late.enableRenewal();
+    const answer = await renewing.handle(demoRequest('late-extend'), async () => {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return jsonResponse(201, { id: 'slow' });
+    });
+    assert.equal(answer.status, 201);
+    assert.ok(late.renewals() >= 1, 'the lease was renewed through the method added later');
+  });
+
+  it('runs the handler when the store ran the reservation twice and answers "existing" with the request\'s own token (a resent command)', async () => {
+    const memory = new MemoryStore();
+    // Like ioredis resending an unanswered EVALSHA after a reconnect: the first run reserved, the answer seen is the second's.
+    const resending = new Proxy(memory, {
+      get(target, property) {
+        if (property === 'reserve') return async (input: ReserveInput) => (await target.reserve(input), target.reserve(input));
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const guard = createGuard(demoContract(), { store: resending });
+    let runs = 0;
+    const first = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'once' })));
+    assert.equal(first.status, 201);
+    assert.equal(runs, 1);
+    const retry = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'twice' })));
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.equal(runs, 1);
+  });
+
   it('a late reservation whose release throws leaves no unhandled rejection behind', async () => {
     const { slow, releaseLater } = lateStore(new MemoryStore(), {
       release: (): Promise<boolean> => {
