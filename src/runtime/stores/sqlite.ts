@@ -284,9 +284,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     this.#groupCommit = options.groupCommit ?? true;
     // A short synchronous wait per statement; the rest of the wait is asynchronous (see #retryBusy).
     if (busy !== null) db.pragma(`busy_timeout = ${Math.min(BUSY_SLICE_MS, this.#busyWaitMs)}`);
-    // Set, not assumed: an explicit level survives the switch to WAL and later reads of the file (see `synchronous`).
-    // EXTRA (3) stays EXTRA.
-    if ((options.synchronous ?? 'full') === 'full') db.pragma(`synchronous = ${Math.max(2, Number(db.pragma('synchronous', { simple: true })))}`);
+    if ((options.synchronous ?? 'full') === 'full') requireFullSync(db);
   }
 
   // Prepared on first use: the table may not exist before migrate(). SQLite re-prepares them itself after a schema change.
@@ -484,6 +482,21 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     const r = input.response;
     return this.#sql.complete.run(r.status, JSON.stringify(r.headers), bytesOf(r.body), input.resultId ?? null, now + input.ttlMs, id, token).changes === 1;
   }
+}
+
+/**
+ * Raise the connection to `synchronous = FULL` unless it is there already (EXTRA stays EXTRA). Set, not assumed:
+ * an explicit level survives the switch to WAL and later opens of the file (see `SqliteStoreOptions.synchronous`).
+ * SQLite refuses the change inside a transaction, so a store created in one on a connection below FULL is refused.
+ */
+function requireFullSync(db: SqliteDatabase): void {
+  if (Number(db.pragma('synchronous', { simple: true })) >= 2) return;
+  if (db.inTransaction) {
+    throw new TypeError(
+      "SqliteStore sets the connection's synchronous level to FULL, which SQLite refuses inside a transaction: create the store outside it (or pass synchronous: 'keep')",
+    );
+  }
+  db.pragma('synchronous = FULL');
 }
 
 /** A Buffer over the same memory (better-sqlite3 binds BLOBs from Buffers, copying them during the call). */

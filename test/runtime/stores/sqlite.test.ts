@@ -84,6 +84,17 @@ describe('SqliteStore', () => {
     new SqliteStore(extra);
     assert.equal(level(extra), 3);
     extra.close();
+    // Inside a transaction: fine on a connection already at FULL; refused, saying why, below it.
+    const inTx = new Database(file);
+    inTx.pragma('synchronous = FULL');
+    inTx.exec('BEGIN');
+    new SqliteStore(inTx);
+    inTx.exec('ROLLBACK');
+    inTx.pragma('synchronous = NORMAL');
+    inTx.exec('BEGIN');
+    assert.throws(() => new SqliteStore(inTx), /refuses inside a transaction: create the store outside it/);
+    inTx.exec('ROLLBACK');
+    inTx.close();
   });
 
   it('refuses a table name that could inject SQL', () => {
