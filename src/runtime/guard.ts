@@ -184,8 +184,9 @@ export interface GuardOptions {
   readonly storeRetryAfterSeconds?: number;
   /**
    * Explicit opt-in: when the store fails, run the handler unguarded instead of answering 503. A retry
-   * during an outage can then run the effect twice. Default false (fail closed). In one-transaction mode a
-   * reservation that did not arrive in time still answers 503: the wait may be a duplicate holding the key.
+   * during an outage can then run the effect twice. Default false (fail closed). Never in one-transaction
+   * mode: a reservation that failed or did not arrive in time there may have been waiting for a duplicate's
+   * open transaction on the same key, so it answers 503.
    */
   readonly failOpen?: boolean;
   /**
@@ -1046,9 +1047,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // committed; an external call may have happened even if it rolled back): never "store unavailable",
       // which tells clients the handler never ran, and never fail-open (it would run the handler again).
       if (handlerStarted) return outcomeUnknown(req, prep.recordId).response;
-      const answer = entered ? storeUnavailableResponse(req, prep.recordId) : storeUnavailable(req, prep.recordId);
-      if (answer.kind === 'respond') return answer.response;
-      return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: prep.key });
+      // Never fail open here either: a reservation that failed may have been waiting for a duplicate's open
+      // transaction on this very key (PostgreSQL's statement_timeout or a serialization failure, SQLite's busy
+      // timeout on another connection), so running unguarded would repeat the effect beside it.
+      return storeUnavailableResponse(req, prep.recordId).response;
     }
     if (outcome.kind === 'gave-up') {
       // Never fail open here: the wait may be a duplicate's open transaction holding this very key (a row lock,

@@ -1074,6 +1074,22 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('never fails open in one-transaction mode: a reservation that failed while it may have waited for a duplicate answers 503', async () => {
+    const inner = new MemoryStore();
+    const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
+      // What PostgreSQL's statement_timeout or SQLite's busy timeout gives while another request's transaction holds the key.
+      withReservation: async (): Promise<never> => {
+        throw new StoreError('unavailable', 'canceling statement due to statement timeout');
+      },
+    });
+    const guard = createGuard<string>(demoContract(), { store, failOpen: true });
+    let runs = 0;
+    const response = await guard.handle(demoRequest(KEY), async () => { runs += 1; return jsonResponse(201, {}); }, { transaction: true });
+    assert.equal(response.status, 503);
+    assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-store-unavailable`);
+    assert.equal(runs, 0);
+  });
+
   it('does not throw from complete when the store fails; logs record-failed', async () => {
     const events: GuardLogEvent[] = [];
     const guard = createGuard(demoContract(), { store: brokenStore('reject'), log: (e) => events.push(e) });
