@@ -137,7 +137,9 @@ export async function startRedis(): Promise<RedisServer> {
   const binary = findBinary('redis-server');
   if (binary === undefined) throw new Error('redis-server not found');
   const port = await freePort();
-  const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+  // Its own working directory: a test that turns on AOF (CONFIG SET appendonly yes) writes it there, not into the checkout.
+  const dir = mkdtempSync(join(tmpdir(), 'idemkit-redis-'));
+  const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
     stdio: 'ignore',
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -148,6 +150,7 @@ export async function startRedis(): Promise<RedisServer> {
     if (child.exitCode === null && child.signalCode === null) child.kill(sig);
     await exited;
     process.removeListener('exit', killOnExit);
+    rmSync(dir, { recursive: true, force: true });
   };
   return { host: '127.0.0.1', port, stop: () => signal('SIGTERM'), kill: () => signal('SIGKILL') };
 }

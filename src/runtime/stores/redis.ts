@@ -21,7 +21,8 @@
  * Durability: records must never be evicted (an evicted record lets a retry run the effect again), so
  * {@link RedisStore.migrate} refuses a server whose `maxmemory-policy` is not `noeviction` while
  * `maxmemory` is set. Use AOF (`appendonly yes`; `appendfsync everysec` may lose the last second of
- * reservations on a crash, `always` does not but costs a disk sync per write). Replication is
+ * reservations on a crash, `always` does not but costs a disk sync per write); {@link RedisStore.verify} warns
+ * when AOF is off or left to the OS to flush. Replication is
  * asynchronous: a failover can lose a reservation or a completion that the old primary acknowledged.
  * Bodies are stored base64-encoded, byte-exact.
  */
@@ -277,6 +278,8 @@ export class RedisStore implements IdempotencyStore {
         throw wrap(error);
       }
       policies.push(policy);
+      const persistence = await persistenceWarning(server);
+      if (persistence !== undefined) warnings.push(persistence);
       if (policy === 'noeviction') continue;
       if (maxmemory > 0) {
         throw new StoreError(
@@ -464,6 +467,27 @@ function refusesConfig(error: unknown, message: string): boolean {
   if ((error as { name?: unknown } | null)?.name !== 'ReplyError') return false;
   return !/^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|MOVED|ASK)\b/.test(message);
 }
+
+/**
+ * A warning when the server loses acknowledged records on a restart or crash: AOF off (snapshots at best), or AOF
+ * left for the OS to flush. None when the settings are safe or cannot be read (the eviction check says what it can).
+ */
+async function persistenceWarning(server: Pick<Redis, 'config'>): Promise<string | undefined> {
+  try {
+    const appendonly = configValue(await server.config('GET', 'appendonly'), 'appendonly');
+    if (appendonly !== 'yes') {
+      return `Redis appendonly is ${appendonly}: a restart or crash of Redis loses the reservations and completions written since its last snapshot (if any), and a retry of a lost key runs the effect again; ${PERSISTENCE_FIX}`;
+    }
+    if (configValue(await server.config('GET', 'appendfsync'), 'appendfsync') === 'no') {
+      return `Redis appendfsync is no: the OS writes the append-only file to disk when it likes (about every 30 s), so a crash of the machine loses the records of that window, and a retry of a lost key runs the effect again; ${PERSISTENCE_FIX}`;
+    }
+  } catch {
+    // Unknown: managed services often refuse CONFIG; their persistence is a setting of the service.
+  }
+  return undefined;
+}
+
+const PERSISTENCE_FIX = 'set appendonly yes with appendfsync everysec (loses at most the last second on a crash) or always (loses nothing, one disk sync per write)';
 
 function configValue(reply: unknown, name: string): string {
   if (Array.isArray(reply)) {

@@ -245,15 +245,37 @@ describe('RedisStore (real redis-server)', function () {
   });
 
   describe('eviction check (migrate / verify)', () => {
+    beforeEach(async () => {
+      // The persistence check's safe settings, so that each eviction case below reports only its own finding.
+      await redis.config('SET', 'appendonly', 'yes');
+      await redis.config('SET', 'appendfsync', 'everysec');
+    });
     afterEach(async () => {
       await redis.config('SET', 'maxmemory-policy', 'noeviction');
       await redis.config('SET', 'maxmemory', '0');
+      await redis.config('SET', 'appendonly', 'no');
     });
 
     it('accepts noeviction', async () => {
       const store = new RedisStore(redis, { prefix: prefix() });
       assert.deepEqual(await store.verify(), { checked: true, policies: ['noeviction'] });
       await store.migrate();
+    });
+
+    it('warns when Redis would lose acknowledged records on a restart or crash: AOF off, or left to the OS to flush', async () => {
+      const warnings: string[] = [];
+      const store = new RedisStore(redis, { prefix: prefix(), onWarning: (m) => warnings.push(m) });
+      await redis.config('SET', 'appendonly', 'no');
+      const off = await store.verify();
+      assert.equal(off.checked, true);
+      assert.match(off.warning ?? '', /appendonly is no: a restart or crash of Redis loses the reservations and completions.*set appendonly yes/);
+      await redis.config('SET', 'appendonly', 'yes');
+      await redis.config('SET', 'appendfsync', 'no');
+      await store.migrate();
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0]!, /appendfsync is no: the OS writes the append-only file to disk when it likes/);
+      await redis.config('SET', 'appendfsync', 'always');
+      assert.equal((await store.verify()).warning, undefined);
     });
 
     for (const policy of ['allkeys-lru', 'volatile-ttl', 'volatile-lru', 'allkeys-random']) {
