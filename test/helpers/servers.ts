@@ -61,6 +61,8 @@ export interface PostgresServer {
   stop(): Promise<void>;
   /** Stop it the hard way (immediate shutdown, no checkpoint), as a crash would. */
   kill(): Promise<void>;
+  /** Start it again on the same port and data after {@link kill} (crash recovery runs). */
+  restart(): Promise<void>;
 }
 
 /** Run a PostgreSQL tool, as the `postgres` user when we are root (initdb refuses to run as root). */
@@ -85,7 +87,8 @@ export async function startPostgres(): Promise<PostgresServer> {
   const port = await freePort();
   await pgTool(asPostgres, initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
   const options = `-p ${port} -h 127.0.0.1 -k ${dir} -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
-  await pgTool(asPostgres, pgCtl, ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
+  const start = () => pgTool(asPostgres, pgCtl, ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
+  await start();
   let running = true;
   // If the test process dies without `after` running, do not leave a postmaster behind.
   const stopOnExit = () => {
@@ -119,6 +122,12 @@ export async function startPostgres(): Promise<PostgresServer> {
       rmSync(dir, { recursive: true, force: true });
     },
     kill: () => shutdown('immediate'),
+    restart: async () => {
+      if (running) return;
+      await start();
+      running = true;
+      process.once('exit', stopOnExit);
+    },
   };
 }
 

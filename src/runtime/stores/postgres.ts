@@ -103,6 +103,15 @@ const MAX_BATCH_ROWS = 16;
 // $1 is always the injected time or NULL for the server clock, in ms.
 const NOW = `COALESCE($1::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)`;
 
+/**
+ * Makes the statement's own transaction commit durably whatever the session says: with `synchronous_commit =
+ * off` (set for the server, the database, the role or the session) a server crash loses commits already
+ * acknowledged — a lost reservation lets the retry run the effect again. Raised only from `off`, to `local`
+ * (the commit waits for the local WAL flush; `on` and the standby levels stay as set), for the current
+ * transaction only (`set_config(…, true)`). A column of every write's time row: volatile, so never optimised away.
+ */
+const DURABLE = `CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'local', true) END`;
+
 /** PostgreSQL store. The caller creates and ends the pool; the store only borrows clients from it. */
 export class PostgresStore implements TransactionalStore<PoolClient> {
   readonly #db: PostgresQueryable;
@@ -465,7 +474,7 @@ function statements(t: string) {
     // row, and an in_progress record is never overwritten. A record committed by a concurrent reservation
     // after the snapshot is invisible to the read (no row: the caller reads again).
     reserve: `
-      WITH c AS (SELECT ${NOW} AS now),
+      WITH c AS (SELECT ${NOW} AS now, ${DURABLE} AS durable),
       cur AS (
         SELECT r.* FROM ${t} r, c WHERE r.id = $2 AND NOT (r.state = 'completed' AND r.expires_at <= c.now)),
       ins AS (
@@ -478,17 +487,17 @@ function statements(t: string) {
     now: `SELECT ${NOW} AS now`,
     complete: `
       UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, result_id = $7, expires_at = c.now + $8::bigint
-      FROM (SELECT ${NOW} AS now) c
+      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c
       WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
-    release: `DELETE FROM ${t} WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`,
+    release: `DELETE FROM ${t} USING (SELECT ${DURABLE} AS durable) d WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`,
     takeover: `
       UPDATE ${t} AS r SET lease_token = $5, lease_until = c.now + $6::bigint, created_at = c.now
-      FROM (SELECT ${NOW} AS now) c
+      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c
       WHERE r.id = $2 AND r.fingerprint = $3 AND r.lease_token = $4 AND r.state = 'in_progress' AND r.lease_until <= c.now
       RETURNING r.*`,
     extend: `
       UPDATE ${t} SET lease_until = c.now + $4::bigint
-      FROM (SELECT ${NOW} AS now) c
+      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c
       WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
     abandoned: `
       SELECT r.* FROM ${t} r, (SELECT ${NOW} AS now) c
@@ -512,7 +521,7 @@ function statements(t: string) {
     ...fixed,
     // One row per distinct id, ids sorted (lock order); each row its own ON CONFLICT arbitration.
     reserveMany: batched((rows) => `
-      WITH c AS (SELECT ${NOW} AS now),
+      WITH c AS (SELECT ${NOW} AS now, ${DURABLE} AS durable),
       i (id, operation, fingerprint, token, lease_ms, ttl_ms) AS (VALUES ${valueRows(rows, ['text', 'text', 'text', 'text', 'bigint', 'bigint'])}),
       cur AS (
         SELECT r.* FROM ${t} r, c WHERE r.id IN (${Array.from({ length: rows }, (_, j) => `$${2 + 6 * j}`).join(', ')})
@@ -527,7 +536,7 @@ function statements(t: string) {
     completeMany: batched((rows) => `
       UPDATE ${t} AS r SET state = 'completed', status = i.status, headers = i.headers::jsonb, body = i.body,
         result_id = i.result_id, expires_at = c.now + i.ttl_ms
-      FROM (SELECT ${NOW} AS now) c,
+      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c,
         (VALUES ${valueRows(rows, ['text', 'text', 'int', 'text', 'bytea', 'text', 'bigint'])}) AS i (id, token, status, headers, body, result_id, ttl_ms)
       WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'in_progress'
       RETURNING r.id`),

@@ -384,3 +384,47 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     assert.ok(elapsed < 3000, `answered after ${elapsed} ms`);
   }));
 });
+
+describe('PostgresStore durability (a cluster of its own, crashed and restarted)', function () {
+  this.timeout(120_000);
+  let server: PostgresServer;
+
+  before(async function () {
+    requireBinary(this, 'initdb', PG_DIRS);
+    requireBinary(this, 'pg_ctl', PG_DIRS);
+    // The helper's cluster runs with synchronous_commit = off: exactly the setting under which a crash loses commits.
+    server = await startPostgres();
+  });
+  after(async () => {
+    await server?.stop();
+  });
+
+  it('keeps every acknowledged reservation and completion across a server crash, though the server runs with synchronous_commit = off', async () => {
+    const open = () => {
+      const pool = new pg.Pool({ connectionString: server.connectionString, max: 4 });
+      pool.on('error', () => undefined);
+      return pool;
+    };
+    const input = (id: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token: `t-${id}`, leaseMs: 60_000, ttlMs: 3_600_000 });
+    const response = { status: 201, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"id":"x"}') };
+    let pool = open();
+    const store = new PostgresStore(pool, { table: 'crash_records' });
+    await store.migrate();
+    const ids = Array.from({ length: 20 }, (_, i) => `key-${i}`);
+    // Batched (one turn) and alone, then completions of half of them: every call acknowledged before the crash.
+    await Promise.all(ids.slice(0, 19).map((id) => store.reserve(input(id))));
+    await store.reserve(input(ids[19]!));
+    assert.deepEqual(await Promise.all(ids.slice(0, 10).map((id) => store.complete(id, `t-${id}`, { response, ttlMs: 3_600_000 }))), Array(10).fill(true));
+    await server.kill();
+    await pool.end().catch(() => undefined);
+    await server.restart();
+    pool = open();
+    try {
+      const recovered = new PostgresStore(pool, { table: 'crash_records' });
+      const states = await Promise.all(ids.map(async (id) => (await recovered.get(id))?.state ?? 'lost'));
+      assert.deepEqual(states, [...Array(10).fill('completed'), ...Array(10).fill('in_progress')]);
+    } finally {
+      await pool.end();
+    }
+  });
+});
