@@ -485,18 +485,20 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
 }
 
 /**
- * Raise the connection to `synchronous = FULL` unless it is there already (EXTRA stays EXTRA). Set, not assumed:
- * an explicit level survives the switch to WAL and later opens of the file (see `SqliteStoreOptions.synchronous`).
- * SQLite refuses the change inside a transaction, so a store created in one on a connection below FULL is refused.
+ * Raise the connection to `synchronous = FULL` (EXTRA stays EXTRA). Set, not assumed, even when the level already
+ * reads FULL: SQLite applies better-sqlite3's WAL default (NORMAL) when the connection first reads a WAL file,
+ * unless the level was set explicitly (see `SqliteStoreOptions.synchronous`). SQLite refuses any change inside a
+ * transaction; there the file has been read already, so a level of FULL stays and one below it is refused.
  */
 function requireFullSync(db: SqliteDatabase): void {
-  if (Number(db.pragma('synchronous', { simple: true })) >= 2) return;
-  if (db.inTransaction) {
+  const current = Number(db.pragma('synchronous', { simple: true }));
+  if (!db.inTransaction) {
+    db.pragma(`synchronous = ${Math.max(2, current)}`);
+  } else if (current < 2) {
     throw new TypeError(
       "SqliteStore sets the connection's synchronous level to FULL, which SQLite refuses inside a transaction: create the store outside it (or pass synchronous: 'keep')",
     );
   }
-  db.pragma('synchronous = FULL');
 }
 
 /** A Buffer over the same memory (better-sqlite3 binds BLOBs from Buffers, copying them during the call). */
