@@ -304,6 +304,19 @@ export function transactionRefusal(contract: CompiledContract): string | undefin
   );
 }
 
+/**
+ * Whether a reservation answered `existing` is the caller's own, still leased: the store ran the call twice (a
+ * client that resent the unanswered command after a reconnect, as ioredis does) and found the record the first
+ * run wrote under this call's fresh token. Past its lease it is not: another delivery may be taking it over.
+ */
+function ownLiveReservation(result: ReserveResult, token: string): boolean {
+  const record = result.record;
+  return record.state === 'in_progress' && record.leaseToken === token && record.leaseUntil > result.now;
+}
+
+/** What `classify` does when a record it saw is gone: reserve again (plain mode), or answer (one-transaction mode). */
+type Vanished = () => Promise<Begun>;
+
 /** The store methods the guard calls. */
 const GUARD_STORE_CALLS = ['reserve', 'complete', 'release', 'takeover', 'extend', 'get', 'now', 'withReservation'] as const;
 
@@ -779,6 +792,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     prep: Extract<Prepared, { kind: 'ready' }>,
     result: ReserveResult,
     allowWait: boolean,
+    vanished: Vanished = () => reserveAndClassify(req, prep, false),
   ): Promise<Begun> {
     if (result.outcome === 'reserved') return reserved(req, prep, result.record.leaseToken);
     let record = result.record;
@@ -798,7 +812,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           // We have seen a record another request owns: fail-open would run the effect beside it. Always 503.
           return storeUnavailableResponse(req, prep.recordId);
         }
-        if (latest === undefined) return reserveAndClassify(req, prep, false);
+        if (latest === undefined) return vanished();
         record = latest;
         if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
         if (record.state === 'completed') return replay(record, req.requestId);
@@ -806,10 +820,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
     }
     if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, now - record.createdAt, req.requestId);
-    return reconcile(req, prep, record);
+    return reconcile(req, prep, record, vanished);
   }
 
-  async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord): Promise<Begun> {
+  async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished: Vanished): Promise<Begun> {
     if (options.reconcile === undefined) return abandoned(record, req.requestId);
     let verdict: ReconcileVerdict;
     try {
@@ -836,7 +850,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           if (done && logging) log({ decision: 'reconciled', keyId: record.id, state: 'in_progress', status: input.response.status }, req.requestId);
           return replay(latest, req.requestId);
         }
-        return latest === undefined ? abandoned(record, req.requestId) : classify(req, prep, { outcome: 'existing', record: latest, now: await bounded(store.now()) }, false);
+        return latest === undefined ? abandoned(record, req.requestId) : classify(req, prep, { outcome: 'existing', record: latest, now: await bounded(store.now()) }, false, vanished);
       }
       const token = randomUUID();
       const taken = await bounded(store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs));
@@ -847,7 +861,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
       // Another request won the takeover (or the record moved on): answer from what is there now.
       const latest = await bounded(store.get(record.id));
-      if (latest === undefined) return reserveAndClassify(req, prep, false);
+      if (latest === undefined) return vanished();
       const now = await bounded(store.now());
       if (latest.fingerprint !== prep.fingerprint) return mismatch(latest, req.requestId);
       if (latest.state === 'completed') return replay(latest, req.requestId);
@@ -875,18 +889,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // If the reservation lands after we gave up, nobody runs the handler for it: free it again.
       pending?.then(
         (late) => {
-          if (late.outcome === 'reserved') void freeLate(input);
+          if (late.outcome === 'reserved' || ownLiveReservation(late, input.token)) void freeLate(input);
         },
         () => undefined,
       );
       return storeUnavailable(req, prep.recordId, prep.key);
     }
-    // A fresh reservation (the common case) is answered here, without another async step. So is one that comes
-    // back "existing" under this call's own token: the store ran the call twice (a client that resends an
-    // unanswered command after a reconnect, as ioredis does), and the record it found is this request's.
-    if (result.outcome === 'reserved' || (result.record.state === 'in_progress' && result.record.leaseToken === input.token)) {
-      return reserved(req, prep, input.token);
-    }
+    // A fresh reservation (the common case) is answered here, without another async step; so is this request's own.
+    if (result.outcome === 'reserved' || ownLiveReservation(result, input.token)) return reserved(req, prep, input.token);
     return await classify(req, prep, result, allowWait);
   }
 
@@ -1058,7 +1068,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return storeUnavailableResponse(req, prep.recordId).response;
     }
     if (outcome.kind === 'existing') {
-      const begun = await classify(req, prep, outcome.result, true);
+      // If the record goes away while this request waits (its holder's transient answer released the key), answer
+      // "retry" (409 + Retry-After): reserving again here would run the handler outside the transaction, without its
+      // `tx`, and a store failure there would fail open beside whoever reserves the key next.
+      const begun = await classify(req, prep, outcome.result, true, async () => inProgress(prep.recordId, 1000, 0, req.requestId));
       if (begun.kind === 'respond') return begun.response;
       // Only a reconciliation takeover proceeds here; it runs outside the transaction like begin() would.
       return runHandler(begun, handler);

@@ -1090,6 +1090,68 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 0);
   });
 
+  it('in one-transaction mode, a record that goes away while the request waits answers 409 "retry", never unguarded (even with failOpen)', async () => {
+    const inner = new MemoryStore();
+    let reserveFails = false;
+    // withReservation over the memory store; the plain reserve fails once armed (a store blip).
+    const store = new Proxy(inner, {
+      get(target, property) {
+        if (property === 'reserve') return (input: ReserveInput) => (reserveFails ? Promise.reject(new Error('ECONNRESET')) : target.reserve(input));
+        if (property === 'withReservation') {
+          return async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+            const reservation = await target.reserve(input);
+            const step = await work(reservation, 'tx');
+            if (step.commit) await target.complete(input.id, input.token, step.complete);
+            else if (reservation.outcome === 'reserved') await target.release(input.id, input.token);
+            return step.value;
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as unknown as TransactionalStore<string>;
+    const guard = createGuard<string>(demoContract(), { store, failOpen: true, waitInProgressMs: 2000 });
+    const holder = await guard.begin(demoRequest(KEY));
+    assert.equal(holder.kind, 'proceed');
+    if (holder.kind !== 'proceed') return;
+    const seen: { guarded: boolean; tx: unknown }[] = [];
+    const waiting = guard.handle(demoRequest(KEY), async (ctx) => (seen.push({ guarded: ctx.reservation.guarded, tx: ctx.tx }), jsonResponse(201, {})), { transaction: true });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The holder answers a transient status (its key is released) while the store blips.
+    reserveFails = true;
+    await guard.complete(holder.reservation, jsonResponse(503, {}));
+    const answer = await waiting;
+    assert.deepEqual(seen, []);
+    assert.equal(answer.status, 409);
+    assert.ok(answer.headers['retry-after']);
+  });
+
+  it('a resent reservation found under its own token after its lease ran out is not taken as reserved: one delivery runs', async () => {
+    let t = 1_800_000_000_000;
+    const memory = new MemoryStore({ clock: () => t });
+    let resendLate = true;
+    const store = new Proxy(memory, {
+      get(target, property) {
+        if (property === 'reserve') {
+          return async (input: ReserveInput) => {
+            const first = await target.reserve(input);
+            if (!resendLate) return first;
+            resendLate = false;
+            // The answer was lost; the client resent the command after a reconnect that outlasted the lease.
+            t += 31_000;
+            return target.reserve(input);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const guard = createGuard(demoContract(), { store, now: () => t, reconcile: () => ({ outcome: 'not-happened' }) });
+    const first = await guard.begin(demoRequest(KEY));
+    const second = await guard.begin(demoRequest(KEY));
+    assert.deepEqual([first.kind, second.kind].filter((kind) => kind === 'proceed').length, 1);
+  });
+
   it('does not throw from complete when the store fails; logs record-failed', async () => {
     const events: GuardLogEvent[] = [];
     const guard = createGuard(demoContract(), { store: brokenStore('reject'), log: (e) => events.push(e) });
