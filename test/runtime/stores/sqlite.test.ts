@@ -66,6 +66,8 @@ describe('SqliteStore', () => {
   it('syncs every commit (synchronous = FULL), also on a WAL database opened again, unless told to keep the level', async () => {
     const { db, file } = openDb();
     await new SqliteStore(db).migrate();
+    // A new file reads FULL before migrate(); switching it to WAL must not bring better-sqlite3's NORMAL in.
+    assert.equal(db.pragma('synchronous', { simple: true }), 2);
     db.close();
     const level = (connection: SqliteDatabase) => connection.pragma('synchronous', { simple: true });
     // better-sqlite3 builds SQLite with SQLITE_DEFAULT_WAL_SYNCHRONOUS=1: a reopened WAL database starts at NORMAL.
