@@ -31,15 +31,20 @@ function setup(options: Partial<Parameters<typeof createGuard>[1]> = {}, contrac
   };
 }
 
-/** A memory store whose `extend` is `extend` (slow, hanging, counted). */
-function withExtend(memory: MemoryStore, extend: NonNullable<IdempotencyStore['extend']>): IdempotencyStore {
+/** A memory store with some methods replaced (slow, hanging, failing, counted); the others run on the store itself. */
+function withMethods(memory: MemoryStore, methods: Readonly<Record<string, unknown>>): MemoryStore {
   return new Proxy(memory, {
     get(target, property) {
-      if (property === 'extend') return extend;
+      if (typeof property === 'string' && Object.hasOwn(methods, property)) return methods[property];
       const value: unknown = Reflect.get(target, property, target);
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
   });
+}
+
+/** A memory store whose `extend` is `extend`. */
+function withExtend(memory: MemoryStore, extend: NonNullable<IdempotencyStore['extend']>): IdempotencyStore {
+  return withMethods(memory, { extend });
 }
 
 function problemType(response: GuardResponse): string {
@@ -837,11 +842,11 @@ describe('runtime/guard: store failures', () => {
       const memory = new MemoryStore({ clock: () => t });
       // The memory store, except that once armed its `method` throws synchronously, like a store written without async.
       let armed = false;
-      const store = new Proxy(memory, {
-        get(target, property) {
-          if (armed && property === method) return (): never => { throw new Error('ECONNRESET'); };
-          const value: unknown = Reflect.get(target, property, target);
-          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      const original = memory[method].bind(memory) as (...args: unknown[]) => unknown;
+      const store = withMethods(memory, {
+        [method]: (...args: unknown[]) => {
+          if (armed) throw new Error('ECONNRESET');
+          return original(...args);
         },
       });
       const reconcile: ReconcileHook = () =>
@@ -912,13 +917,7 @@ describe('runtime/guard: store failures', () => {
   it('runs the handler when the store ran the reservation twice and answers "existing" with the request\'s own token (a resent command)', async () => {
     const memory = new MemoryStore();
     // Like ioredis resending an unanswered EVALSHA after a reconnect: the first run reserved, the answer seen is the second's.
-    const resending = new Proxy(memory, {
-      get(target, property) {
-        if (property === 'reserve') return async (input: ReserveInput) => (await target.reserve(input), target.reserve(input));
-        const value: unknown = Reflect.get(target, property, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const resending = withMethods(memory, { reserve: async (input: ReserveInput) => (await memory.reserve(input), memory.reserve(input)) });
     const guard = createGuard(demoContract(), { store: resending });
     let runs = 0;
     const first = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'once' })));
@@ -1094,20 +1093,14 @@ describe('runtime/guard: store failures', () => {
     const inner = new MemoryStore();
     let reserveFails = false;
     // withReservation over the memory store; the plain reserve fails once armed (a store blip).
-    const store = new Proxy(inner, {
-      get(target, property) {
-        if (property === 'reserve') return (input: ReserveInput) => (reserveFails ? Promise.reject(new Error('ECONNRESET')) : target.reserve(input));
-        if (property === 'withReservation') {
-          return async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
-            const reservation = await target.reserve(input);
-            const step = await work(reservation, 'tx');
-            if (step.commit) await target.complete(input.id, input.token, step.complete);
-            else if (reservation.outcome === 'reserved') await target.release(input.id, input.token);
-            return step.value;
-          };
-        }
-        const value: unknown = Reflect.get(target, property, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    const store = withMethods(inner, {
+      reserve: (input: ReserveInput) => (reserveFails ? Promise.reject(new Error('ECONNRESET')) : inner.reserve(input)),
+      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+        const reservation = await inner.reserve(input);
+        const step = await work(reservation, 'tx');
+        if (step.commit) await inner.complete(input.id, input.token, step.complete);
+        else if (reservation.outcome === 'reserved') await inner.release(input.id, input.token);
+        return step.value;
       },
     }) as unknown as TransactionalStore<string>;
     const guard = createGuard<string>(demoContract(), { store, failOpen: true, waitInProgressMs: 2000 });
@@ -1130,20 +1123,14 @@ describe('runtime/guard: store failures', () => {
     let t = 1_800_000_000_000;
     const memory = new MemoryStore({ clock: () => t });
     let resendLate = true;
-    const store = new Proxy(memory, {
-      get(target, property) {
-        if (property === 'reserve') {
-          return async (input: ReserveInput) => {
-            const first = await target.reserve(input);
-            if (!resendLate) return first;
-            resendLate = false;
-            // The answer was lost; the client resent the command after a reconnect that outlasted the lease.
-            t += 31_000;
-            return target.reserve(input);
-          };
-        }
-        const value: unknown = Reflect.get(target, property, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput) => {
+        const first = await memory.reserve(input);
+        if (!resendLate) return first;
+        resendLate = false;
+        // The answer was lost; the client resent the command after a reconnect that outlasted the lease.
+        t += 31_000;
+        return memory.reserve(input);
       },
     });
     const guard = createGuard(demoContract(), { store, now: () => t, reconcile: () => ({ outcome: 'not-happened' }) });
