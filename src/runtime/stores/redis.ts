@@ -272,7 +272,10 @@ export class RedisStore implements IdempotencyStore {
           return {
             checked: false,
             policies,
-            warning: `could not read the Redis eviction policy (${message.split('\n')[0]}): if Redis evicts idempotency records, a retry runs the effect again; ${EVICTION_FIX}`,
+            warning: joinWarnings([
+              ...warnings,
+              `could not read the Redis eviction policy (${message.split('\n')[0]}): if Redis evicts idempotency records, a retry runs the effect again; ${EVICTION_FIX}`,
+            ])!,
           };
         }
         throw wrap(error);
@@ -289,7 +292,8 @@ export class RedisStore implements IdempotencyStore {
       }
       warnings.push(`Redis maxmemory-policy is ${policy}: records are safe only while maxmemory stays 0 (no limit); ${EVICTION_FIX}`);
     }
-    return { checked: true, policies, ...(warnings.length > 0 ? { warning: warnings.join('; ') } : {}) };
+    const warning = joinWarnings(warnings);
+    return { checked: true, policies, ...(warning !== undefined ? { warning } : {}) };
   }
 
   async reserve(input: ReserveInput): Promise<ReserveResult> {
@@ -485,6 +489,11 @@ async function persistenceWarning(server: Pick<Redis, 'config'>): Promise<string
     // Unknown: managed services often refuse CONFIG; their persistence is a setting of the service.
   }
   return undefined;
+}
+
+/** The warnings of several servers (a Cluster's masters) as one, each said once. */
+function joinWarnings(warnings: readonly string[]): string | undefined {
+  return warnings.length === 0 ? undefined : [...new Set(warnings)].join('; ');
 }
 
 const PERSISTENCE_FIX = 'set appendonly yes with appendfsync everysec (loses at most the last second on a crash) or always (loses nothing, one disk sync per write)';
