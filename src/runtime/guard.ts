@@ -305,13 +305,12 @@ export function transactionRefusal(contract: CompiledContract): string | undefin
 }
 
 /**
- * Whether a reservation answered `existing` is the caller's own, still leased: the store ran the call twice (a
- * client that resent the unanswered command after a reconnect, as ioredis does) and found the record the first
- * run wrote under this call's fresh token. Past its lease it is not: another delivery may be taking it over.
+ * Whether a reservation answered `existing` found the caller's own record: the store ran the call twice (a client
+ * that resent the unanswered command after a reconnect, as ioredis does) and the second run found what the first
+ * wrote under this call's fresh token.
  */
-function ownLiveReservation(result: ReserveResult, token: string): boolean {
-  const record = result.record;
-  return record.state === 'in_progress' && record.leaseToken === token && record.leaseUntil > result.now;
+function ownReservation(result: ReserveResult, token: string): boolean {
+  return result.record.state === 'in_progress' && result.record.leaseToken === token;
 }
 
 /** What `classify` does when a record it saw is gone: reserve again (plain mode), or answer (one-transaction mode). */
@@ -889,15 +888,28 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // If the reservation lands after we gave up, nobody runs the handler for it: free it again.
       pending?.then(
         (late) => {
-          if (late.outcome === 'reserved' || ownLiveReservation(late, input.token)) void freeLate(input);
+          // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
+          if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input);
         },
         () => undefined,
       );
       return storeUnavailable(req, prep.recordId, prep.key);
     }
     // A fresh reservation (the common case) is answered here, without another async step; so is this request's own.
-    if (result.outcome === 'reserved' || ownLiveReservation(result, input.token)) return reserved(req, prep, input.token);
+    if (result.outcome === 'reserved') return reserved(req, prep, input.token);
+    // Ours only while its lease runs, on the store's clock read now: a resent command may carry the time it was
+    // first sent, and past the lease another delivery may be taking the record over.
+    if (ownReservation(result, input.token) && (await ownLeaseRuns(result.record))) return reserved(req, prep, input.token);
     return await classify(req, prep, result, allowWait);
+  }
+
+  /** Whether `record`'s lease still runs by the store's clock now (false if the store cannot say). */
+  async function ownLeaseRuns(record: IdempotencyRecord): Promise<boolean> {
+    try {
+      return record.leaseUntil > (await bounded(store.now()));
+    } catch {
+      return false;
+    }
   }
 
   /** Releases a reservation that landed after the guard gave up on it; never rejects. */

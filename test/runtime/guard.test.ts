@@ -1128,9 +1128,11 @@ describe('runtime/guard: store failures', () => {
         const first = await memory.reserve(input);
         if (!resendLate) return first;
         resendLate = false;
-        // The answer was lost; the client resent the command after a reconnect that outlasted the lease.
+        // The answer was lost; the client resent the command after a reconnect that outlasted the lease — with the
+        // time it was first sent (a store that takes its clock on the client side), so the answer's `now` is stale.
         t += 31_000;
-        return memory.reserve(input);
+        const resent = await memory.reserve(input);
+        return { ...resent, now: first.now };
       },
     });
     const guard = createGuard(demoContract(), { store, now: () => t, reconcile: () => ({ outcome: 'not-happened' }) });
