@@ -1085,8 +1085,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // `tx`, and a store failure there would fail open beside whoever reserves the key next.
       const begun = await classify(req, prep, outcome.result, true, async () => inProgress(prep.recordId, 1000, 0, req.requestId));
       if (begun.kind === 'respond') return begun.response;
-      // Only a reconciliation takeover proceeds here; it runs outside the transaction like begin() would.
-      return runHandler(begun, handler);
+      // A reconciliation takeover: the abandoned record is this request's now, but outside any transaction, where the
+      // handler would run without its `tx`. Nothing ran under it: give it back and answer 409 + Retry-After, so the
+      // retry reserves inside a transaction.
+      await abort(begun.reservation, { rolledBack: true });
+      return inProgress(prep.recordId, 1000, 0, req.requestId).response;
     }
     if (logging) log(
       {

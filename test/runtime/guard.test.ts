@@ -1119,6 +1119,34 @@ describe('runtime/guard: store failures', () => {
     assert.ok(answer.headers['retry-after']);
   });
 
+  it('in one-transaction mode, a reconciliation takeover gives the record back and answers 409: the retry runs inside a transaction, with its tx', async () => {
+    let t = 1_800_000_000_000;
+    const inner = new MemoryStore({ clock: () => t });
+    const store = withMethods(inner, {
+      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+        const reservation = await inner.reserve(input);
+        const step = await work(reservation, 'tx');
+        if (step.commit) await inner.complete(input.id, input.token, step.complete);
+        else if (reservation.outcome === 'reserved') await inner.release(input.id, input.token);
+        return step.value;
+      },
+    }) as unknown as TransactionalStore<string>;
+    const guard = createGuard<string>(demoContract(), { store, now: () => t, reconcile: () => ({ outcome: 'not-happened' }) });
+    // A reservation whose owner died: abandoned once its lease has run out.
+    assert.equal((await guard.begin(demoRequest(KEY))).kind, 'proceed');
+    t += 31_000;
+    const seen: unknown[] = [];
+    const handler = async (ctx: { tx: string | undefined }) => (seen.push(ctx.tx), jsonResponse(201, { id: 'once' }));
+    const taken = await guard.handle(demoRequest(KEY), handler, { transaction: true });
+    assert.equal(taken.status, 409);
+    assert.ok(taken.headers['retry-after']);
+    assert.deepEqual(seen, []);
+    // Given back: the retry is not told "in progress" by the takeover's own lease.
+    const retry = await guard.handle(demoRequest(KEY), handler, { transaction: true });
+    assert.equal(retry.status, 201);
+    assert.deepEqual(seen, ['tx']);
+  });
+
   it('a resent reservation found under its own token after its lease ran out is not taken as reserved: one delivery runs', async () => {
     let t = 1_800_000_000_000;
     const memory = new MemoryStore({ clock: () => t });
