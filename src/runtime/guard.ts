@@ -897,9 +897,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
     // A fresh reservation (the common case) is answered here, without another async step; so is this request's own.
     if (result.outcome === 'reserved') return reserved(req, prep, input.token);
-    // Ours only while its lease runs, on the store's clock read now: a resent command may carry the time it was
-    // first sent, and past the lease another delivery may be taking the record over.
-    if (ownReservation(result, input.token) && (await ownLeaseRuns(result.record))) return reserved(req, prep, input.token);
+    if (ownReservation(result, input.token)) {
+      // Ours while its lease runs, on the store's clock read now (a resent command may carry the time it was first
+      // sent). Otherwise — run out, or the clock unreadable — nothing ran under it: give it back (fenced on this
+      // token, so a takeover by another delivery stays) and reserve again, rather than leave it to look abandoned.
+      if (await ownLeaseRuns(result.record)) return reserved(req, prep, input.token);
+      try {
+        await bounded(store.release(input.id, input.token));
+      } catch {
+        return storeUnavailableResponse(req, prep.recordId);
+      }
+      return reserveAndClassify(req, prep, false);
+    }
     return await classify(req, prep, result, allowWait);
   }
 

@@ -1163,10 +1163,37 @@ describe('runtime/guard: store failures', () => {
         return { ...resent, now: first.now };
       },
     });
-    const guard = createGuard(demoContract(), { store, now: () => t, reconcile: () => ({ outcome: 'not-happened' }) });
+    // No reconcile hook: the request's own unused reservation must not be left to look abandoned either.
+    const guard = createGuard(demoContract(), { store, now: () => t });
     const first = await guard.begin(demoRequest(KEY));
     const second = await guard.begin(demoRequest(KEY));
-    assert.deepEqual([first.kind, second.kind].filter((kind) => kind === 'proceed').length, 1);
+    assert.deepEqual([first.kind, second.kind], ['proceed', 'respond']);
+    assert.equal(second.kind === 'respond' && second.response.status, 409);
+  });
+
+  it('gives its own resent reservation back and reserves again when the store clock cannot be read, instead of leaving it stuck', async () => {
+    const memory = new MemoryStore();
+    let resend = true;
+    let nowFails = false;
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput) => {
+        const first = await memory.reserve(input);
+        if (!resend) return first;
+        resend = false;
+        nowFails = true;
+        return memory.reserve(input);
+      },
+      now: () => {
+        if (!nowFails) return memory.now();
+        nowFails = false;
+        return Promise.reject(new Error('ECONNRESET'));
+      },
+    });
+    const guard = createGuard(demoContract(), { store });
+    let runs = 0;
+    const answer = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'once' })));
+    assert.equal(answer.status, 201);
+    assert.equal(runs, 1);
   });
 
   it('does not throw from complete when the store fails; logs record-failed', async () => {
