@@ -42,6 +42,39 @@ function withMethods(memory: MemoryStore, methods: Readonly<Record<string, unkno
   });
 }
 
+/**
+ * `withReservation` over a memory store, for one-transaction tests: the work gets the transaction handle `'tx'`;
+ * a commit completes the record, a rollback releases the reservation it made.
+ */
+function memoryTransaction(inner: MemoryStore): TransactionalStore<string>['withReservation'] {
+  return async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+    const reservation = await inner.reserve(input);
+    const step = await work(reservation, 'tx');
+    if (step.commit) await inner.complete(input.id, input.token, step.complete);
+    else if (reservation.outcome === 'reserved') await inner.release(input.id, input.token);
+    return step.value;
+  };
+}
+
+/**
+ * A `reserve` whose first call runs twice, as a store client resending an unanswered command would: `between` runs
+ * between the two runs, and the answer is the second run's, shaped by `answer`.
+ */
+function resentOnce(
+  memory: MemoryStore,
+  between: () => unknown,
+  answer: (first: ReserveResult, resent: ReserveResult) => ReserveResult = (_, resent) => resent,
+): (input: ReserveInput) => Promise<ReserveResult> {
+  let resend = true;
+  return async (input) => {
+    const first = await memory.reserve(input);
+    if (!resend) return first;
+    resend = false;
+    between();
+    return answer(first, await memory.reserve(input));
+  };
+}
+
 /** A memory store whose `extend` is `extend`. */
 function withExtend(memory: MemoryStore, extend: NonNullable<IdempotencyStore['extend']>): IdempotencyStore {
   return withMethods(memory, { extend });
@@ -1095,13 +1128,7 @@ describe('runtime/guard: store failures', () => {
     // withReservation over the memory store; the plain reserve fails once armed (a store blip).
     const store = withMethods(inner, {
       reserve: (input: ReserveInput) => (reserveFails ? Promise.reject(new Error('ECONNRESET')) : inner.reserve(input)),
-      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
-        const reservation = await inner.reserve(input);
-        const step = await work(reservation, 'tx');
-        if (step.commit) await inner.complete(input.id, input.token, step.complete);
-        else if (reservation.outcome === 'reserved') await inner.release(input.id, input.token);
-        return step.value;
-      },
+      withReservation: memoryTransaction(inner),
     }) as unknown as TransactionalStore<string>;
     const guard = createGuard<string>(demoContract(), { store, failOpen: true, waitInProgressMs: 2000 });
     const holder = await guard.begin(demoRequest(KEY));
@@ -1123,13 +1150,7 @@ describe('runtime/guard: store failures', () => {
     let t = 1_800_000_000_000;
     const inner = new MemoryStore({ clock: () => t });
     const store = withMethods(inner, {
-      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
-        const reservation = await inner.reserve(input);
-        const step = await work(reservation, 'tx');
-        if (step.commit) await inner.complete(input.id, input.token, step.complete);
-        else if (reservation.outcome === 'reserved') await inner.release(input.id, input.token);
-        return step.value;
-      },
+      withReservation: memoryTransaction(inner),
     }) as unknown as TransactionalStore<string>;
     const guard = createGuard<string>(demoContract(), { store, now: () => t, reconcile: () => ({ outcome: 'not-happened' }) });
     // A reservation whose owner died: abandoned once its lease has run out.
@@ -1150,18 +1171,10 @@ describe('runtime/guard: store failures', () => {
   it('a resent reservation found under its own token after its lease ran out is not taken as reserved: one delivery runs', async () => {
     let t = 1_800_000_000_000;
     const memory = new MemoryStore({ clock: () => t });
-    let resendLate = true;
+    // The answer was lost; the client resent the command after a reconnect that outlasted the lease — with the
+    // time it was first sent (a store that takes its clock on the client side), so the answer's `now` is stale.
     const store = withMethods(memory, {
-      reserve: async (input: ReserveInput) => {
-        const first = await memory.reserve(input);
-        if (!resendLate) return first;
-        resendLate = false;
-        // The answer was lost; the client resent the command after a reconnect that outlasted the lease — with the
-        // time it was first sent (a store that takes its clock on the client side), so the answer's `now` is stale.
-        t += 31_000;
-        const resent = await memory.reserve(input);
-        return { ...resent, now: first.now };
-      },
+      reserve: resentOnce(memory, () => (t += 31_000), (first, resent) => ({ ...resent, now: first.now })),
     });
     // No reconcile hook: the request's own unused reservation must not be left to look abandoned either.
     const guard = createGuard(demoContract(), { store, now: () => t });
@@ -1173,16 +1186,9 @@ describe('runtime/guard: store failures', () => {
 
   it('gives its own resent reservation back and reserves again when the store clock cannot be read, instead of leaving it stuck', async () => {
     const memory = new MemoryStore();
-    let resend = true;
     let nowFails = false;
     const store = withMethods(memory, {
-      reserve: async (input: ReserveInput) => {
-        const first = await memory.reserve(input);
-        if (!resend) return first;
-        resend = false;
-        nowFails = true;
-        return memory.reserve(input);
-      },
+      reserve: resentOnce(memory, () => (nowFails = true)),
       now: () => {
         if (!nowFails) return memory.now();
         nowFails = false;
