@@ -313,7 +313,7 @@ function ownReservation(result: ReserveResult, token: string): boolean {
   return result.record.state === 'in_progress' && result.record.leaseToken === token;
 }
 
-/** What `classify` does when a record it saw is gone: reserve again (plain mode), or answer (one-transaction mode). */
+/** What `classify` does when a record it saw is gone, instead of reserving again (plain mode): one-transaction mode answers. */
 type Vanished = () => Promise<Begun>;
 
 /** The store methods the guard calls. */
@@ -791,7 +791,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     prep: Extract<Prepared, { kind: 'ready' }>,
     result: ReserveResult,
     allowWait: boolean,
-    vanished: Vanished = () => reserveAndClassify(req, prep, false),
+    vanished?: Vanished,
   ): Promise<Begun> {
     if (result.outcome === 'reserved') return reserved(req, prep, result.record.leaseToken);
     let record = result.record;
@@ -811,7 +811,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           // We have seen a record another request owns: fail-open would run the effect beside it. Always 503.
           return storeUnavailableResponse(req, prep.recordId);
         }
-        if (latest === undefined) return vanished();
+        if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
         record = latest;
         if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
         if (record.state === 'completed') return replay(record, req.requestId);
@@ -822,7 +822,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return reconcile(req, prep, record, vanished);
   }
 
-  async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished: Vanished): Promise<Begun> {
+  async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished?: Vanished): Promise<Begun> {
     if (options.reconcile === undefined) return abandoned(record, req.requestId);
     let verdict: ReconcileVerdict;
     try {
@@ -860,7 +860,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
       // Another request won the takeover (or the record moved on): answer from what is there now.
       const latest = await bounded(store.get(record.id));
-      if (latest === undefined) return vanished();
+      if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
       const now = await bounded(store.now());
       if (latest.fingerprint !== prep.fingerprint) return mismatch(latest, req.requestId);
       if (latest.state === 'completed') return replay(latest, req.requestId);
@@ -1021,6 +1021,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let gaveUp = false;
     let handlerFailed = false;
     let handlerStarted = false;
+    // 409 + Retry-After 1 s: the key was busy (a lock wait timed out, or the record changed hands); the retry reserves anew.
+    const retrySoon = (): Respond => inProgress(prep.recordId, 1000, 0, req.requestId);
     const input = reserveInput(prep);
     const work = store.withReservation<Outcome>(input, async (reserved, tx) => {
       if (gaveUp) return { commit: false, value: { kind: 'gave-up' } };
@@ -1072,7 +1074,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         throw error;
       }
       if (error instanceof StoreError && error.kind === 'lock-timeout') {
-        return inProgress(prep.recordId, 1000, 0, req.requestId).response;
+        return retrySoon().response;
       }
       // Once the handler has run, a failed commit leaves the outcome unknown (a lost COMMIT reply may have
       // committed; an external call may have happened even if it rolled back): never "store unavailable",
@@ -1092,13 +1094,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // If the record goes away while this request waits (its holder's transient answer released the key), answer
       // "retry" (409 + Retry-After): reserving again here would run the handler outside the transaction, without its
       // `tx`, and a store failure there would fail open beside whoever reserves the key next.
-      const begun = await classify(req, prep, outcome.result, true, async () => inProgress(prep.recordId, 1000, 0, req.requestId));
+      const begun = await classify(req, prep, outcome.result, true, async () => retrySoon());
       if (begun.kind === 'respond') return begun.response;
       // A reconciliation takeover: the abandoned record is this request's now, but outside any transaction, where the
       // handler would run without its `tx`. Nothing ran under it: give it back and answer 409 + Retry-After, so the
       // retry reserves inside a transaction.
       await abort(begun.reservation, { rolledBack: true });
-      return inProgress(prep.recordId, 1000, 0, req.requestId).response;
+      return retrySoon().response;
     }
     if (logging) log(
       {

@@ -112,6 +112,9 @@ const NOW = `COALESCE($1::bigint, floor(extract(epoch FROM clock_timestamp()) * 
  */
 const DURABLE = `CASE WHEN current_setting('synchronous_commit') = 'off' THEN set_config('synchronous_commit', 'local', true) END`;
 
+/** The time row every write statement reads its `now` from (as `c`), carrying {@link DURABLE} with it. */
+const WRITE_CLOCK = `SELECT ${NOW} AS now, ${DURABLE} AS durable`;
+
 /** PostgreSQL store. The caller creates and ends the pool; the store only borrows clients from it. */
 export class PostgresStore implements TransactionalStore<PoolClient> {
   readonly #db: PostgresQueryable;
@@ -474,7 +477,7 @@ function statements(t: string) {
     // row, and an in_progress record is never overwritten. A record committed by a concurrent reservation
     // after the snapshot is invisible to the read (no row: the caller reads again).
     reserve: `
-      WITH c AS (SELECT ${NOW} AS now, ${DURABLE} AS durable),
+      WITH c AS (${WRITE_CLOCK}),
       cur AS (
         SELECT r.* FROM ${t} r, c WHERE r.id = $2 AND NOT (r.state = 'completed' AND r.expires_at <= c.now)),
       ins AS (
@@ -487,17 +490,17 @@ function statements(t: string) {
     now: `SELECT ${NOW} AS now`,
     complete: `
       UPDATE ${t} SET state = 'completed', status = $4, headers = $5::jsonb, body = $6, result_id = $7, expires_at = c.now + $8::bigint
-      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c
+      FROM (${WRITE_CLOCK}) c
       WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
     release: `DELETE FROM ${t} USING (SELECT ${DURABLE} AS durable) d WHERE id = $1 AND lease_token = $2 AND state = 'in_progress'`,
     takeover: `
       UPDATE ${t} AS r SET lease_token = $5, lease_until = c.now + $6::bigint, created_at = c.now
-      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c
+      FROM (${WRITE_CLOCK}) c
       WHERE r.id = $2 AND r.fingerprint = $3 AND r.lease_token = $4 AND r.state = 'in_progress' AND r.lease_until <= c.now
       RETURNING r.*`,
     extend: `
       UPDATE ${t} SET lease_until = c.now + $4::bigint
-      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c
+      FROM (${WRITE_CLOCK}) c
       WHERE id = $2 AND lease_token = $3 AND state = 'in_progress'`,
     abandoned: `
       SELECT r.* FROM ${t} r, (SELECT ${NOW} AS now) c
@@ -521,7 +524,7 @@ function statements(t: string) {
     ...fixed,
     // One row per distinct id, ids sorted (lock order); each row its own ON CONFLICT arbitration.
     reserveMany: batched((rows) => `
-      WITH c AS (SELECT ${NOW} AS now, ${DURABLE} AS durable),
+      WITH c AS (${WRITE_CLOCK}),
       i (id, operation, fingerprint, token, lease_ms, ttl_ms) AS (VALUES ${valueRows(rows, ['text', 'text', 'text', 'text', 'bigint', 'bigint'])}),
       cur AS (
         SELECT r.* FROM ${t} r, c WHERE r.id IN (${Array.from({ length: rows }, (_, j) => `$${2 + 6 * j}`).join(', ')})
@@ -536,7 +539,7 @@ function statements(t: string) {
     completeMany: batched((rows) => `
       UPDATE ${t} AS r SET state = 'completed', status = i.status, headers = i.headers::jsonb, body = i.body,
         result_id = i.result_id, expires_at = c.now + i.ttl_ms
-      FROM (SELECT ${NOW} AS now, ${DURABLE} AS durable) c,
+      FROM (${WRITE_CLOCK}) c,
         (VALUES ${valueRows(rows, ['text', 'text', 'int', 'text', 'bytea', 'text', 'bigint'])}) AS i (id, token, status, headers, body, result_id, ttl_ms)
       WHERE r.id = i.id AND r.lease_token = i.token AND r.state = 'in_progress'
       RETURNING r.id`),
