@@ -63,8 +63,8 @@ export interface Reservation {
 
 /** What {@link Guard.begin} decided. */
 export type Decision =
-  /** 400 / 409 / 412 / 422 / 503 / a replay: send `response` as is, do not run the handler. */
-  | { readonly kind: 'respond'; readonly response: GuardResponse }
+  /** 400 / 409 / 412 / 422 / 503 / a replay (`replayed`): send `response` as is, do not run the handler. */
+  | { readonly kind: 'respond'; readonly response: GuardResponse; readonly replayed?: true }
   /**
    * Run the handler, add `headers` (`idempotent-replayed: false` unless the contract sends the flag on replays
    * only, and `repeatability-result: accepted` for an OASIS contract) to its response, then call complete/abort.
@@ -191,8 +191,9 @@ export interface GuardOptions {
   readonly failOpen?: boolean;
   /**
    * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
-   * content-location, location, etag, last-modified. `set-cookie`, `cookie`, `authorization` and
-   * `proxy-authorization` are refused (`createGuard` throws).
+   * content-disposition, location, content-location, operation-location, azure-asyncoperation, etag,
+   * last-modified. `set-cookie`, `cookie`, `authorization` and `proxy-authorization` are refused (`createGuard`
+   * throws). A body the adapter could not decode is recorded with its `content-encoding` whatever this says.
    */
   readonly replayHeaders?: readonly string[];
   /**
@@ -222,6 +223,15 @@ export interface GuardOptions {
   readonly leaseRenewalMaxMs?: number;
 }
 
+/** What {@link Guard.abort} is told about a request whose handler's answer is not recorded. */
+export interface AbortInfo {
+  /** The effect was rolled back with the reservation's transaction: the key is released. */
+  readonly rolledBack: boolean;
+  /** The handler may still be running: the lease is left to run out instead of ending now. */
+  readonly handlerRunning?: boolean;
+  readonly error?: unknown;
+}
+
 /** Options of {@link Guard.handle}. */
 export interface HandleOptions {
   /** Reserve, run the handler and record `completed` in one database transaction (PostgreSQL, SQLite). */
@@ -238,8 +248,12 @@ export interface Guard<Tx = unknown> {
    * Never throws: a store failure is logged and the record stays `in_progress`.
    */
   complete(reservation: Reservation, sent: GuardResponse): Promise<void>;
-  /** Handler threw / 5xx with a possibly-happened effect: keep for reconciliation unless `rolledBack`. Never throws. */
-  abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void>;
+  /**
+   * Handler threw / 5xx with a possibly-happened effect: keep for reconciliation unless `rolledBack`. A kept
+   * local effect's lease ends at once, unless `handlerRunning` says the handler may still be at work (another
+   * middleware answered over it): then it runs out by itself. Never throws.
+   */
+  abort(reservation: Reservation, info: AbortInfo): Promise<void>;
   /**
    * begin → handler → complete/abort, for handlers that return a response; the answer carries the replay
    * header (on a first answer only when the contract sends it there). With `{ transaction: true }` the store must be
@@ -265,7 +279,7 @@ type Prepared =
   | { readonly kind: 'unguarded' }
   | { readonly kind: 'ready'; readonly recordId: string; readonly fingerprint: string; readonly key: string };
 
-type Respond = { readonly kind: 'respond'; readonly response: GuardResponse };
+type Respond = Extract<Decision, { kind: 'respond' }>;
 
 /**
  * A running handler's lease heartbeat: renewed from `next` on, until `until` — both on the monotonic clock
@@ -356,6 +370,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   for (const name of NEVER_REPLAYED) {
     // A replay goes to whoever retries with the key: recorded credentials would be handed to them.
     if (replayAllow.has(name)) throw new TypeError(`replayHeaders must not include ${name}: credentials are never recorded or replayed`);
+  }
+  // A handler that echoes the key would have it stored in the clear.
+  if (replayAllow.has(contract.key.header.toLowerCase())) {
+    throw new TypeError(`replayHeaders must not include ${contract.key.header.toLowerCase()}, the key header: the raw key is never stored`);
   }
   const replayHeader = contract.responses.replayHeader.toLowerCase();
   // OASIS Repeatable Requests (Azure's `Repeatability-Request-ID`): answers say `Repeatability-Result`, and a
@@ -613,14 +631,15 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (part.kind === 'global') {
         scopeValues.push(['global']);
       } else if (part.kind === 'principal') {
-        if (req.principal === undefined || req.principal === '') {
+        const principal = principalOf(req.principal);
+        if (principal === undefined) {
           if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
           return {
             kind: 'respond',
             response: problemResponse('idempotency-scope-unresolved', R.invalidKey, 'The key is scoped to the caller, but the request has no authenticated principal.', {}, req.requestId),
           };
         }
-        scopeValues.push(['principal', req.principal]);
+        scopeValues.push(['principal', principal]);
       } else {
         const source = part.kind === 'header' ? own(req.headers, part.name.toLowerCase()) : part.kind === 'path' ? own(req.pathParams, part.name) : own(req.query, part.name);
         if (source === undefined || source === '') {
@@ -699,6 +718,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       kind: 'respond',
       // The record is the store's fresh copy (every get/reserve reads or copies it anew): its body is ours to send.
       response: { status: stored.status, headers: { ...stored.headers, ...acceptedHeaders, [replayHeader]: 'true' }, body: stored.body },
+      replayed: true,
     };
   }
 
@@ -756,7 +776,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const headers: Record<string, string> = {};
     for (const name in sent.headers) {
       const lower = name.toLowerCase();
-      if (replayAllow.has(lower)) headers[lower] = sent.headers[name]!;
+      // A body still encoded (the adapters decode gzip, deflate and br first) is unreadable without its coding.
+      if (replayAllow.has(lower) || lower === 'content-encoding') headers[lower] = sent.headers[name]!;
     }
     // No copy of the body: every store serialises or copies it during the call.
     const response: StoredResponse = { status: sent.status, headers, body: sent.body };
@@ -940,7 +961,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
-  function beginNow(req: GuardRequest): Promise<Begun> {
+  function beginNow(request: GuardRequest): Promise<Begun> {
+    // A request id read from the key header itself (a contract keyed on `X-Request-Id`, the adapters' default
+    // request-id header) would put the raw key in every log event: dropped.
+    const req = request.requestId !== undefined && request.requestId === own(request.headers, keyHeader) ? withoutRequestId(request) : request;
     const prep = prepare(req);
     if (prep.kind === 'respond') return Promise.resolve(prep);
     if (prep.kind === 'unguarded') return Promise.resolve({ kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined });
@@ -978,12 +1002,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
-  async function abort(reservation: Reservation, info: { rolledBack: boolean; error?: unknown }): Promise<void> {
+  async function abort(reservation: Reservation, info: AbortInfo): Promise<void> {
     if (!reservation.guarded) return;
     const heartbeats = stopRenewal(reservation);
     if (info.rolledBack) return release(reservation, 'rolled-back');
     if (logging) log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
-    return endLease(reservation, heartbeats);
+    if (info.handlerRunning !== true) endLease(reservation, heartbeats);
   }
 
   /**
@@ -1142,6 +1166,25 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 }
 
 /** `record[name]` when it is the record's own member (never an `Object.prototype` one such as `constructor`). */
+function withoutRequestId(req: GuardRequest): GuardRequest {
+  const { requestId: _dropped, ...rest } = req;
+  return rest;
+}
+
+/**
+ * The principal hook's answer as the owner id the record is scoped by: a non-blank string, or a number or bigint
+ * as its decimal text. None (`undefined`, `null`, blank) is `undefined`: 400 scope unresolved. Anything else
+ * (an ObjectId, a URL, a user object) would hash as its JSON — `{}` for most classes, one scope for every owner,
+ * each replaying the others' answers — so it is refused with a `TypeError`.
+ */
+function principalOf(value: unknown): string | undefined {
+  if (typeof value === 'string') return value.trim() === '' ? undefined : value;
+  if (value === undefined || value === null) return undefined;
+  if ((typeof value === 'number' && Number.isFinite(value)) || typeof value === 'bigint') return String(value);
+  const kind = typeof value === 'object' ? (Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null)?.constructor?.name ?? 'object' : typeof value;
+  throw new TypeError(`the principal hook returned ${kind === 'number' ? String(value) : `a ${kind}`}, not the owner's id: return it as a string (e.g. String(user.id))`);
+}
+
 function own<T>(record: Readonly<Record<string, T>>, name: string): T | undefined {
   return Object.hasOwn(record, name) ? record[name] : undefined;
 }

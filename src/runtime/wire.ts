@@ -31,4 +31,4 @@ export const RESULT_HEADERS: readonly string[] = ['location', 'content-location'
  * The headers a guard records and replays when `replayHeaders` is not given: what identifies and describes the
  * result. A contract's replay header cannot be one of them: the flag would overwrite the handler's value.
  */
-export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'content-language', ...RESULT_HEADERS, 'etag', 'last-modified'];
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'content-language', 'content-disposition', ...RESULT_HEADERS, 'etag', 'last-modified'];

@@ -194,6 +194,27 @@ describe('runtime/guard: key and scope', () => {
     assert.equal(otherTenant.headers['idempotent-replayed'], 'false');
     assert.equal(s.runs(), 3);
   });
+
+  it('never merges owners whose principal hook answers with something else than a string (null, an ObjectId, a URL)', async () => {
+    const s = setup();
+    const as = (principal: unknown) => demoRequest(KEY, undefined, { principal: principal as string });
+    for (const none of [null, '', '   ']) {
+      const response = await s.guard.handle(as(none), s.handler);
+      assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-scope-unresolved`, JSON.stringify(none));
+    }
+    class ObjectId {
+      constructor(readonly hex: string) {}
+    }
+    // Each would hash as `{}`: every owner one scope, each replaying the others' answers.
+    for (const object of [new ObjectId('alice'), new URL('https://id.example/alice'), { id: 'alice' }]) {
+      await assert.rejects(s.guard.handle(as(object), s.handler), (error: Error) => error instanceof TypeError && /principal hook returned a (ObjectId|URL|Object)/.test(error.message));
+    }
+    // A numeric id is its decimal text.
+    await s.guard.handle(as(42), s.handler);
+    assert.equal((await s.guard.handle(as('42'), s.handler)).headers['idempotent-replayed'], 'true');
+    assert.equal((await s.guard.handle(as(43), s.handler)).headers['idempotent-replayed'], 'false');
+    assert.equal(s.runs(), 2);
+  });
 });
 
 describe('runtime/guard: createGuard', () => {
@@ -209,6 +230,10 @@ describe('runtime/guard: createGuard', () => {
       assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', name] }), new RegExp(name.toLowerCase()));
     }
     assert.doesNotThrow(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', 'x-trace'] }));
+  });
+
+  it('refuses the key header in replayHeaders (a handler echoing the key would have it stored in the clear)', () => {
+    assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', 'Idempotency-Key'] }), /idempotency-key, the key header/);
   });
 
   it('fingerprints the declared query parameters and path params', async () => {
@@ -1226,6 +1251,19 @@ describe('runtime/guard: logs', () => {
     assert.equal(s.events[1]!.resultId, 'dr_1');
     assert.match(s.events[0]!.keyId!, /^[0-9a-f]{64}$/);
     assert.equal(s.events[0]!.time, new Date(1_800_000_000_000).toISOString());
+  });
+});
+
+describe('runtime/guard: a contract keyed on the request-id header', () => {
+  it('never logs the raw key as the request id', async () => {
+    const contract = demoContract({ key: { ...demoContract().key, header: 'X-Request-Id' } });
+    const s = setup({}, contract);
+    const request = demoRequest(undefined, undefined, { headers: { 'x-request-id': KEY, 'x-tenant-id': 't1' }, requestId: KEY });
+    await s.guard.handle(request, s.handler);
+    await s.guard.handle(request, s.handler);
+    assert.deepEqual(s.events.map((e) => e.decision), ['reserved', 'completed', 'replay']);
+    assert.ok(!JSON.stringify(s.events).includes(KEY));
+    assert.equal(s.runs(), 1);
   });
 });
 

@@ -3,8 +3,10 @@
  * Imports `../guard.js`, `../multipart.js` and Node built-ins; copied into users' generated code with the adapter.
  */
 import type { CompiledContract } from '../contract.js';
-import type { GuardOptions } from '../guard.js';
+import type { GuardOptions, GuardResponse } from '../guard.js';
 import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { FilePart, multipartBoundary, multipartFields, type JsonValue } from '../multipart.js';
 import { bracketPath } from '../form-names.js';
 
@@ -59,28 +61,72 @@ export function queryFromSearchParams(params: URLSearchParams): Record<string, s
   return query;
 }
 
-/** Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work). */
+/** One segment of a path template: literals around its parameters (`{name}.{ext}`: `['', '.', '']`, names `name`, `ext`). */
+interface TemplateSegment {
+  readonly literals: readonly string[];
+  readonly names: readonly string[];
+}
+
+/**
+ * Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work; one
+ * trailing slash is ignored). Linear in the path: the template's segments are compared with the path's last
+ * ones, and a segment holding several parameters (`{year}-{month}-{day}`) is split at its literals from the
+ * right — each parameter before a literal as long as it can be, as a greedy RegExp would, without the
+ * backtracking that made such a RegExp cubic on a long path that does not match.
+ */
 export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
-  const names: string[] = [];
-  const source = template
-    .split(/(\{[^}]+\})/)
-    .map((part) => {
-      const match = /^\{([^}]+)\}$/.exec(part);
-      if (match === null) return urlPathForm(part).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      names.push(match[1]!);
-      return '([^/]+)';
-    })
-    .join('');
-  const pattern = new RegExp(`${source}/?$`);
-  return (pathname) => {
-    const match = pattern.exec(pathname);
-    if (match === null) return undefined;
-    const params: Record<string, string> = {};
-    names.forEach((name, index) => {
-      params[name] = decodeSegment(match[index + 1]!);
+  const segments: TemplateSegment[] = template
+    .split('/')
+    .slice(1)
+    .map((segment) => {
+      const literals: string[] = [];
+      const names: string[] = [];
+      segment.split(/(\{[^}]+\})/).forEach((part, index) => {
+        if (index % 2 === 1) names.push(part.slice(1, -1));
+        else literals.push(urlPathForm(part));
+      });
+      return { literals, names };
     });
+  const matchSegments = (pathname: string): Record<string, string> | undefined => {
+    const parts = pathname.split('/');
+    // A '/' before the template's first segment: the path has at least one more part than the template has segments.
+    if (parts.length <= segments.length) return undefined;
+    const params: Record<string, string> = {};
+    const offset = parts.length - segments.length;
+    for (let i = 0; i < segments.length; i++) {
+      if (!matchSegment(segments[i]!, parts[offset + i]!, params)) return undefined;
+    }
     return params;
   };
+  return (pathname) => {
+    if (pathname.endsWith('/')) return matchSegments(pathname.slice(0, -1)) ?? matchSegments(pathname);
+    return matchSegments(pathname);
+  };
+}
+
+/** Matches one path segment against a template segment, adding its parameters (percent-decoded) to `params`. */
+function matchSegment(segment: TemplateSegment, part: string, params: Record<string, string>): boolean {
+  const { literals, names } = segment;
+  if (names.length === 0) return part === literals[0];
+  const head = literals[0]!;
+  const tail = literals[literals.length - 1]!;
+  if (!part.startsWith(head) || !part.endsWith(tail)) return false;
+  let start = head.length;
+  let end = part.length - tail.length;
+  const values: string[] = new Array<string>(names.length);
+  // From the right: the last parameter as short as it can be, so every earlier one is as long as it can be.
+  for (let n = names.length - 1; n > 0; n--) {
+    const literal = literals[n]!;
+    // Each parameter takes at least one character: the literal ends before `end - 1` and starts after the ones before.
+    const at = literal === '' ? end - 1 : part.lastIndexOf(literal, end - 1 - literal.length);
+    if (at < start + n || at + literal.length >= end) return false;
+    values[n] = part.slice(at + literal.length, end);
+    end = at;
+  }
+  if (end <= start) return false;
+  values[0] = part.slice(start, end);
+  for (let n = 0; n < names.length; n++) params[names[n]!] = decodeSegment(values[n]!);
+  return true;
 }
 
 /** A percent-decoded path segment; a malformed escape (`%E0%A4%A`) stays as it was rather than throw. */
@@ -166,6 +212,41 @@ export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
     offset += chunk.length;
   }
   return out;
+}
+
+const DECODERS: Record<string, (bytes: Uint8Array) => Promise<Buffer>> = {
+  gzip: promisify(gunzip),
+  'x-gzip': promisify(gunzip),
+  deflate: promisify(inflate),
+  br: promisify(brotliDecompress),
+};
+
+/**
+ * The answer a record holds for one sent with a `Content-Encoding` (compression middleware behind the guard,
+ * a handler passing on an upstream's gzip): its body decoded (gzip, deflate, br, also chained) and the header
+ * gone, so a replay is the body itself, compressed afresh for its own client where the app compresses. An
+ * encoding it cannot undo leaves the answer as it is, and the guard records the header with the bytes. No
+ * encoding, no promise: the usual answer is returned as it came.
+ */
+export function identityAnswer(sent: GuardResponse): GuardResponse | Promise<GuardResponse> {
+  const encoding = sent.headers['content-encoding'];
+  return encoding === undefined ? sent : decodeAnswer(sent, encoding);
+}
+
+async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<GuardResponse> {
+  const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
+  let body = sent.body;
+  for (const coding of codings.reverse()) {
+    const decode = DECODERS[coding];
+    if (decode === undefined) return sent;
+    try {
+      body = await decode(body);
+    } catch {
+      return sent;
+    }
+  }
+  const { 'content-encoding': _encoding, ...headers } = sent.headers;
+  return { status: sent.status, headers, body };
 }
 
 /** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */

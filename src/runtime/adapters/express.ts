@@ -12,7 +12,19 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, withUploadedFiles, type RouteGuardOptionsFor } from './common.js';
+import {
+  bodyForFingerprint,
+  bodyNotParsed,
+  concatBytes,
+  identityAnswer,
+  nodeHeaders,
+  queryFromSearchParams,
+  readsQuery,
+  routerPathParams,
+  singleHeader,
+  withUploadedFiles,
+  type RouteGuardOptionsFor,
+} from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
 export type RouteGuardOptions = RouteGuardOptionsFor<Request>;
@@ -108,7 +120,15 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       const held = holdResponse(res);
       next();
       const sent = await held.sent;
-      await guard.complete(decision.reservation, sent);
+      if (sent === undefined) {
+        // Destroyed before it ended (a stream piped into it failed): nothing to record, the effect may have happened.
+        held.destroy();
+        await guard.abort(decision.reservation, { rolledBack: false });
+        return;
+      }
+      // A timeout middleware (connect-timeout) answered over a handler still at work: not the handler's outcome.
+      if (timedOut(req)) await guard.abort(decision.reservation, { rolledBack: false, handlerRunning: true });
+      else await guard.complete(decision.reservation, await identityAnswer(sent));
       held.flush(decision.headers);
     })().catch(next);
   };
@@ -117,20 +137,31 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     void (async () => {
       const request = await toGuardRequest(req);
       let held: Hold | undefined;
-      const response = await guard.handle(
-        request,
-        async (context) => {
-          (res.locals as ContextHolder)[CONTEXT] = context;
-          held = holdResponse(res, true);
-          next();
-          return held.sent;
-        },
-        { transaction: true },
-      );
-      if (held === undefined) sendResponse(res, response);
+      let recorded: GuardResponse | undefined;
+      const response = await guard
+        .handle(
+          request,
+          async (context) => {
+            (res.locals as ContextHolder)[CONTEXT] = context;
+            held = holdResponse(res, true);
+            next();
+            const sent = await held.sent;
+            // Destroyed before it ended: as a throw, the transaction rolls back.
+            if (sent === undefined) throw new Error(`idempotency guard for ${contract.operationId}: the response was destroyed before the handler ended it`);
+            recorded = await identityAnswer(sent);
+            return recorded;
+          },
+          { transaction: true },
+        )
+        .catch((error: unknown) => {
+          if (held?.destroyed === undefined) throw error;
+          return undefined;
+        });
+      if (response === undefined) held!.destroy();
+      else if (held === undefined) sendResponse(res, response);
       // The handler's own answer (the same bytes it sent) goes out as it was held, with the guard's headers added;
       // any other (a rolled-back 5xx's problem, outcome unknown) without the handler's headers.
-      else if (held.body !== undefined && response.body === held.body) held.flush(addedHeaders(response.headers, held));
+      else if (recorded !== undefined && response.body === recorded.body) held.flush(addedHeaders(response.headers, held));
       else held.answer(response);
     })().catch(next);
   };
@@ -145,6 +176,11 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       throw new TypeError(refusal);
     },
   }) as RouteGuard;
+}
+
+/** Whether a timeout middleware answered the request (connect-timeout's documented `req.timedout`). */
+function timedOut(req: Request): boolean {
+  return (req as { timedout?: unknown }).timedout === true;
 }
 
 /** Where multer puts the files it takes out of a multipart body. */
@@ -249,11 +285,13 @@ class Hold {
   ended = false;
   /** The chunks joined, once `end()` was called. */
   body: Uint8Array | undefined;
-  /** Resolves with what the handler sent once it calls `end()`. */
-  readonly sent: Promise<GuardResponse>;
-  resolveSent!: (response: GuardResponse) => void;
+  /** Resolves with what the handler sent once it calls `end()`, or with undefined if it destroys the response first. */
+  readonly sent: Promise<GuardResponse | undefined>;
+  resolveSent!: (response: GuardResponse | undefined) => void;
   // What was there before (possibly another middleware's own wrapper, e.g. on-headers): put back as found.
-  readonly original: Pick<Response, 'writeHead' | 'write' | 'end'>;
+  readonly original: Pick<Response, 'writeHead' | 'write' | 'end' | 'destroy'>;
+  /** `res.destroy()` called before `end()` (`stream.pipeline` does it when its source fails), with its error. */
+  destroyed: { error: Error | undefined } | undefined;
 
   /** Status and headers as they were when the handler called `end()`: exactly what is recorded and sent. */
   snapshot: ResponseHead | undefined;
@@ -267,9 +305,9 @@ class Hold {
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
   constructor(readonly res: HeldRes, keepBefore: boolean) {
-    this.original = { writeHead: res.writeHead, write: res.write, end: res.end };
+    this.original = { writeHead: res.writeHead, write: res.write, end: res.end, destroy: res.destroy };
     this.before = keepBefore ? headOf(res) : undefined;
-    this.sent = new Promise<GuardResponse>((resolve) => {
+    this.sent = new Promise<GuardResponse | undefined>((resolve) => {
       this.resolveSent = resolve;
     });
   }
@@ -298,6 +336,7 @@ class Hold {
     res.writeHead = this.original.writeHead;
     res.write = this.original.write;
     res.end = this.original.end;
+    res.destroy = this.original.destroy;
     res[HELD] = undefined;
     if (this.snapshot === undefined) return;
     // Node's own `headersSent` again (res is a dictionary object already: the delete costs no hidden class).
@@ -323,6 +362,12 @@ class Hold {
     sendResponse(this.res, response);
   }
 
+  /** Restores the methods and destroys the response as the handler asked, sending nothing it held. */
+  destroy(): void {
+    this.restore();
+    this.res.destroy(this.destroyed?.error);
+  }
+
   /** Restores the methods and sends the held response with `extraHeaders` added. */
   flush(extraHeaders: Record<string, string>): void {
     this.restore();
@@ -340,6 +385,19 @@ class Hold {
       for (const cb of callbacks) cb(null);
     });
   }
+}
+
+function heldDestroy(this: HeldRes, error?: Error): Response {
+  const hold = this[HELD]!;
+  if (hold.ended) {
+    // After end(), as a socket destroy is: once the held bytes are out.
+    hold.destroyRequested = true;
+    return this;
+  }
+  hold.ended = true;
+  hold.destroyed = { error };
+  hold.resolveSent(undefined);
+  return this;
 }
 
 function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
@@ -419,6 +477,7 @@ function holdResponse(res: Response, keepBefore = false): Hold {
   res.writeHead = heldWriteHead as Response['writeHead'];
   res.write = heldWrite as Response['write'];
   res.end = heldEnd as Response['end'];
+  res.destroy = heldDestroy as Response['destroy'];
   return hold;
 }
 

@@ -13,11 +13,20 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import { Readable } from 'node:stream';
-import { brotliDecompress, gunzip, inflate } from 'node:zlib';
-import { promisify } from 'node:util';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, bodyNotParsed, concatBytes, nodeHeaders, queryFromSearchParams, readsQuery, routerPathParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import {
+  bodyForFingerprint,
+  bodyNotParsed,
+  concatBytes,
+  identityAnswer,
+  nodeHeaders,
+  queryFromSearchParams,
+  readsQuery,
+  routerPathParams,
+  singleHeader,
+  type RouteGuardOptionsFor,
+} from './common.js';
 import { contractRoutes, nearMiss, normaliseBasePath, servesPath, type ContractRoutes, type RouteAddress } from './fastify-routes.js';
 
 export { toFastifyPath } from './fastify-routes.js';
@@ -118,13 +127,23 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const decision = await guard.begin(guardRequest);
     if (decision.kind === 'respond') {
       states.set(request, { owner: guard, context: unguardedContext(contract), headers: {}, settled: true });
-      return sendResponse(reply, decision.response);
+      // A replay is the recorded answer, which other plugins' onSend hooks already shaped: sent past them, as recorded.
+      return decision.replayed === true ? sendRecorded(reply, decision.response) : sendResponse(reply, decision.response);
     }
-    states.set(request, {
+    const state: RequestState = {
       owner: guard,
       context: { reservation: decision.reservation, tx: undefined, idempotencyKey: decision.idempotencyKey },
       headers: decision.headers,
       settled: false,
+    };
+    states.set(request, state);
+    // A hijacked reply (`reply.hijack()`, then `reply.raw`) never reaches onSend: once it is over, the effect may
+    // have happened and nothing was recorded, so the record is kept for reconciliation instead of waiting out the
+    // lease renewals. A reply that is not sent yet (the client went away mid-handler) still ends in onSend.
+    reply.raw.once('close', () => {
+      if (state.settled || !reply.sent) return;
+      state.settled = true;
+      void guard.abort(state.context.reservation, { rolledBack: false });
     });
     return undefined;
   };
@@ -133,11 +152,18 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const state = states.get(request);
     if (state === undefined || state.settled || state.owner !== guard) return payload;
     state.settled = true;
-    const body = await payloadBytes(payload);
+    let body: Uint8Array;
+    try {
+      body = await payloadBytes(payload);
+    } catch (error) {
+      // A stream payload that failed: Fastify answers 500, and the effect may have happened.
+      await guard.abort(state.context.reservation, { rolledBack: false, error });
+      throw error;
+    }
     // App-level onSend hooks run before this route-level one, so a compression plugin may already have encoded
     // the payload: record the identity body (Content-Encoding is never replayed), send the encoded one.
-    const recorded = await identityBytes(body, reply.getHeader('content-encoding'));
-    await guard.complete(state.context.reservation, { status: reply.statusCode, headers: replyHeaders(reply), body: recorded });
+    const recorded = await identityAnswer({ status: reply.statusCode, headers: replyHeaders(reply), body });
+    await guard.complete(state.context.reservation, recorded);
     for (const [name, value] of Object.entries(state.headers)) reply.header(name, value);
     return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   };
@@ -156,7 +182,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         guardRequest,
         async (context) => {
           states.set(request, { owner: guard, context, headers: {}, settled: true });
-          const value = await handler(request, reply, context as HandlerContext<Tx>);
+          const value = await sentOrReturned(reply, () => handler(request, reply, context as HandlerContext<Tx>));
           own = await serialize(reply, value);
           return own;
         },
@@ -397,33 +423,6 @@ function replyHeaders(reply: FastifyReply): Record<string, string> {
   return headers;
 }
 
-const DECODERS: Record<string, (bytes: Uint8Array) => Promise<Buffer>> = {
-  gzip: promisify(gunzip),
-  'x-gzip': promisify(gunzip),
-  deflate: promisify(inflate),
-  br: promisify(brotliDecompress),
-};
-
-/**
- * The payload without its `Content-Encoding` (gzip, deflate, br, also chained), so the record holds the body
- * itself and a replay is compressed afresh for its own client. An encoding it cannot undo keeps the bytes.
- */
-async function identityBytes(body: Uint8Array, encoding: unknown): Promise<Uint8Array> {
-  if (typeof encoding !== 'string') return body;
-  const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
-  let bytes = body;
-  for (const coding of codings.reverse()) {
-    const decode = DECODERS[coding];
-    if (decode === undefined) return body;
-    try {
-      bytes = await decode(bytes);
-    } catch {
-      return body;
-    }
-  }
-  return bytes;
-}
-
 async function payloadBytes(payload: unknown): Promise<Uint8Array> {
   if (payload === undefined || payload === null) return new Uint8Array(0);
   if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
@@ -436,14 +435,50 @@ async function payloadBytes(payload: unknown): Promise<Uint8Array> {
   return Buffer.from(JSON.stringify(payload), 'utf8');
 }
 
-/** Turns a transactional handler's return value into bytes the way Fastify would send it. */
+/**
+ * Runs a transactional handler and gives what it answers with: the payload of a `reply.send()` it calls (the usual
+ * `return reply.code(201).send(body)`), which is held instead of sent until the transaction commits, else the value
+ * it returns.
+ */
+async function sentOrReturned(reply: FastifyReply, run: () => Promise<unknown>): Promise<unknown> {
+  let sent: { payload: unknown } | undefined;
+  const shadowed = reply as unknown as Record<'send' | 'then', unknown>;
+  const own = { send: Object.getOwnPropertyDescriptor(reply, 'send'), then: Object.getOwnPropertyDescriptor(reply, 'then') };
+  shadowed.send = function heldSend(payload?: unknown): FastifyReply {
+    sent ??= { payload };
+    return reply;
+  };
+  // A reply is a thenable that settles once it is sent: an async handler returning it would wait for itself.
+  shadowed.then = (fulfilled?: (value: undefined) => unknown) => fulfilled?.(undefined);
+  let value: unknown;
+  try {
+    value = await run();
+  } finally {
+    for (const name of ['send', 'then'] as const) {
+      const descriptor = own[name];
+      if (descriptor !== undefined) Object.defineProperty(reply, name, descriptor);
+      else delete shadowed[name];
+    }
+  }
+  if (sent !== undefined) return sent.payload;
+  return value === reply ? undefined : value;
+}
+
+/**
+ * Turns a transactional handler's answer into bytes the way Fastify would send it: objects through the route's
+ * serializer (its response schema for the status, or a custom serializer), streams read whole, an `Error` thrown
+ * (it rolls the transaction back and goes to Fastify's error handler).
+ */
 async function serialize(reply: FastifyReply, value: unknown): Promise<GuardResponse> {
+  if (value instanceof Error) throw value;
   let body: Uint8Array;
   if (value === undefined || value === null) body = new Uint8Array(0);
-  else if (typeof value === 'string' || value instanceof Uint8Array) body = await payloadBytes(value);
-  else {
+  else if (typeof value === 'string' || value instanceof Uint8Array || value instanceof Readable || (typeof value === 'object' && Symbol.asyncIterator in value)) {
+    body = await payloadBytes(value);
+  } else {
     if (!reply.hasHeader('content-type')) reply.header('content-type', 'application/json; charset=utf-8');
-    body = Buffer.from(JSON.stringify(value), 'utf8');
+    const serialized: unknown = reply.serialize(value);
+    body = typeof serialized === 'string' ? Buffer.from(serialized, 'utf8') : serialized instanceof Uint8Array ? serialized : new Uint8Array(serialized as ArrayBuffer);
   }
   return { status: reply.statusCode, headers: replyHeaders(reply), body };
 }
@@ -451,5 +486,23 @@ async function serialize(reply: FastifyReply, value: unknown): Promise<GuardResp
 function sendResponse(reply: FastifyReply, response: GuardResponse): FastifyReply {
   reply.code(response.status);
   for (const [name, value] of Object.entries(response.headers)) reply.header(name, value);
+  // No payload for an empty body: an empty Buffer would make Fastify add `Content-Type: application/octet-stream`.
+  if (response.body.byteLength === 0) return reply.send();
   return reply.send(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
+}
+
+/**
+ * Sends a recorded answer as it was recorded: past the onSend hooks (which shaped it the first time: an envelope
+ * or a signature would be applied twice), with the headers the reply holds so far (CORS, security headers set by
+ * earlier hooks). onResponse hooks still run.
+ */
+function sendRecorded(reply: FastifyReply, response: GuardResponse): FastifyReply {
+  const earlier = reply.getHeaders();
+  reply.hijack();
+  const raw = reply.raw;
+  raw.statusCode = response.status;
+  for (const [name, value] of Object.entries(earlier)) if (value !== undefined) raw.setHeader(name, value);
+  for (const [name, value] of Object.entries(response.headers)) raw.setHeader(name, value);
+  raw.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
+  return reply;
 }

@@ -11,7 +11,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, headersFromEntries, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, headersFromEntries, identityAnswer, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
@@ -87,25 +87,27 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       if (refusal !== undefined) throw new TypeError(refusal);
       return async (request, ...rest) => {
         const guardRequest = await toGuardRequest(request);
-        let original: { response: Response; captured: GuardResponse } | undefined;
+        let original: { response: Response; captured: GuardResponse; recorded: GuardResponse } | undefined;
         const answer = await guard.handle(
           guardRequest,
           async (context) => {
             contexts.set(request, context);
             const response = await handler(request, ...rest);
             const captured = await capture(response);
-            original = { response, captured };
-            return captured;
+            const recorded = await identityAnswer(captured);
+            original = { response, captured, recorded };
+            return recorded;
           },
           wrapOptions?.transaction === true ? { transaction: true } : {},
         );
-        if (original !== undefined && answer.body === original.captured.body) {
-          // The handler's own answer: keep its headers as sent (repeated Set-Cookie included) plus the guard's.
+        if (original !== undefined && answer.body === original.recorded.body) {
+          // The handler's own answer: its bytes and headers as sent (repeated Set-Cookie, Content-Encoding included)
+          // plus the guard's.
           const headers = new Headers(original.response.headers);
           for (const [name, value] of Object.entries(answer.headers)) {
             if (original.captured.headers[name] !== value) headers.set(name, value);
           }
-          return toResponse(answer, headers);
+          return toResponse({ ...answer, body: original.captured.body }, headers);
         }
         return toResponse(answer, new Headers(answer.headers));
       };

@@ -55,6 +55,20 @@ describe('runtime/adapters/common', () => {
     assert.deepEqual(resolve(undefined, target('//v1/items/1/actions/2')), { 'item.id': '1', 'action-name': '2' });
   });
 
+  it('splits a segment of several parameters as a greedy pattern would, and stays linear on a long path that does not match', () => {
+    const date = pathMatcher('/reports/{year}-{month}-{day}/export');
+    assert.deepEqual(date('/api/reports/2026-11-30/export/'), { year: '2026', month: '11', day: '30' });
+    // Each parameter before a literal takes as much as it can: the last one is the shortest.
+    assert.deepEqual(date('/reports/a-b-c-d/export'), { year: 'a-b', month: 'c', day: 'd' });
+    assert.equal(date('/reports/2026-11/export'), undefined);
+    assert.deepEqual(pathMatcher('/f/{name}.{ext}')('/f/a.tar.gz'), { name: 'a.tar', ext: 'gz' });
+    assert.deepEqual(pathMatcher('/v{version}/{a}{b}')('/v2/xyz'), { version: '2', a: 'xy', b: 'z' });
+    // A RegExp built from this template backtracked cubically here (minutes at 20 KB; the whole server stalls).
+    const hostile = `/reports/${'1-'.repeat(10_000)}/exporT`;
+    assert.equal(date(hostile), undefined);
+    assert.equal(date(`/reports/${'1-'.repeat(10_000)}`), undefined);
+  });
+
   it('keeps a malformed percent escape as sent instead of throwing', () => {
     assert.deepEqual(pathMatcher('/items/{id}')('/items/%E0%A4%A'), { id: '%E0%A4%A' });
     assert.equal(requestPathname('/a%20b/c?d=e#f'), '/a%20b/c');

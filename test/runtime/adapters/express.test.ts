@@ -9,6 +9,24 @@ import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
 import { post } from '../../e2e/harness.js';
+import { Readable, pipeline } from 'node:stream';
+import { gunzipSync, gzipSync } from 'node:zlib';
+
+/** POSTs JSON to /things/t1 and reads the answer's bytes as sent (no decoding). */
+function postBytes(port: number, options: { key: string; body: unknown }): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+  const payload = JSON.stringify(options.body);
+  const headers = { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': options.key };
+  return new Promise((resolve, reject) => {
+    const request = http.request({ host: '127.0.0.1', port, path: '/things/t1', method: 'POST', headers, agent: false }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks) }));
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(payload);
+  });
+}
 
 
 async function listen(app: express.Express): Promise<{ port: number; close(): Promise<void> }> {
@@ -143,6 +161,83 @@ describe('runtime/adapters/express', () => {
     const retry = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: {} });
     assert.equal(retry.status, 409);
     // The handler has finished: the kept record goes to reconciliation at once, not "in progress" for the lease.
+    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned');
+    assert.equal(calls, 1);
+  });
+
+  it('records the body of an encoded answer decoded (the replay is readable); an encoding it cannot undo is recorded with its header', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    // What compression middleware mounted after the guard, or a handler passing an upstream's gzip on, sends.
+    app.post('/things/:tenant', express.json(), guard, (req, res) => {
+      calls += 1;
+      const json = JSON.stringify({ id: `thing-${calls}` });
+      const custom = (req.body as { custom?: boolean }).custom === true;
+      res.status(201).type('application/json').setHeader('content-encoding', custom ? 'x-custom' : 'gzip');
+      res.end(custom ? json : gzipSync(json));
+    });
+    server = await listen(app);
+    const first = await postBytes(server.port, { key: 'gz', body: {} });
+    assert.equal(first.headers['content-encoding'], 'gzip');
+    assert.equal(gunzipSync(first.body).toString(), '{"id":"thing-1"}');
+    const replay = await postBytes(server.port, { key: 'gz', body: {} });
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.headers['content-encoding'], undefined);
+    assert.equal(replay.body.toString(), '{"id":"thing-1"}');
+    await postBytes(server.port, { key: 'custom', body: { custom: true } });
+    const custom = await postBytes(server.port, { key: 'custom', body: { custom: true } });
+    assert.deepEqual([custom.headers['idempotent-replayed'], custom.headers['content-encoding'], custom.body.toString()], ['true', 'x-custom', '{"id":"thing-2"}']);
+    assert.equal(calls, 2);
+  });
+
+  it('a timeout middleware answering over a running handler (req.timedout) does not free the key: the retry waits instead of running it again', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    // connect-timeout's behaviour: mark the request, answer 503, let the handler run on.
+    app.use((req, res, next) => {
+      const timer = setTimeout(() => {
+        (req as { timedout?: boolean }).timedout = true;
+        res.status(503).json({ error: 'Response timeout' });
+      }, 30);
+      res.on('finish', () => clearTimeout(timer));
+      next();
+    });
+    let finished!: () => void;
+    const done = new Promise<void>((resolve) => (finished = resolve));
+    app.post('/things/:tenant', express.json(), guard, (req, res) => {
+      setTimeout(() => {
+        calls += 1;
+        if (!(req as { timedout?: boolean }).timedout) res.status(201).json({ id: calls });
+        finished();
+      }, 120);
+    });
+    server = await listen(app);
+    const first = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+    assert.equal(first.status, 503);
+    const retry = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+    assert.equal(retry.status, 409);
+    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress');
+    await done;
+    assert.equal(calls, 1);
+  });
+
+  it('a response destroyed before it ended (a piped source failed) keeps the record and ends its lease: the retry is reconciled', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', express.json(), guard, (_req, res) => {
+      calls += 1;
+      res.status(201).type('text/plain');
+      const source = new Readable({
+        read() {
+          this.push('partial ');
+          this.destroy(new Error('upstream went away'));
+        },
+      });
+      pipeline(source, res, () => undefined);
+    });
+    server = await listen(app);
+    await assert.rejects(post(server.port, '/things/t1', { key: 'cut', user: 'u', body: {} }));
+    const retry = await post(server.port, '/things/t1', { key: 'cut', user: 'u', body: {} });
     assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned');
     assert.equal(calls, 1);
   });

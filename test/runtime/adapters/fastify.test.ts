@@ -96,9 +96,11 @@ describe('runtime/adapters/fastify', () => {
     assert.equal(plain.headers['idempotent-replayed'], 'true');
     assert.equal(plain.headers['content-encoding'], undefined);
     assert.equal(plain.payload, '{"id":"thing-1"}');
-    const zipped = await send('k', 'gzip');
-    assert.equal(zipped.headers['content-encoding'], 'gzip', 'compression applies to the replay again');
-    assert.equal(gunzipSync(zipped.rawPayload).toString(), '{"id":"thing-1"}');
+    // A replay is sent as recorded, past the onSend hooks: the identity body, never the gzip bytes unlabelled.
+    const again = await send('k', 'gzip');
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.headers['content-encoding'], undefined);
+    assert.equal(again.payload, '{"id":"thing-1"}');
     await send('b', 'br');
     assert.equal((await send('b', 'identity')).payload, '{"id":"thing-2"}');
     assert.equal(calls, 2);
@@ -123,6 +125,95 @@ describe('runtime/adapters/fastify', () => {
     const retry = await post(port, '/things/t1', { key: 'fail', user: 'u', body: { fail: true } });
     assert.equal(retry.status, 409);
     assert.equal(calls, 2);
+  });
+
+  it("replays past other plugins' payload-changing onSend hooks (an envelope is not applied twice), with the headers earlier hooks set", async () => {
+    app.addHook('onRequest', async (_request, reply) => {
+      reply.header('access-control-allow-origin', '*');
+    });
+    // A plugin that wraps every JSON answer, as many APIs do.
+    app.addHook('onSend', async (_request, reply, payload) => {
+      if (typeof payload !== 'string' || !String(reply.getHeader('content-type')).startsWith('application/json')) return payload;
+      return JSON.stringify({ data: JSON.parse(payload), meta: { v: 1 } });
+    });
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      calls += 1;
+      reply.code(201);
+      return { id: `thing-${calls}` };
+    });
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { key: 'env', user: 'u', body: {} });
+    assert.deepEqual(first.json, { data: { id: 'thing-1' }, meta: { v: 1 } });
+    const replay = await post(port, '/things/t1', { key: 'env', user: 'u', body: {} });
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal(replay.status, 201);
+    assert.equal(replay.text, first.text);
+    assert.equal(replay.headers['content-type'], first.headers['content-type']);
+    assert.equal(replay.headers['access-control-allow-origin'], '*');
+    assert.equal(calls, 1);
+  });
+
+  it('a hijacked reply or a stream payload that fails keeps the record and ends its lease: the retry is reconciled, not told "in progress" for the TTL', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', { ...guard.hooks }, async (request, reply) => {
+      calls += 1;
+      if ((request.body as { hijack?: boolean }).hijack) {
+        reply.hijack();
+        reply.raw.writeHead(201, { 'content-type': 'application/json' });
+        reply.raw.end('{"id":"raw"}');
+        return reply;
+      }
+      reply.code(201).type('text/plain');
+      return new Readable({
+        read() {
+          this.push('partial ');
+          this.destroy(new Error('upstream went away'));
+        },
+      });
+    });
+    const port = await listen(app);
+    const hijacked = await post(port, '/things/t1', { key: 'hj', user: 'u', body: { hijack: true } });
+    assert.equal(hijacked.text, '{"id":"raw"}');
+    const afterHijack = await post(port, '/things/t1', { key: 'hj', user: 'u', body: { hijack: true } });
+    assert.equal(afterHijack.status, 409);
+    assert.equal(afterHijack.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned');
+    const broken = await post(port, '/things/t1', { key: 'bs', user: 'u', body: {} }).catch((error: Error) => error);
+    const afterBroken = await post(port, '/things/t1', { key: 'bs', user: 'u', body: {} });
+    assert.equal(afterBroken.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned', String(broken));
+    assert.equal(calls, 2);
+  });
+
+  it('one-transaction mode: `return reply.code(201).send(body)` is held until the commit; the route serializer and streams are used as Fastify would', async () => {
+    await withSqliteStore(async (store) => {
+      const guard = createRouteGuard(contract, options(store));
+      app.post(
+        '/things/:tenant',
+        { schema: { response: { 201: { type: 'object', properties: { id: { type: 'string' } } } } } },
+        guard.transactional(async (request, reply) => {
+          calls += 1;
+          const kind = (request.body as { kind: string }).kind;
+          if (kind === 'stream') return reply.code(201).type('text/plain').send(Readable.from(['a', 'b']));
+          if (kind === 'returned') {
+            reply.code(201);
+            return { id: `u-${calls}`, passwordHash: 'secret' };
+          }
+          return reply.code(201).send({ id: `s-${calls}`, passwordHash: 'secret' });
+        }),
+      );
+      const port = await listen(app);
+      for (const [kind, expected] of [
+        ['sent', '{"id":"s-1"}'],
+        ['returned', '{"id":"u-2"}'],
+        ['stream', 'ab'],
+      ] as const) {
+        const first = await post(port, '/things/t1', { key: `tx-${kind}`, user: 'u', body: { kind } });
+        assert.deepEqual([first.status, first.text, first.headers['idempotent-replayed']], [201, expected, 'false'], kind);
+        const replay = await post(port, '/things/t1', { key: `tx-${kind}`, user: 'u', body: { kind } });
+        assert.deepEqual([replay.status, replay.text, replay.headers['idempotent-replayed']], [201, expected, 'true'], kind);
+      }
+      assert.equal(calls, 3);
+    }, () => app.close());
   });
 
   it('resolves path parameters Fastify cannot name ({item.id}) from the request path, percent-decoded, under a prefix', async () => {

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
@@ -111,6 +112,24 @@ describe('runtime/adapters/fetch', () => {
       assert.deepEqual(answers.map((a) => a.headers.get('idempotent-replayed')).sort(), ['false', 'true']);
       assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
     });
+  });
+
+  it('sends an encoded answer as the handler made it and records its body decoded: the replay is readable', async () => {
+    let calls = 0;
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    const handler = guard.wrap(async () => {
+      calls += 1;
+      const body = gzipSync(JSON.stringify({ id: calls }));
+      return new Response(body, { status: 201, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    });
+    const first = await handler(request('http://x/things/t', 'gz', { n: 1 }));
+    assert.equal(first.headers.get('content-encoding'), 'gzip');
+    assert.equal(gunzipSync(new Uint8Array(await first.arrayBuffer())).toString(), '{"id":1}');
+    const replay = await handler(request('http://x/things/t', 'gz', { n: 1 }));
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(replay.headers.get('content-encoding'), null);
+    assert.equal(await replay.text(), '{"id":1}');
+    assert.equal(calls, 1);
   });
 
   it('refuses a transactional wrap for an external effect without a provider key, when the handler is wrapped', async () => {
