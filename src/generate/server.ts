@@ -2,6 +2,8 @@
  * `idemkit generate server`: the view model of a document's contracted operations, the runtime files a
  * framework + store target needs, and the rendered file set.
  */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { ApiDocument, Location, OperationView } from '../parser/model.js';
 import type { CompiledContract } from '../runtime/contract.js';
 import { compileContract } from '../parser/compile.js';
@@ -9,7 +11,7 @@ import { DocumentError, UsageError } from '../errors.js';
 import { documentServers, operationServer } from './client/servers.js';
 import { isBasePath } from '../runtime/adapters/fastify-routes.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from './output.js';
-import { renderTemplate, toIdentifier } from './render.js';
+import { packageRoot, renderTemplate, toIdentifier } from './render.js';
 
 /** Frameworks a guard can be generated for. */
 export const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
@@ -168,7 +170,15 @@ export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 
   assertContractsGeneratable(doc);
   const compiled = doc.operations.filter(isContracted).map((op) => ({ op, contract: withBasePaths(compileContract(op, doc), basePathsOf(doc, op)) }));
   compiled.sort((a, b) => compare(a.contract.operationId, b.contract.operationId) || compare(a.contract.path, b.contract.path));
-  const taken = new Set<string>(['contracts', 'createGuards', 'Guards', 'GuardOptions']);
+  // Every name the generated modules declare, import or export besides the operations' own: a guard named
+  // `createRouteGuard` (operationId `createRoute`) would clash with the import and index.ts's `export *`.
+  const taken = new Set<string>([
+    ...GENERATED_LOCALS,
+    ...exportedNames(readFileSync(path.join(packageRoot(), 'templates', 'server', 'index.ts.hbs'), 'utf8')),
+    ...[`adapters/${options.framework}.ts`, `stores/${options.store}.ts`].flatMap((name) =>
+      exportedNames(readFileSync(path.join(packageRoot(), 'src', 'runtime', ...name.split('/')), 'utf8')),
+    ),
+  ]);
   const operations = compiled.map(({ op, contract }) => {
     const base = toIdentifier(contract.operationId);
     let name = base;
@@ -190,6 +200,25 @@ export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 
     storeModule: `./runtime/stores/${options.store}.js`,
     operations,
   };
+}
+
+/** What guards.ts and contracts.ts declare or import themselves. */
+const GENERATED_LOCALS = ['contracts', 'createGuards', 'Guards', 'GuardOptions', 'createRouteGuard', 'RouteGuard', 'RouteGuardOptions', 'CompiledContract'];
+
+/** The names a TypeScript module's text exports by declaration or in an `export { … }` list (aliases by their exported name). */
+export function exportedNames(text: string): string[] {
+  const names: string[] = [];
+  for (const match of text.matchAll(/^export\s+(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:function\*?|class|const|let|var|type|interface|enum)\s+([A-Za-z_$][\w$]*)/gm)) {
+    names.push(match[1]!);
+  }
+  for (const match of text.matchAll(/^export\s+(?:type\s+)?\{([^}]*)\}/gm)) {
+    for (const item of match[1]!.split(',')) {
+      const words = item.trim().replace(/^type\s+/, '').split(/\s+as\s+/);
+      const name = words[words.length - 1]!.trim();
+      if (/^[A-Za-z_$][\w$]*$/.test(name)) names.push(name);
+    }
+  }
+  return names;
 }
 
 function compare(a: string, b: string): number {

@@ -48,6 +48,23 @@ describe('generate/server', () => {
     assert.equal(model.storeModule, './runtime/stores/memory.js');
   });
 
+  it('never names a guard or contract after what the generated modules import or index.ts re-exports', async () => {
+    const doc = await load({ '/r': op('createRoute', true), '/i': op('idempotencyOf', true), '/p': op('pathMatcher', true) });
+    for (const framework of FRAMEWORKS) {
+      const model = buildServerModel(doc, { framework, store: 'sqlite' });
+      // `createRouteGuard` is the adapter's import, `idempotencyOf` and the fetch adapter's `pathMatcher` are re-exported by index.ts.
+      assert.deepEqual(
+        model.operations.map((o) => [o.name, o.guardName]),
+        [
+          ['createRoute2', 'createRoute2Guard'],
+          ['idempotencyOf2', 'idempotencyOf2Guard'],
+          framework === 'fetch' ? ['pathMatcher2', 'pathMatcher2Guard'] : ['pathMatcher', 'pathMatcherGuard'],
+        ],
+        framework,
+      );
+    }
+  });
+
   it('refuses an invalid contract with file:line:column instead of generating from defaults', async () => {
     for (const [contract, message] of [
       [{ ttl: 'one day' }, /^POST \/x \(bad\): .*ttl.*"one day".*ISO 8601 duration/],
