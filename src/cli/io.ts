@@ -8,3 +8,15 @@ export interface CliIo {
 
 /** A command's result: the exit code `bin.ts` sets. */
 export type ExitCode = 0 | 1 | 2;
+
+/**
+ * The standard stream an absolute path names (`/dev/stdout`, `/dev/fd/2`, `/proc/self/fd/1`…), or `undefined`.
+ * Output asked for there goes through the process's own stream: opening the path again fails where the
+ * stream is a socket, and would race the stream's own writes.
+ */
+export function standardStream(file: string): 'stdout' | 'stderr' | undefined {
+  const match = /^\/(?:dev\/(stdout|stderr|fd\/([12]))|proc\/(?:self|thread-self)\/fd\/([12]))$/.exec(file);
+  if (!match) return undefined;
+  const fd = match[2] ?? match[3];
+  return fd === undefined ? (match[1] as 'stdout' | 'stderr') : fd === '1' ? 'stdout' : 'stderr';
+}

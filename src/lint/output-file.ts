@@ -48,6 +48,23 @@ export function describeWriteError(error: unknown, option: string, shown: string
       return say('no space left on the device');
     case 'ENAMETOOLONG':
       return say('the path is too long');
+    case 'ELOOP':
+      return say('a symbolic link on the path leads in a loop — fix the link');
+    case 'EDANGLING': {
+      const { link, target } = error as unknown as { link: string; target: string };
+      const named = file === undefined ? link : displayBlocker(link, file, shown);
+      return say(`${named} is a symbolic link to ${target}, which does not exist — create it or fix the link`);
+    }
+    case 'EMKDIR': {
+      const dir = (error as unknown as { path: string }).path;
+      return say(`cannot create the directory ${file === undefined ? dir : displayBlocker(dir, file, shown)} — choose a location where files can be written`);
+    }
+    case 'ENOENT':
+      return say('a directory on the path does not exist (removed while writing?)');
+    case 'ENXIO':
+      return say('it is a socket or a device with nothing behind it — name a file');
+    case 'EPIPE':
+      return say('the pipe was closed by the program reading it');
     default:
       return say(error.message);
   }
@@ -73,6 +90,7 @@ function firstNonDirectory(file: string): string | undefined {
 /** `blocker` as the user would recognise it: cut from `shown` when `shown` ends like `file`. */
 function displayBlocker(blocker: string, file: string, shown: string): string {
   const rest = path.relative(blocker, file);
+  if (rest === '') return shown;
   const normalised = shown.split(path.sep).join('/');
   const suffix = rest.split(path.sep).join('/');
   return normalised.endsWith(`/${suffix}`) ? normalised.slice(0, -suffix.length - 1) : blocker;

@@ -1,15 +1,8 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
-
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const bin = path.join(root, 'dist/src/cli/bin.js');
-const run = promisify(execFile);
+import { assertBuilt, root, runBin } from './spawn.js';
 
 async function lint(...argv: string[]) {
   const io = bufferIo(root);
@@ -17,15 +10,9 @@ async function lint(...argv: string[]) {
   return { code, out: io.out, err: io.err };
 }
 
-/** Runs the built binary; resolves with the exit code instead of rejecting on a non-zero one. */
-async function spawnLint(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [bin, 'lint', ...argv], { cwd: root });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const failed = error as { code?: number; stdout: string; stderr: string };
-    return { code: failed.code ?? -1, stdout: failed.stdout, stderr: failed.stderr };
-  }
+/** Runs the built binary's `lint`; resolves with the exit code instead of rejecting on a non-zero one. */
+function spawnLint(...argv: string[]) {
+  return runBin(['lint', ...argv]);
 }
 
 describe('idemkit lint', () => {
@@ -156,9 +143,7 @@ describe('idemkit lint', () => {
   });
 
   describe('the built binary', () => {
-    before(function () {
-      assert.ok(existsSync(bin), `${bin} is missing: run \`npm run build\` first (npm test does)`);
-    });
+    before(assertBuilt);
 
     it('exits 0 on the demo sample', async () => {
       const result = await spawnLint('samples/demo-requests/openapi.yaml');

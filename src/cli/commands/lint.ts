@@ -16,7 +16,7 @@ import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
 import { SourceCache } from '../../parser/source.js';
 import { describeDocumentError, displayFile } from '../display.js';
-import type { CliIo, ExitCode } from '../io.js';
+import { standardStream, type CliIo, type ExitCode } from '../io.js';
 import type { Command } from '../main.js';
 import { nonEmpty } from '../options.js';
 
@@ -93,9 +93,10 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
   const output = formatter({ cwd: io.cwd, files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}) });
   // A report that misses an unreadable document is not written: each one's own line below says why (exit 2).
-  if (options.output === undefined) {
-    if (output !== '') io.stdout(output);
-  } else if (failures.length === 0) {
+  const stream = options.output === undefined ? 'stdout' : standardStream(path.resolve(io.cwd, options.output));
+  if (stream !== undefined) {
+    if (output !== '') io[stream](output);
+  } else if (options.output !== undefined && failures.length === 0) {
     writeUserFile(path.resolve(io.cwd, options.output), output, '--output', options.output);
   }
   if (step.written) {

@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import { closeSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { main } from '../../src/cli/main.js';
+import { bufferIo } from '../helpers/io.js';
+import { assertBuilt, runBin, runProcess } from './spawn.js';
+
+const demo = readFileSync(fileURLToPath(new URL('../../samples/demo-requests/openapi.yaml', import.meta.url)), 'utf8');
+// The demo with one fault (scope-too-wide), so every run has a report to write.
+const faulty = demo.replace(/^(\s*)scope: \[principal\]$/m, '$1scope: [global]');
+const linux = process.platform === 'linux';
+
+describe('idemkit output targets: what is not a regular file is written into, never replaced', () => {
+  let dir: string;
+  const run = async (...argv: string[]) => {
+    const io = bufferIo(dir);
+    const code = await main(argv, io);
+    return { code, out: io.out, err: io.err };
+  };
+  before(assertBuilt);
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'idemkit-out-'));
+    assert.notEqual(faulty, demo, 'the fixture edit applied');
+    writeFileSync(path.join(dir, 'api.yaml'), faulty);
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** Reads a FIFO with `cat` while `write` runs; resolves with what came through and `write`'s result. */
+  async function throughFifo<T>(fifo: string, write: () => Promise<T>): Promise<{ read: string; result: T }> {
+    const reader = runProcess('cat', [fifo], { cwd: dir, killAfterMs: 30_000 });
+    const result = await write();
+    const { code, stdout } = await reader;
+    assert.equal(code, 0, 'cat read the FIFO to its end (it was not replaced under it)');
+    return { read: stdout, result };
+  }
+
+  it('-o and --write-baseline into a FIFO: the report goes through it and the FIFO stays a FIFO', async function () {
+    if (!linux) this.skip();
+    const fifo = path.join(dir, 'report.fifo');
+    const made = await runProcess('mkfifo', [fifo], { cwd: dir });
+    if (made.code !== 0) this.skip();
+    const lint = await throughFifo(fifo, () => runBin(['lint', 'api.yaml', '-f', 'sarif', '-o', 'report.fifo'], { cwd: dir }));
+    assert.deepEqual({ code: lint.result.code, stdout: lint.result.stdout, stderr: lint.result.stderr }, { code: 1, stdout: '', stderr: '' });
+    assert.match(lint.read, /"ruleId": "scope-too-wide"/);
+    assert.equal(JSON.parse(lint.read).version, '2.1.0', 'the whole report came through (121 KB, more than a pipe holds)');
+    assert.ok(lstatSync(fifo).isFIFO(), 'still a FIFO');
+
+    const baseline = await throughFifo(fifo, () => run('lint', 'api.yaml', '--write-baseline', 'report.fifo'));
+    assert.equal(baseline.result.code, 0, baseline.result.err);
+    assert.equal(JSON.parse(baseline.read).entries[0].rule, 'scope-too-wide');
+    assert.ok(lstatSync(fifo).isFIFO(), 'still a FIFO');
+    assert.deepEqual(readdirNames(dir), ['api.yaml', 'report.fifo'], 'no temporary file left behind');
+  });
+
+  it('-o into a character device (as /dev/null): written into, not replaced', async function () {
+    if (!linux || process.getuid?.() !== 0) this.skip(); // mknod needs root
+    const device = path.join(dir, 'null');
+    if ((await runProcess('mknod', ['-m', '666', device, 'c', '1', '3'], { cwd: dir })).code !== 0) this.skip();
+    try {
+      closeSync(openSync(device, constants.O_WRONLY)); // a file system mounted nodev refuses to open devices
+    } catch {
+      this.skip();
+    }
+    const result = await run('lint', 'api.yaml', '-f', 'json', '-o', 'null');
+    assert.deepEqual(result, { code: 1, out: '', err: '' });
+    assert.ok(lstatSync(device).isCharacterDevice(), 'still the device');
+    assert.equal(readFileSync(device, 'utf8'), '', 'still reads as /dev/null does');
+  });
+
+  it('-o /dev/stdout writes the report to standard output', async function () {
+    if (!linux) this.skip();
+    const result = await runBin(['lint', 'api.yaml', '-o', '/dev/stdout'], { cwd: dir });
+    assert.equal(result.code, 1, result.stderr);
+    assert.equal(result.stderr, '');
+    assert.match(result.stdout, /^api\.yaml\n.*scope-too-wide/);
+  });
+
+  it('-o where a directory cannot be created (under /proc) is a usage error, not a hang', async function () {
+    if (!linux || !existsSync('/proc/self')) this.skip();
+    // Node's recursive mkdir spins forever here: the process is killed after a while if it does.
+    const result = await runBin(['lint', 'api.yaml', '-o', '/proc/idemkit-nope/report.txt'], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(result, {
+      code: 2,
+      stdout: '',
+      stderr: 'cannot write --output /proc/idemkit-nope/report.txt: cannot create the directory /proc/idemkit-nope — choose a location where files can be written\n',
+    });
+  });
+
+  it('-o through a symbolic link that names nothing says which link, and writes through one whose directory exists', async function () {
+    if (process.platform === 'win32') this.skip();
+    symlinkSync(path.join(dir, 'gone', 'dir'), path.join(dir, 'reports'));
+    assert.deepEqual(await run('lint', 'api.yaml', '-o', 'reports/r.txt'), {
+      code: 2,
+      out: '',
+      err: `cannot write --output reports/r.txt: reports is a symbolic link to ${path.join(dir, 'gone', 'dir')}, which does not exist — create it or fix the link\n`,
+    });
+    symlinkSync(path.join(dir, 'gone', 'r.txt'), path.join(dir, 'r.txt'));
+    assert.deepEqual(await run('lint', 'api.yaml', '-o', 'r.txt'), {
+      code: 2,
+      out: '',
+      err: `cannot write --output r.txt: r.txt is a symbolic link to ${path.join(dir, 'gone', 'r.txt')}, which does not exist — create it or fix the link\n`,
+    });
+    assert.ok(!existsSync(path.join(dir, 'gone')), 'nothing created where the link points');
+    mkdirSync(path.join(dir, 'gone'));
+    assert.equal((await run('lint', 'api.yaml', '-o', 'r.txt')).code, 1);
+    assert.ok(lstatSync(path.join(dir, 'r.txt')).isSymbolicLink(), 'the link stays a link');
+    assert.match(readFileSync(path.join(dir, 'gone', 'r.txt'), 'utf8'), /scope-too-wide/);
+  });
+
+  it('-o through a symbolic link loop is a usage error', async function () {
+    if (process.platform === 'win32') this.skip();
+    symlinkSync('b.txt', path.join(dir, 'a.txt'));
+    symlinkSync('a.txt', path.join(dir, 'b.txt'));
+    assert.deepEqual(await run('lint', 'api.yaml', '-o', 'a.txt'), { code: 2, out: '', err: 'cannot write --output a.txt: a symbolic link on the path leads in a loop — fix the link\n' });
+  });
+});
+
+function readdirNames(dir: string): string[] {
+  return readdirSync(dir).sort();
+}
