@@ -17,6 +17,8 @@ export interface Command {
   readonly command: string;
   readonly describe: string;
   builder(y: Argv): Argv;
+  /** The positional that names the documents the command reads (`-` and an empty name are refused there). */
+  readonly documents?: string;
   /** The one-line usage error when a required positional is missing (yargs' own says only how many). */
   readonly missingArguments?: string;
   run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode>;
@@ -93,13 +95,54 @@ export function packageVersion(): string {
   return 'unknown';
 }
 
+/**
+ * Stands in for a bare `-` while yargs parses: yargs drops one given as a positional (`idemkit lint -` linted
+ * nothing and exited 0), so it is swapped for this before parsing and back after.
+ */
+const DASH = '\u0000-';
+
+/**
+ * `argv` as yargs is given it: a bare `-` swapped for {@link DASH}, and what follows `--` (which yargs leaves
+ * out of the positionals: `lint a.yaml -- b.yaml` linted only a.yaml) made plain positionals — a name that
+ * starts with `-` is written `./-name`, the same file.
+ */
+function forYargs(argv: readonly string[]): string[] {
+  const end = argv.indexOf('--');
+  const swap = (arg: string) => (arg === '-' ? DASH : arg);
+  if (end === -1) return argv.map(swap);
+  const rest = argv.slice(end + 1).map((arg) => (arg !== '-' && arg.startsWith('-') ? `.${path.sep}${arg}` : swap(arg)));
+  return [...argv.slice(0, end).map(swap), ...rest];
+}
+
+/**
+ * The parsed arguments with every stand-in for `-` given back as `-` (an option's value: `-o -` is stdout),
+ * after refusing one — or an empty string — given for the documents the command reads.
+ */
+function checkedArgs(command: Command, args: Record<string, unknown>): Record<string, unknown> {
+  const restored: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(args)) {
+    const values = Array.isArray(value) ? value : [value];
+    if (key === command.documents) {
+      if (values.includes(DASH)) {
+        throw new UsageError('reading a document from standard input (`-`) is not supported — name its file (a pipe can be named as /dev/stdin)');
+      }
+      if (values.some((item) => typeof item === 'string' && item.trim() === '')) {
+        throw new UsageError("an empty file name ('') was given — name the OpenAPI document's file");
+      }
+    }
+    restored[key] = Array.isArray(value) ? value.map((item) => (item === DASH ? '-' : item)) : value === DASH ? '-' : value;
+  }
+  return restored;
+}
+
 /** Runs the CLI on `argv` (without `node` and the script) and resolves to the exit code. */
 export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let exit: ExitCode = 0;
   let failure: unknown;
   // yargs runs a command's builder only when that command was named, so this is the command being parsed.
   let active: Command | undefined;
-  let parser = yargs([...argv])
+  const parsed = forYargs(argv);
+  let parser = yargs(parsed)
     .scriptName('idemkit')
     .usage('$0 <command> [options]')
     .option('verbose', { type: 'boolean', default: false, describe: 'Show stack traces for internal errors' })
@@ -138,7 +181,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
       },
       handler: async (args: Record<string, unknown>) => {
         try {
-          exit = await command.run(args, io);
+          exit = await command.run(checkedArgs(command, args), io);
         } catch (error) {
           failure = error;
         }
@@ -148,7 +191,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
   skipHelpCache(parser);
   let helpText = '';
   try {
-    await parser.parseAsync([...argv], {}, (error, _argv, output) => {
+    await parser.parseAsync(parsed, {}, (error, _argv, output) => {
       if (error && !failure) failure = error;
       helpText = output;
     });

@@ -79,6 +79,37 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.deepEqual(await run('generate', 'server', 'api.yaml', '--out'), { code: 2, out: '', err: '--out needs a value\n' });
   });
 
+  it('refuses `-` (standard input) where documents are named, instead of dropping it', async () => {
+    const refused = { code: 2, out: '', err: 'reading a document from standard input (`-`) is not supported — name its file (a pipe can be named as /dev/stdin)\n' };
+    assert.deepEqual(await run('lint', '-'), refused, 'linted nothing and exited 0');
+    assert.deepEqual(await run('lint', '-', 'api.yaml', '-f', 'json'), refused, 'linted api.yaml alone');
+    assert.deepEqual(await run('lint', 'api.yaml', '--', '-'), refused);
+    assert.deepEqual(await run('init', '-'), refused);
+    assert.deepEqual(await run('generate', 'server', '-', '--out', 'gen'), refused);
+    assert.ok(!existsSync(path.join(dir, 'gen')));
+  });
+
+  it('refuses an empty file name instead of reading the working directory', async () => {
+    const refused = { code: 2, out: '', err: "an empty file name ('') was given — name the OpenAPI document's file\n" };
+    assert.deepEqual(await run('lint', ''), refused);
+    assert.deepEqual(await run('lint', 'api.yaml', ' '), refused);
+    assert.deepEqual(await run('init', ''), refused);
+  });
+
+  it('reads the names after `--` as documents, even one that starts with a dash', async () => {
+    writeFileSync(path.join(dir, '-dash.yaml'), faulty);
+    const result = await run('lint', '-f', 'json', '--', 'api.yaml', '-dash.yaml');
+    assert.equal(result.code, 1, result.err);
+    assert.deepEqual(JSON.parse(result.out).files, ['-dash.yaml', 'api.yaml']);
+  });
+
+  it('-o - writes the report to stdout, not to a file named -', async () => {
+    const result = await run('lint', 'api.yaml', '-o', '-');
+    assert.equal(result.code, 1);
+    assert.match(result.out, /^api\.yaml\n.*scope-too-wide/);
+    assert.ok(!existsSync(path.join(dir, '-')));
+  });
+
   it('keeps other yargs errors on one line too', async () => {
     const unknown = await run('lint', 'api.yaml', '--nope');
     assert.equal(unknown.code, 2);

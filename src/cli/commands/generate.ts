@@ -32,6 +32,7 @@ function sourceName(specFile: string, outDir: string): string {
  */
 export const generateCommand: Command = {
   command: 'generate <target> <spec>',
+  documents: 'spec',
   missingArguments: 'name what to generate (server or client) and the OpenAPI document',
   describe: 'Generate server guards or a retrying client from the x-idempotency contracts of an OpenAPI document',
   builder: (y: Argv) =>

@@ -12,6 +12,7 @@ import { nonEmpty } from '../options.js';
 
 export const initCommand: Command = {
   command: 'init <spec>',
+  documents: 'spec',
   missingArguments: 'name the OpenAPI document to scaffold contracts in',
   describe: 'Scaffold x-idempotency contracts for operations that already take an idempotency key (comments and layout kept)',
   builder: (y: Argv) =>

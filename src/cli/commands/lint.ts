@@ -93,7 +93,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
   const output = formatter({ cwd: io.cwd, files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}) });
   // A report that misses an unreadable document is not written: each one's own line below says why (exit 2).
-  const stream = options.output === undefined ? 'stdout' : standardStream(path.resolve(io.cwd, options.output));
+  const stream = options.output === undefined || options.output === '-' ? 'stdout' : standardStream(path.resolve(io.cwd, options.output));
   if (stream !== undefined) {
     if (output !== '') io[stream](output);
   } else if (options.output !== undefined && failures.length === 0) {
@@ -110,6 +110,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
 
 export const lintCommand: Command = {
   command: 'lint <files..>',
+  documents: 'files',
   missingArguments: 'name the OpenAPI documents to lint (YAML or JSON)',
   describe: 'Lint the x-idempotency contracts of OpenAPI documents (YAML or JSON)',
   builder: (y: Argv) =>
@@ -133,7 +134,7 @@ export const lintCommand: Command = {
       .option('config', { alias: 'c', type: 'string', requiresArg: true, coerce: nonEmpty('--config'), describe: 'Config file (default: .idemkitrc.yaml, .idemkitrc.yml, .idemkitrc.json or idemkit.config.json found upward from each spec)' })
       .option('baseline', { type: 'string', requiresArg: true, coerce: nonEmpty('--baseline'), describe: 'Report only findings not recorded in this baseline file, and list its stale entries' })
       .option('write-baseline', { type: 'string', requiresArg: true, coerce: nonEmpty('--write-baseline'), describe: "Record today's findings in this baseline file (exit 0 unless a document is unreadable)" })
-      .option('output', { alias: 'o', type: 'string', requiresArg: true, coerce: nonEmpty('--output'), describe: 'Write the report to this file (atomically) instead of stdout' })
+      .option('output', { alias: 'o', type: 'string', requiresArg: true, coerce: nonEmpty('--output'), describe: 'Write the report to this file (atomically) instead of stdout (`-`: stdout)' })
       .example('$0 lint openapi.yaml', 'lint one document')
       .example('$0 lint api/*.yaml --format json --fail-on warn', 'machine-readable output; warnings fail too')
       .example('$0 lint openapi.yaml --format sarif --output idemkit.sarif', 'for code scanning')
