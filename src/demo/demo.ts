@@ -162,7 +162,7 @@ function describe(result: IntentResult<DemoAnswer, { type: string; title: string
     case 'completed':
       return `completed · ${result.status} · id ${result.body.id} · replayed: ${String(result.replayed)}`;
     case 'rejected':
-      return `rejected (${result.reason}) · ${result.status} ${result.body.title} · not retried`;
+      return `rejected (${result.reason}) · ${result.status} ${result.body?.title ?? ''} · not retried`;
     case 'unknown':
       return `unknown (${result.reason}) · key ${result.key} · attempts ${result.requestIds.join(', ')}`;
   }

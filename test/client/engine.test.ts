@@ -306,6 +306,22 @@ describe('client sendIntent', () => {
     assert.deepEqual(seen.headerNames.filter((h) => /^(idempotency-key|x-request-id)$/i.test(h)), ['Idempotency-Key', 'X-Request-Id']);
   });
 
+  it("a browser's opaque redirect (status 0, no Location) and a fetch that followed a redirect anyway end rejected as redirected", async () => {
+    // What a browser's fetch gives under redirect: 'manual' (the Response constructor cannot make one).
+    const opaque = Object.defineProperties(new Response(null), { type: { value: 'opaqueredirect' }, status: { value: 0 }, ok: { value: false } });
+    const hidden = await send([opaque]);
+    assert.ok(hidden.result.kind === 'rejected' && hidden.result.reason === 'redirected', JSON.stringify(hidden.result));
+    assert.equal(hidden.result.status, 0);
+    assert.equal(hidden.result.location, undefined);
+    assert.equal(hidden.rt.seen.length, 1);
+    // A custom runtime.fetch that ignores redirect: 'manual' and lands on a list page.
+    const followed = Object.defineProperties(json(200, [{ id: 'list' }]), { redirected: { value: true }, url: { value: 'http://api.test/v1/demo-requests/' } });
+    const landed = await send([followed]);
+    assert.ok(landed.result.kind === 'rejected' && landed.result.reason === 'redirected', JSON.stringify(landed.result));
+    assert.equal(landed.result.location, 'http://api.test/v1/demo-requests/');
+    assert.equal(landed.result.body, undefined);
+  });
+
   it('refuses an intent of another operation (a changed command needs a new intent)', async () => {
     const rt = fakeRuntime([]);
     const intent = Intent.create({ operationId: 'other', deadlineMs: 1_000, now: rt.clock });

@@ -87,7 +87,7 @@ export interface ClientModel {
  */
 export const CLIENT_EXPORTS: readonly string[] = [
   'createClient', 'Client', 'ClientOptions', 'CallOptions', 'IntentOptions', 'ContractedOperation', 'Intent', 'ApiResponse',
-  'ClientRuntime', 'IntentResult', 'CompletedResult', 'RejectedResult', 'UnknownResult', 'RejectReason', 'UnknownReason', 'contracts',
+  'ClientRuntime', 'IntentResult', 'CompletedResult', 'RejectedResult', 'RedirectedResult', 'UnknownResult', 'RejectReason', 'UnknownReason', 'contracts',
   'SERVERS', 'DEFAULT_SERVER_URL',
 ];
 

@@ -19,6 +19,7 @@ import type { CompiledContract } from '../contract.js';
 import { isRepeatableRequestsKey, PROBLEM_BASE, PROBLEM_HEADER } from '../wire.js';
 import { backoffDelay, parseRetryAfter } from './backoff.js';
 import { Intent, randomKey } from './intent.js';
+import { discardBody, redirectOf } from './redirect.js';
 
 /** Everything the engine needs from the outside world; inject fakes in tests. */
 export interface ClientRuntime {
@@ -73,8 +74,11 @@ export interface PreparedRequest {
   readonly body?: string | Blob | ArrayBuffer;
 }
 
-/** Why an intent ended `rejected`: a terminal error answer. Retrying it with the same key cannot help. */
-export type RejectReason = 'mismatch' | 'missing-key' | 'invalid-key' | 'client-error';
+/**
+ * Why an intent ended `rejected`: a terminal error answer (retrying it with the same key cannot help), or a
+ * redirect the client will not follow (`redirected`, a {@link RedirectedResult}).
+ */
+export type RejectReason = 'mismatch' | 'missing-key' | 'invalid-key' | 'client-error' | 'redirected';
 
 /** Why an intent ended `unknown`: the effect may or may not have happened. */
 export type UnknownReason =
@@ -110,9 +114,29 @@ export interface CompletedResult<TBody> {
 /** A terminal error answer (e.g. 422 mismatch, 400 invalid key, other 4xx). Never retried. */
 export interface RejectedResult<TError> {
   readonly kind: 'rejected';
-  readonly reason: RejectReason;
+  readonly reason: Exclude<RejectReason, 'redirected'>;
   readonly status: number;
   readonly body: TError;
+  readonly headers: Headers;
+  readonly intent: Intent;
+  readonly requestIds: readonly string[];
+}
+
+/**
+ * The server answered with a redirect the client does not follow: a 301, 302 or 303 (`fetch` would resend the
+ * command as a `GET` and report the page it lands on), a 307 or 308 to another origin (the key and body would go
+ * there), or any redirect a browser hides (`redirect: 'manual'` gives an opaque answer). The operation did not run
+ * here; nothing of the redirect's target is reported. Never retried.
+ */
+export interface RedirectedResult {
+  readonly kind: 'rejected';
+  readonly reason: 'redirected';
+  /** The redirect's status; `0` when a browser hides it (an opaque redirect). */
+  readonly status: number;
+  /** Where the server pointed (resolved against the request's URL), when it said so and it could be read. */
+  readonly location: string | undefined;
+  /** A redirect carries no answer of the operation. */
+  readonly body: undefined;
   readonly headers: Headers;
   readonly intent: Intent;
   readonly requestIds: readonly string[];
@@ -139,6 +163,7 @@ export interface UnknownResult<TStatus> {
 export type IntentResult<TBody, TError = unknown, TStatus = undefined> =
   | CompletedResult<TBody>
   | RejectedResult<TError>
+  | RedirectedResult
   | UnknownResult<TStatus>;
 
 /** A single answer of an operation without a retry contract. */
@@ -196,7 +221,7 @@ function problemType(body: unknown): string {
 
 type Verdict =
   | { readonly act: 'complete' }
-  | { readonly act: 'reject'; readonly reason: RejectReason }
+  | { readonly act: 'reject'; readonly reason: RejectedResult<unknown>['reason'] }
   | { readonly act: 'wait' }
   | { readonly act: 'retry-if-safe' }
   | { readonly act: 'retry' }
@@ -271,6 +296,8 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     checkStatus: options.checkStatus,
   });
 
+  // A 307/308 to the same origin moves the rest of the intent there (see `redirectOf`).
+  let url = request.url;
   for (;;) {
     if (options.signal?.aborted) return unknown('aborted');
     const remaining = intent.deadlineAt - rt.now();
@@ -287,13 +314,26 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     let verdict: Verdict;
     let retryAfterMs: number | undefined;
     try {
-      const res = await rt.fetch(request.url, {
+      const res = await rt.fetch(url, {
         method: request.method,
         headers: { ...baseHeaders, [contract.key.header]: intent.key, ...firstSent, [requestIdHeader]: requestId },
         // Left out when absent (not `undefined`), for projects with `exactOptionalPropertyTypes`.
         ...(request.body === undefined ? {} : { body: request.body }),
+        // A followed 301/302/303 would turn the command into a GET and report that page as its result.
+        redirect: 'manual',
         signal: controller.signal,
       });
+      const redirect = redirectOf(res, url);
+      if (redirect !== undefined) {
+        await discardBody(res);
+        lastStatus = res.status;
+        lastError = undefined;
+        if ('stop' in redirect) {
+          return { kind: 'rejected', reason: 'redirected', status: res.status, location: redirect.location, body: undefined, headers: res.headers, intent, requestIds: intent.requestIds };
+        }
+        url = redirect.follow;
+        continue;
+      }
       const body = await readBody(res);
       lastStatus = res.status;
       lastError = undefined;
@@ -352,9 +392,16 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   }
 }
 
+/** How many same-origin 307/308 redirects {@link sendOnce} follows, as `fetch` does. */
+const MAX_REDIRECTS = 20;
+
 /**
  * Sends one request once (operations without a contract, and `x-idempotency: false` ones, which are never
  * retried automatically). Network errors reject the returned promise.
+ *
+ * A `GET` or `HEAD` follows redirects as `fetch` does. Any other method is sent with `redirect: 'manual'`: a 307 or
+ * 308 to the same origin is followed (the same method and body, up to 20 times), and any other redirect is the
+ * answer (`ok: false`, its status and `Location`; status 0 where a browser hides it), never the page it points to.
  */
 export async function sendOnce<TBody, TError = unknown>(options: {
   readonly request: PreparedRequest;
@@ -362,14 +409,26 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   readonly requestIdHeader?: string;
   readonly signal?: AbortSignal;
 }): Promise<ApiResponse<TBody, TError>> {
+  const { request } = options;
   const requestId = options.runtime.newRequestId();
-  const res = await options.runtime.fetch(options.request.url, {
-    method: options.request.method,
-    headers: { ...options.request.headers, [options.requestIdHeader ?? 'X-Request-Id']: requestId },
-    ...(options.request.body === undefined ? {} : { body: options.request.body }),
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-  });
-  const body = await readBody(res);
-  if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
-  return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
+  const safe = request.method === 'GET' || request.method === 'HEAD';
+  let url = request.url;
+  for (let hops = 0; ; hops++) {
+    const res = await options.runtime.fetch(url, {
+      method: request.method,
+      headers: { ...request.headers, [options.requestIdHeader ?? 'X-Request-Id']: requestId },
+      ...(request.body === undefined ? {} : { body: request.body }),
+      redirect: safe ? 'follow' : 'manual',
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+    const redirect = safe || hops >= MAX_REDIRECTS ? undefined : redirectOf(res, url);
+    if (redirect !== undefined && 'follow' in redirect) {
+      await discardBody(res);
+      url = redirect.follow;
+      continue;
+    }
+    const body = await readBody(res);
+    if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
+    return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
+  }
 }

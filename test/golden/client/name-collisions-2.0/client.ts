@@ -9,7 +9,7 @@ import { clientBase } from './runtime/client/server.js';
 
 export { Intent };
 export type { ApiResponse, ClientRuntime, IntentResult };
-export type { CompletedResult, RejectedResult, UnknownResult, RejectReason, UnknownReason } from './runtime/client/engine.js';
+export type { CompletedResult, RejectedResult, RedirectedResult, UnknownResult, RejectReason, UnknownReason } from './runtime/client/engine.js';
 
 /**
  * The servers the document lists (Swagger 2.0 `schemes`, `host` and `basePath`): absolute

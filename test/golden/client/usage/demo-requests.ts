@@ -17,6 +17,8 @@ export async function submit(saved: string | undefined): Promise<string> {
       return `${id} ${state} replayed=${String(result.replayed)}`;
     }
     case 'rejected':
+      // A redirect is no answer of the operation: it has a location, not a body.
+      if (result.reason === 'redirected') return `redirected (${result.status}) to ${result.location ?? 'a hidden location'}`;
       return `${result.reason} ${result.status} ${result.body.title}`;
     case 'unknown': {
       const check = await result.checkStatus({ path: { id: 'demo-request-42' } });
@@ -48,6 +50,8 @@ export async function wrongCalls(result: CreateDemoRequestResult): Promise<void>
   if (result.kind === 'rejected') {
     // @ts-expect-error a rejected answer is never a replay
     void result.replayed;
+    // @ts-expect-error a redirect has no body: narrow on the reason first
+    void result.body.title;
   }
   if (result.kind === 'completed') {
     // @ts-expect-error the state is an enum

@@ -1,0 +1,165 @@
+/**
+ * A generated client with its default runtime (the real `fetch`, timers and clock) against scripted HTTP
+ * servers on 127.0.0.1: what a caller sees for redirects, headers in any letter case, requests that cannot be
+ * sent, bodies of the wrong kind, stalled answers and answers without a content type.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { generateClient } from '../../src/generate/client/index.js';
+import { writeOutput } from '../../src/generate/output.js';
+import { loadDocument } from '../../src/parser/index.js';
+import type { ApiResponse, ClientRuntime, IntentResult } from '../../src/runtime/client/engine.js';
+import type { Intent } from '../../src/runtime/client/intent.js';
+import { answer, startServer, type Handler, type TestServer } from './http-server.js';
+
+const SPEC = `openapi: 3.0.3
+info: { title: A generated client over real HTTP, version: '1' }
+servers: [{ url: /api }]
+x-idempotency:
+  key: { header: Idempotency-Key, required: true, maxLength: 255 }
+  scope: [global]
+  fingerprint: { include: all }
+  ttl: P1D
+  lease: PT30S
+  retry: { deadline: PT10S, maxAttempts: 3, backoff: { initial: PT0.01S, max: PT0.02S, jitter: full } }
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      requestBody:
+        required: true
+        content: { application/json: { schema: { $ref: '#/components/schemas/OrderInput' } } }
+      responses:
+        '201': { description: created, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+        '422': { description: problem, content: { application/problem+json: { schema: { type: object } } } }
+      x-idempotency:
+        effect: { owner: orders, external: false, statusRoute: getOrder }
+  /orders/{id}:
+    get:
+      operationId: getOrder
+      parameters: [{ name: id, in: path, required: true, schema: { type: string } }]
+      responses:
+        '200': { description: ok, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+  /pings:
+    post:
+      operationId: ping
+      x-idempotency: false
+      requestBody: { content: { application/json: { schema: { type: object } } } }
+      responses:
+        '200': { description: ok, content: { application/json: { schema: { type: object } } } }
+components:
+  schemas:
+    OrderInput:
+      type: object
+      required: [item]
+      properties: { item: { type: string } }
+    Order:
+      type: object
+      required: [id]
+      properties: { id: { type: string } }
+`;
+
+type Order = { id: string };
+type Call = { readonly headers?: Readonly<Record<string, string>>; readonly signal?: AbortSignal };
+type StatusCall = (input: { path: { id: string } }, call?: Call) => Promise<ApiResponse<Order>>;
+
+/** The part of the generated module this test drives (its runtime is the `src/runtime/client` code under test). */
+interface HttpClientModule {
+  createClient(options: { baseUrl: string; headers?: Record<string, string>; runtime?: Partial<ClientRuntime> }): {
+    intent(operation: 'createOrder', key?: string): Intent;
+    createOrder(input: { body: unknown }, call?: Call & { intent?: Intent }): Promise<IntentResult<Order, unknown, StatusCall>>;
+    getOrder(input: { path: { id: string } }, call?: Call): Promise<ApiResponse<Order>>;
+    ping(input?: { body?: unknown }, call?: Call): Promise<ApiResponse<object>>;
+  };
+}
+
+const order = { item: 'book' };
+
+describe('generated client over real HTTP (127.0.0.1, default runtime)', function () {
+  this.timeout(60_000);
+  let dir: string;
+  let module: HttpClientModule;
+  const servers: TestServer[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-client-http-'));
+    writeFileSync(path.join(dir, 'http.yaml'), SPEC);
+    writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    await writeOutput(path.join(dir, 'client'), generateClient(await loadDocument(path.join(dir, 'http.yaml')), { source: 'http.yaml' }));
+    // Run as TypeScript through the test run's tsx loader (the golden tests type-check generated clients).
+    module = (await import(pathToFileURL(path.join(dir, 'client', 'index.ts')).href)) as HttpClientModule;
+  });
+
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((server) => server.close()));
+  });
+
+  async function serve(handler: Handler): Promise<TestServer> {
+    const server = await startServer(handler);
+    servers.push(server);
+    return server;
+  }
+
+  const client = (server: TestServer, options: { headers?: Record<string, string>; runtime?: Partial<ClientRuntime> } = {}) =>
+    module.createClient({ baseUrl: server.url, ...options });
+
+  describe('redirects', () => {
+    for (const status of [301, 302, 303]) {
+      it(`a ${status} to a command is rejected as redirected, with its location; the page it points to is never fetched`, async () => {
+        const server = await serve((req, res) => {
+          if (req.method === 'POST') return answer(res, status, undefined, { location: '/api/orders?page=1' });
+          answer(res, 200, [{ id: 'some-list-item' }]);
+        });
+        const result = await client(server).createOrder({ body: order });
+        assert.equal(result.kind, 'rejected', JSON.stringify(result));
+        assert.ok(result.kind === 'rejected' && result.reason === 'redirected');
+        assert.equal(result.status, status);
+        assert.equal(result.location, `${server.url}/api/orders?page=1`);
+        assert.equal(result.body, undefined);
+        assert.deepEqual(server.arrivals.map((a) => a.method), ['POST'], 'no GET of the redirect target, no retry');
+      });
+    }
+
+    it('a 307 or 308 to the same origin is followed with the same key, body and headers, as one more attempt', async () => {
+      const server = await serve((req, res) => {
+        if (req.path === '/api/orders') return answer(res, 307, undefined, { location: '/api/orders-moved' });
+        if (req.path === '/api/orders-moved') return answer(res, 308, undefined, { location: `${server.url}/api/orders-final` });
+        answer(res, 201, { id: 'o-1' }, { 'idempotent-replayed': 'false' });
+      });
+      const result = await client(server, { headers: { authorization: 'Bearer t' } }).createOrder({ body: order });
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      assert.deepEqual(result.body, { id: 'o-1' });
+      assert.deepEqual(server.arrivals.map((a) => `${a.method} ${a.path}`), ['POST /api/orders', 'POST /api/orders-moved', 'POST /api/orders-final']);
+      assert.equal(new Set(server.arrivals.map((a) => a.headers['idempotency-key']?.[0])).size, 1, 'one key');
+      assert.ok(server.arrivals.every((a) => a.body === JSON.stringify(order) && a.headers['authorization']?.[0] === 'Bearer t'));
+      assert.equal(result.intent.attempts, 3);
+    });
+
+    it('a 307 to another origin is rejected as redirected: neither the key nor the body goes there', async () => {
+      const other = await serve((_req, res) => answer(res, 201, { id: 'from-the-other-origin' }));
+      const server = await serve((_req, res) => answer(res, 307, undefined, { location: `${other.url}/x` }));
+      const result = await client(server).createOrder({ body: order });
+      assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
+      assert.equal(result.status, 307);
+      assert.equal(result.location, `${other.url}/x`);
+      assert.equal(other.arrivals.length, 0);
+    });
+
+    it('an operation without a contract gets the redirect itself (ok: false, its Location), never the page a 303 points to', async () => {
+      const server = await serve((req, res) => {
+        if (req.method === 'POST') return answer(res, 303, undefined, { location: '/api/pings/1' });
+        answer(res, 200, { listed: true });
+      });
+      const pinged = await client(server).ping({ body: {} });
+      assert.equal(pinged.ok, false);
+      assert.equal(pinged.status, 303);
+      assert.equal(pinged.headers.get('location'), '/api/pings/1');
+      assert.deepEqual(server.arrivals.map((a) => a.method), ['POST']);
+    });
+  });
+});
