@@ -303,7 +303,7 @@ describe('client sendIntent', () => {
     const seen = rt.seen[0]!;
     assert.equal(seen.headers['idempotency-key'], 'the-intent-key');
     assert.equal(seen.headers['x-request-id'], 'req-1');
-    assert.deepEqual(seen.headerNames.filter((h) => /^(idempotency-key|x-request-id)$/i.test(h)), ['Idempotency-Key', 'X-Request-Id']);
+    assert.deepEqual(seen.headerNames.filter((h) => /^(idempotency-key|x-request-id)$/i.test(h)).sort(), ['Idempotency-Key', 'X-Request-Id']);
   });
 
   it("a browser's opaque redirect (status 0, no Location) and a fetch that followed a redirect anyway end rejected as redirected", async () => {

@@ -43,6 +43,42 @@ paths:
       parameters: [{ name: id, in: path, required: true, schema: { type: string } }]
       responses:
         '200': { description: ok, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+  /traced-orders:
+    post:
+      operationId: createTracedOrder
+      requestBody:
+        required: true
+        content: { application/json: { schema: { $ref: '#/components/schemas/OrderInput' } } }
+      responses:
+        '201': { description: created, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+      x-idempotency:
+        # The request-id header is the idempotency key.
+        key: { header: X-Request-Id, required: true, maxLength: 255 }
+        effect: { owner: orders, external: false }
+  /forms:
+    post:
+      operationId: submitForm
+      requestBody:
+        required: true
+        content:
+          application/x-www-form-urlencoded:
+            schema: { type: object, properties: { a: { type: string }, b: { type: string } } }
+      responses:
+        '201': { description: created, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+      x-idempotency:
+        effect: { owner: forms, external: false }
+  /uploads:
+    post:
+      operationId: upload
+      requestBody:
+        required: true
+        content:
+          multipart/form-data:
+            schema: { type: object, properties: { title: { type: string }, file: { type: string, format: binary } } }
+      responses:
+        '201': { description: created, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+      x-idempotency:
+        effect: { owner: uploads, external: false }
   /pings:
     post:
       operationId: ping
@@ -71,6 +107,9 @@ interface HttpClientModule {
   createClient(options: { baseUrl: string; headers?: Record<string, string>; runtime?: Partial<ClientRuntime> }): {
     intent(operation: 'createOrder', key?: string): Intent;
     createOrder(input: { body: unknown }, call?: Call & { intent?: Intent }): Promise<IntentResult<Order, unknown, StatusCall>>;
+    createTracedOrder(input: { body: unknown }, call?: Call & { intent?: Intent }): Promise<IntentResult<Order, unknown, undefined>>;
+    submitForm(input: { body: unknown }, call?: Call): Promise<IntentResult<Order, unknown, undefined>>;
+    upload(input: { body: unknown }, call?: Call): Promise<IntentResult<Order, unknown, undefined>>;
     getOrder(input: { path: { id: string } }, call?: Call): Promise<ApiResponse<Order>>;
     ping(input?: { body?: unknown }, call?: Call): Promise<ApiResponse<object>>;
   };
@@ -160,6 +199,53 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(pinged.status, 303);
       assert.equal(pinged.headers.get('location'), '/api/pings/1');
       assert.deepEqual(server.arrivals.map((a) => a.method), ['POST']);
+    });
+  });
+
+  describe('headers', () => {
+    const created = (res: Parameters<Handler>[1]) => answer(res, 201, { id: 'o-1' }, { 'idempotent-replayed': 'false' });
+    const mixedCase = { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Request-ID': 'trace-1', 'IDEMPOTENCY-KEY': 'not-the-key' };
+
+    it('a caller header in another letter case is one header: the JSON request is read as JSON, the key and request id are the intent\'s', async () => {
+      const server = await serve((req, res) => {
+        if (req.headers['content-type']?.join() !== 'application/json') return answer(res, 400, { title: `content-type ${req.headers['content-type']?.join(' | ')}` });
+        created(res);
+      });
+      const api = client(server, { headers: mixedCase });
+      const result = await api.createOrder({ body: order }, { headers: { accept: 'application/vnd.orders+json' } });
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      const seen = server.arrivals[0]!.headers;
+      assert.deepEqual(seen['content-type'], ['application/json']);
+      assert.deepEqual(seen['accept'], ['application/vnd.orders+json'], "the call's Accept wins, once");
+      assert.deepEqual(seen['idempotency-key'], [result.intent.key]);
+      assert.deepEqual(seen['x-request-id'], [result.requestId]);
+      const pinged = await api.ping({ body: {} });
+      assert.equal(pinged.ok, true);
+      assert.deepEqual(server.arrivals[1]!.headers['x-request-id'], ['trace-1'], "a call without a contract keeps the caller's request id");
+      assert.equal(pinged.requestId, 'trace-1');
+    });
+
+    it("the encoder's content type wins over a caller's: a form stays a form, a multipart body keeps its boundary", async () => {
+      const server = await serve((_req, res) => created(res));
+      const api = client(server, { headers: { 'Content-Type': 'application/json' } });
+      assert.equal((await api.submitForm({ body: { a: '1', b: 'x y' } })).kind, 'completed');
+      assert.equal((await api.upload({ body: { title: 't', file: new Blob(['bytes']) } }, { headers: { 'content-type': 'multipart/form-data' } })).kind, 'completed');
+      assert.deepEqual(server.arrivals[0]!.headers['content-type'], ['application/x-www-form-urlencoded']);
+      assert.equal(server.arrivals[0]!.body, 'a=1&b=x%20y');
+      const [multipart] = server.arrivals[1]!.headers['content-type']!;
+      const boundary = /^multipart\/form-data; boundary=(.+)$/.exec(multipart!)?.[1];
+      assert.ok(boundary !== undefined, multipart);
+      assert.ok(server.arrivals[1]!.body.startsWith(`--${boundary}\r\n`));
+    });
+
+    it('a contract keyed on X-Request-Id sends its key there on every attempt; no per-attempt id replaces it', async () => {
+      const server = await serve((_req, res) => (server.arrivals.length < 3 ? answer(res, 503, { title: 'busy' }, { 'retry-after': '0' }) : created(res)));
+      const result = await client(server).createTracedOrder({ body: order });
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      const sent = server.arrivals.map((a) => a.headers['x-request-id']);
+      assert.equal(sent.length, 3);
+      assert.deepEqual(sent, [[result.intent.key], [result.intent.key], [result.intent.key]], 'one key, sent once per attempt');
+      assert.deepEqual(result.intent.requestIds, [result.intent.key, result.intent.key, result.intent.key]);
     });
   });
 });

@@ -16,6 +16,14 @@ describe('client buildRequest', () => {
     assert.deepEqual(r.headers, { accept: 'application/json', 'X-Tenant-Id': 't1', 'content-type': 'application/json' });
   });
 
+  it('holds each header once whatever its letter case: the last given wins, the encoded content type wins over all', () => {
+    const r = buildRequest('http://h', 'POST', '/v1/items', {
+      headers: { 'Content-Type': 'text/plain', Accept: 'application/vnd.x+json', 'x-trace': 'a', 'X-Trace': 'b' },
+      body: { topic: 't' },
+    });
+    assert.deepEqual(r.headers, { Accept: 'application/vnd.x+json', 'X-Trace': 'b', 'content-type': 'application/json' });
+  });
+
   it('omits the body when there is none and fails loudly on a missing path parameter', () => {
     const r = buildRequest('http://h', 'GET', '/v1/x', {});
     assert.equal(r.body, undefined);

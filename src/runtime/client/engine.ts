@@ -4,8 +4,8 @@
  *
  * Rules it keeps (DESIGN §5, the article's "one intent, one key, one deadline"):
  * - the key is the intent's, on every attempt; a new key is never made here;
- * - every attempt carries a fresh request id; no attempt starts after the deadline, and each attempt's
- *   timeout is what is left of the deadline;
+ * - every attempt carries a fresh request id (unless the contract keys on the request-id header: then it carries
+ *   the key); no attempt starts after the deadline, and each attempt's timeout is what is left of the deadline;
  * - `inProgress` → wait (`Retry-After`, else backoff) and retry with the same key;
  * - network errors, 5xx and 429 → retried with the same key only when repeating cannot duplicate the effect
  *   (a local effect, or a provider that dedupes by a forwarded/derived key); otherwise stop with `unknown`
@@ -18,6 +18,7 @@
 import type { CompiledContract } from '../contract.js';
 import { isRepeatableRequestsKey, PROBLEM_BASE, PROBLEM_HEADER } from '../wire.js';
 import { backoffDelay, parseRetryAfter } from './backoff.js';
+import { headerName, mergeHeaders } from './headers.js';
 import { Intent, randomKey } from './intent.js';
 import { discardBody, redirectOf } from './redirect.js';
 
@@ -177,7 +178,10 @@ export interface SendOptions<TStatus> {
   readonly intent: Intent;
   readonly request: PreparedRequest;
   readonly runtime: ClientRuntime;
-  /** Header carrying each attempt's request id (default `X-Request-Id`). */
+  /**
+   * Header carrying each attempt's request id (default `X-Request-Id`). When the contract's key goes in it, it
+   * carries the key on every attempt, and the key is each attempt's request id.
+   */
   readonly requestIdHeader?: string;
   /** Aborts the whole intent (the result is then `unknown` / `aborted`). */
   readonly signal?: AbortSignal;
@@ -274,6 +278,9 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     throw new TypeError(`intent of ${intent.operationId} sent to ${contract.operationId}; make a new intent for a new command`);
   }
   const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
+  // A contract that keys on the request-id header (`X-Request-Id` as the idempotency key): the key goes in it on
+  // every attempt, and no per-attempt id replaces it — a new value there would be a new key.
+  const keyIsRequestId = requestIdHeader.toLowerCase() === contract.key.header.toLowerCase();
   // OASIS Repeatable Requests (a `Repeatability-Request-ID` key): every attempt also says when the intent was
   // first sent, the same on each, so a server can refuse a repeat that comes after it stopped keeping records.
   const firstSent: Record<string, string> = isRepeatableRequestsKey(contract.key.header)
@@ -281,8 +288,11 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     : {};
   // The intent owns these headers: a caller's own copy (in any letter case) would be sent alongside
   // and turn one key into two values.
-  const owned = new Set([contract.key.header.toLowerCase(), requestIdHeader.toLowerCase(), ...Object.keys(firstSent).map((name) => name.toLowerCase())]);
-  const baseHeaders = Object.fromEntries(Object.entries(request.headers).filter(([name]) => !owned.has(name.toLowerCase())));
+  const baseHeaders = mergeHeaders(request.headers);
+  for (const name of [contract.key.header, requestIdHeader, ...Object.keys(firstSent)]) {
+    const given = headerName(baseHeaders, name);
+    if (given !== undefined) delete baseHeaders[given];
+  }
   let lastStatus: number | undefined;
   let lastError: string | undefined;
   const unknown = (reason: UnknownReason): UnknownResult<TStatus> => ({
@@ -304,7 +314,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     if (remaining <= 0) return unknown('deadline');
     if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
 
-    const requestId = rt.newRequestId();
+    const requestId = keyIsRequestId ? intent.key : rt.newRequestId();
     intent.recordAttempt(requestId);
     const controller = new AbortController();
     const cancelTimer = rt.setTimer(remaining, () => controller.abort(new DeadlineReached('deadline')));
@@ -316,7 +326,8 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     try {
       const res = await rt.fetch(url, {
         method: request.method,
-        headers: { ...baseHeaders, [contract.key.header]: intent.key, ...firstSent, [requestIdHeader]: requestId },
+        // The key last: nothing replaces it.
+        headers: { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), [contract.key.header]: intent.key },
         // Left out when absent (not `undefined`), for projects with `exactOptionalPropertyTypes`.
         ...(request.body === undefined ? {} : { body: request.body }),
         // A followed 301/302/303 would turn the command into a GET and report that page as its result.
@@ -410,13 +421,18 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   readonly signal?: AbortSignal;
 }): Promise<ApiResponse<TBody, TError>> {
   const { request } = options;
-  const requestId = options.runtime.newRequestId();
+  const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
+  // A request id the caller set (in any letter case; a status call keyed on the request-id header sends the
+  // intent's key in it) is kept; otherwise the call gets a fresh one.
+  const given = headerName(request.headers, requestIdHeader);
+  const requestId = given === undefined ? options.runtime.newRequestId() : request.headers[given]!;
+  const headers = given === undefined ? { ...request.headers, [requestIdHeader]: requestId } : request.headers;
   const safe = request.method === 'GET' || request.method === 'HEAD';
   let url = request.url;
   for (let hops = 0; ; hops++) {
     const res = await options.runtime.fetch(url, {
       method: request.method,
-      headers: { ...request.headers, [options.requestIdHeader ?? 'X-Request-Id']: requestId },
+      headers,
       ...(request.body === undefined ? {} : { body: request.body }),
       redirect: safe ? 'follow' : 'manual',
       ...(options.signal === undefined ? {} : { signal: options.signal }),

@@ -5,6 +5,7 @@
  */
 import { encodeBody } from './body.js';
 import type { PreparedRequest } from './engine.js';
+import { headerName, setHeader } from './headers.js';
 import { expand, formatOf, percentEncode, queryPairs, QUERY_DEFAULT, SIMPLE_DEFAULT, TEXT_DELIMITER, URL_DELIMITER, type ParamFormat, type ParamFormats, type ParamInput } from './params.js';
 import { mergeQuery, splitQuery } from './server.js';
 
@@ -51,9 +52,10 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
     // `null` (a nullable parameter left empty) is sent like an absent one.
     if (value !== undefined && value !== null) query.push(...queryPairs(name, value, formatOf(formats.query, name) ?? QUERY_DEFAULT));
   }
+  // Header names in any letter case are one header: the caller's `Accept` replaces this one.
   const headers: Record<string, string> = { accept: 'application/json' };
   for (const [name, value] of Object.entries(parts.headers ?? {})) {
-    if (value !== undefined && value !== null) headers[name] = expand(name, value, formatOf(formats.headers, name) ?? SIMPLE_DEFAULT, String, TEXT_DELIMITER);
+    if (value !== undefined && value !== null) setHeader(headers, name, expand(name, value, formatOf(formats.headers, name) ?? SIMPLE_DEFAULT, String, TEXT_DELIMITER));
   }
   const cookies: string[] = [];
   for (const [name, value] of Object.entries(parts.cookies ?? {})) {
@@ -62,14 +64,15 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   }
   if (cookies.length > 0) {
     // One `Cookie` header (RFC 6265 §5.4): joined to one the caller set, whatever its case.
-    const given = Object.keys(headers).find((name) => name.toLowerCase() === 'cookie');
+    const given = headerName(headers, 'cookie');
     if (given === undefined) headers['cookie'] = cookies.join('; ');
     else headers[given] = `${headers[given]}; ${cookies.join('; ')}`;
   }
   let body: PreparedRequest['body'];
   if (parts.body !== undefined) {
     const encoded = encodeBody(parts.body, format.mediaType ?? 'application/json', format.fields, format.partTypes);
-    headers['content-type'] = encoded.contentType;
+    // The encoding's type wins over a caller's: it names the multipart boundary the bytes were written with.
+    setHeader(headers, 'content-type', encoded.contentType);
     body = encoded.body;
   }
   // One `/` between them, whether or not the document's path starts with one (`business-accounts/{id}` happens).
