@@ -248,4 +248,40 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.deepEqual(result.intent.requestIds, [result.intent.key, result.intent.key, result.intent.key]);
     });
   });
+
+  describe('requests that cannot be sent', () => {
+    it('a header value fetch refuses is a TypeError before anything is sent: no attempt, no unknown outcome', async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }));
+      const api = client(server);
+      const intent = api.intent('createOrder');
+      await assert.rejects(api.createOrder({ body: order }, { intent, headers: { 'x-note': 'caf\u2615' } }), {
+        name: 'TypeError',
+        message: /the value of the header x-note cannot be sent/,
+      });
+      assert.equal(intent.attempts, 0);
+      await assert.rejects(api.ping({ body: {} }, { headers: { 'x-note': 'a\nb' } }), { name: 'TypeError', message: /x-note cannot be sent/ });
+      assert.equal(server.arrivals.length, 0);
+    });
+
+    it('a key with a line break is a TypeError that does not show the key', async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }));
+      const api = client(server);
+      const intent = api.intent('createOrder', 'secret\nkey');
+      await assert.rejects(api.createOrder({ body: order }, { intent }), (error: Error) => {
+        assert.equal(error.name, 'TypeError');
+        assert.match(error.message, /Idempotency-Key cannot be sent/);
+        assert.doesNotMatch(error.message, /secret/);
+        return true;
+      });
+      assert.equal(intent.attempts, 0);
+      assert.equal(server.arrivals.length, 0);
+    });
+
+    it('a path-only baseUrl outside a web page is a TypeError saying so, not a retried network failure', async () => {
+      const api = module.createClient({ baseUrl: '/api' });
+      const intent = api.intent('createOrder');
+      await assert.rejects(api.createOrder({ body: order }, { intent }), { name: 'TypeError', message: /"\/api\/orders" is not absolute: pass baseUrl as an http\(s\) URL/ });
+      assert.equal(intent.attempts, 0);
+    });
+  });
 });

@@ -21,6 +21,7 @@ import { backoffDelay, parseRetryAfter } from './backoff.js';
 import { headerName, mergeHeaders } from './headers.js';
 import { Intent, randomKey } from './intent.js';
 import { discardBody, redirectOf } from './redirect.js';
+import { assertSendable } from './sendable.js';
 
 /** Everything the engine needs from the outside world; inject fakes in tests. */
 export interface ClientRuntime {
@@ -268,7 +269,9 @@ class DeadlineReached extends Error {}
 
 /**
  * Sends an intent until a terminal answer or until its budget is spent. Never throws for network errors or
- * HTTP statuses; throws `TypeError` only for programming errors (an intent of another operation).
+ * HTTP statuses; throws `TypeError` only for programming errors, before anything is sent: an intent of another
+ * operation, or a request `fetch` would refuse (see `assertSendable`: a header value or key with a line break or a
+ * character beyond Latin-1, a path-only URL outside a web page).
  */
 export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   options: SendOptions<TStatus>,
@@ -315,6 +318,10 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
 
     const requestId = keyIsRequestId ? intent.key : rt.newRequestId();
+    // The key last: nothing replaces it.
+    const headers = { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), [contract.key.header]: intent.key };
+    // A request fetch would refuse (a bad header value or key, a path-only URL under Node) never counts as an attempt.
+    assertSendable(url, request.method, headers);
     intent.recordAttempt(requestId);
     const controller = new AbortController();
     const cancelTimer = rt.setTimer(remaining, () => controller.abort(new DeadlineReached('deadline')));
@@ -326,8 +333,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     try {
       const res = await rt.fetch(url, {
         method: request.method,
-        // The key last: nothing replaces it.
-        headers: { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), [contract.key.header]: intent.key },
+        headers,
         // Left out when absent (not `undefined`), for projects with `exactOptionalPropertyTypes`.
         ...(request.body === undefined ? {} : { body: request.body }),
         // A followed 301/302/303 would turn the command into a GET and report that page as its result.
@@ -408,7 +414,8 @@ const MAX_REDIRECTS = 20;
 
 /**
  * Sends one request once (operations without a contract, and `x-idempotency: false` ones, which are never
- * retried automatically). Network errors reject the returned promise.
+ * retried automatically). Network errors reject the returned promise; a request `fetch` would refuse rejects it
+ * with a `TypeError` before anything is sent (see `assertSendable`).
  *
  * A `GET` or `HEAD` follows redirects as `fetch` does. Any other method is sent with `redirect: 'manual'`: a 307 or
  * 308 to the same origin is followed (the same method and body, up to 20 times), and any other redirect is the
@@ -427,6 +434,7 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   const given = headerName(request.headers, requestIdHeader);
   const requestId = given === undefined ? options.runtime.newRequestId() : request.headers[given]!;
   const headers = given === undefined ? { ...request.headers, [requestIdHeader]: requestId } : request.headers;
+  assertSendable(request.url, request.method, headers);
   const safe = request.method === 'GET' || request.method === 'HEAD';
   let url = request.url;
   for (let hops = 0; ; hops++) {
