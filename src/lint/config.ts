@@ -10,6 +10,9 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import type * as YamlModule from 'yaml';
 import type { Document, Node as YamlNode } from 'yaml';
 import { UsageError } from '../errors.js';
+import { encodingProblem } from '../parser/encoding.js';
+import { describeJsonSyntaxError } from '../parser/json-errors.js';
+import { describeYamlSyntaxError } from '../parser/yaml-errors.js';
 import { suggestionSuffix } from './did-you-mean.js';
 import type { LintSettings, Severity } from './rule.js';
 
@@ -94,40 +97,47 @@ export function loadConfig(options: LoadConfigOptions): LintConfig {
   let file: string | undefined;
   if (options.configFile !== undefined) {
     file = path.resolve(options.cwd, options.configFile);
-    if (!existsSync(file) || !statSync(file).isFile()) {
-      throw new UsageError(`config file ${options.configFile} does not exist (check the --config path)`);
-    }
+    if (!existsSync(file)) throw new UsageError(`config file ${options.configFile} does not exist (check the --config path)`);
+    if (statSync(file).isDirectory()) throw new UsageError(`config file ${options.configFile} is a directory — name the config file in it (${CONFIG_FILE_NAMES.join(', ')})`);
   } else {
     file = findConfigFile(options.specFile ? path.dirname(path.resolve(options.cwd, options.specFile)) : options.cwd);
   }
   if (file === undefined) return defaultConfig();
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(file, 'utf8');
+    bytes = readFileSync(file);
   } catch (error) {
     throw new UsageError(`cannot read config file: ${(error as Error).message}`, file);
   }
-  return parseConfig(text, file, options.knownRuleIds);
+  const problem = encodingProblem(bytes);
+  if (problem !== undefined) throw new UsageError(problem.replace(/^the file/, 'the config file'), file, 1, 1);
+  return parseConfig(bytes.toString('utf8'), file, options.knownRuleIds);
 }
 
 /** Parses and validates config text (YAML or JSON); `file` is used for positions in errors. */
 export function parseConfig(text: string, file: string, knownRuleIds: readonly string[]): LintConfig {
-  const { LineCounter, parseDocument } = yaml();
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
+  // A UTF-8 BOM (Notepad writes one) is not content, as in documents.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const yamlModule = yaml();
+  const lineCounter = new yamlModule.LineCounter();
+  const doc = yamlModule.parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
   const fail = (message: string, offset: number | undefined): never => {
     const pos = offset === undefined ? { line: 1, col: 1 } : lineCounter.linePos(offset);
     throw new UsageError(message, file, pos.line, pos.col);
   };
-  const syntax = doc.errors[0];
-  if (syntax) fail(`config is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${firstLine(syntax.message)}`, syntax.pos[0]);
+  // A .json config is judged as JSON first: YAML reads `"level": off` and misses a quote elsewhere.
   if (file.endsWith('.json') && text.trim() !== '') {
     try {
       JSON.parse(text);
     } catch (error) {
-      const at = /position (\d+)/.exec((error as Error).message);
-      fail(`config is not valid JSON: ${(error as Error).message}`, at ? Number(at[1]) : undefined);
+      const { offset, message, hint } = describeJsonSyntaxError(error, text);
+      fail(`config is not valid JSON: ${message} — ${hint}`, offset);
     }
+  }
+  const syntax = doc.errors[0];
+  if (syntax) {
+    const { offset, message } = describeYamlSyntaxError(yamlModule, text, syntax);
+    fail(`config is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${message}`, offset);
   }
   const value: unknown = doc.toJS() ?? {};
   const validated = validateShape(value);
@@ -154,10 +164,6 @@ export function parseConfig(text: string, file: string, knownRuleIds: readonly s
       keyHeaders: config.keyHeaders ?? DEFAULT_SETTINGS.keyHeaders,
     },
   };
-}
-
-function firstLine(text: string): string {
-  return text.split('\n')[0]!.trim();
 }
 
 function pathOf(instancePath: string): (string | number)[] {

@@ -10,8 +10,11 @@ import type * as JsYamlModule from 'js-yaml';
 import type * as YamlModule from 'yaml';
 import { DocumentError } from '../errors.js';
 import type { Position } from './model.js';
+import { encodingProblem } from './encoding.js';
+import { describeJsonSyntaxError } from './json-errors.js';
 import { appendPointer, parsePointer } from './pointer.js';
 import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
+import { describeYamlSyntaxError } from './yaml-errors.js';
 import { YamlEventIndex } from './yaml-positions.js';
 
 const require = createRequire(import.meta.url);
@@ -118,7 +121,10 @@ export function readSource(file: string): SourceFile {
       throw new DocumentError('is a directory, not an OpenAPI file — name the .yaml or .json file', file, '', 1, 1);
     }
     // Read the bytes, then decode: faster than readFileSync's own 'utf8' path on big files (Node 20).
-    text = readFileSync(file).toString('utf8');
+    const bytes = readFileSync(file);
+    const problem = encodingProblem(bytes);
+    if (problem !== undefined) throw new DocumentError(problem, file, '', 1, 1);
+    text = bytes.toString('utf8');
   } catch (error) {
     if (error instanceof DocumentError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
@@ -127,7 +133,11 @@ export function readSource(file: string): SourceFile {
         ? 'file not found — check the path (relative paths start at the current directory)'
         : code === 'EACCES'
           ? 'permission denied — make the file readable'
-          : `cannot read the file (${code ?? String(error)}) — check the path and permissions`;
+          : code === 'ELOOP'
+            ? 'a symbolic link loop (the link leads back to itself) — point the link at the file'
+            : code === 'ENOTDIR'
+              ? 'a part of the path is a file, not a directory — check the path'
+              : `cannot read the file (${code ?? String(error)}) — check the path and permissions`;
     throw new DocumentError(why, file, '', 1, 1);
   }
   return parseSource(file, text);
@@ -160,37 +170,11 @@ function parseJson(file: string, text: string): SourceFile {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    const offset = jsonErrorOffset(message, text);
-    const lines = new LineTable(text);
-    const { line, column } = lines.position(offset);
-    const what = message
-      .replace(/\s*\(line \d+ column \d+\)/, '')
-      .replace(/ in JSON at position \d+/, '')
-      .replace(/, "[\s\S]*" is not valid JSON$/, '')
-      .replace(/^Unexpected end of JSON input$/, 'the JSON ends too early (truncated file?)');
-    throw new DocumentError(
-      `invalid JSON: ${what} — fix the syntax here (a missing comma, quote or bracket?)`,
-      file,
-      undefined,
-      line,
-      column,
-    );
+    const { offset, message, hint } = describeJsonSyntaxError(error, text);
+    const { line, column } = new LineTable(text).position(offset);
+    throw new DocumentError(`invalid JSON: ${message} — ${hint}`, file, undefined, line, column);
   }
   return new SourceFile(file, 'json', text, value, new JsonPositionIndex(text));
-}
-
-function jsonErrorOffset(message: string, text: string): number {
-  const position = /at position (\d+)/.exec(message);
-  if (position) return Math.min(Number(position[1]), text.length);
-  const lineColumn = /\(line (\d+) column (\d+)\)/.exec(message);
-  if (lineColumn) {
-    let offset = 0;
-    for (let line = 1; line < Number(lineColumn[1]); line++) offset = text.indexOf('\n', offset) + 1;
-    return offset + Number(lineColumn[2]) - 1;
-  }
-  // "Unexpected end of JSON input": point at the last non-blank character.
-  return text.trimEnd().length > 0 ? text.trimEnd().length - 1 : 0;
 }
 
 function parseYaml(file: string, text: string): SourceFile {
@@ -295,9 +279,9 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
   const first = document.errors[0];
   const lines = new LineTable(text);
   if (first) {
-    const offset = (first.code === 'MISSING_CHAR' && unclosedQuoteOffset(yaml, text)) || first.pos[0];
-    const { line, column } = lines.position(Math.min(offset, text.length));
-    return new DocumentError(`invalid YAML: ${yamlMessage(first.message, first.code)}`, file, undefined, line, column);
+    const { offset, message } = describeYamlSyntaxError(yaml, text, first);
+    const { line, column } = lines.position(offset);
+    return new DocumentError(`invalid YAML: ${message}`, file, undefined, line, column);
   }
   const mark = (error as { mark?: { position?: number } }).mark;
   const reason = (error as { reason?: string }).reason ?? (error instanceof Error ? error.message : String(error));
@@ -321,42 +305,6 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
   }
   const { line, column } = lines.position(Math.min(mark?.position ?? 0, text.length));
   return new DocumentError(`invalid YAML: ${reason} — fix the YAML here`, file, undefined, line, column);
-}
-
-/**
- * `yaml` notices an unclosed quote where the file ends; a person wants the line where the quote opens.
- * Only runs on the error path.
- */
-function unclosedQuoteOffset(yaml: typeof YamlModule, text: string): number | undefined {
-  let found: number | undefined;
-  for (const token of new yaml.Parser().parse(text)) {
-    if (token.type !== 'document') continue;
-    yaml.CST.visit(token, (item) => {
-      for (const part of [item.key, item.value]) {
-        if (found !== undefined || !part || (part.type !== 'double-quoted-scalar' && part.type !== 'single-quoted-scalar')) continue;
-        const quote = part.type === 'double-quoted-scalar' ? '"' : "'";
-        const source = part.source;
-        const closed = source.length > 1 && source.endsWith(quote) && (quote === "'" || !/(^|[^\\])(\\\\)*\\"$/.test(source));
-        if (!closed) found = part.offset;
-      }
-      return found === undefined ? undefined : yaml.CST.visit.BREAK;
-    });
-    if (found !== undefined) break;
-  }
-  return found;
-}
-
-function yamlMessage(message: string, code: string): string {
-  const first = message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '');
-  const hints: Record<string, string> = {
-    MISSING_CHAR: 'close the quote, bracket or brace (truncated file?)',
-    BAD_INDENT: 'fix the indentation',
-    MULTIPLE_DOCS: 'keep one document per file (remove the extra ---)',
-    UNEXPECTED_TOKEN: 'fix the syntax here',
-    BLOCK_AS_IMPLICIT_KEY: 'fix the indentation or quote the key',
-    TAB_AS_INDENT: 'indent with spaces, not tabs',
-  };
-  return `${first} — ${hints[code] ?? 'fix the YAML syntax here'}`;
 }
 
 /** Files loaded in one run, by absolute path; entry documents and the external files they share. */

@@ -82,6 +82,33 @@ describe('lint config', () => {
     assert.equal(json.line, 1);
   });
 
+  it('points at the token of a JSON syntax error V8 gives no position for (YAML reads it fine), on one line', () => {
+    const error = usageError(() => parseConfig('{\n  "rules": {\n    "key-unbounded": off\n  }\n}\n', '/x/.idemkitrc.json', known));
+    assert.deepEqual({ message: error.message, line: error.line, column: error.column }, {
+      message: "config is not valid JSON: Unexpected token 'o' — fix the syntax here (a missing comma, quote or bracket?)",
+      line: 3,
+      column: 22,
+    });
+  });
+
+  it('points at an unclosed quote where it opens, and says to close it', () => {
+    const error = usageError(() => parseConfig('rules:\n  scope-missing: "warn\n', '/x/.idemkitrc.yaml', known));
+    assert.deepEqual({ message: error.message, line: error.line, column: error.column }, {
+      message: 'config is not valid YAML: Missing closing "quote — close the quote, bracket or brace (truncated file?)',
+      line: 2,
+      column: 18,
+    });
+  });
+
+  it('reads a config with a UTF-8 BOM (Notepad), and refuses a UTF-16 one saying so', () => {
+    assert.deepEqual(parseConfig('\ufeff{"rules": {"scope-missing": "off"}}', '/x/.idemkitrc.json', known).rules, { 'scope-missing': 'off' });
+    writeFileSync(path.join(dir, '.idemkitrc.json'), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"rules": {"scope-missing": "off"}}')]));
+    assert.deepEqual(loadConfig({ configFile: '.idemkitrc.json', cwd: dir, knownRuleIds: known }).rules, { 'scope-missing': 'off' });
+    writeFileSync(path.join(dir, 'utf16.yaml'), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('rules: {}\n', 'utf16le')]));
+    const error = usageError(() => loadConfig({ configFile: 'utf16.yaml', cwd: dir, knownRuleIds: known }));
+    assert.equal(error.message, 'the config file is UTF-16 — save it as UTF-8');
+  });
+
   it('rejects a config that is not a mapping', () => {
     const error = usageError(() => parseConfig('- rules\n', '/x/.idemkitrc.yaml', known));
     assert.match(error.message, /the config must be a mapping/);
@@ -105,6 +132,9 @@ describe('lint config', () => {
     assert.deepEqual(config.settings.keyHeaders, ['X-Op-Token']);
     const error = usageError(() => loadConfig({ configFile: 'nope.yaml', cwd: dir, knownRuleIds: known }));
     assert.match(error.message, /config file nope\.yaml does not exist/);
+    mkdirSync(path.join(dir, 'conf'));
+    const directory = usageError(() => loadConfig({ configFile: 'conf', cwd: dir, knownRuleIds: known }));
+    assert.equal(directory.message, 'config file conf is a directory — name the config file in it (.idemkitrc.yaml, .idemkitrc.yml, .idemkitrc.json, idemkit.config.json)');
   });
 
   it('falls back to the defaults when no file is found', () => {

@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { DocumentError } from '../../src/errors.js';
 import { loadDocument } from '../../src/parser/load.js';
 import type { ApiDocument, OperationView } from '../../src/parser/model.js';
@@ -11,9 +14,10 @@ function op(doc: ApiDocument, operationId: string): OperationView {
   return found;
 }
 
+/** The error loading a fixture (or an absolute path) throws. */
 async function loadError(name: string): Promise<DocumentError> {
   try {
-    await loadDocument(fixture(name));
+    await loadDocument(path.isAbsolute(name) ? name : fixture(name));
   } catch (error) {
     assert.ok(error instanceof DocumentError, `a DocumentError, got ${String(error)}`);
     return error;
@@ -271,6 +275,41 @@ describe('loadDocument', () => {
       const truncated = await loadError('bad/truncated.json');
       assert.match(truncated.message, /invalid JSON/);
       assert.equal(truncated.line, 3);
+    });
+
+    it('a JSON syntax error V8 gives no position for, at the token, on one line', async () => {
+      const error = await loadError('bad/unquoted-value.json');
+      assert.equal(error.message, "invalid JSON: Unexpected token 'P' — fix the syntax here (a missing comma, quote or bracket?)");
+      assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/unquoted-value.json'), '"ttl": P1D', 'P1D'));
+    });
+
+    it('a UTF-16 or UTF-32 file (with a BOM or without), a binary file and a symbolic link loop say what they are', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-encoding-'));
+      try {
+        const text = 'openapi: 3.1.0\ninfo: {title: t, version: "1"}\npaths: {}\n';
+        const utf16be = Buffer.from(text, 'utf16le').swap16();
+        const utf32le = Buffer.concat([...text].map((c) => Buffer.from([c.charCodeAt(0), 0, 0, 0])));
+        const files: [string, Buffer, string][] = [
+          ['le-bom.yaml', Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]), 'the file is UTF-16 — save it as UTF-8'],
+          ['be-bom.json', Buffer.concat([Buffer.from([0xfe, 0xff]), utf16be]), 'the file is UTF-16 — save it as UTF-8'],
+          ['le.yaml', Buffer.from(text, 'utf16le'), 'the file is UTF-16 — save it as UTF-8'],
+          ['be.yaml', utf16be, 'the file is UTF-16 — save it as UTF-8'],
+          ['utf32.yaml', utf32le, 'the file is UTF-32 — save it as UTF-8'],
+          ['binary.yaml', Buffer.from([0x1e, 0x4c, 0x21, 0x65, 0x09, 0xae, 0x00, 0x25, 0xde]), 'the file is binary (it holds NUL bytes), not YAML or JSON text — name the OpenAPI document'],
+        ];
+        for (const [name, bytes, message] of files) {
+          writeFileSync(path.join(dir, name), bytes);
+          const error = await loadError(path.join(dir, name));
+          assert.deepEqual({ message: error.message, line: error.line, column: error.column }, { message, line: 1, column: 1 }, name);
+        }
+        if (process.platform !== 'win32') {
+          symlinkSync('loop2.yaml', path.join(dir, 'loop1.yaml'));
+          symlinkSync('loop1.yaml', path.join(dir, 'loop2.yaml'));
+          assert.equal((await loadError(path.join(dir, 'loop1.yaml'))).message, 'a symbolic link loop (the link leads back to itself) — point the link at the file');
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('a file that is not OpenAPI, and an unsupported version', async () => {
