@@ -81,8 +81,8 @@ describe('client sendIntent', () => {
     assert.deepEqual(result.requestIds, ['req-1', 'req-2']);
     assert.equal(result.checkStatus, 'status-call');
     // the second attempt was cut exactly at the deadline, and no attempt started after it
-    assert.equal(rt.clock, intent.deadlineAt);
-    assert.ok(rt.seen.every((r) => r.at < intent.deadlineAt));
+    assert.equal(rt.clock, intent.deadlineAt!);
+    assert.ok(rt.seen.every((r) => r.at < intent.deadlineAt!));
   });
 
   it('stops after maxAttempts with the same key throughout', async () => {
@@ -245,15 +245,19 @@ describe('client sendIntent', () => {
     assert.ok(unnamed.result.kind === 'unknown' && unnamed.result.reason === 'unsafe-to-retry', 'without the header the same 503 may have acted');
   });
 
-  it('an OASIS key (Repeatability-Request-ID) goes with Repeatability-First-Sent: the intent\'s creation, the same on every attempt', async () => {
+  it('an OASIS key (Repeatability-Request-ID) goes with Repeatability-First-Sent: the first attempt\'s time, the same on every attempt', async () => {
     const oasis: CompiledContract = { ...localContract, key: { ...localContract.key, header: 'Repeatability-Request-ID' } };
     const rt = fakeRuntime([new Error('socket hang up'), json(201, created, { 'Idempotent-Replayed': 'true' })]);
     const intent = Intent.create({ operationId: oasis.operationId, deadlineMs: 30_000, now: rt.clock });
+    // The intent is made with the form, and sent a minute later.
+    rt.clock += 60_000;
+    const firstSend = new Date(rt.clock).toUTCString();
     const stale = { ...request, headers: { ...request.headers, 'repeatability-first-sent': 'Mon, 01 Jan 2024 00:00:00 GMT' } };
     const result = await sendIntent({ contract: oasis, intent, request: stale, runtime: rt, checkStatus: undefined });
     assert.ok(result.kind === 'completed');
     const sent = rt.seen.map((r) => r.headers['repeatability-first-sent']);
-    assert.deepEqual(sent, [new Date(intent.createdAt).toUTCString(), new Date(intent.createdAt).toUTCString()], 'the caller\'s copy is not sent beside it');
+    assert.notEqual(firstSend, new Date(intent.createdAt).toUTCString());
+    assert.deepEqual(sent, [firstSend, firstSend], 'the caller\'s copy is not sent beside it');
     assert.match(sent[0]!, /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
     assert.equal(rt.seen[0]!.headers['repeatability-request-id'], rt.seen[1]!.headers['repeatability-request-id']);
     // Other keys send no such header.
@@ -278,16 +282,29 @@ describe('client sendIntent', () => {
 
   it('does not start an attempt for an intent whose deadline has passed (e.g. restored after a reload)', async () => {
     const rt = fakeRuntime([json(201, created)]);
-    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 1_000, now: rt.clock - 2_000 });
+    const sent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 1_000, now: rt.clock - 2_000 });
+    sent.recordAttempt('req-0', rt.clock - 2_000);
+    const intent = Intent.fromJSON(JSON.stringify(sent));
     const result = await sendIntent({ contract: localContract, intent, request, runtime: rt, checkStatus: undefined });
     assert.ok(result.kind === 'unknown' && result.reason === 'deadline');
     assert.equal(rt.seen.length, 0);
   });
 
+  it('the deadline runs from the first attempt: an intent made long before it is sent keeps its whole budget', async () => {
+    const rt = fakeRuntime([new TypeError('fetch failed'), json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 1_000, now: rt.clock });
+    rt.clock += 5_000;
+    const result = await sendIntent({ contract: localContract, intent, request, runtime: rt, checkStatus: undefined });
+    assert.ok(result.kind === 'completed', JSON.stringify(result));
+    assert.equal(rt.seen.length, 2);
+    assert.equal(intent.firstSentAt, rt.seen[0]!.at);
+    assert.equal(intent.deadlineAt, rt.seen[0]!.at + 1_000);
+  });
+
   it('a restored intent keeps its key and its attempt count', async () => {
     const rt = fakeRuntime([json(201, created, { 'Idempotent-Replayed': 'true' })]);
     const first = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30_000, now: rt.clock });
-    first.recordAttempt('req-51');
+    first.recordAttempt('req-51', rt.clock);
     const restored = Intent.fromJSON(JSON.stringify(first));
     const result = await sendIntent({ contract: localContract, intent: restored, request, runtime: rt, checkStatus: undefined });
     assert.ok(result.kind === 'completed' && result.replayed);

@@ -284,4 +284,18 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(intent.attempts, 0);
     });
   });
+
+  describe('deadline', () => {
+    it('an intent made with the form and sent after its budget has passed is still sent: the deadline starts at the first attempt', async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }, { 'idempotent-replayed': 'false' }));
+      let clock = Date.now();
+      const api = client(server, { runtime: { now: () => clock } });
+      const intent = api.intent('createOrder');
+      clock += 60_000; // the contract's deadline is 10 s
+      const result = await api.createOrder({ body: order }, { intent });
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      assert.equal(server.arrivals.length, 1);
+      assert.equal(intent.firstSentAt, clock);
+    });
+  });
 });

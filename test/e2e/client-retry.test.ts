@@ -93,11 +93,11 @@ describe('client end to end: generated client → generated Express guard (SQLit
     assert.equal(result.reason, 'deadline');
     assert.equal(result.key, KEY);
     assert.deepEqual(result.requestIds, ['req-1', 'req-2']);
-    assert.ok(Date.now() >= intent.deadlineAt);
+    assert.ok(Date.now() >= intent.deadlineAt!);
     // Give a stray attempt time to show up, then check none started after the deadline.
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.deepEqual(svc.arrivals.map((a) => a.requestId), ['req-1', 'req-2']);
-    assert.ok(svc.arrivals.every((a) => a.at < intent.deadlineAt));
+    assert.ok(svc.arrivals.every((a) => a.at < intent.deadlineAt!));
     assert.equal(svc.effects(), 0);
     // The typed status call is there for the UI's next step.
     const status = await result.checkStatus({ path: { id: 'demo-request-42' } });

@@ -286,13 +286,11 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   const keyIsRequestId = requestIdHeader.toLowerCase() === contract.key.header.toLowerCase();
   // OASIS Repeatable Requests (a `Repeatability-Request-ID` key): every attempt also says when the intent was
   // first sent, the same on each, so a server can refuse a repeat that comes after it stopped keeping records.
-  const firstSent: Record<string, string> = isRepeatableRequestsKey(contract.key.header)
-    ? { 'Repeatability-First-Sent': new Date(intent.createdAt).toUTCString() }
-    : {};
+  const firstSentHeader = isRepeatableRequestsKey(contract.key.header) ? 'Repeatability-First-Sent' : undefined;
   // The intent owns these headers: a caller's own copy (in any letter case) would be sent alongside
   // and turn one key into two values.
   const baseHeaders = mergeHeaders(request.headers);
-  for (const name of [contract.key.header, requestIdHeader, ...Object.keys(firstSent)]) {
+  for (const name of [contract.key.header, requestIdHeader, ...(firstSentHeader === undefined ? [] : [firstSentHeader])]) {
     const given = headerName(baseHeaders, name);
     if (given !== undefined) delete baseHeaders[given];
   }
@@ -313,16 +311,19 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   let url = request.url;
   for (;;) {
     if (options.signal?.aborted) return unknown('aborted');
-    const remaining = intent.deadlineAt - rt.now();
+    // The deadline runs from the first attempt (an intent made early, with its form, keeps its whole budget).
+    const now = rt.now();
+    const remaining = intent.remainingMs(now);
     if (remaining <= 0) return unknown('deadline');
     if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
 
     const requestId = keyIsRequestId ? intent.key : rt.newRequestId();
     // The key last: nothing replaces it.
+    const firstSent: Record<string, string> = firstSentHeader === undefined ? {} : { [firstSentHeader]: new Date(intent.firstSentAt ?? now).toUTCString() };
     const headers = { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), [contract.key.header]: intent.key };
     // A request fetch would refuse (a bad header value or key, a path-only URL under Node) never counts as an attempt.
     assertSendable(url, request.method, headers);
-    intent.recordAttempt(requestId);
+    intent.recordAttempt(requestId, now);
     const controller = new AbortController();
     const cancelTimer = rt.setTimer(remaining, () => controller.abort(new DeadlineReached('deadline')));
     const onCallerAbort = (): void => controller.abort(options.signal?.reason);
@@ -404,7 +405,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
 
     const pause = Math.max(retryAfterMs ?? 0, backoffDelay(contract.retry.backoff, intent.attempts, rt.random));
     // A wait that reaches the deadline leaves no time for another attempt: say so now instead of sleeping.
-    if (rt.now() + pause >= intent.deadlineAt) return unknown('deadline');
+    if (pause >= intent.remainingMs(rt.now())) return unknown('deadline');
     if (pause > 0) await rt.sleep(pause, options.signal);
   }
 }

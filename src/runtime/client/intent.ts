@@ -1,6 +1,7 @@
 /**
  * One user intent of a contracted operation: the idempotency key made once before the first attempt,
- * the single deadline every attempt spends from, and the request id of each attempt so far.
+ * the single deadline every attempt spends from (counted from the first attempt), and the request id of each
+ * attempt so far.
  * Serialisable, so a UI can keep it across a reload and resume with the same key.
  *
  * This file is copied into users' generated output: it imports nothing.
@@ -8,14 +9,26 @@
 
 /** The JSON form of an {@link Intent} (`JSON.stringify(intent)` writes it). */
 export interface IntentJson {
-  readonly v: 1;
+  readonly v: 2;
   readonly operationId: string;
   readonly key: string;
   /** Epoch milliseconds when the intent was made. */
   readonly createdAt: number;
-  /** Epoch milliseconds after which no attempt may start. */
-  readonly deadlineAt: number;
+  /** The budget: no attempt starts more than this many milliseconds after the first one. */
+  readonly deadlineMs: number;
+  /** Epoch milliseconds when the first attempt started; absent before it. */
+  readonly firstSentAt?: number;
   /** The `X-Request-Id` of every attempt made so far, oldest first. */
+  readonly requestIds: readonly string[];
+}
+
+/** What earlier versions wrote (the deadline counted from the intent's creation), still read by {@link Intent.fromJSON}. */
+interface IntentJsonV1 {
+  readonly v: 1;
+  readonly operationId: string;
+  readonly key: string;
+  readonly createdAt: number;
+  readonly deadlineAt: number;
   readonly requestIds: readonly string[];
 }
 
@@ -34,49 +47,60 @@ export class Intent {
   /** The idempotency key, sent unchanged on every attempt. */
   readonly key: string;
   readonly createdAt: number;
-  readonly deadlineAt: number;
+  /** The budget of the whole intent, counted from its first attempt. */
+  readonly deadlineMs: number;
+  #firstSentAt: number | undefined;
   readonly #requestIds: string[];
 
   private constructor(json: IntentJson) {
     this.operationId = json.operationId;
     this.key = json.key;
     this.createdAt = json.createdAt;
-    this.deadlineAt = json.deadlineAt;
+    this.deadlineMs = json.deadlineMs;
+    this.#firstSentAt = json.firstSentAt;
     this.#requestIds = [...json.requestIds];
   }
 
   /**
-   * Makes a new intent whose deadline is `deadlineMs` from `now`.
+   * Makes a new intent whose deadline is `deadlineMs` after its first attempt (an intent made early, with the
+   * form, still has its whole budget when it is sent).
+   * @param options.now when the intent is made (`createdAt`).
    * @param options.key an explicit key (e.g. one a server handed out); by default a random UUID.
    */
   static create(options: { operationId: string; deadlineMs: number; now: number; key?: string }): Intent {
     const key = options.key ?? randomKey();
     if (key.length === 0) throw new TypeError('an idempotency key must not be empty');
-    return new Intent({
-      v: 1,
-      operationId: options.operationId,
-      key,
-      createdAt: options.now,
-      deadlineAt: options.now + Math.max(0, options.deadlineMs),
-      requestIds: [],
-    });
+    return new Intent({ v: 2, operationId: options.operationId, key, createdAt: options.now, deadlineMs: Math.max(0, options.deadlineMs), requestIds: [] });
   }
 
-  /** Restores an intent from {@link Intent.toJSON} output (an object or its JSON text). Throws `TypeError` on anything else. */
+  /**
+   * Restores an intent from {@link Intent.toJSON} output (an object or its JSON text), also as earlier versions
+   * wrote it (their deadline counted from the intent's creation, and still does). Throws `TypeError` on anything else.
+   */
   static fromJSON(value: unknown): Intent {
     const json: unknown = typeof value === 'string' ? JSON.parse(value) : value;
     if (typeof json !== 'object' || json === null) throw new TypeError('not a serialised intent');
     const o = json as Record<string, unknown>;
-    const ok =
-      o['v'] === 1 &&
+    const common =
       typeof o['operationId'] === 'string' &&
       typeof o['key'] === 'string' &&
       o['key'] !== '' &&
       Number.isFinite(o['createdAt']) &&
-      Number.isFinite(o['deadlineAt']) &&
       Array.isArray(o['requestIds']) &&
       o['requestIds'].every((id) => typeof id === 'string');
-    if (!ok) throw new TypeError('not a serialised intent (expected v, operationId, key, createdAt, deadlineAt, requestIds)');
+    if (common && o['v'] === 1 && Number.isFinite(o['deadlineAt'])) {
+      const old = o as unknown as IntentJsonV1;
+      const sent = old.requestIds.length > 0 ? { firstSentAt: old.createdAt } : {};
+      return new Intent({ v: 2, operationId: old.operationId, key: old.key, createdAt: old.createdAt, deadlineMs: Math.max(0, old.deadlineAt - old.createdAt), ...sent, requestIds: old.requestIds });
+    }
+    const sent = o['firstSentAt'];
+    const ok =
+      common &&
+      o['v'] === 2 &&
+      Number.isFinite(o['deadlineMs']) &&
+      (o['deadlineMs'] as number) >= 0 &&
+      (sent === undefined ? (o['requestIds'] as unknown[]).length === 0 : Number.isFinite(sent));
+    if (!ok) throw new TypeError('not a serialised intent (expected v, operationId, key, createdAt, deadlineMs, firstSentAt once sent, requestIds)');
     return new Intent(o as unknown as IntentJson);
   }
 
@@ -90,23 +114,35 @@ export class Intent {
     return this.#requestIds.length;
   }
 
-  /** Milliseconds left of the deadline at `now` (never negative). */
-  remainingMs(now: number): number {
-    return Math.max(0, this.deadlineAt - now);
+  /** Epoch milliseconds when the first attempt started; `undefined` before it. */
+  get firstSentAt(): number | undefined {
+    return this.#firstSentAt;
   }
 
-  /** Records the start of an attempt. Called by the retry engine. */
-  recordAttempt(requestId: string): void {
+  /** Epoch milliseconds after which no attempt may start; `undefined` until the first attempt starts the deadline. */
+  get deadlineAt(): number | undefined {
+    return this.#firstSentAt === undefined ? undefined : this.#firstSentAt + this.deadlineMs;
+  }
+
+  /** Milliseconds left of the deadline at `now` (never negative): the whole budget before the first attempt. */
+  remainingMs(now: number): number {
+    return this.#firstSentAt === undefined ? this.deadlineMs : Math.max(0, this.#firstSentAt + this.deadlineMs - now);
+  }
+
+  /** Records the start of an attempt at `now`; the first starts the deadline. Called by the retry engine. */
+  recordAttempt(requestId: string, now: number): void {
+    this.#firstSentAt ??= now;
     this.#requestIds.push(requestId);
   }
 
   toJSON(): IntentJson {
     return {
-      v: 1,
+      v: 2,
       operationId: this.operationId,
       key: this.key,
       createdAt: this.createdAt,
-      deadlineAt: this.deadlineAt,
+      deadlineMs: this.deadlineMs,
+      ...(this.#firstSentAt === undefined ? {} : { firstSentAt: this.#firstSentAt }),
       requestIds: [...this.#requestIds],
     };
   }
