@@ -383,6 +383,15 @@ describe('client sendOnce', () => {
     assert.equal(rt.seen[0]?.headers['x-request-id'], 'req-1');
   });
 
+  it('never waits forever: a server that does not answer ends the call at its timeout (default 30 s)', async () => {
+    const rt = fakeRuntime(['stall', 'stall']);
+    const started = rt.clock;
+    await assert.rejects(sendOnce({ request, runtime: rt }), { name: 'TimeoutError', message: 'no answer within 30000 ms' });
+    assert.equal(rt.clock - started, 30_000);
+    await assert.rejects(sendOnce({ request, runtime: rt, timeoutMs: 500 }), { name: 'TimeoutError' });
+    await assert.rejects(sendOnce({ request, runtime: rt, timeoutMs: 0 }), TypeError);
+  });
+
   it('lets a network error surface to the caller', async () => {
     const rt = fakeRuntime([new TypeError('fetch failed')]);
     await assert.rejects(sendOnce({ request, runtime: rt }), /fetch failed/);

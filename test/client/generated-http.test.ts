@@ -99,12 +99,12 @@ components:
 `;
 
 type Order = { id: string };
-type Call = { readonly headers?: Readonly<Record<string, string>>; readonly signal?: AbortSignal };
+type Call = { readonly headers?: Readonly<Record<string, string>>; readonly signal?: AbortSignal; readonly timeoutMs?: number };
 type StatusCall = (input: { path: { id: string } }, call?: Call) => Promise<ApiResponse<Order>>;
 
 /** The part of the generated module this test drives (its runtime is the `src/runtime/client` code under test). */
 interface HttpClientModule {
-  createClient(options: { baseUrl: string; headers?: Record<string, string>; runtime?: Partial<ClientRuntime> }): {
+  createClient(options: { baseUrl: string; headers?: Record<string, string>; timeoutMs?: number; runtime?: Partial<ClientRuntime> }): {
     intent(operation: 'createOrder', key?: string): Intent;
     createOrder(input: { body: unknown }, call?: Call & { intent?: Intent }): Promise<IntentResult<Order, unknown, StatusCall>>;
     createTracedOrder(input: { body: unknown }, call?: Call & { intent?: Intent }): Promise<IntentResult<Order, unknown, undefined>>;
@@ -144,7 +144,7 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
     return server;
   }
 
-  const client = (server: TestServer, options: { headers?: Record<string, string>; runtime?: Partial<ClientRuntime> } = {}) =>
+  const client = (server: TestServer, options: { headers?: Record<string, string>; timeoutMs?: number; runtime?: Partial<ClientRuntime> } = {}) =>
     module.createClient({ baseUrl: server.url, ...options });
 
   describe('redirects', () => {
@@ -296,6 +296,36 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.ok(result.kind === 'completed', JSON.stringify(result));
       assert.equal(server.arrivals.length, 1);
       assert.equal(intent.firstSentAt, clock);
+    });
+  });
+
+  describe('status checks and calls without a contract never hang', () => {
+    const abandoned = { type: 'https://idemkit.dev/problems/idempotency-request-abandoned', title: 'abandoned' };
+
+    it("a status check takes the caller's signal: aborting it rejects the call, and it still sends the intent's key", async () => {
+      const ctl = new AbortController();
+      const server = await serve((req, res) => {
+        if (req.method === 'POST') return answer(res, 409, abandoned, { 'idempotency-problem': 'idempotency-request-abandoned' });
+        ctl.abort(new Error('the user left the page')); // and never answer
+      });
+      const result = await client(server).createOrder({ body: order });
+      assert.ok(result.kind === 'unknown' && result.reason === 'abandoned', JSON.stringify(result));
+      await assert.rejects(result.checkStatus({ path: { id: 'o-1' } }, { signal: ctl.signal, headers: { 'x-trace': 't' } }), /the user left the page/);
+      assert.equal(server.arrivals[1]!.method, 'GET');
+      assert.deepEqual(server.arrivals[1]!.headers['idempotency-key'], [result.key]);
+      assert.deepEqual(server.arrivals[1]!.headers['x-trace'], ['t']);
+    });
+
+    it('a server that never answers (or stalls in the body) ends a call without a contract with a TimeoutError', async () => {
+      const server = await serve((req, res) => {
+        if (req.path === '/api/orders/stalled-body') res.writeHead(200, { 'content-type': 'application/json' }).write('{"id":');
+        // otherwise: no answer at all
+      });
+      const api = client(server, { timeoutMs: 200 });
+      await assert.rejects(api.ping({ body: {} }), { name: 'TimeoutError' });
+      await assert.rejects(api.getOrder({ path: { id: 'stalled-body' } }), { name: 'TimeoutError' });
+      await assert.rejects(client(server).getOrder({ path: { id: 'x' } }, { timeoutMs: 100 }), { name: 'TimeoutError' });
+      assert.equal(server.arrivals.length, 3);
     });
   });
 });

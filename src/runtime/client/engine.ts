@@ -410,13 +410,18 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   }
 }
 
+/** How long {@link sendOnce} waits for an answer, its body included, unless told otherwise: 30 s. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
 /** How many same-origin 307/308 redirects {@link sendOnce} follows, as `fetch` does. */
 const MAX_REDIRECTS = 20;
 
 /**
  * Sends one request once (operations without a contract, and `x-idempotency: false` ones, which are never
- * retried automatically). Network errors reject the returned promise; a request `fetch` would refuse rejects it
- * with a `TypeError` before anything is sent (see `assertSendable`).
+ * retried automatically), and status checks. Network errors reject the returned promise, and so does the end of
+ * `timeoutMs` (default {@link DEFAULT_TIMEOUT_MS}: a `TimeoutError` `DOMException`) or `signal` (its reason) before the
+ * whole answer is read; a request `fetch` would refuse rejects it with a `TypeError` before anything is sent (see
+ * `assertSendable`).
  *
  * A `GET` or `HEAD` follows redirects as `fetch` does. Any other method is sent with `redirect: 'manual'`: a 307 or
  * 308 to the same origin is followed (the same method and body, up to 20 times), and any other redirect is the
@@ -427,33 +432,48 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   readonly runtime: ClientRuntime;
   readonly requestIdHeader?: string;
   readonly signal?: AbortSignal;
+  /** Milliseconds the call may take, its answer's body included (default {@link DEFAULT_TIMEOUT_MS}). */
+  readonly timeoutMs?: number | undefined;
 }): Promise<ApiResponse<TBody, TError>> {
-  const { request } = options;
+  const { request, runtime: rt } = options;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!(timeoutMs > 0)) throw new TypeError(`timeoutMs must be a positive number of milliseconds, not ${String(timeoutMs)}`);
   const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
   // A request id the caller set (in any letter case; a status call keyed on the request-id header sends the
   // intent's key in it) is kept; otherwise the call gets a fresh one.
   const given = headerName(request.headers, requestIdHeader);
-  const requestId = given === undefined ? options.runtime.newRequestId() : request.headers[given]!;
+  const requestId = given === undefined ? rt.newRequestId() : request.headers[given]!;
   const headers = given === undefined ? { ...request.headers, [requestIdHeader]: requestId } : request.headers;
   assertSendable(request.url, request.method, headers);
   const safe = request.method === 'GET' || request.method === 'HEAD';
-  let url = request.url;
-  for (let hops = 0; ; hops++) {
-    const res = await options.runtime.fetch(url, {
-      method: request.method,
-      headers,
-      ...(request.body === undefined ? {} : { body: request.body }),
-      redirect: safe ? 'follow' : 'manual',
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-    });
-    const redirect = safe || hops >= MAX_REDIRECTS ? undefined : redirectOf(res, url);
-    if (redirect !== undefined && 'follow' in redirect) {
-      await discardBody(res);
-      url = redirect.follow;
-      continue;
+  // One signal for the caller's abort and the timeout; it also ends a body that stalls after the headers.
+  const controller = new AbortController();
+  const cancelTimer = rt.setTimer(timeoutMs, () => controller.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')));
+  const onAbort = (): void => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted) onAbort();
+  else options.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    let url = request.url;
+    for (let hops = 0; ; hops++) {
+      const res = await rt.fetch(url, {
+        method: request.method,
+        headers,
+        ...(request.body === undefined ? {} : { body: request.body }),
+        redirect: safe ? 'follow' : 'manual',
+        signal: controller.signal,
+      });
+      const redirect = safe || hops >= MAX_REDIRECTS ? undefined : redirectOf(res, url);
+      if (redirect !== undefined && 'follow' in redirect) {
+        await discardBody(res);
+        url = redirect.follow;
+        continue;
+      }
+      const body = await readBody(res);
+      if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
+      return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
     }
-    const body = await readBody(res);
-    if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
-    return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
+  } finally {
+    cancelTimer();
+    options.signal?.removeEventListener('abort', onAbort);
   }
 }

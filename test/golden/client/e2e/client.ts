@@ -35,19 +35,27 @@ export interface ClientOptions {
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * How long a call without a contract, and a status check, may take (its answer's body included), in
+   * milliseconds; then it rejects with a `TimeoutError`. Default 30 000. (A contracted call has its contract's deadline.)
+   */
+  readonly timeoutMs?: number;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
   readonly runtime?: Partial<ClientRuntime>;
 }
 
 /** Per-call options. */
 export interface CallOptions {
+  /** Aborts the call: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Extra headers for this call. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
+  readonly timeoutMs?: number;
 }
 
-/** Per-call options of an operation with an `x-idempotency` contract. */
-export interface IntentOptions extends CallOptions {
+/** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -62,14 +70,14 @@ export type ContractedOperation = "createDemoRequest" | "sendEmail" | never;
 /** A typed client for every operation of the document. */
 export type Client = ReturnType<typeof createClient>;
 
-/** The status-route call an unknown outcome of "POST /v1/demo-requests (createDemoRequest)" carries. */
-export type CreateDemoRequestStatusCall = (input: T.GetDemoRequestInput) => Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>>;
+/** The status-route call an unknown outcome of "POST /v1/demo-requests (createDemoRequest)" carries (`call` gives it a signal or its own timeout). */
+export type CreateDemoRequestStatusCall = (input: T.GetDemoRequestInput, call?: CallOptions) => Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>>;
 
 /** What "POST /v1/demo-requests (createDemoRequest)" ends with: completed, rejected, or unknown with a status check. */
 export type CreateDemoRequestResult = IntentResult<T.CreateDemoRequestOk, T.CreateDemoRequestError, CreateDemoRequestStatusCall>;
 
-/** The status-route call an unknown outcome of "POST /v1/emails (sendEmail)" carries. */
-export type SendEmailStatusCall = (input: T.GetEmailInput) => Promise<ApiResponse<T.GetEmailOk, T.GetEmailError>>;
+/** The status-route call an unknown outcome of "POST /v1/emails (sendEmail)" carries (`call` gives it a signal or its own timeout). */
+export type SendEmailStatusCall = (input: T.GetEmailInput, call?: CallOptions) => Promise<ApiResponse<T.GetEmailOk, T.GetEmailError>>;
 
 /** What "POST /v1/emails (sendEmail)" ends with: completed, rejected, or unknown with a status check. */
 export type SendEmailResult = IntentResult<T.SendEmailOk, T.SendEmailError, SendEmailStatusCall>;
@@ -107,8 +115,8 @@ export function createClient(options: ClientOptions) {
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
-      checkStatus: (statusInput: T.GetDemoRequestInput) =>
-        getDemoRequest(statusInput, { headers: { [contract.key.header]: sent.key } }),
+      checkStatus: (statusInput: T.GetDemoRequestInput, statusCall: CallOptions = {}) =>
+        getDemoRequest(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.header]: sent.key } }),
     });
   }
 
@@ -119,6 +127,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
       request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -130,6 +139,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetEmailOk, T.GetEmailError>({
       request: buildRequest(base.url, "GET", "/v1/emails/{id}", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -141,6 +151,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.PingOk, T.PingError>({
       request: buildRequest(base.url, "POST", "/v1/pings", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -157,8 +168,8 @@ export function createClient(options: ClientOptions) {
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
-      checkStatus: (statusInput: T.GetEmailInput) =>
-        getEmail(statusInput, { headers: { [contract.key.header]: sent.key } }),
+      checkStatus: (statusInput: T.GetEmailInput, statusCall: CallOptions = {}) =>
+        getEmail(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.header]: sent.key } }),
     });
   }
 

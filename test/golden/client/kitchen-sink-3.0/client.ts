@@ -35,19 +35,27 @@ export interface ClientOptions {
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * How long a call without a contract, and a status check, may take (its answer's body included), in
+   * milliseconds; then it rejects with a `TimeoutError`. Default 30 000. (A contracted call has its contract's deadline.)
+   */
+  readonly timeoutMs?: number;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
   readonly runtime?: Partial<ClientRuntime>;
 }
 
 /** Per-call options. */
 export interface CallOptions {
+  /** Aborts the call: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Extra headers for this call. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
+  readonly timeoutMs?: number;
 }
 
-/** Per-call options of an operation with an `x-idempotency` contract. */
-export interface IntentOptions extends CallOptions {
+/** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -62,8 +70,8 @@ export type ContractedOperation = "createOrder" | never;
 /** A typed client for every operation of the document. */
 export type Client = ReturnType<typeof createClient>;
 
-/** The status-route call an unknown outcome of "POST /v1/orders (createOrder)" carries. */
-export type CreateOrderStatusCall = (input: T.GetOrderInput) => Promise<ApiResponse<T.GetOrderOk, T.GetOrderError>>;
+/** The status-route call an unknown outcome of "POST /v1/orders (createOrder)" carries (`call` gives it a signal or its own timeout). */
+export type CreateOrderStatusCall = (input: T.GetOrderInput, call?: CallOptions) => Promise<ApiResponse<T.GetOrderOk, T.GetOrderError>>;
 
 /** What "POST /v1/orders (createOrder)" ends with: completed, rejected, or unknown with a status check. */
 export type CreateOrderResult = IntentResult<T.CreateOrderOk, T.CreateOrderError, CreateOrderStatusCall>;
@@ -96,6 +104,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.PutV1TreeOk, T.PutV1TreeError>({
       request: buildRequest(base.url, "PUT", "/v1/tree", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -107,6 +116,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.CancelOrderEvilOk, T.CancelOrderEvilError>({
       request: buildRequest(base.url, "DELETE", "/v1/orders/{orderId}", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -123,8 +133,8 @@ export function createClient(options: ClientOptions) {
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
-      checkStatus: (statusInput: T.GetOrderInput) =>
-        getOrder(statusInput, { headers: { [contract.key.header]: sent.key } }),
+      checkStatus: (statusInput: T.GetOrderInput, statusCall: CallOptions = {}) =>
+        getOrder(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.header]: sent.key } }),
     });
   }
 
@@ -135,6 +145,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetOrderOk, T.GetOrderError>({
       request: buildRequest(base.url, "GET", "/v1/orders/{orderId}", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -146,6 +157,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.ListOrdersOk, T.ListOrdersError>({
       request: buildRequest(base.url, "GET", "/v1/orders", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }

@@ -35,19 +35,27 @@ export interface ClientOptions {
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * How long a call without a contract, and a status check, may take (its answer's body included), in
+   * milliseconds; then it rejects with a `TimeoutError`. Default 30 000. (A contracted call has its contract's deadline.)
+   */
+  readonly timeoutMs?: number;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
   readonly runtime?: Partial<ClientRuntime>;
 }
 
 /** Per-call options. */
 export interface CallOptions {
+  /** Aborts the call: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Extra headers for this call. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
+  readonly timeoutMs?: number;
 }
 
-/** Per-call options of an operation with an `x-idempotency` contract. */
-export interface IntentOptions extends CallOptions {
+/** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -62,7 +70,7 @@ export type ContractedOperation = "createNote" | never;
 /** A typed client for every operation of the document. */
 export type Client = ReturnType<typeof createClient>;
 
-/** The status-route call an unknown outcome of "POST /v1/notes (createNote)" carries. */
+/** The status-route call an unknown outcome of "POST /v1/notes (createNote)" carries (`call` gives it a signal or its own timeout). */
 export type CreateNoteStatusCall = undefined;
 
 /** What "POST /v1/notes (createNote)" ends with: completed, rejected, or unknown with a status check. */

@@ -35,19 +35,27 @@ export interface ClientOptions {
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * How long a call without a contract, and a status check, may take (its answer's body included), in
+   * milliseconds; then it rejects with a `TimeoutError`. Default 30 000. (A contracted call has its contract's deadline.)
+   */
+  readonly timeoutMs?: number;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
   readonly runtime?: Partial<ClientRuntime>;
 }
 
 /** Per-call options. */
 export interface CallOptions {
+  /** Aborts the call: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Extra headers for this call. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
+  readonly timeoutMs?: number;
 }
 
-/** Per-call options of an operation with an `x-idempotency` contract. */
-export interface IntentOptions extends CallOptions {
+/** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -90,6 +98,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
       request: buildRequest(base.url, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -101,6 +110,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.CreatePetOk, T.CreatePetError>({
       request: buildRequest(base.url, "POST", "/pets", parts(input, options.headers, call.headers)),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -112,6 +122,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
       request: buildRequest(base.url, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -123,6 +134,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.LoginOk, T.LoginError>({
       request: buildRequest(base.url, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -134,6 +146,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
       request: buildRequest(base.url, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -145,6 +158,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.UploadPhotoOk, T.UploadPhotoError>({
       request: buildRequest(base.url, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }

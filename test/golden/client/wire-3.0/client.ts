@@ -35,19 +35,27 @@ export interface ClientOptions {
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * How long a call without a contract, and a status check, may take (its answer's body included), in
+   * milliseconds; then it rejects with a `TimeoutError`. Default 30 000. (A contracted call has its contract's deadline.)
+   */
+  readonly timeoutMs?: number;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
   readonly runtime?: Partial<ClientRuntime>;
 }
 
 /** Per-call options. */
 export interface CallOptions {
+  /** Aborts the call: the promise rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Extra headers for this call. */
   readonly headers?: Readonly<Record<string, string>>;
+  /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
+  readonly timeoutMs?: number;
 }
 
-/** Per-call options of an operation with an `x-idempotency` contract. */
-export interface IntentOptions extends CallOptions {
+/** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -62,7 +70,7 @@ export type ContractedOperation = "upload" | never;
 /** A typed client for every operation of the document. */
 export type Client = ReturnType<typeof createClient>;
 
-/** The status-route call an unknown outcome of "POST /uploads (upload)" carries. */
+/** The status-route call an unknown outcome of "POST /uploads (upload)" carries (`call` gives it a signal or its own timeout). */
 export type UploadStatusCall = undefined;
 
 /** What "POST /uploads (upload)" ends with: completed, rejected, or unknown with a status check. */
@@ -96,6 +104,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
       request: buildRequest(base.url, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -107,6 +116,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.EncodedTokenOk, T.EncodedTokenError>({
       request: buildRequest(base.url, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -118,6 +128,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
       request: buildRequest(base.url, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -129,6 +140,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.OddNamesOk, T.OddNamesError>({
       request: buildRequest(base.url, "POST", "/odd-names", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","params":{"query":{["__proto__"]:{"style":"form","explode":false},"constructor":{"style":"form","explode":false}},"headers":{"hasOwnProperty":{"style":"simple","explode":true}},"cookies":{"toString":{"style":"form","explode":false}}},"fields":{["__proto__"]:{"style":"pipeDelimited","explode":false},"valueOf":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -140,6 +152,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.TokenOk, T.TokenError>({
       request: buildRequest(base.url, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -167,6 +180,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
       request: buildRequest(base.url, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
@@ -178,6 +192,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.UploadScanOk, T.UploadScanError>({
       request: buildRequest(base.url, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}} as const),
       runtime,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
   }
