@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
 import { encodeBody } from '../../src/runtime/client/body.js';
 
 /** The text of an encoded body (a Blob for multipart). */
@@ -23,10 +24,42 @@ describe('client encodeBody', () => {
 
   it('form bodies must be objects of fields: anything else is a TypeError, not a mangled request', () => {
     for (const media of ['application/x-www-form-urlencoded', 'multipart/form-data']) {
-      for (const value of ['x', 1, ['a'], null, new Uint8Array(1), new Blob(['x'])]) {
-        assert.throws(() => encodeBody(value, media), new TypeError(`a ${media} body must be an object of fields`), `${media} ${String(value)}`);
+      for (const [value, got] of [['x', 'string'], [1, 'number'], [['a'], 'an array'], [null, 'object'], [new Uint8Array(1), 'a file or bytes'], [new Blob(['x']), 'a file or bytes'],
+        [new Map([['a', '1']]), 'a Map'], [new (class Order { a = 1; })(), 'a class instance'], [new ReadableStream(), 'a stream'], [Readable.from(['a=1']), 'a stream']] as const) {
+        assert.throws(() => encodeBody(value, media), new TypeError(`a ${media} body must be a plain object of fields (or a URLSearchParams or FormData), not ${got}`), `${media} ${String(value)}`);
       }
     }
+  });
+
+  it('a URLSearchParams or FormData is sent as the form it holds; a file in a urlencoded form is a TypeError', async () => {
+    const params = new URLSearchParams([['a', '1'], ['b', 'x y'], ['a', '2']]);
+    assert.equal(encodeBody(params, 'application/x-www-form-urlencoded').body, 'a=1&b=x%20y&a=2');
+    const strings = new FormData();
+    strings.append('a', '1');
+    assert.equal(encodeBody(strings, 'application/x-www-form-urlencoded').body, 'a=1');
+    const form = new FormData();
+    form.append('title', 'report');
+    form.append('file', new Blob(['%PDF'], { type: 'application/pdf' }), 'r.pdf');
+    assert.throws(() => encodeBody(form, 'application/x-www-form-urlencoded'), new TypeError('"file" holds a file: files go in a multipart/form-data body'));
+    const { body, contentType } = encodeBody(form, 'multipart/form-data');
+    const boundary = contentType.split('boundary=')[1]!;
+    assert.equal(
+      await text(body),
+      `--${boundary}\r\nContent-Disposition: form-data; name="title"\r\n\r\nreport\r\n` +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="r.pdf"\r\nContent-Type: application/pdf\r\n\r\n%PDF\r\n--${boundary}--\r\n`,
+    );
+  });
+
+  it('a stream, a Map or a Set is a TypeError in any body, and field data or bytes in a JSON body, never sent as {} or empty', () => {
+    for (const value of [new ReadableStream(), Readable.from(['x']), new Map([['a', 1]]), new Set([1])]) {
+      assert.throws(() => encodeBody(value, 'application/octet-stream'), /^TypeError: a application\/octet-stream body is a string, a Blob or bytes, not a (stream|Map|Set)$/);
+      assert.throws(() => encodeBody(value, 'application/json'), /^TypeError: a application\/json body is JSON data, not a (stream|Map|Set)/);
+    }
+    for (const value of [new Blob(['x']), new Uint8Array(1), new URLSearchParams('a=1'), new FormData()]) {
+      assert.throws(() => encodeBody(value, 'application/json'), /^TypeError: a application\/json body is JSON data, not a (file or bytes|URLSearchParams|FormData) \(its JSON text would be \{\} or empty\)$/);
+    }
+    // Plain data, Dates and class instances with fields stay JSON.
+    assert.equal(encodeBody([1, new Date(0), new (class Point { x = 1; })()], 'application/json').body, '[1,"1970-01-01T00:00:00.000Z",{"x":1}]');
   });
 
   it('urlencoded: null is sent empty (unset), undefined left out, nested values bracketed, 2.0 formats applied', () => {

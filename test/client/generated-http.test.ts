@@ -328,4 +328,24 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(server.arrivals.length, 3);
     });
   });
+
+  describe('bodies', () => {
+    it('a URLSearchParams for a form and a FormData for a multipart body are sent as the fields they hold, the same on a retry', async () => {
+      const server = await serve((_req, res) =>
+        server.arrivals.length % 2 === 1 ? answer(res, 503, { title: 'busy' }, { 'retry-after': '0' }) : answer(res, 201, { id: 'o-1' }),
+      );
+      const api = client(server);
+      assert.equal((await api.submitForm({ body: new URLSearchParams({ a: '1', b: 'x y' }) })).kind, 'completed');
+      const form = new FormData();
+      form.append('title', 'report');
+      form.append('file', new Blob(['%PDF-1.7'], { type: 'application/pdf' }), 'report.pdf');
+      assert.equal((await api.upload({ body: form })).kind, 'completed');
+      const [first, retry, upload, uploadRetry] = server.arrivals;
+      assert.equal(first!.body, 'a=1&b=x%20y');
+      assert.equal(retry!.body, first!.body);
+      assert.match(upload!.body, /name="title"\r\n\r\nreport\r\n/);
+      assert.match(upload!.body, /name="file"; filename="report.pdf"\r\nContent-Type: application\/pdf\r\n\r\n%PDF-1.7\r\n/);
+      assert.equal(uploadRetry!.body, upload!.body, 'one boundary, the same bytes');
+    });
+  });
 });

@@ -9,7 +9,7 @@
  */
 import type { PreparedRequest } from './engine.js';
 import { randomKey } from './intent.js';
-import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, isBinary, isScalar, percentEncode, QUERY_DEFAULT, queryPairs, scalarText, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
+import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, isBinary, isScalar, isStructured, percentEncode, QUERY_DEFAULT, queryPairs, scalarText, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
 
 /** A request body ready to send, and the `content-type` to send it with. */
 export interface EncodedBody {
@@ -24,9 +24,13 @@ const MULTIPART_FORM = /^multipart\/form-data\b/i;
 
 /**
  * `value` in `mediaType`'s encoding: JSON for `…json` types; form fields for `application/x-www-form-urlencoded`
- * and `multipart/form-data`; a string or bytes (`Blob`, `ArrayBuffer`, a typed array) as they are for other types
- * (`text/*`, `application/octet-stream`, …). `fields`: the format of form fields that have one (2.0
- * `collectionFormat`, 3.x `encoding` style/explode); `partTypes`: the `Content-Type` of multipart parts (3.x `encoding`).
+ * and `multipart/form-data` (a plain object of fields, or a `URLSearchParams` or `FormData`); a string or bytes
+ * (`Blob`, `ArrayBuffer`, a typed array) as they are for other types (`text/*`, `application/octet-stream`, …).
+ * `fields`: the format of form fields that have one (2.0 `collectionFormat`, 3.x `encoding` style/explode);
+ * `partTypes`: the `Content-Type` of multipart parts (3.x `encoding`).
+ * Throws `TypeError` for a value the media type cannot carry, rather than send it empty or as `{}`: a stream
+ * (every attempt must send the same bytes again: read it into a `Blob` first), a `Map` or `Set`, form data or
+ * bytes in a JSON body, anything but fields in a form.
  */
 export function encodeBody(
   value: unknown,
@@ -34,14 +38,35 @@ export function encodeBody(
   fields: Readonly<Record<string, ParamFormat>> = {},
   partTypes: Readonly<Record<string, string>> = {},
 ): EncodedBody {
-  if (FORM.test(mediaType)) return { body: urlencoded(value, fields), contentType: mediaType };
-  if (MULTIPART_FORM.test(mediaType)) return multipart(value, mediaType, fields, partTypes);
+  const kind = unsendableKind(value);
+  if (FORM.test(mediaType)) return { body: urlencoded(value, kind, fields), contentType: mediaType };
+  if (MULTIPART_FORM.test(mediaType)) return multipart(value, kind, mediaType, fields, partTypes);
   if (!JSON_MEDIA.test(mediaType)) {
     if (typeof value === 'string' || value instanceof Blob) return { body: value, contentType: mediaType };
     const bytes = bytesOf(value);
     if (bytes !== undefined) return { body: bytes, contentType: mediaType };
+    if (kind !== undefined) throw new TypeError(`a ${mediaType} body is a string, a Blob or bytes, not ${kind}`);
+  } else if (kind !== undefined || isBinary(value)) {
+    throw new TypeError(`a ${mediaType} body is JSON data, not ${kind ?? 'a file or bytes'}${kind === 'a stream' ? '' : ' (its JSON text would be {} or empty)'}`);
   }
   return { body: JSON.stringify(value), contentType: mediaType };
+}
+
+/** Field data of another encoding: a `URLSearchParams` or a `FormData` (sent as form fields). */
+type FieldData = URLSearchParams | FormData;
+
+/**
+ * What `value` is when no encoding but a form's (field data) or none at all (a stream) can send it: `a stream`
+ * (a web `ReadableStream`, a Node stream, any async iterable: read once, it could not be sent again on a retry),
+ * `a URLSearchParams`, `a FormData`, `a Map`, `a Set`; `undefined` for anything else.
+ */
+function unsendableKind(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as { getReader?: unknown; pipe?: unknown; [Symbol.asyncIterator]?: unknown };
+  if (typeof v.getReader === 'function' || typeof v.pipe === 'function' || v[Symbol.asyncIterator] !== undefined) return 'a stream';
+  if (value instanceof URLSearchParams) return 'a URLSearchParams';
+  if (typeof FormData === 'function' && value instanceof FormData) return 'a FormData';
+  return value instanceof Map ? 'a Map' : value instanceof Set ? 'a Set' : undefined;
 }
 
 /** A copy of `value`'s bytes when it is an `ArrayBuffer` or a view: later changes to the caller's buffer do not reach a retry. */
@@ -53,12 +78,22 @@ function bytesOf(value: unknown): ArrayBuffer | undefined {
   return bytes.buffer;
 }
 
-/** The members of a form body; anything else cannot be one. */
-function formMembers(value: unknown, mediaType: string): [string, unknown][] {
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || isBinary(value)) {
-    throw new TypeError(`a ${mediaType} body must be an object of fields`);
+/**
+ * The fields of a form body: a plain object's members, or a `URLSearchParams`' or `FormData`'s entries (`kind`, from
+ * {@link unsendableKind}); anything else cannot be one. `fieldData` is `true` for the entries (their values are
+ * strings and files, written as they are).
+ */
+function formMembers(value: unknown, kind: string | undefined, mediaType: string): { members: [string, unknown][]; fieldData: boolean } {
+  if (kind === 'a URLSearchParams' || kind === 'a FormData') {
+    const members: [string, unknown][] = [];
+    (value as FieldData).forEach((member: unknown, name: string) => members.push([name, member]));
+    return { members, fieldData: true };
   }
-  return Object.entries(value);
+  if (!isStructured(value) || Array.isArray(value)) {
+    const got = kind ?? (isBinary(value) ? 'a file or bytes' : Array.isArray(value) ? 'an array' : typeof value === 'object' && value !== null ? 'a class instance' : typeof value);
+    throw new TypeError(`a ${mediaType} body must be a plain object of fields (or a URLSearchParams or FormData), not ${got}`);
+  }
+  return { members: Object.entries(value), fieldData: false };
 }
 
 /**
@@ -70,9 +105,17 @@ function formMembers(value: unknown, mediaType: string): [string, unknown][] {
  * `metadata[k]=`) wherever it would be a pair of its own, `undefined` is left out; a `Date` is its ISO time. A file,
  * bytes, a `Map`, a `Set` or another class instance, at any depth, is a `TypeError` naming the field.
  */
-function urlencoded(value: unknown, fields: Readonly<Record<string, ParamFormat>>): string {
+function urlencoded(value: unknown, kind: string | undefined, fields: Readonly<Record<string, ParamFormat>>): string {
   const pairs: string[] = [];
-  for (const [name, member] of formMembers(value, 'application/x-www-form-urlencoded')) {
+  const { members, fieldData } = formMembers(value, kind, 'application/x-www-form-urlencoded');
+  if (fieldData) {
+    for (const [name, member] of members) {
+      if (typeof member !== 'string') throw new TypeError(`"${name}" holds a file: files go in a multipart/form-data body`);
+      pairs.push(...queryPairs(name, member, QUERY_DEFAULT, true));
+    }
+    return pairs.join('&');
+  }
+  for (const [name, member] of members) {
     if (member === undefined) continue;
     if (member === null) {
       pairs.push(`${percentEncode(name)}=`);
@@ -123,7 +166,13 @@ function jsonPartMember(field: string): (this: unknown, key: string, member: unk
  * A part type from `partTypes` labels bytes that have no type of their own and text fields; a `Blob`'s own type
  * wins, and objects stay JSON. `null` and `undefined` fields are left out.
  */
-function multipart(value: unknown, mediaType: string, fields: Readonly<Record<string, ParamFormat>>, partTypes: Readonly<Record<string, string>>): EncodedBody {
+function multipart(
+  value: unknown,
+  kind: string | undefined,
+  mediaType: string,
+  fields: Readonly<Record<string, ParamFormat>>,
+  partTypes: Readonly<Record<string, string>>,
+): EncodedBody {
   const boundary = `idemkit-${randomKey()}`;
   const chunks: (string | Blob | ArrayBuffer)[] = [];
   const part = (name: string, item: unknown): void => {
@@ -149,7 +198,13 @@ function multipart(value: unknown, mediaType: string, fields: Readonly<Record<st
     }
     chunks.push(`--${boundary}\r\n${headers}\r\n\r\n`, content, '\r\n');
   };
-  for (const [name, member] of formMembers(value, 'multipart/form-data')) {
+  const { members, fieldData } = formMembers(value, kind, 'multipart/form-data');
+  for (const [name, member] of members) {
+    // A FormData's entries are one part each, as they are (a name given twice is two parts).
+    if (fieldData) {
+      part(name, member);
+      continue;
+    }
     const format = formatOf(fields, name);
     if (format?.style === 'deepObject' && typeof member === 'object' && member !== null && !isBinary(member)) {
       for (const [keys, leaf] of bracketLeaves(name, member, false, true)) part(bracketName(keys, String), leaf);

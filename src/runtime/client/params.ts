@@ -78,7 +78,7 @@ export function isBinary(value: unknown): value is Binary {
  * An array or a plain object (its prototype `Object.prototype` or `null`): a value whose members are written. A
  * `Date`, a file, a `Map` or any other class instance is not walked: its own enumerable properties are not its data.
  */
-function isStructured(value: unknown): value is readonly unknown[] | Readonly<Record<string, unknown>> {
+export function isStructured(value: unknown): value is readonly unknown[] | Readonly<Record<string, unknown>> {
   if (Array.isArray(value)) return true;
   if (typeof value !== 'object' || value === null) return false;
   const prototype: unknown = Object.getPrototypeOf(value);
