@@ -356,6 +356,22 @@ describe('client sendIntent', () => {
     assert.equal(rt.seen.length, 1);
   });
 
+  it('a runtime sleep that rejects when the caller aborts (as ClientRuntime allows) ends the intent unknown/aborted', async () => {
+    const rt = fakeRuntime([new TypeError('fetch failed')]);
+    const ctl = new AbortController();
+    const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30_000, now: rt.clock });
+    const runtime = {
+      ...rt,
+      sleep: async () => {
+        ctl.abort();
+        throw new DOMException('This operation was aborted', 'AbortError');
+      },
+    };
+    const result = await sendIntent({ contract: localContract, intent, request, runtime, signal: ctl.signal, checkStatus: undefined });
+    assert.ok(result.kind === 'unknown' && result.reason === 'aborted', JSON.stringify(result));
+    assert.equal(rt.seen.length, 1);
+  });
+
   it('a real short deadline with the default timers aborts a stalled fetch', async () => {
     const { defaultRuntime } = await import('../../src/runtime/client/engine.js');
     const runtime = defaultRuntime({

@@ -348,4 +348,19 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(uploadRetry!.body, upload!.body, 'one boundary, the same bytes');
     });
   });
+
+  describe('input it cannot send', () => {
+    it('rejects the promise with a TypeError, never throws from the call, and sends nothing', async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }));
+      const api = client(server);
+      const calls: [Promise<unknown>, RegExp][] = [];
+      // Each call returns a promise even when its input is wrong (a throw here would fail the test).
+      calls.push([api.createOrder({ body: { item: 'book', quantity: 10n } }), /BigInt/]);
+      calls.push([api.createOrder({ body: new Blob(['{"item":"book"}']) }), /not a file or bytes/]);
+      calls.push([api.submitForm({ body: new ReadableStream() }), /not a stream/]);
+      calls.push([api.getOrder({ path: {} as { id: string } }), /path parameter "id" is missing/]);
+      for (const [call, message] of calls) await assert.rejects(call, (error: Error) => error instanceof TypeError && message.test(error.message));
+      assert.equal(server.arrivals.length, 0);
+    });
+  });
 });

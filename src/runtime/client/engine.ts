@@ -406,7 +406,15 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     const pause = Math.max(retryAfterMs ?? 0, backoffDelay(contract.retry.backoff, intent.attempts, rt.random));
     // A wait that reaches the deadline leaves no time for another attempt: say so now instead of sleeping.
     if (pause >= intent.remainingMs(rt.now())) return unknown('deadline');
-    if (pause > 0) await rt.sleep(pause, options.signal);
+    if (pause > 0) {
+      try {
+        await rt.sleep(pause, options.signal);
+      } catch (err) {
+        // A sleep may reject when the caller aborts (`ClientRuntime.sleep` allows it): that is an abort, not a failure.
+        if (options.signal?.aborted) return unknown('aborted');
+        throw err;
+      }
+    }
   }
 }
 

@@ -85,6 +85,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
 /**
  * Makes a client for the API at `options.baseUrl`, else {@link DEFAULT_SERVER_URL}.
  * Throws `TypeError` when `baseUrl` is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions = {}) {
   const runtime = defaultRuntime(options.runtime);
@@ -100,7 +102,7 @@ export function createClient(options: ClientOptions = {}) {
   /**
    * "POST /v1/demo-requests (createDemoRequest)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function createDemoRequest(input: T.CreateDemoRequestInput, call: IntentOptions = {}): Promise<CreateDemoRequestResult> {
+  async function createDemoRequest(input: T.CreateDemoRequestInput, call: IntentOptions = {}): Promise<CreateDemoRequestResult> {
     const contract = contracts.createDemoRequest;
     const sent = call.intent ?? intent("createDemoRequest");
     return sendIntent<T.CreateDemoRequestOk, T.CreateDemoRequestError, CreateDemoRequestStatusCall>({
@@ -117,7 +119,7 @@ export function createClient(options: ClientOptions = {}) {
   /**
    * "GET /v1/demo-requests/{id} (getDemoRequest)".
    */
-  function getDemoRequest(input: T.GetDemoRequestInput, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>> {
+  async function getDemoRequest(input: T.GetDemoRequestInput, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>> {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
       request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,

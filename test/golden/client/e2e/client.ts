@@ -91,6 +91,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl`.
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -106,7 +108,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /v1/demo-requests (createDemoRequest)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function createDemoRequest(input: T.CreateDemoRequestInput, call: IntentOptions = {}): Promise<CreateDemoRequestResult> {
+  async function createDemoRequest(input: T.CreateDemoRequestInput, call: IntentOptions = {}): Promise<CreateDemoRequestResult> {
     const contract = contracts.createDemoRequest;
     const sent = call.intent ?? intent("createDemoRequest");
     return sendIntent<T.CreateDemoRequestOk, T.CreateDemoRequestError, CreateDemoRequestStatusCall>({
@@ -123,7 +125,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /v1/demo-requests/{id} (getDemoRequest)".
    */
-  function getDemoRequest(input: T.GetDemoRequestInput, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>> {
+  async function getDemoRequest(input: T.GetDemoRequestInput, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>> {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
       request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,
@@ -135,7 +137,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /v1/emails/{id} (getEmail)".
    */
-  function getEmail(input: T.GetEmailInput, call: CallOptions = {}): Promise<ApiResponse<T.GetEmailOk, T.GetEmailError>> {
+  async function getEmail(input: T.GetEmailInput, call: CallOptions = {}): Promise<ApiResponse<T.GetEmailOk, T.GetEmailError>> {
     return sendOnce<T.GetEmailOk, T.GetEmailError>({
       request: buildRequest(base.url, "GET", "/v1/emails/{id}", parts(input, options.headers, call.headers)),
       runtime,
@@ -147,7 +149,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /v1/pings (ping)": declared not idempotent (`x-idempotency: false`), so never retried automatically.
    */
-  function ping(input: T.PingInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.PingOk, T.PingError>> {
+  async function ping(input: T.PingInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.PingOk, T.PingError>> {
     return sendOnce<T.PingOk, T.PingError>({
       request: buildRequest(base.url, "POST", "/v1/pings", parts(input, options.headers, call.headers)),
       runtime,
@@ -159,7 +161,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /v1/emails (sendEmail)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function sendEmail(input: T.SendEmailInput, call: IntentOptions = {}): Promise<SendEmailResult> {
+  async function sendEmail(input: T.SendEmailInput, call: IntentOptions = {}): Promise<SendEmailResult> {
     const contract = contracts.sendEmail;
     const sent = call.intent ?? intent("sendEmail");
     return sendIntent<T.SendEmailOk, T.SendEmailError, SendEmailStatusCall>({

@@ -85,6 +85,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl`.
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -100,7 +102,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "PUT /v1/tree".
    */
-  function putV1Tree(input: T.PutV1TreeInput, call: CallOptions = {}): Promise<ApiResponse<T.PutV1TreeOk, T.PutV1TreeError>> {
+  async function putV1Tree(input: T.PutV1TreeInput, call: CallOptions = {}): Promise<ApiResponse<T.PutV1TreeOk, T.PutV1TreeError>> {
     return sendOnce<T.PutV1TreeOk, T.PutV1TreeError>({
       request: buildRequest(base.url, "PUT", "/v1/tree", parts(input, options.headers, call.headers)),
       runtime,
@@ -112,7 +114,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "DELETE /v1/orders/{orderId} (cancel-order `${evil}`)": declared not idempotent (`x-idempotency: false`), so never retried automatically.
    */
-  function cancelOrderEvil(input: T.CancelOrderEvilInput, call: CallOptions = {}): Promise<ApiResponse<T.CancelOrderEvilOk, T.CancelOrderEvilError>> {
+  async function cancelOrderEvil(input: T.CancelOrderEvilInput, call: CallOptions = {}): Promise<ApiResponse<T.CancelOrderEvilOk, T.CancelOrderEvilError>> {
     return sendOnce<T.CancelOrderEvilOk, T.CancelOrderEvilError>({
       request: buildRequest(base.url, "DELETE", "/v1/orders/{orderId}", parts(input, options.headers, call.headers)),
       runtime,
@@ -124,7 +126,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /v1/orders (createOrder)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function createOrder(input: T.CreateOrderInput, call: IntentOptions = {}): Promise<CreateOrderResult> {
+  async function createOrder(input: T.CreateOrderInput, call: IntentOptions = {}): Promise<CreateOrderResult> {
     const contract = contracts.createOrder;
     const sent = call.intent ?? intent("createOrder");
     return sendIntent<T.CreateOrderOk, T.CreateOrderError, CreateOrderStatusCall>({
@@ -141,7 +143,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /v1/orders/{orderId} (getOrder)".
    */
-  function getOrder(input: T.GetOrderInput, call: CallOptions = {}): Promise<ApiResponse<T.GetOrderOk, T.GetOrderError>> {
+  async function getOrder(input: T.GetOrderInput, call: CallOptions = {}): Promise<ApiResponse<T.GetOrderOk, T.GetOrderError>> {
     return sendOnce<T.GetOrderOk, T.GetOrderError>({
       request: buildRequest(base.url, "GET", "/v1/orders/{orderId}", parts(input, options.headers, call.headers)),
       runtime,
@@ -153,7 +155,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /v1/orders (listOrders)".
    */
-  function listOrders(input: T.ListOrdersInput, call: CallOptions = {}): Promise<ApiResponse<T.ListOrdersOk, T.ListOrdersError>> {
+  async function listOrders(input: T.ListOrdersInput, call: CallOptions = {}): Promise<ApiResponse<T.ListOrdersOk, T.ListOrdersError>> {
     return sendOnce<T.ListOrdersOk, T.ListOrdersError>({
       request: buildRequest(base.url, "GET", "/v1/orders", parts(input, options.headers, call.headers)),
       runtime,

@@ -87,6 +87,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl` (the document's path "/v2" added).
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers) or ends with only the start of the document's path,
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -102,7 +104,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /pet (completed)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function completed(input: T.CompletedInput, call: IntentOptions = {}): Promise<CompletedResult3> {
+  async function completed(input: T.CompletedInput, call: IntentOptions = {}): Promise<CompletedResult3> {
     const contract = contracts.completed;
     const sent = call.intent ?? intent("completed");
     return sendIntent<T.CompletedOk, T.CompletedError, CompletedStatusCall>({
@@ -118,7 +120,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /pet (listAll)".
    */
-  function listAll(input: T.ListAllInput2 = {}, call: CallOptions = {}): Promise<ApiResponse<T.ListAllOk, T.ListAllError>> {
+  async function listAll(input: T.ListAllInput2 = {}, call: CallOptions = {}): Promise<ApiResponse<T.ListAllOk, T.ListAllError>> {
     return sendOnce<T.ListAllOk, T.ListAllError>({
       request: buildRequest(base.url, "GET", "/pet", parts(input, options.headers, call.headers)),
       runtime,
@@ -130,7 +132,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "PUT /pet/{petId}/photo (putPhoto)".
    */
-  function putPhoto(input: T.PutPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.PutPhotoOk, T.PutPhotoError>> {
+  async function putPhoto(input: T.PutPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.PutPhotoOk, T.PutPhotoError>> {
     return sendOnce<T.PutPhotoOk, T.PutPhotoError>({
       request: buildRequest(base.url, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"} as const),
       runtime,
@@ -142,7 +144,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /pet/{petId}/uploadImage (uploadFile)".
    */
-  function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
+  async function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
       request: buildRequest(base.url, "POST", "/pet/{petId}/uploadImage", parts(input, options.headers, call.headers)),
       runtime,

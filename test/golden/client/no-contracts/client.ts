@@ -79,6 +79,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl`.
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -94,7 +96,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /things (createThing)".
    */
-  function createThing(input: T.CreateThingInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.CreateThingOk, T.CreateThingError>> {
+  async function createThing(input: T.CreateThingInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.CreateThingOk, T.CreateThingError>> {
     return sendOnce<T.CreateThingOk, T.CreateThingError>({
       request: buildRequest(base.url, "POST", "/things", parts(input, options.headers, call.headers)),
       runtime,
@@ -106,7 +108,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "DELETE /things/{id} (deleteThing)": declared not idempotent (`x-idempotency: false`), so never retried automatically.
    */
-  function deleteThing(input: T.DeleteThingInput, call: CallOptions = {}): Promise<ApiResponse<T.DeleteThingOk, T.DeleteThingError>> {
+  async function deleteThing(input: T.DeleteThingInput, call: CallOptions = {}): Promise<ApiResponse<T.DeleteThingOk, T.DeleteThingError>> {
     return sendOnce<T.DeleteThingOk, T.DeleteThingError>({
       request: buildRequest(base.url, "DELETE", "/things/{id}", parts(input, options.headers, call.headers)),
       runtime,
@@ -118,7 +120,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /things (listThings)".
    */
-  function listThings(input: T.ListThingsInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.ListThingsOk, T.ListThingsError>> {
+  async function listThings(input: T.ListThingsInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.ListThingsOk, T.ListThingsError>> {
     return sendOnce<T.ListThingsOk, T.ListThingsError>({
       request: buildRequest(base.url, "GET", "/things", parts(input, options.headers, call.headers)),
       runtime,

@@ -87,6 +87,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl` (the document's path "/api" added).
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers) or ends with only the start of the document's path,
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -102,7 +104,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /payments (createPayment)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function createPayment(input: T.CreatePaymentInput, call: IntentOptions = {}): Promise<CreatePaymentResult> {
+  async function createPayment(input: T.CreatePaymentInput, call: IntentOptions = {}): Promise<CreatePaymentResult> {
     const contract = contracts.createPayment;
     const sent = call.intent ?? intent("createPayment");
     return sendIntent<T.CreatePaymentOk, T.CreatePaymentError, CreatePaymentStatusCall>({
@@ -118,7 +120,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /payments/{id} (getPayment)".
    */
-  function getPayment(input: T.GetPaymentInput, call: CallOptions = {}): Promise<ApiResponse<T.GetPaymentOk, T.GetPaymentError>> {
+  async function getPayment(input: T.GetPaymentInput, call: CallOptions = {}): Promise<ApiResponse<T.GetPaymentOk, T.GetPaymentError>> {
     return sendOnce<T.GetPaymentOk, T.GetPaymentError>({
       request: buildRequest(base.url, "GET", "/payments/{id}", parts(input, options.headers, call.headers), {"params":{"query":{"expand":{"style":"form","explode":false}}}} as const),
       runtime,

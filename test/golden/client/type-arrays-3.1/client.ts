@@ -85,6 +85,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl`.
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -100,7 +102,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /v1/notes (createNote)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function createNote(input: T.CreateNoteInput, call: IntentOptions = {}): Promise<CreateNoteResult> {
+  async function createNote(input: T.CreateNoteInput, call: IntentOptions = {}): Promise<CreateNoteResult> {
     const contract = contracts.createNote;
     const sent = call.intent ?? intent("createNote");
     return sendIntent<T.CreateNoteOk, T.CreateNoteError, CreateNoteStatusCall>({

@@ -79,6 +79,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl`.
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -94,7 +96,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /notes (createNote)".
    */
-  function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
+  async function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
       request: buildRequest(base.url, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
@@ -106,7 +108,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /pets (createPet)".
    */
-  function createPet(input: T.CreatePetInput, call: CallOptions = {}): Promise<ApiResponse<T.CreatePetOk, T.CreatePetError>> {
+  async function createPet(input: T.CreatePetInput, call: CallOptions = {}): Promise<ApiResponse<T.CreatePetOk, T.CreatePetError>> {
     return sendOnce<T.CreatePetOk, T.CreatePetError>({
       request: buildRequest(base.url, "POST", "/pets", parts(input, options.headers, call.headers)),
       runtime,
@@ -118,7 +120,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /pets/{ids} (findPets)".
    */
-  function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
+  async function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
       request: buildRequest(base.url, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}} as const),
       runtime,
@@ -130,7 +132,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /login (login)".
    */
-  function login(input: T.LoginInput, call: CallOptions = {}): Promise<ApiResponse<T.LoginOk, T.LoginError>> {
+  async function login(input: T.LoginInput, call: CallOptions = {}): Promise<ApiResponse<T.LoginOk, T.LoginError>> {
     return sendOnce<T.LoginOk, T.LoginError>({
       request: buildRequest(base.url, "POST", "/login", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"roles":{"style":"form","explode":true},"scopes":{"style":"pipeDelimited","explode":false}}} as const),
       runtime,
@@ -142,7 +144,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "PUT /files/{name} (uploadFile)".
    */
-  function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
+  async function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
       request: buildRequest(base.url, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
@@ -154,7 +156,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /pets/{id}/photo (uploadPhoto)".
    */
-  function uploadPhoto(input: T.UploadPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadPhotoOk, T.UploadPhotoError>> {
+  async function uploadPhoto(input: T.UploadPhotoInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadPhotoOk, T.UploadPhotoError>> {
     return sendOnce<T.UploadPhotoOk, T.UploadPhotoError>({
       request: buildRequest(base.url, "POST", "/pets/{id}/photo", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"labels":{"style":"form","explode":true},"tags":{"style":"form","explode":false}}} as const),
       runtime,

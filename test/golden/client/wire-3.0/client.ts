@@ -85,6 +85,8 @@ function parts(input: object, ...headers: (Readonly<Record<string, string>> | un
  * Makes a client for the API at `options.baseUrl`.
  * Throws `TypeError` when `baseUrl` is missing (JavaScript callers),
  * or is not an http(s) URL or a path, or has a fragment or credentials.
+ * Its operation methods never throw: input they cannot send (a missing path parameter, a body of the wrong kind, a header
+ * value `fetch` refuses) rejects their promise with a `TypeError` before anything is sent.
  */
 export function createClient(options: ClientOptions) {
   const runtime = defaultRuntime(options.runtime);
@@ -100,7 +102,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /notes (createNote)".
    */
-  function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
+  async function createNote(input: T.CreateNoteInput, call: CallOptions = {}): Promise<ApiResponse<T.CreateNoteOk, T.CreateNoteError>> {
     return sendOnce<T.CreateNoteOk, T.CreateNoteError>({
       request: buildRequest(base.url, "POST", "/notes", parts(input, options.headers, call.headers), {"mediaType":"text/plain"} as const),
       runtime,
@@ -112,7 +114,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /encoded-tokens (encodedToken)".
    */
-  function encodedToken(input: T.EncodedTokenInput, call: CallOptions = {}): Promise<ApiResponse<T.EncodedTokenOk, T.EncodedTokenError>> {
+  async function encodedToken(input: T.EncodedTokenInput, call: CallOptions = {}): Promise<ApiResponse<T.EncodedTokenOk, T.EncodedTokenError>> {
     return sendOnce<T.EncodedTokenOk, T.EncodedTokenError>({
       request: buildRequest(base.url, "POST", "/encoded-tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","fields":{"filter":{"style":"deepObject","explode":true},"roles":{"style":"form","explode":true},"scope":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
@@ -124,7 +126,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "GET /pets/{label}/{matrix}/{simple} (findPets)".
    */
-  function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
+  async function findPets(input: T.FindPetsInput, call: CallOptions = {}): Promise<ApiResponse<T.FindPetsOk, T.FindPetsError>> {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
       request: buildRequest(base.url, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}} as const),
       runtime,
@@ -136,7 +138,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /odd-names (oddNames)".
    */
-  function oddNames(input: T.OddNamesInput, call: CallOptions = {}): Promise<ApiResponse<T.OddNamesOk, T.OddNamesError>> {
+  async function oddNames(input: T.OddNamesInput, call: CallOptions = {}): Promise<ApiResponse<T.OddNamesOk, T.OddNamesError>> {
     return sendOnce<T.OddNamesOk, T.OddNamesError>({
       request: buildRequest(base.url, "POST", "/odd-names", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded","params":{"query":{["__proto__"]:{"style":"form","explode":false},"constructor":{"style":"form","explode":false}},"headers":{"hasOwnProperty":{"style":"simple","explode":true}},"cookies":{"toString":{"style":"form","explode":false}}},"fields":{["__proto__"]:{"style":"pipeDelimited","explode":false},"valueOf":{"style":"spaceDelimited","explode":false}}} as const),
       runtime,
@@ -148,7 +150,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /tokens (token)".
    */
-  function token(input: T.TokenInput, call: CallOptions = {}): Promise<ApiResponse<T.TokenOk, T.TokenError>> {
+  async function token(input: T.TokenInput, call: CallOptions = {}): Promise<ApiResponse<T.TokenOk, T.TokenError>> {
     return sendOnce<T.TokenOk, T.TokenError>({
       request: buildRequest(base.url, "POST", "/tokens", parts(input, options.headers, call.headers), {"mediaType":"application/x-www-form-urlencoded"} as const),
       runtime,
@@ -160,7 +162,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /uploads (upload)": sends one intent with one key under one deadline, retrying as its contract allows.
    */
-  function upload(input: T.UploadInput, call: IntentOptions = {}): Promise<UploadResult> {
+  async function upload(input: T.UploadInput, call: IntentOptions = {}): Promise<UploadResult> {
     const contract = contracts.upload;
     const sent = call.intent ?? intent("upload");
     return sendIntent<T.UploadOk, T.UploadError, UploadStatusCall>({
@@ -176,7 +178,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "PUT /files/{name} (uploadFile)".
    */
-  function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
+  async function uploadFile(input: T.UploadFileInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadFileOk, T.UploadFileError>> {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
       request: buildRequest(base.url, "PUT", "/files/{name}", parts(input, options.headers, call.headers), {"mediaType":"application/octet-stream"} as const),
       runtime,
@@ -188,7 +190,7 @@ export function createClient(options: ClientOptions) {
   /**
    * "POST /scans (uploadScan)".
    */
-  function uploadScan(input: T.UploadScanInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadScanOk, T.UploadScanError>> {
+  async function uploadScan(input: T.UploadScanInput, call: CallOptions = {}): Promise<ApiResponse<T.UploadScanOk, T.UploadScanError>> {
     return sendOnce<T.UploadScanOk, T.UploadScanError>({
       request: buildRequest(base.url, "POST", "/scans", parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data","fields":{"tags":{"style":"form","explode":false}},"partTypes":{"caption":"text/markdown","image":"image/png","meta":"application/vnd.scan+json"}} as const),
       runtime,
