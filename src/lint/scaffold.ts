@@ -9,7 +9,7 @@
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
-import { JsonPositionIndex } from '../parser/positions.js';
+import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
@@ -210,6 +210,13 @@ function scaffoldFile(
   const text = raw.slice(bom.length);
   const format = /^\s*[{[]/.test(text) ? 'json' : 'yaml';
   const newline = text.includes('\r\n') ? '\r\n' : '\n';
+  // Edits find lines by LF; a line that ends with a lone CR would be misread (and written around wrongly).
+  const loneCr = loneCrOffset(text);
+  if (loneCr !== -1) {
+    const { line } = new LineTable(text).position(loneCr);
+    const reason = `line ${line} of ${format === 'json' ? 'the file' : 'the YAML'} ends with a lone CR (a classic Mac line break), which init does not edit around — save the file with LF or CRLF line breaks and run init again, or add x-idempotency by hand`;
+    return { text: raw, changes: [], written: [], skipped: plans.map((plan) => ({ operation: plan.operation, reason })) };
+  }
   const skipped: { operation: OperationView; reason: string }[] = [];
   const inserts: (Insert & Plan)[] = [];
   // One YAML Document (or JSON index) for every operation of the file: parsing once per operation took seconds.

@@ -22,26 +22,38 @@ export interface Located extends NodeOffsets {
  * for (a finding near the top of a 10 MB file does not index every line), and keeps the start of every
  * {@link LINES_PER_CHECKPOINT}th line only: a line is found by a binary search over those, then a native
  * search for the few newlines between the checkpoint and the offset.
+ *
+ * A line ends at LF, CRLF or a lone CR, as in YAML 1.2 and editors. LFs alone are counted while the text
+ * before the offsets asked for holds no lone CR (checked from CR to CR, as far as asked); once one is found
+ * (a classic Mac file, or a stray CR) the table starts over with a regex search for every line break.
  */
 export class LineTable {
   /** `checkpoints[k]` is the offset where line `k * LINES_PER_CHECKPOINT + 1` starts. */
-  private readonly checkpoints: number[] = [0];
+  private checkpoints: number[] = [0];
   /** Lines known so far (line `known` starts at `lastStart`); the next newline is searched from `lastStart`. */
   private known = 1;
   private lastStart = 0;
   private complete = false;
+  /** The text before this offset holds no lone CR (while {@link loneCr} is false). */
+  private crFreeTo = 0;
+  /** The first CR at or after {@link crFreeTo} (-1: none); found on first use. */
+  private nextCr = -2;
+  /** Whether a lone CR was found: every line break is then searched for with {@link LINE_BREAK}. */
+  private loneCr = false;
   constructor(private readonly text: string) {}
 
   position(offset: number): Position {
     const text = this.text;
+    if (!this.loneCr && offset > this.crFreeTo) this.checkLoneCr(offset);
+    const loneCr = this.loneCr;
     const checkpoints = this.checkpoints;
     while (!this.complete && this.lastStart <= offset) {
-      const newline = text.indexOf('\n', this.lastStart);
-      if (newline === -1) {
+      const next = loneCr ? nextBreakEnd(text, this.lastStart) : text.indexOf('\n', this.lastStart) + 1;
+      if (next === 0) {
         this.complete = true;
         break;
       }
-      this.lastStart = newline + 1;
+      this.lastStart = next;
       if (this.known++ % LINES_PER_CHECKPOINT === 0) checkpoints.push(this.lastStart);
     }
     let low = 0;
@@ -53,12 +65,54 @@ export class LineTable {
     }
     let line = low * LINES_PER_CHECKPOINT + 1;
     let start = checkpoints[low]!;
-    for (let newline = text.indexOf('\n', start); newline !== -1 && newline < offset; newline = text.indexOf('\n', start)) {
+    for (;;) {
+      const next = loneCr ? nextBreakEnd(text, start) : text.indexOf('\n', start) + 1;
+      if (next === 0 || next > offset) break;
       line += 1;
-      start = newline + 1;
+      start = next;
     }
     return { line, column: offset - start + 1 };
   }
+
+  /**
+   * Looks for a lone CR before `offset` in the part of the text not checked yet, stepping from CR to CR (a
+   * native search each; a text without CR costs one search, once); on finding one the table starts over,
+   * counting every line break.
+   */
+  private checkLoneCr(offset: number): void {
+    const text = this.text;
+    let cr = this.nextCr === -2 ? text.indexOf('\r') : this.nextCr;
+    while (cr !== -1 && cr < offset) {
+      if (text.charCodeAt(cr + 1) !== 10) {
+        this.loneCr = true;
+        this.checkpoints = [0];
+        this.known = 1;
+        this.lastStart = 0;
+        this.complete = false;
+        return;
+      }
+      cr = text.indexOf('\r', cr + 1);
+    }
+    this.nextCr = cr;
+    this.crFreeTo = cr === -1 ? Infinity : offset;
+  }
+}
+
+const LINE_BREAK = /\r\n?|\n/g;
+const LONE_CR = /\r(?!\n)/g;
+
+/** Offset just past the first line break (LF, CRLF or lone CR) at or after `from`; 0 when there is none. */
+function nextBreakEnd(text: string, from: number): number {
+  LINE_BREAK.lastIndex = from;
+  return LINE_BREAK.test(text) ? LINE_BREAK.lastIndex : 0;
+}
+
+/** Offset of the first CR not followed by LF in `text` (a line break only a CR-aware count sees), or -1. */
+export function loneCrOffset(text: string): number {
+  const cr = text.indexOf('\r');
+  if (cr === -1) return -1;
+  LONE_CR.lastIndex = cr;
+  return LONE_CR.test(text) ? LONE_CR.lastIndex - 1 : -1;
 }
 
 /** How many lines apart {@link LineTable} keeps a line start. */

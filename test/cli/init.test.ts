@@ -400,6 +400,21 @@ describe('idemkit init', () => {
     assert.ok(parse(yaml.slice(1)).paths['/payouts'].post['x-idempotency']);
   });
 
+  it('leaves a file with a lone CR line break untouched, saying on which line and why', async () => {
+    for (const [name, spec, line] of [
+      ['mac.yaml', yamlSpec.replace(/\n/g, '\r'), 1],
+      ['stray.yaml', yamlSpec.replace('version: "1" }\n', 'version: "1" }\r'), 3],
+    ] as const) {
+      writeFileSync(path.join(dir, name), spec);
+      const result = await run(name, '--write');
+      assert.equal(result.code, 0, result.err);
+      assert.equal(read(name), spec, 'nothing written');
+      const reason = `line ${line} of the YAML ends with a lone CR (a classic Mac line break), which init does not edit around — save the file with LF or CRLF line breaks and run init again, or add x-idempotency by hand`;
+      assert.ok(result.out.includes(`skipped POST /payouts (createPayout): ${reason}\n`), result.out);
+      assert.doesNotMatch(result.out, /block mapping/, 'not the wrong reason');
+    }
+  });
+
   it('reports the line of every inserted block, in YAML and JSON', async () => {
     const operation = (n: number) => [
       `  /op${n}:`,

@@ -72,6 +72,15 @@ describe('idemkit lint', () => {
       assert.match((await lint(file, '--format', 'markdown')).out, /`contract-invalid` `test\/fixtures\/parser\/external\/components\/contracts\.yaml:4:3` also `POST \/b \(b\)`:/);
     });
 
+    it('counts a lone CR as a line break, as editors do: a stray one, and a classic Mac file', async () => {
+      for (const file of ['test/fixtures/parser/lone-cr/stray-cr.yaml', 'test/fixtures/parser/lone-cr/cr-only.yaml']) {
+        const result = await lint(file);
+        assert.equal(result.code, 1);
+        assert.match(result.out, /^ {2}9:9 +error +x-idempotency\.ttl is "one day"; .* contract-invalid$/m, file);
+        assert.match(result.out, /^ {2}8:15 +error .* key-header-undeclared$/m, file);
+      }
+    });
+
     it('prints machine-readable JSON with --format json', async () => {
       const result = await lint('test/fixtures/parser/invalid-contract.yaml', '--format', 'json');
       assert.equal(result.code, 1);

@@ -168,6 +168,51 @@ describe('parser positions', () => {
     });
   });
 
+  describe('line table: a lone CR is a line break (YAML 1.2, editors)', () => {
+    /** Line and column of every offset of `text`, counting LF, CRLF and a lone CR as one line break each. */
+    function expectedPositions(text: string): { line: number; column: number }[] {
+      const positions: { line: number; column: number }[] = [];
+      for (let offset = 0, line = 1, column = 1; offset <= text.length; offset++) {
+        positions.push({ line, column });
+        const breaks = text[offset] === '\n' || (text[offset] === '\r' && text[offset + 1] !== '\n');
+        if (breaks) [line, column] = [line + 1, 1];
+        else column += 1;
+      }
+      return positions;
+    }
+
+    it('maps every offset of LF, CRLF, CR-only and mixed texts with a stray CR, asked in any order', () => {
+      const lines = Array.from({ length: 400 }, (_, i) => 'x'.repeat((i * 7) % 10));
+      const texts = {
+        crOnly: lines.join('\r'),
+        crlf: lines.join('\r\n'),
+        // A stray CR late in the text: asked first near the top, the table counts LFs; asked past the CR, it starts over.
+        strayLate: [...lines.slice(0, 300), `${lines[300]}\r${lines[301]}`, ...lines.slice(302)].join('\n'),
+        mixed: lines.map((line, i) => `${line}${['\n', '\r\n', '\r'][i % 3]}`).join(''),
+        crAtEnd: `${lines.slice(0, 50).join('\r\n')}\r`,
+      };
+      for (const [name, text] of Object.entries(texts)) {
+        const expected = expectedPositions(text);
+        const offsets = expected.map((_, offset) => offset);
+        let seed = 11;
+        const shuffled = [...offsets].sort(() => ((seed = (seed * 16807) % 2147483647) % 3) - 1);
+        for (const order of [offsets, [...offsets].reverse(), shuffled]) {
+          const table = new LineTable(text);
+          for (const offset of order) assert.deepEqual(table.position(offset), expected[offset], `${name}: offset ${offset}`);
+        }
+      }
+    });
+
+    it('a finding after a stray CR is on the line an editor shows, and a CR-only file is not one long line', async () => {
+      const stray = await loadDocument(fixture('lone-cr/stray-cr.yaml'));
+      const operation = stray.operations.find((candidate) => candidate.operationId === 'createOrder')!;
+      assert.deepEqual(stray.position({ file: operation.at.file, pointer: `${operation.at.pointer}/x-idempotency/ttl` }), { line: 9, column: 9 });
+      const crOnly = await loadDocument(fixture('lone-cr/cr-only.yaml'));
+      const only = crOnly.operations.find((candidate) => candidate.operationId === 'createOrder')!;
+      assert.deepEqual(crOnly.position({ file: only.at.file, pointer: `${only.at.pointer}/x-idempotency/ttl` }), { line: 9, column: 9 });
+    });
+  });
+
   describe('external $refs', () => {
     it('reports nodes in the file where they are written', async () => {
       const doc = await loadDocument(fixture('external/openapi.yaml'));
