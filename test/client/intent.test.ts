@@ -18,6 +18,21 @@ describe('client Intent', () => {
     assert.equal(a.remainingMs(140_000), 0);
   });
 
+  it('makes its key from getRandomValues where randomUUID is missing (a browser page over plain http)', () => {
+    const real = Object.getOwnPropertyDescriptor(globalThis, 'crypto')!;
+    const webcrypto = globalThis.crypto;
+    const insecure = { getRandomValues: (array: Uint8Array): Uint8Array => webcrypto.getRandomValues(array) };
+    Object.defineProperty(globalThis, 'crypto', { value: insecure, configurable: true });
+    let keys: string[];
+    try {
+      keys = [1, 2, 3].map(() => Intent.create({ operationId: 'op', deadlineMs: 1, now: 0 }).key);
+    } finally {
+      Object.defineProperty(globalThis, 'crypto', real);
+    }
+    for (const key of keys) assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.equal(new Set(keys).size, 3);
+  });
+
   it('reads an intent saved by an earlier version (deadline from creation) with the same key and deadline', () => {
     const sent = Intent.fromJSON({ v: 1, operationId: 'op', key: 'k', createdAt: 1_000, deadlineAt: 31_000, requestIds: ['req-1'] });
     assert.equal(sent.key, 'k');

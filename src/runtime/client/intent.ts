@@ -32,9 +32,18 @@ interface IntentJsonV1 {
   readonly requestIds: readonly string[];
 }
 
-/** Makes a fresh key: a random UUID from Web Crypto (Node ≥ 19 and browsers). */
+/**
+ * Makes a fresh key: a random (version 4) UUID from Web Crypto (Node ≥ 19 and browsers) — `randomUUID`, or where a
+ * browser leaves it out (a page served over plain http is no secure context) the same from `getRandomValues`.
+ */
 export function randomKey(): string {
-  return globalThis.crypto.randomUUID();
+  const crypto = globalThis.crypto;
+  if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40; // version 4
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80; // RFC 9562 variant
+  const hex = Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /**
