@@ -16,6 +16,10 @@ export const ALIAS = 5;
 export const POP = 6;
 const SINGLE_QUOTED = 2;
 const DOUBLE_QUOTED = 3;
+const LITERAL_BLOCK = 4;
+const FOLDED_BLOCK = 5;
+/** The end of a block scalar's header line: its `|` or `>` indicator, then chomping/indent digits and a comment. */
+const BLOCK_HEADER_END = /[|>][0-9+-]*(?:[ \t]+#.*)?$/;
 
 type ScalarReader = (input: string, scalar: ScalarEvent) => string;
 
@@ -311,6 +315,7 @@ export class YamlEventIndex implements PositionIndex {
         const property = firstNonNegative(event.anchorStart - 1, event.tagStart);
         if (property !== undefined) return property;
         if (event.valueStart < 0) return undefined;
+        if (event.style === LITERAL_BLOCK || event.style === FOLDED_BLOCK) return blockIndicator(this.text, event.valueStart) ?? event.valueStart;
         return event.style === SINGLE_QUOTED || event.style === DOUBLE_QUOTED ? event.valueStart - 1 : event.valueStart;
       }
       case ALIAS:
@@ -319,6 +324,20 @@ export class YamlEventIndex implements PositionIndex {
         return undefined;
     }
   }
+}
+
+/**
+ * Where the `|` or `>` of a block scalar is written: js-yaml's offset for one is where its content starts, at
+ * the start of the line after the header (`- >` then `  text`), which is not where a person points.
+ */
+function blockIndicator(text: string, contentStart: number): number | undefined {
+  let end = contentStart;
+  if (text.charCodeAt(end - 1) === 10) end -= 1;
+  if (text.charCodeAt(end - 1) === 13) end -= 1;
+  let start = end;
+  while (start > 0 && text.charCodeAt(start - 1) !== 10 && text.charCodeAt(start - 1) !== 13) start -= 1;
+  const header = BLOCK_HEADER_END.exec(text.slice(start, end));
+  return header ? start + header.index : undefined;
 }
 
 function firstNonNegative(a: number, b: number): number | undefined {

@@ -69,6 +69,19 @@ describe('parser positions', () => {
     });
   });
 
+  describe('YAML block scalars', () => {
+    it('points a block scalar list item at its `|` or `>` on the header line, not at its content', async () => {
+      const file = fixture('block-scalar-items.yaml');
+      const doc = await loadDocument(file);
+      const at = (pointer: string) => doc.position({ file, pointer: `/paths/~1orders/post/x-idempotency${pointer}` });
+      assert.deepEqual(at('/scope/1'), spot(file, /^ {10}- >$/, '>'));
+      assert.deepEqual(at('/fingerprint/include/0'), spot(file, '- >-   # folded', '>'));
+      assert.deepEqual(at('/fingerprint/include/1'), spot(file, '- |2', '|'));
+      assert.deepEqual(at('/fingerprint/include/2'), spot(file, '- &pointer |', '&'), 'an anchor, as for any node');
+      assert.deepEqual(at('/description'), spot(file, 'description: |'), 'a member at its key, as before');
+    });
+  });
+
   describe('JSON', () => {
     const file = fixture('positions.json');
     let doc: ApiDocument;
