@@ -77,6 +77,8 @@ export interface ClientModel {
   readonly serverQuery: string;
   /** `true` when some operation has a server of its own. */
   readonly hasOperationServers: boolean;
+  /** `true` when some operation has no enabled contract (it is sent once). */
+  readonly hasUncontracted: boolean;
   /** `true` for a Swagger 2.0 document. */
   readonly swagger: boolean;
 }
@@ -423,6 +425,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       serverUnknown: where.server.replace(/\?.*/s, '') === '/',
       serverQuery: where.server.includes('?') ? where.server.slice(where.server.indexOf('?')) : '',
       hasOperationServers: operations.some((o) => o.server !== null),
+      hasUncontracted: operations.some((o) => o.contract === null),
       swagger: doc.version === '2.0',
     },
     schema,

@@ -96,6 +96,24 @@ describe('generate client: golden outputs', function () {
     assert.deepEqual(diagnostics, []);
   });
 
+  it('every golden client compiles under the pickiest common settings (Vite\'s noUnusedLocals and noUnusedParameters, verbatimModuleSyntax, erasableSyntaxOnly, lib ES2022)', () => {
+    const files = Object.keys(CASES).flatMap((name) => tsFiles(path.join(tree, name)));
+    const program = ts.createProgram(files, {
+      ...STRICT_COMPILER_OPTIONS,
+      lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
+      noUnusedLocals: true,
+      noUnusedParameters: true,
+      noPropertyAccessFromIndexSignature: true,
+      noFallthroughCasesInSwitch: true,
+      allowUnreachableCode: false,
+      verbatimModuleSyntax: true,
+      erasableSyntaxOnly: true,
+      isolatedModules: true,
+    });
+    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(tree, d.file.fileName) : ''} TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    assert.deepEqual(diagnostics, []);
+  });
+
   it('schema types avoid every name the client module exports: CLIENT_EXPORTS is that list, read back from a generated index.ts', () => {
     // no-contracts declares no per-operation result types, so its index exports the fixed names and the schema types only.
     const dir = path.join(tree, 'no-contracts');

@@ -2,7 +2,7 @@
 import type * as T from './schema.js';
 import { contracts } from './contracts.js';
 import type { CompiledContract } from './runtime/contract.js';
-import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
+import { defaultRuntime, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
 import { clientBase } from './runtime/client/server.js';
