@@ -23,6 +23,7 @@ import type {
 } from './model.js';
 import { appendPointer, lazyChild, parsePointer, valueAt } from './pointer.js';
 import { duplicateKeyDocumentError, SourceCache } from './source.js';
+import { summarise } from './summarise.js';
 
 /** Options of {@link loadDocument}. */
 export interface LoadOptions {
@@ -114,7 +115,7 @@ class DocumentLoader implements ApiDocument {
     const fail = (field: string, value: unknown, hint: string): never => {
       const at = { file: this.file, pointer: `/${field}` };
       const { line, column } = this.position(at);
-      throw new DocumentError(`unsupported ${field} version ${JSON.stringify(value)} — ${hint}`, this.file, at.pointer, line, column);
+      throw new DocumentError(`unsupported ${field} version ${summarise(value)} — ${hint}`, this.file, at.pointer, line, column);
     };
     if (root.openapi !== undefined) {
       const text = String(root.openapi);
@@ -653,17 +654,22 @@ export function operationParameters(
   return [...byKey.values()];
 }
 
-/** How many member names a parsed JSON value holds, nested ones included. */
+/** How many member names a parsed JSON value holds, nested ones included (any depth: no recursion). */
 function countNames(value: unknown): number {
-  if (value === null || typeof value !== 'object') return 0;
   let names = 0;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) names += countNames(value[i]);
-    return names;
-  }
-  for (const key in value) {
-    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
-    names += 1 + countNames((value as Record<string, unknown>)[key]);
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const node = pending.pop();
+    if (node === null || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) pending.push(node[i]);
+      continue;
+    }
+    for (const key in node) {
+      if (!Object.prototype.hasOwnProperty.call(node, key)) continue;
+      names += 1;
+      pending.push((node as Record<string, unknown>)[key]);
+    }
   }
   return names;
 }

@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { ErrorObject } from 'ajv';
 import { InternalError } from '../errors.js';
+import { summarise } from './summarise.js';
 import { validate as generatedValidate } from './contract-validator.generated.js';
 
 type ValidateFunction = ((value: unknown) => boolean) & { errors?: ErrorObject[] | null };
@@ -60,7 +61,7 @@ function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaV
     let target = path;
     let message: string;
     const field = path.reduce((text, token) => (/^\d+$/.test(token) ? `${text}[${token}]` : `${text}.${token}`), 'x-idempotency');
-    const actual = JSON.stringify(valueAtPath(value, path));
+    const actual = summarise(valueAtPath(value, path));
     switch (error.keyword) {
       case 'additionalProperties': {
         const extra = String((error.params as { additionalProperty: string }).additionalProperty);

@@ -274,16 +274,22 @@ export function duplicateKeyDocumentError(file: string, key: string, first: Posi
  * an unclosed quote where it opens), so it is consulted on this path only.
  */
 function yamlError(file: string, text: string, error: unknown): DocumentError {
+  const lines = new LineTable(text);
+  const mark = (error as { mark?: { position?: number } }).mark;
+  // js-yaml stops at its depth limit; `yaml` would overflow the stack explaining it.
+  const depth = /nesting exceeded maxDepth \((\d+)\)/.exec((error as { reason?: string }).reason ?? '');
+  if (depth) {
+    const { line, column } = lines.position(Math.min(mark?.position ?? 0, text.length));
+    return new DocumentError(`invalid YAML: nested too deeply (over ${depth[1]} levels) — flatten the structure here`, file, undefined, line, column);
+  }
   const yaml = loadYaml();
   const document = yaml.parseDocument(text, { merge: true, prettyErrors: false, keepSourceTokens: false, uniqueKeys: false });
   const first = document.errors[0];
-  const lines = new LineTable(text);
   if (first) {
     const { offset, message } = describeYamlSyntaxError(yaml, text, first);
     const { line, column } = lines.position(offset);
     return new DocumentError(`invalid YAML: ${message}`, file, undefined, line, column);
   }
-  const mark = (error as { mark?: { position?: number } }).mark;
   const reason = (error as { reason?: string }).reason ?? (error instanceof Error ? error.message : String(error));
   if (/complex keys/.test(reason)) {
     // Valid YAML (`? [201, 202]`) that no JSON object can hold; js-yaml gives no position, `yaml` has the key's.
