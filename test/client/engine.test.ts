@@ -408,6 +408,16 @@ describe('client sendOnce', () => {
     await assert.rejects(sendOnce({ request, runtime: rt, timeoutMs: 0 }), TypeError);
   });
 
+  it('reads an answer without a content type (or text/plain) as JSON only when the document says the operation answers in JSON', async () => {
+    const bare = () => new Response('{"id":"x"}', { status: 200, headers: {} });
+    const plain = (text: string) => new Response(text, { status: 200, headers: { 'content-type': 'text/plain' } });
+    const rt = fakeRuntime([bare(), bare(), plain('{"id":"x"}'), plain('not json')]);
+    assert.equal((await sendOnce({ request, runtime: rt })).body, '{"id":"x"}');
+    assert.deepEqual((await sendOnce({ request, runtime: rt, jsonAnswers: true })).body, { id: 'x' });
+    assert.deepEqual((await sendOnce({ request, runtime: rt, jsonAnswers: true })).body, { id: 'x' });
+    assert.equal((await sendOnce({ request, runtime: rt, jsonAnswers: true })).body, 'not json');
+  });
+
   it('lets a network error surface to the caller', async () => {
     const rt = fakeRuntime([new TypeError('fetch failed')]);
     await assert.rejects(sendOnce({ request, runtime: rt }), /fetch failed/);

@@ -104,6 +104,7 @@ type StatusCall = (input: { path: { id: string } }, call?: Call) => Promise<ApiR
 
 /** The part of the generated module this test drives (its runtime is the `src/runtime/client` code under test). */
 interface HttpClientModule {
+  Intent: typeof Intent;
   createClient(options: { baseUrl: string; headers?: Record<string, string>; timeoutMs?: number; runtime?: Partial<ClientRuntime> }): {
     intent(operation: 'createOrder', key?: string): Intent;
     createOrder(input: { body: unknown }, call?: Call & { intent?: Intent }): Promise<IntentResult<Order, unknown, StatusCall>>;
@@ -361,6 +362,32 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       calls.push([api.getOrder({ path: {} as { id: string } }), /path parameter "id" is missing/]);
       for (const [call, message] of calls) await assert.rejects(call, (error: Error) => error instanceof TypeError && message.test(error.message));
       assert.equal(server.arrivals.length, 0);
+    });
+  });
+
+  describe('answers', () => {
+    it('a JSON answer without a content type, or labelled text/plain, is read as the JSON the document describes', async () => {
+      const server = await serve((req, res) => {
+        const headers: Record<string, string> = req.path.endsWith('/plain') || (req.method === 'POST' && server.arrivals.length === 2) ? { 'content-type': 'text/plain; charset=utf-8' } : {};
+        answer(res, req.method === 'POST' ? 201 : 200, '{"id":"o-1"}', headers);
+      });
+      const api = client(server);
+      const bare = await api.createOrder({ body: order });
+      assert.ok(bare.kind === 'completed', JSON.stringify(bare));
+      assert.deepEqual(bare.body, { id: 'o-1' });
+      const plain = await api.createOrder({ body: order });
+      assert.ok(plain.kind === 'completed' && plain.body.id === 'o-1', JSON.stringify(plain));
+      assert.deepEqual((await api.getOrder({ path: { id: 'bare' } })).body, { id: 'o-1' });
+      assert.deepEqual((await api.getOrder({ path: { id: 'plain' } })).body, { id: 'o-1' });
+    });
+
+    it('a 201 whose body stalls after its headers ends unknown at the deadline with lastStatus 201 (the effect ran)', async () => {
+      const server = await serve((_req, res) => res.writeHead(201, { 'content-type': 'application/json' }).write('{"id":'));
+      const intent = module.Intent.create({ operationId: 'createOrder', deadlineMs: 300, now: Date.now() });
+      const result = await client(server).createOrder({ body: order }, { intent });
+      assert.ok(result.kind === 'unknown' && result.reason === 'deadline', JSON.stringify(result));
+      assert.equal(result.lastStatus, 201);
+      assert.equal(server.arrivals.length, 1);
     });
   });
 });

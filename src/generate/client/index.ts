@@ -46,6 +46,11 @@ export interface ClientOperation {
   readonly inputOptional: boolean;
   readonly okType: string;
   readonly errorType: string;
+  /**
+   * `true` when the document has the operation answer in JSON only: an answer without a content type, or in
+   * `text/plain`, is read as JSON (its body is typed from the JSON schema).
+   */
+  readonly jsonAnswers: boolean;
   /** `true` for `x-idempotency: false`: a knowingly non-idempotent operation (never retried). */
   readonly notIdempotent: boolean;
   /** The compiled contract, or `null` for operations without an enabled contract. */
@@ -134,6 +139,8 @@ interface OperationTypes {
   readonly inputOptional: boolean;
   readonly ok: string;
   readonly error: string;
+  /** The operation answers in JSON only (see `#responses`). */
+  readonly jsonAnswers: boolean;
 }
 
 /** Builds the types of one operation's input and answers, declaring them on `types`. */
@@ -174,7 +181,7 @@ class OperationTyper {
     const error = this.types.uniqueName(`${typeBase}Error`);
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
     this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
-    return { input, mediaType, params: paramFormats(this.doc.version, sent), fields: body?.fields, partTypes: body?.partTypes, inputOptional: optional, ok, error };
+    return { input, mediaType, params: paramFormats(this.doc.version, sent), fields: body?.fields, partTypes: body?.partTypes, inputOptional: optional, ok, error, jsonAnswers: answers.json };
   }
 
   #managed(name: string, keyHeader: string | undefined): boolean {
@@ -217,7 +224,7 @@ class OperationTyper {
     params: readonly ParameterView[],
   ): { type: string; required: boolean; mediaType?: string; fields?: Readonly<Record<string, ParamFormat>>; partTypes?: Readonly<Record<string, string>> } | undefined {
     if (this.doc.version === '2.0') {
-      const consumes = this.#consumes(op);
+      const consumes = this.#mediaTypes(op, 'consumes');
       const param = params.find((p) => p.in === 'body');
       if (param !== undefined) {
         // The media type is picked from `consumes` the way 3.0 picks it from `requestBody.content`.
@@ -283,10 +290,10 @@ class OperationTyper {
     return `{ ${members.join(' ')} }`;
   }
 
-  /** Swagger 2.0 media types an operation accepts (its own `consumes`, else the document's). */
-  #consumes(op: OperationView): string[] {
-    const own = op.node['consumes'];
-    const list = Array.isArray(own) ? own : this.doc.get({ file: this.doc.file, pointer: '/consumes' });
+  /** Swagger 2.0 media types an operation accepts (`consumes`) or answers in (`produces`): its own, else the document's. */
+  #mediaTypes(op: OperationView, field: 'consumes' | 'produces'): string[] {
+    const own = op.node[field];
+    const list = Array.isArray(own) ? own : this.doc.get({ file: this.doc.file, pointer: `/${field}` });
     return Array.isArray(list) ? list.filter((t): t is string => typeof t === 'string').map((t) => t.trim().toLowerCase()) : [];
   }
 
@@ -301,24 +308,35 @@ class OperationTyper {
     return this.types.typeOf(entry['schema'], child(at, 'content', media, 'schema'));
   }
 
-  #responses(op: OperationView): { ok: string; error: string } {
+  /**
+   * The types of an operation's 2xx and error bodies, and whether it answers in JSON only: some response has a body
+   * in a JSON media type (2.0: a schema, `produces` naming JSON or nothing) and none has one in another type only.
+   */
+  #responses(op: OperationView): { ok: string; error: string; json: boolean } {
     const responses = op.node['responses'];
     const ok: string[] = [];
     const error: string[] = [];
+    const media = { json: 0, other: 0 };
     if (isObject(responses)) {
+      const produces = this.doc.version === '2.0' ? this.#mediaTypes(op, 'produces') : [];
+      const json2 = produces.length === 0 || produces.some((type) => JSON_MEDIA.test(type));
       for (const code of Object.keys(responses).sort()) {
         const target = this.refs.deref(responses[code], child(op.at, 'responses', code), 'responses');
         if (target === undefined || !isObject(target.value)) continue;
         let type: string;
         if (this.doc.version === '2.0') {
           type = target.value['schema'] === undefined ? 'undefined' : this.types.typeOf(target.value['schema'], child(target.at, 'schema'));
+          if (target.value['schema'] !== undefined) media[json2 ? 'json' : 'other']++;
         } else {
           type = this.#content(target.value, target.at);
+          const content = target.value['content'];
+          const types = isObject(content) ? Object.keys(content) : [];
+          if (types.length > 0) media[types.some((t) => JSON_MEDIA.test(t)) ? 'json' : 'other']++;
         }
         (/^2(\d\d|XX)$/i.test(code) ? ok : error).push(type);
       }
     }
-    return { ok: unionOf(ok), error: unionOf(error) };
+    return { ok: unionOf(ok), error: unionOf(error), json: media.json > 0 && media.other === 0 };
   }
 }
 
@@ -402,6 +420,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       inputOptional: t.inputOptional,
       okType: t.ok,
       errorType: t.error,
+      jsonAnswers: t.jsonAnswers,
       notIdempotent: op.contract !== undefined && !op.contract.enabled,
       contract,
       server: ownServer(operationServer(doc, op, where.server)),

@@ -153,9 +153,12 @@ export interface UnknownResult<TStatus> {
   /** Every attempt's request id, oldest first. */
   readonly requestIds: readonly string[];
   readonly intent: Intent;
-  /** The last HTTP status seen, if any attempt got an answer. */
+  /**
+   * The last HTTP status seen, if any attempt got an answer: read from its headers, so an answer whose body stalled
+   * or broke off has one (a `2xx` here means the effect ran).
+   */
   readonly lastStatus: number | undefined;
-  /** The last network error message, if the last attempt failed without an answer. */
+  /** The last network error message, if the last attempt failed without a whole answer. */
   readonly lastError: string | undefined;
   /** A call to the contract's status route for this intent (absent when the contract has none). */
   readonly checkStatus: TStatus;
@@ -188,14 +191,20 @@ export interface SendOptions<TStatus> {
   readonly signal?: AbortSignal;
   /** The typed status-route call put on an `unknown` result. */
   readonly checkStatus: TStatus;
+  /** The document has the operation answer in JSON only: see {@link readBody}. */
+  readonly jsonAnswers?: boolean;
 }
 
-/** Reads a response body: JSON for JSON media types, text otherwise, `undefined` when empty. */
-export async function readBody(res: Response): Promise<unknown> {
+/**
+ * Reads a response body: JSON for JSON media types, text otherwise, `undefined` when empty. With `jsonAnswers` (the
+ * document has the operation answer in JSON only), a body without a content type or in `text/plain` is read as
+ * JSON too. A body that does not parse is its text.
+ */
+export async function readBody(res: Response, jsonAnswers = false): Promise<unknown> {
   const text = await res.text();
   if (text === '') return undefined;
-  const type = res.headers.get('content-type') ?? '';
-  if (/[/+]json\b/i.test(type)) {
+  const type = res.headers.get('content-type')?.trim() ?? '';
+  if (/[/+]json\b/i.test(type) || (jsonAnswers && (type === '' || /^text\/plain\b/i.test(type)))) {
     try {
       return JSON.parse(text) as unknown;
     } catch {
@@ -341,20 +350,19 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         redirect: 'manual',
         signal: controller.signal,
       });
+      // Before the body: an answer whose body stalls after its headers still says what its status was.
+      lastStatus = res.status;
+      lastError = undefined;
       const redirect = redirectOf(res, url);
       if (redirect !== undefined) {
         await discardBody(res);
-        lastStatus = res.status;
-        lastError = undefined;
         if ('stop' in redirect) {
           return { kind: 'rejected', reason: 'redirected', status: res.status, location: redirect.location, body: undefined, headers: res.headers, intent, requestIds: intent.requestIds };
         }
         url = redirect.follow;
         continue;
       }
-      const body = await readBody(res);
-      lastStatus = res.status;
-      lastError = undefined;
+      const body = await readBody(res, options.jsonAnswers);
       const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();
       const replayed = replayHeader === 'true';
       const problem = res.headers.get(PROBLEM_HEADER);
@@ -442,6 +450,8 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   readonly signal?: AbortSignal;
   /** Milliseconds the call may take, its answer's body included (default {@link DEFAULT_TIMEOUT_MS}). */
   readonly timeoutMs?: number | undefined;
+  /** The document has the operation answer in JSON only: see {@link readBody}. */
+  readonly jsonAnswers?: boolean;
 }): Promise<ApiResponse<TBody, TError>> {
   const { request, runtime: rt } = options;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -476,7 +486,7 @@ export async function sendOnce<TBody, TError = unknown>(options: {
         url = redirect.follow;
         continue;
       }
-      const body = await readBody(res);
+      const body = await readBody(res, options.jsonAnswers);
       if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
       return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
     }

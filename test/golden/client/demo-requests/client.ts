@@ -109,6 +109,7 @@ export function createClient(options: ClientOptions = {}) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetDemoRequestInput, statusCall: CallOptions = {}) =>
@@ -123,6 +124,7 @@ export function createClient(options: ClientOptions = {}) {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
       request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

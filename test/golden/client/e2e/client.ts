@@ -115,6 +115,7 @@ export function createClient(options: ClientOptions) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetDemoRequestInput, statusCall: CallOptions = {}) =>
@@ -129,6 +130,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetDemoRequestOk, T.GetDemoRequestError>({
       request: buildRequest(base.url, "GET", "/v1/demo-requests/{id}", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -141,6 +143,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetEmailOk, T.GetEmailError>({
       request: buildRequest(base.url, "GET", "/v1/emails/{id}", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -153,6 +156,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.PingOk, T.PingError>({
       request: buildRequest(base.url, "POST", "/v1/pings", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -168,6 +172,7 @@ export function createClient(options: ClientOptions) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetEmailInput, statusCall: CallOptions = {}) =>

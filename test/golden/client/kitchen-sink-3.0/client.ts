@@ -133,6 +133,7 @@ export function createClient(options: ClientOptions) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: (statusInput: T.GetOrderInput, statusCall: CallOptions = {}) =>
@@ -147,6 +148,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetOrderOk, T.GetOrderError>({
       request: buildRequest(base.url, "GET", "/v1/orders/{orderId}", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -159,6 +161,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.ListOrdersOk, T.ListOrdersError>({
       request: buildRequest(base.url, "GET", "/v1/orders", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

@@ -111,6 +111,7 @@ export function createClient(options: ClientOptions) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: undefined,
@@ -124,6 +125,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.ListAllOk, T.ListAllError>({
       request: buildRequest(base.url, "GET", "/pet", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -136,6 +138,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.PutPhotoOk, T.PutPhotoError>({
       request: buildRequest(base.url, "PUT", "/pet/{petId}/photo", parts(input, options.headers, call.headers), {"mediaType":"image/png"} as const),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
@@ -148,6 +151,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.UploadFileOk, T.UploadFileError>({
       request: buildRequest(base.url, "POST", "/pet/{petId}/uploadImage", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

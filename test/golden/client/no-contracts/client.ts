@@ -124,6 +124,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.ListThingsOk, T.ListThingsError>({
       request: buildRequest(base.url, "GET", "/things", parts(input, options.headers, call.headers)),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

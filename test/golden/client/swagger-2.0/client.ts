@@ -111,6 +111,7 @@ export function createClient(options: ClientOptions) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: undefined,
@@ -124,6 +125,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.GetPaymentOk, T.GetPaymentError>({
       request: buildRequest(base.url, "GET", "/payments/{id}", parts(input, options.headers, call.headers), {"params":{"query":{"expand":{"style":"form","explode":false}}}} as const),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

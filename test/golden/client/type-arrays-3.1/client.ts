@@ -109,6 +109,7 @@ export function createClient(options: ClientOptions) {
       contract,
       intent: sent,
       runtime,
+      jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
       checkStatus: undefined,

@@ -124,6 +124,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
       request: buildRequest(base.url, "GET", "/pets/{ids}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Spaced":{"style":"spaceDelimited","explode":false}},"query":{"csv":{"style":"form","explode":false},"pipes":{"style":"pipeDelimited","explode":false},"ssv":{"style":"spaceDelimited","explode":false},"tags":{"style":"form","explode":false},"tsv":{"style":"tabDelimited","explode":false}},"path":{"ids":{"style":"pipeDelimited","explode":false}}}} as const),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });

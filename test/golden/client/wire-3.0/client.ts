@@ -130,6 +130,7 @@ export function createClient(options: ClientOptions) {
     return sendOnce<T.FindPetsOk, T.FindPetsError>({
       request: buildRequest(base.url, "GET", "/pets/{label}/{matrix}/{simple}", parts(input, options.headers, call.headers), {"params":{"headers":{"X-Pairs":{"style":"simple","explode":true}},"query":{"csv":{"style":"form","explode":false},"filter":{"style":"deepObject","explode":true},"piped":{"style":"pipeDelimited","explode":false},"point":{"style":"form","explode":false},"spaced":{"style":"spaceDelimited","explode":false}},"path":{"label":{"style":"label","explode":false},"matrix":{"style":"matrix","explode":true}},"cookies":{"prefs":{"style":"form","explode":false}}}} as const),
       runtime,
+      jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
     });
