@@ -79,6 +79,8 @@ class DocumentLoader implements ApiDocument {
   // Operations in the entry file that carry `x-idempotency` (for rejectJsonDuplicates).
   // Broken `$ref`s already warned about (a path item's parameters are seen once per method).
   private readonly warnedRefs = new Set<string>();
+  // Misplaced `x-idempotency` keys already warned about (a path item `$ref`'d from two paths is read twice).
+  private readonly warnedMisplaced = new Set<string>();
   private readonly contractedHere: { readonly at: Location; readonly node: Record<string, unknown> }[] = [];
 
   constructor(
@@ -106,6 +108,7 @@ class DocumentLoader implements ApiDocument {
     (this as { root: Record<string, unknown> }).root = root;
     (this as { version: OpenApiVersion }).version = this.detectVersion(root);
     this.readOperations();
+    this.warnMisplacedContracts();
     this.warnUnreadOperations();
     this.rejectJsonDuplicates();
     return this;
@@ -198,6 +201,7 @@ class DocumentLoader implements ApiDocument {
         continue;
       }
       const pathItem = item.value;
+      if (Object.prototype.hasOwnProperty.call(pathItem, 'x-idempotency')) this.misplaced(item.at, 'on a path item');
       // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
       const queryWarning = /[?#]/.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some((entry) => entry.path === bare)) : undefined;
       if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
@@ -216,8 +220,13 @@ class DocumentLoader implements ApiDocument {
           if (first) this.warn({ file: at.file, pointer: appendPointer(at.pointer, 'operationId') }, `operationId '${operationId}' is used twice`);
           else operationIds.set(operationId, at);
         }
-        if (!isPlainObject(node.responses) && this.version !== '3.1') {
-          this.warn(at, `operation ${method.toUpperCase()} ${path} has no 'responses'`);
+        if (!isPlainObject(node.responses)) {
+          if (this.version !== '3.1') this.warn(at, `operation ${method.toUpperCase()} ${path} has no 'responses'`);
+        } else {
+          for (const code in node.responses) {
+            const response = node.responses[code];
+            if (isPlainObject(response) && Object.prototype.hasOwnProperty.call(response, 'x-idempotency')) this.misplaced(lazyChild(at, 'responses', code), 'in a response');
+          }
         }
         const hasContract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency');
         // JSON.parse keeps the last of two `x-idempotency` keys: operations in the entry file are checked
@@ -248,6 +257,47 @@ class DocumentLoader implements ApiDocument {
         });
       }
     }
+  }
+
+  /**
+   * `x-idempotency` written where it is not read — under `components` (or 2.0's `definitions`, `parameters`,
+   * `responses`) or one of their entries — and root keys that look like the defaults but are not
+   * (`x-idempotency-defaults`): each is a warning at its key, so a contract written there is not silently
+   * ignored. Path items and inline responses are checked as operations are read.
+   */
+  private warnMisplacedContracts(): void {
+    const root = this.root;
+    for (const key in root) {
+      if (/^x-idempoten/i.test(key) && key !== 'x-idempotency' && key !== 'x-idempotency-lint') {
+        this.warn({ file: this.file, pointer: appendPointer('', key) }, `\`${key}\` is not read — the document-level defaults are \`x-idempotency\` at the root`);
+      }
+    }
+    const sections: [string, unknown][] = this.version === '2.0' ? [['definitions', root.definitions], ['parameters', root.parameters], ['responses', root.responses]] : [['components', root.components]];
+    for (const [name, section] of sections) {
+      if (!isPlainObject(section)) continue;
+      const at = { file: this.file, pointer: appendPointer('', name) };
+      if (Object.prototype.hasOwnProperty.call(section, 'x-idempotency')) this.misplaced(at, `under ${name}`);
+      // components: `responses`, `pathItems`… hold entries; 2.0's sections are the entries' map itself.
+      const groups: [string[], unknown][] = name === 'components' ? Object.keys(section).filter((group) => !group.startsWith('x-')).map((group) => [[name, group], section[group]]) : [[[name], section]];
+      for (const [tokens, group] of groups) {
+        if (!isPlainObject(group)) continue;
+        for (const entry in group) {
+          const value = group[entry];
+          if (!entry.startsWith('x-') && isPlainObject(value) && Object.prototype.hasOwnProperty.call(value, 'x-idempotency')) {
+            this.misplaced({ file: this.file, pointer: appendPointer('', ...tokens, entry) }, `in ${tokens.join('.')}.${entry}`);
+          }
+        }
+      }
+    }
+  }
+
+  /** Warns (once per place) that the `x-idempotency` of the object at `owner` is not read. */
+  private misplaced(owner: Location, where: string): void {
+    const at = { file: owner.file, pointer: appendPointer(owner.pointer, 'x-idempotency') };
+    const key = `${at.file}#${at.pointer}`;
+    if (this.warnedMisplaced.has(key)) return;
+    this.warnedMisplaced.add(key);
+    this.warn(at, `x-idempotency ${where} is not read — move it under each method (post:, patch:, …), or to the document root for defaults`);
   }
 
   /**

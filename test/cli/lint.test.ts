@@ -81,6 +81,13 @@ describe('idemkit lint', () => {
       }
     });
 
+    it('warns at an x-idempotency written where it is not read, instead of ignoring it silently', async () => {
+      const result = await lint('test/fixtures/parser/misplaced-contract.yaml', '--fail-on', 'warn');
+      assert.equal(result.code, 1);
+      assert.match(result.out, /^ {2}7:5 +warning +x-idempotency on a path item is not read — move it under each method \(post:, patch:, …\), or to the document root for defaults +document-invalid$/m);
+      assert.equal(result.out.match(/document-invalid$/gm)?.length, 5);
+    });
+
     it('prints machine-readable JSON with --format json', async () => {
       const result = await lint('test/fixtures/parser/invalid-contract.yaml', '--format', 'json');
       assert.equal(result.code, 1);

@@ -240,6 +240,21 @@ describe('loadDocument', () => {
       assert.match(doc.warnings[0]!.message, /POST \/jobs\?op=create is under `x-ms-paths`, which idemkit does not read/);
     });
 
+    it('warns at each x-idempotency written where it is not read (path item, response, components), once each (a path item read through a $ref and under components)', async () => {
+      const file = fixture('misplaced-contract.yaml');
+      const doc = await loadDocument(file);
+      const warnings = doc.warnings.map((warning) => ({ pointer: warning.at.pointer, message: warning.message }));
+      const notRead = (where: string) => `x-idempotency ${where} is not read — move it under each method (post:, patch:, …), or to the document root for defaults`;
+      assert.deepEqual(warnings, [
+        { pointer: '/paths/~1orders/x-idempotency', message: notRead('on a path item') },
+        { pointer: '/paths/~1orders/post/responses/201/x-idempotency', message: notRead('in a response') },
+        { pointer: '/components/pathItems/Refunds/x-idempotency', message: notRead('on a path item') },
+        { pointer: '/x-idempotency-defaults', message: '`x-idempotency-defaults` is not read — the document-level defaults are `x-idempotency` at the root' },
+        { pointer: '/components/x-idempotency', message: notRead('under components') },
+      ]);
+      assert.deepEqual(doc.position(doc.warnings[0]!.at), spot(file, /^ {4}x-idempotency:$/), 'at the key');
+    });
+
     it('follows no $ref that no contract needs', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
