@@ -98,10 +98,20 @@ export const CLIENT_EXPORTS: readonly string[] = [
   'SERVERS', 'DEFAULT_SERVER_URL',
 ];
 
-/** Names `client.ts` declares or imports for its own use; operation methods avoid them (and {@link CLIENT_EXPORTS}). */
-const CLIENT_LOCALS = [
-  'intent', 'runtime', 'options', 'parts', 'T', 'buildRequest', 'sendIntent', 'sendOnce', 'defaultRuntime', 'base', 'input', 'call',
-  'RequestParts', 'CompiledContract', 'clientBase', 'operationBaseUrl',
+/**
+ * Every other name `client.ts` declares or imports, in any scope (imports, functions, variables, parameters):
+ * operation methods avoid them (and {@link CLIENT_EXPORTS}), since a method named like one is shadowed where the
+ * template uses it, or shadows it (an operation `contract` used as a status route was called as the method's own
+ * `const contract`). test/generate/client/locals.test.ts reads every declared name back from generated clients and
+ * fails when one is missing here.
+ */
+export const CLIENT_LOCALS: readonly string[] = [
+  // imports
+  'T', 'CompiledContract', 'defaultRuntime', 'sendIntent', 'sendOnce', 'buildRequest', 'RequestParts', 'clientBase', 'operationBaseUrl',
+  // `parts` and `createClient`
+  'parts', 'given', 'headers', 'options', 'runtime', 'base', 'intent', 'operation', 'key',
+  // an operation method
+  'input', 'call', 'contract', 'sent', 'statusInput', 'statusCall',
 ];
 
 /** Globals `schema.ts` uses (`Record`, and the types of binary bodies): a schema of such a name would shadow it there. */
