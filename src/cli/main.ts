@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import yargs from 'yargs';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../errors.js';
+import { printable } from '../parser/printable.js';
 import { describeDocumentError, displayFile } from './display.js';
 import type { CliIo, ExitCode } from './io.js';
 import { lintCommand } from './commands/lint.js';
@@ -43,7 +44,7 @@ export function describeError(error: unknown, verbose: boolean, cwd: string): st
   if (isError(error, UsageError)) {
     const file = error.file !== undefined && path.isAbsolute(error.file) ? displayFile(cwd, error.file) : error.file;
     const where = [file, error.line, error.column].filter((part) => part !== undefined).join(':');
-    return where ? `${where}: ${error.message}` : error.message;
+    return printable(where ? `${where}: ${error.message}` : error.message);
   }
   const text = error instanceof Error ? error.message : String(error);
   return verbose && error instanceof Error && error.stack

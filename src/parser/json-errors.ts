@@ -4,6 +4,7 @@
  * excerpt of the text), so a small scanner finds the offset of the first character that is not JSON. Runs
  * on the error path only.
  */
+import { printable } from './printable.js';
 
 /** Where a JSON text stops being JSON, and the error's message without V8's excerpt. */
 export interface JsonSyntaxError {
@@ -42,15 +43,6 @@ export function describeJsonSyntaxError(error: unknown, text: string): JsonSynta
     hint = 'is it YAML? name the file .yaml';
   }
   return { offset, message: printable(message), hint };
-}
-
-/** `text` with control characters written as escapes, so a message stays on one line and prints safely. */
-export function printable(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
-    const named: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t', '\u001b': '\\e' };
-    return named[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  });
 }
 
 function offsetOfLineColumn(text: string, line: number, column: number): number {

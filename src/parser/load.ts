@@ -25,6 +25,20 @@ import { appendPointer, lazyChild, parsePointer, valueAt } from './pointer.js';
 import { duplicateKeyDocumentError, SourceCache } from './source.js';
 import { summarise } from './summarise.js';
 
+/**
+ * A file a `$ref` reached that does not parse: the error stays where it is in that file, and {@link via} says
+ * which `$ref` led there (the CLI prints it after the message).
+ */
+export class ReachedDocumentError extends DocumentError {
+  constructor(
+    cause: DocumentError,
+    /** The `$ref` (as written) and where it is written. */
+    readonly via: { readonly ref: string; readonly file: string; readonly line: number; readonly column: number },
+  ) {
+    super(cause.message, cause.file, cause.pointer, cause.line, cause.column);
+  }
+}
+
 /** Options of {@link loadDocument}. */
 export interface LoadOptions {
   /**
@@ -526,9 +540,9 @@ class DocumentLoader implements ApiDocument {
   private need(value: unknown, at: Location): { value: unknown; at: Location } {
     const followed = this.follow(value, at);
     if (followed.ok) return followed;
-    if (followed.cause) throw followed.cause;
     const refPointer = appendPointer(followed.refAt.pointer, '$ref');
     const { line, column } = this.position({ file: followed.refAt.file, pointer: refPointer });
+    if (followed.cause) throw new ReachedDocumentError(followed.cause, { ref: followed.ref, file: followed.refAt.file, line, column });
     throw new DocumentError(followed.reason, followed.refAt.file, refPointer, line, column);
   }
 
@@ -614,7 +628,13 @@ class DocumentLoader implements ApiDocument {
       if (/file not found/.test(error.message)) {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at a missing file '${filePart}' — fix the path (it is relative to the file that holds the $ref)` };
       }
-      return { ok: false, ref, refAt: from, reason: error.message, cause: error };
+      // The file as a whole cannot be used (a directory, unreadable, UTF-16, empty): said at the $ref.
+      if (error.pointer === '') {
+        const why = error.message.startsWith('is a directory') ? `a directory, not a file — point it at the YAML or JSON file` : error.message;
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}': ${why}` };
+      }
+      // A syntax error in it: said where it is (the cause), naming the $ref that led there.
+      return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}', which does not parse: ${error.message}`, cause: error };
     }
     if (!this.touched.includes(file)) this.touch(file);
     const value = valueAt(source.value, tokens);

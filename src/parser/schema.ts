@@ -67,7 +67,10 @@ function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaV
         const extra = String((error.params as { additionalProperty: string }).additionalProperty);
         target = [...path, extra];
         const allowed = allowedProperties(error);
-        message = `unknown field '${extra}' in ${field}${allowed ? ` (allowed: ${allowed})` : ''}`;
+        message =
+          extra === '$ref'
+            ? `${field} holds a $ref, which is followed only for a whole contract (\`x-idempotency: {$ref: …}\`) — write the value in place, or $ref the whole contract`
+            : `unknown field '${extra}' in ${field}${allowed ? ` (allowed: ${allowed})` : ''}`;
         break;
       }
       case 'enum':

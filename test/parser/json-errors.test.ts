@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describeJsonSyntaxError, firstJsonError, printable } from '../../src/parser/json-errors.js';
+import { describeJsonSyntaxError, firstJsonError } from '../../src/parser/json-errors.js';
+import { printable } from '../../src/parser/printable.js';
 
 /** What describeJsonSyntaxError says about `text`, which must fail JSON.parse. */
 function explain(text: string) {

@@ -3,6 +3,7 @@ import type { Finding, Severity } from '../rule.js';
 import type { LintReport } from './index.js';
 import { messageNamesOperation, operationLabelsOf } from './common.js';
 import { findOperationByName } from '../operation-name.js';
+import { printable } from '../../parser/printable.js';
 import { displayPath } from './paths.js';
 
 const LABEL: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'info' };
@@ -21,7 +22,7 @@ function formatBaseline(report: LintReport): string {
     const stale = baseline.stale.length;
     lines.push(`${stale} stale ${stale === 1 ? 'entry' : 'entries'} (no longer found; regenerate with --write-baseline):`);
     for (const entry of baseline.stale) {
-      lines.push(`  ${entry.file}  ${entry.operation}  ${entry.pointer || '(operation)'}  ${entry.rule}${entry.count > 1 ? ` x${entry.count}` : ''}`);
+      lines.push(printable(`  ${entry.file}  ${entry.operation}  ${entry.pointer || '(operation)'}  ${entry.rule}${entry.count > 1 ? ` x${entry.count}` : ''}`));
     }
   }
   return `${lines.join('\n')}\n`;
@@ -39,10 +40,11 @@ function formatFindings(report: LintReport): string {
   }
   const lines: string[] = [];
   for (const [file, findings] of byFile) {
-    lines.push(displayPath(report.cwd, file));
+    lines.push(printable(displayPath(report.cwd, file)));
+    // Messages quote key names and values from the user's file: a control character there must not reach the terminal.
     const rows = findings.map((finding) => {
       const scope = namesOperation(finding, report) ? '' : ` (in ${finding.operations.join(', ')})`;
-      return [`${finding.line}:${finding.column}`, LABEL[finding.severity], `${finding.message}${scope}`, finding.ruleId];
+      return [`${finding.line}:${finding.column}`, LABEL[finding.severity], printable(`${finding.message}${scope}`), finding.ruleId];
     });
     const width = [0, 1].map((column) => Math.max(...rows.map((row) => row[column]!.length)));
     for (const row of rows) {

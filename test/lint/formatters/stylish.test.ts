@@ -7,12 +7,13 @@ import { payoutName, refundName, report, spec } from './fixture.js';
 const input = (findings?: Finding[]) => ({ ...report(), files: [spec], ...(findings ? { findings } : {}) });
 
 describe('stylish formatter', () => {
-  it('prints file, aligned rows and a summary; an operation is not repeated when the line is inside it', () => {
+  it('prints file, aligned rows and a summary; an operation is not repeated when the line is inside it; a row stays one line', () => {
     assert.equal(
       formatStylish(input()),
       [
         'api/open api.yaml',
-        '  12:7  error    Scope 100% global: keys, of <tenants> & "owners" collide\nacross accounts | `x`  scope-too-wide',
+        // The message's line feed (a value quoted from the file) is written as an escape, not a break.
+        '  12:7  error    Scope 100% global: keys, of <tenants> & "owners" collide\\nacross accounts | `x`  scope-too-wide',
         '  10:5  warning  No ttl.  ttl-missing',
         '  30:5  error    POST /refunds takes Idempotency-Key but has no x-idempotency.  contract-missing',
         '',
