@@ -299,7 +299,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   // The intent owns these headers: a caller's own copy (in any letter case) would be sent alongside
   // and turn one key into two values.
   const baseHeaders = mergeHeaders(request.headers);
-  for (const name of [contract.key.header, requestIdHeader, ...(firstSentHeader === undefined ? [] : [firstSentHeader])]) {
+  for (const name of [contract.key.header, requestIdHeader, firstSentHeader].filter((owned): owned is string => owned !== undefined)) {
     const given = headerName(baseHeaders, name);
     if (given !== undefined) delete baseHeaders[given];
   }
@@ -327,8 +327,8 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
 
     const requestId = keyIsRequestId ? intent.key : rt.newRequestId();
-    // The key last: nothing replaces it.
     const firstSent: Record<string, string> = firstSentHeader === undefined ? {} : { [firstSentHeader]: new Date(intent.firstSentAt ?? now).toUTCString() };
+    // The key last: nothing replaces it.
     const headers = { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), [contract.key.header]: intent.key };
     // A request fetch would refuse (a bad header value or key, a path-only URL under Node) never counts as an attempt.
     assertSendable(url, request.method, headers);
