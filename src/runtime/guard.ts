@@ -227,7 +227,7 @@ export interface GuardOptions {
 export interface AbortInfo {
   /** The effect was rolled back with the reservation's transaction: the key is released. */
   readonly rolledBack: boolean;
-  /** The handler may still be running: the lease is left to run out instead of ending now. */
+  /** The handler may still be running: its lease is renewed on (up to `leaseRenewalMaxMs`) instead of ending now. */
   readonly handlerRunning?: boolean;
   readonly error?: unknown;
 }
@@ -251,7 +251,7 @@ export interface Guard<Tx = unknown> {
   /**
    * Handler threw / 5xx with a possibly-happened effect: keep for reconciliation unless `rolledBack`. A kept
    * local effect's lease ends at once, unless `handlerRunning` says the handler may still be at work (another
-   * middleware answered over it): then it runs out by itself. Never throws.
+   * middleware answered over it): then it is renewed on, as a running handler's, up to `leaseRenewalMaxMs`. Never throws.
    */
   abort(reservation: Reservation, info: AbortInfo): Promise<void>;
   /**
@@ -1004,10 +1004,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function abort(reservation: Reservation, info: AbortInfo): Promise<void> {
     if (!reservation.guarded) return;
+    if (info.handlerRunning === true && !info.rolledBack) {
+      // Still at work: its lease is renewed on (up to leaseRenewalMaxMs), as for any running handler, so neither a
+      // duplicate nor reconciliation takes it over beside the handler.
+      if (logging) log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+      return;
+    }
     const heartbeats = stopRenewal(reservation);
     if (info.rolledBack) return release(reservation, 'rolled-back');
     if (logging) log({ decision: 'kept', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
-    if (info.handlerRunning !== true) endLease(reservation, heartbeats);
+    endLease(reservation, heartbeats);
   }
 
   /**
@@ -1172,15 +1178,17 @@ function withoutRequestId(req: GuardRequest): GuardRequest {
 }
 
 /**
- * The principal hook's answer as the owner id the record is scoped by: a non-blank string, or a number or bigint
- * as its decimal text. None (`undefined`, `null`, blank) is `undefined`: 400 scope unresolved. Anything else
- * (an ObjectId, a URL, a user object) would hash as its JSON — `{}` for most classes, one scope for every owner,
- * each replaying the others' answers — so it is refused with a `TypeError`.
+ * The principal hook's answer as the owner id the record is scoped by: a non-blank string, a finite number (hashed
+ * as a number, as it always was: records made before stay found), or a bigint as its decimal text. None
+ * (`undefined`, `null`, blank) is `undefined`: 400 scope unresolved. Anything else (an ObjectId, a URL, a user
+ * object) would hash as its JSON — `{}` for most classes, one scope for every owner, each replaying the others'
+ * answers — so it is refused with a `TypeError`.
  */
-function principalOf(value: unknown): string | undefined {
+function principalOf(value: unknown): string | number | undefined {
   if (typeof value === 'string') return value.trim() === '' ? undefined : value;
   if (value === undefined || value === null) return undefined;
-  if ((typeof value === 'number' && Number.isFinite(value)) || typeof value === 'bigint') return String(value);
+  if (typeof value === 'number' && Number.isFinite(value)) return value;
+  if (typeof value === 'bigint') return String(value);
   const kind = typeof value === 'object' ? (Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null)?.constructor?.name ?? 'object' : typeof value;
   throw new TypeError(`the principal hook returned ${kind === 'number' ? String(value) : `a ${kind}`}, not the owner's id: return it as a string (e.g. String(user.id))`);
 }

@@ -5,6 +5,7 @@ import { PROBLEM_BASE, type GuardProblem } from '../../src/runtime/problem.js';
 import { StoreError, type IdempotencyStore, type ReserveInput, type ReserveResult, type TransactionStep, type TransactionalStore } from '../../src/runtime/store.js';
 import { MemoryStore } from '../../src/runtime/stores/memory.js';
 import { bodyJson, demoContract, demoRequest, jsonResponse } from './fixtures.js';
+import { computeRecordId } from '../../src/runtime/fingerprint.js';
 
 const KEY = 'stripe-node-retry-7c9f0b1e-3c1d-4a51-9a43-0d9d1b2a5f10';
 
@@ -209,11 +210,14 @@ describe('runtime/guard: key and scope', () => {
     for (const object of [new ObjectId('alice'), new URL('https://id.example/alice'), { id: 'alice' }]) {
       await assert.rejects(s.guard.handle(as(object), s.handler), (error: Error) => error instanceof TypeError && /principal hook returned a (ObjectId|URL|Object)/.test(error.message));
     }
-    // A numeric id is its decimal text.
+    // A numeric id (a numeric user column) is hashed as a number, as before this check: records made then are still found.
     await s.guard.handle(as(42), s.handler);
-    assert.equal((await s.guard.handle(as('42'), s.handler)).headers['idempotent-replayed'], 'true');
+    assert.equal((await s.guard.handle(as(42), s.handler)).headers['idempotent-replayed'], 'true');
     assert.equal((await s.guard.handle(as(43), s.handler)).headers['idempotent-replayed'], 'false');
     assert.equal(s.runs(), 2);
+    const before = setup();
+    await before.guard.handle(as(42), before.handler);
+    assert.equal(firstEventKeyId(before.events), computeRecordId([['principal', 42], ['header', 'X-Tenant-Id', 't1']], demoContract().operationId, KEY));
   });
 });
 

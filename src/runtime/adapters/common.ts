@@ -75,7 +75,8 @@ interface TemplateSegment {
  * backtracking that made such a RegExp cubic on a long path that does not match.
  */
 export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
-  const segments: TemplateSegment[] = template
+  // An OpenAPI path starts with '/'; one that does not is matched as if it did (whole segments, never a suffix of one).
+  const segments: TemplateSegment[] = (template.startsWith('/') ? template : `/${template}`)
     .split('/')
     .slice(1)
     .map((segment) => {
@@ -214,11 +215,21 @@ export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
+/**
+ * The largest body decoded for a record (16 MiB): a small gzip can inflate to gigabytes in memory and in the
+ * store. A larger one is recorded encoded, with its `Content-Encoding`.
+ */
+const MAX_DECODED_BYTES = 16 * 1024 * 1024;
+
+const DECODE_OPTIONS = { maxOutputLength: MAX_DECODED_BYTES };
+const gunzipBytes = promisify(gunzip);
+const inflateBytes = promisify(inflate);
+const brotliBytes = promisify(brotliDecompress);
 const DECODERS: Record<string, (bytes: Uint8Array) => Promise<Buffer>> = {
-  gzip: promisify(gunzip),
-  'x-gzip': promisify(gunzip),
-  deflate: promisify(inflate),
-  br: promisify(brotliDecompress),
+  gzip: (bytes) => gunzipBytes(bytes, DECODE_OPTIONS),
+  'x-gzip': (bytes) => gunzipBytes(bytes, DECODE_OPTIONS),
+  deflate: (bytes) => inflateBytes(bytes, DECODE_OPTIONS),
+  br: (bytes) => brotliBytes(bytes, DECODE_OPTIONS),
 };
 
 /**

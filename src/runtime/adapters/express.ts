@@ -126,8 +126,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         await guard.abort(decision.reservation, { rolledBack: false });
         return;
       }
-      // A timeout middleware (connect-timeout) answered over a handler still at work: not the handler's outcome.
-      if (timedOut(req)) await guard.abort(decision.reservation, { rolledBack: false, handlerRunning: true });
+      // A timeout middleware (connect-timeout) answered over a handler still at work: not the handler's outcome. A
+      // 2xx-4xx after the timeout (connect-timeout's `respond: false`) is the handler's own, and is recorded.
+      if (timedOut(req) && sent.status >= 500) await guard.abort(decision.reservation, { rolledBack: false, handlerRunning: true });
       else await guard.complete(decision.reservation, await identityAnswer(sent));
       held.flush(decision.headers);
     })().catch(next);

@@ -67,6 +67,8 @@ interface RequestState {
   headers: Record<string, string>;
   /** Set once the response was recorded (or needs no recording). */
   settled: boolean;
+  /** A replay's recorded body: what the guard's onSend puts back after the app's onSend hooks ran. */
+  replay?: Uint8Array;
 }
 
 const states = new WeakMap<FastifyRequest, RequestState>();
@@ -126,9 +128,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const guardRequest = await toGuardRequest(request);
     const decision = await guard.begin(guardRequest);
     if (decision.kind === 'respond') {
-      states.set(request, { owner: guard, context: unguardedContext(contract), headers: {}, settled: true });
-      // A replay is the recorded answer, which other plugins' onSend hooks already shaped: sent past them, as recorded.
-      return decision.replayed === true ? sendRecorded(reply, decision.response) : sendResponse(reply, decision.response);
+      const state: RequestState = { owner: guard, context: unguardedContext(contract), headers: {}, settled: true };
+      // A replay is the recorded answer, which the app's onSend hooks already shaped: they run again (for the headers
+      // they add: CORS, a request id), and this guard's onSend, which runs after them, puts the recorded bytes back.
+      if (decision.replayed === true) state.replay = decision.response.body;
+      states.set(request, state);
+      return sendResponse(reply, decision.response);
     }
     const state: RequestState = {
       owner: guard,
@@ -137,11 +142,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       settled: false,
     };
     states.set(request, state);
-    // A hijacked reply (`reply.hijack()`, then `reply.raw`) never reaches onSend: once it is over, the effect may
-    // have happened and nothing was recorded, so the record is kept for reconciliation instead of waiting out the
-    // lease renewals. A reply that is not sent yet (the client went away mid-handler) still ends in onSend.
+    // A hijacked reply (`reply.hijack()`, then `reply.raw`) never reaches onSend: once the handler has ended it,
+    // the effect may have happened and nothing was recorded, so the record is kept for reconciliation instead of
+    // waiting out the lease renewals. A socket that closes before (the client went away) says nothing of the
+    // handler, which may still be at work: the heartbeat goes on. A reply not hijacked ends in onSend.
     reply.raw.once('close', () => {
-      if (state.settled || !reply.sent) return;
+      if (state.settled || !reply.sent || !reply.raw.writableFinished) return;
       state.settled = true;
       void guard.abort(state.context.reservation, { rolledBack: false });
     });
@@ -150,7 +156,13 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   const onSend: GuardOnSend = async (request, reply, payload) => {
     const state = states.get(request);
-    if (state === undefined || state.settled || state.owner !== guard) return payload;
+    if (state === undefined || state.owner !== guard) return payload;
+    if (state.replay !== undefined) {
+      // The recorded bytes, as recorded: an encoding or envelope an earlier hook applied again is undone.
+      reply.removeHeader('content-encoding');
+      return Buffer.from(state.replay.buffer, state.replay.byteOffset, state.replay.byteLength);
+    }
+    if (state.settled) return payload;
     state.settled = true;
     let body: Uint8Array;
     try {
@@ -477,10 +489,24 @@ async function serialize(reply: FastifyReply, value: unknown): Promise<GuardResp
     body = await payloadBytes(value);
   } else {
     if (!reply.hasHeader('content-type')) reply.header('content-type', 'application/json; charset=utf-8');
-    const serialized: unknown = reply.serialize(value);
+    const serialized: unknown = serializeObject(reply, value);
     body = typeof serialized === 'string' ? Buffer.from(serialized, 'utf8') : serialized instanceof Uint8Array ? serialized : new Uint8Array(serialized as ArrayBuffer);
   }
   return { status: reply.statusCode, headers: replyHeaders(reply), body };
+}
+
+/**
+ * An object as Fastify's send path serializes it: a response schema keyed by content type (`{ 201: { content:
+ * { 'application/json': … } } }`) by the reply's media type or `*\/*`, else `reply.serialize` (a custom serializer,
+ * the route's schema for the status, or JSON).
+ */
+function serializeObject(reply: FastifyReply, value: unknown): unknown {
+  const mediaType = String(reply.getHeader('content-type') ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+  for (const status of [String(reply.statusCode), `${String(reply.statusCode)[0]}xx`]) {
+    const keyed: unknown = reply.getSerializationFunction(status, mediaType) ?? reply.getSerializationFunction(status, '*/*');
+    if (typeof keyed === 'function') return (keyed as (data: unknown) => unknown)(value);
+  }
+  return reply.serialize(value);
 }
 
 function sendResponse(reply: FastifyReply, response: GuardResponse): FastifyReply {
@@ -491,18 +517,3 @@ function sendResponse(reply: FastifyReply, response: GuardResponse): FastifyRepl
   return reply.send(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
 }
 
-/**
- * Sends a recorded answer as it was recorded: past the onSend hooks (which shaped it the first time: an envelope
- * or a signature would be applied twice), with the headers the reply holds so far (CORS, security headers set by
- * earlier hooks). onResponse hooks still run.
- */
-function sendRecorded(reply: FastifyReply, response: GuardResponse): FastifyReply {
-  const earlier = reply.getHeaders();
-  reply.hijack();
-  const raw = reply.raw;
-  raw.statusCode = response.status;
-  for (const [name, value] of Object.entries(earlier)) if (value !== undefined) raw.setHeader(name, value);
-  for (const [name, value] of Object.entries(response.headers)) raw.setHeader(name, value);
-  raw.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
-  return reply;
-}

@@ -63,6 +63,9 @@ describe('runtime/adapters/common', () => {
     assert.equal(date('/reports/2026-11/export'), undefined);
     assert.deepEqual(pathMatcher('/f/{name}.{ext}')('/f/a.tar.gz'), { name: 'a.tar', ext: 'gz' });
     assert.deepEqual(pathMatcher('/v{version}/{a}{b}')('/v2/xyz'), { version: '2', a: 'xy', b: 'z' });
+    // A template without its leading '/' (OpenAPI requires one) matches whole segments, never the end of one.
+    assert.deepEqual(pathMatcher('things/{id}')('/api/things/5'), { id: '5' });
+    assert.equal(pathMatcher('things/{id}')('/otherthings/5'), undefined);
     // A RegExp built from this template backtracked cubically here (minutes at 20 KB; the whole server stalls).
     const hostile = `/reports/${'1-'.repeat(10_000)}/exporT`;
     assert.equal(date(hostile), undefined);

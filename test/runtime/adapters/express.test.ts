@@ -190,9 +190,28 @@ describe('runtime/adapters/express', () => {
     assert.equal(calls, 2);
   });
 
-  it('a timeout middleware answering over a running handler (req.timedout) does not free the key: the retry waits instead of running it again', async () => {
+  it('records a gzip body that would inflate past 16 MiB as sent, with its Content-Encoding, instead of inflating it', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));
+    const bomb = gzipSync(Buffer.alloc(20 * 1024 * 1024));
+    app.post('/things/:tenant', express.json(), guard, (_req, res) => {
+      calls += 1;
+      res.status(201).type('application/octet-stream').setHeader('content-encoding', 'gzip');
+      res.end(bomb);
+    });
+    server = await listen(app);
+    await postBytes(server.port, { key: 'bomb', body: {} });
+    const replay = await postBytes(server.port, { key: 'bomb', body: {} });
+    assert.equal(replay.headers['content-encoding'], 'gzip');
+    assert.ok(replay.body.equals(bomb));
+    assert.equal(calls, 1);
+  });
+
+  it('a timeout middleware answering over a running handler (req.timedout) does not free the key: the retry waits instead of running it again', async () => {
+    const app = express();
+    // A reconcile hook that finds no effect yet, and a lease shorter than the handler: the lease must be renewed, or
+    // reconciliation would take the key over beside the running handler.
+    const guard = createRouteGuard({ ...contract, leaseMs: 60 }, options(new MemoryStore(), { reconcile: async () => ({ outcome: 'not-happened' }) }));
     // connect-timeout's behaviour: mark the request, answer 503, let the handler run on.
     app.use((req, res, next) => {
       const timer = setTimeout(() => {
@@ -209,15 +228,38 @@ describe('runtime/adapters/express', () => {
         calls += 1;
         if (!(req as { timedout?: boolean }).timedout) res.status(201).json({ id: calls });
         finished();
-      }, 120);
+      }, 300);
     });
     server = await listen(app);
     const first = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
     assert.equal(first.status, 503);
     const retry = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
-    assert.equal(retry.status, 409);
     assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const later = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+    assert.equal(later.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress', 'past the first lease');
     await done;
+    assert.equal(calls, 1);
+  });
+
+  it("after a timeout that does not answer (connect-timeout's respond: false), the handler's own answer is recorded", async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.use((req, _res, next) => {
+      setTimeout(() => ((req as { timedout?: boolean }).timedout = true), 10);
+      next();
+    });
+    app.post('/things/:tenant', express.json(), guard, (_req, res) => {
+      setTimeout(() => {
+        calls += 1;
+        res.status(201).json({ id: `late-${calls}` });
+      }, 40);
+    });
+    server = await listen(app);
+    const first = await post(server.port, '/things/t1', { key: 'late', user: 'u', body: {} });
+    const replay = await post(server.port, '/things/t1', { key: 'late', user: 'u', body: {} });
+    assert.deepEqual([first.status, first.text], [201, '{"id":"late-1"}']);
+    assert.deepEqual([replay.status, replay.text, replay.headers['idempotent-replayed']], [201, first.text, 'true']);
     assert.equal(calls, 1);
   });
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { Readable } from 'node:stream';
 import { brotliCompressSync, gunzipSync, gzipSync } from 'node:zlib';
 import type Database from 'better-sqlite3';
@@ -131,10 +132,16 @@ describe('runtime/adapters/fastify', () => {
     app.addHook('onRequest', async (_request, reply) => {
       reply.header('access-control-allow-origin', '*');
     });
-    // A plugin that wraps every JSON answer, as many APIs do.
+    // A plugin that wraps every JSON answer, as many APIs do (whatever form the payload has).
     app.addHook('onSend', async (_request, reply, payload) => {
-      if (typeof payload !== 'string' || !String(reply.getHeader('content-type')).startsWith('application/json')) return payload;
-      return JSON.stringify({ data: JSON.parse(payload), meta: { v: 1 } });
+      if (!String(reply.getHeader('content-type')).startsWith('application/json')) return payload;
+      const text = typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString() : undefined;
+      return text === undefined ? payload : JSON.stringify({ data: JSON.parse(text), meta: { v: 1 } });
+    });
+    // Headers set in onSend (@fastify/cors with hook: 'onSend', a request-id echo) go with replays too.
+    app.addHook('onSend', async (request, reply, payload) => {
+      reply.header('x-request-id', request.id);
+      return payload;
     });
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
@@ -151,6 +158,7 @@ describe('runtime/adapters/fastify', () => {
     assert.equal(replay.text, first.text);
     assert.equal(replay.headers['content-type'], first.headers['content-type']);
     assert.equal(replay.headers['access-control-allow-origin'], '*');
+    assert.ok(replay.headers['x-request-id'], 'an onSend hook header');
     assert.equal(calls, 1);
   });
 
@@ -189,7 +197,8 @@ describe('runtime/adapters/fastify', () => {
       const guard = createRouteGuard(contract, options(store));
       app.post(
         '/things/:tenant',
-        { schema: { response: { 201: { type: 'object', properties: { id: { type: 'string' } } } } } },
+        // A response schema keyed by content type, as OpenAPI-generated routes write it.
+        { schema: { response: { 201: { content: { 'application/json': { schema: { type: 'object', properties: { id: { type: 'string' } } } } } } } } },
         guard.transactional(async (request, reply) => {
           calls += 1;
           const kind = (request.body as { kind: string }).kind;
@@ -214,6 +223,38 @@ describe('runtime/adapters/fastify', () => {
       }
       assert.equal(calls, 3);
     }, () => app.close());
+  });
+
+  it('a hijacked reply whose client goes away while the handler still works keeps its lease: the retry is told "in progress", never reconciled beside it', async () => {
+    const guard = createRouteGuard({ ...contract, leaseMs: 60 }, { ...options(new MemoryStore()), reconcile: async () => ({ outcome: 'not-happened' }) });
+    let release!: () => void;
+    const working = new Promise<void>((resolve) => (release = resolve));
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      calls += 1;
+      reply.hijack();
+      reply.raw.writeHead(202, { 'content-type': 'text/plain' });
+      reply.raw.write('working…\n');
+      await working;
+      reply.raw.end('done\n');
+      return reply;
+    });
+    const port = await listen(app);
+    await new Promise<void>((resolve, reject) => {
+      const request = http.request({ host: '127.0.0.1', port, path: '/things/t1', method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'stream', 'x-user': 'u' } }, (response) => {
+        response.once('data', () => {
+          request.destroy();
+          resolve();
+        });
+      });
+      request.on('error', () => undefined);
+      request.on('close', () => resolve());
+      request.end('{}');
+    });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const retry = await post(port, '/things/t1', { key: 'stream', user: 'u', body: {} });
+    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-in-progress');
+    release();
+    assert.equal(calls, 1);
   });
 
   it('resolves path parameters Fastify cannot name ({item.id}) from the request path, percent-decoded, under a prefix', async () => {
