@@ -95,6 +95,8 @@ class DocumentLoader implements ApiDocument {
   private readonly warnedRefs = new Set<string>();
   // Misplaced `x-idempotency` keys already warned about (a path item `$ref`'d from two paths is read twice).
   private readonly warnedMisplaced = new Set<string>();
+  // Where contract `$ref`s (an operation's, the defaults') landed, as `file#pointer`: an `x-idempotency` there is read.
+  private readonly contractTargets = new Set<string>();
   private readonly contractedHere: { readonly at: Location; readonly node: Record<string, unknown> }[] = [];
 
   constructor(
@@ -309,7 +311,7 @@ class DocumentLoader implements ApiDocument {
   private misplaced(owner: Location, where: string): void {
     const at = { file: owner.file, pointer: appendPointer(owner.pointer, 'x-idempotency') };
     const key = `${at.file}#${at.pointer}`;
-    if (this.warnedMisplaced.has(key)) return;
+    if (this.warnedMisplaced.has(key) || this.contractTargets.has(key)) return;
     this.warnedMisplaced.add(key);
     this.warn(at, `x-idempotency ${where} is not read — move it under each method (post:, patch:, …), or to the document root for defaults`);
   }
@@ -339,7 +341,7 @@ class DocumentLoader implements ApiDocument {
 
   private readDefaults(): { value: Record<string, unknown>; at: Location } | undefined {
     if (!Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency')) return undefined;
-    const defaults = this.need(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' });
+    const defaults = this.need(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' }, this.contractTargets);
     // Written in place, the defaults are checked with every `x-idempotency` value of the entry file.
     if (defaults.at.file !== this.file || defaults.at.pointer !== '/x-idempotency') this.rejectDuplicateKeys(defaults.at, true);
     this.defaultsAt = defaults.at;
@@ -357,7 +359,7 @@ class DocumentLoader implements ApiDocument {
     pathItemAt: Location,
     defaults: { value: Record<string, unknown>; at: Location } | undefined,
   ): IdempotencyContract {
-    const own = this.need(node['x-idempotency'], { file: at.file, pointer: appendPointer(at.pointer, 'x-idempotency') });
+    const own = this.need(node['x-idempotency'], { file: at.file, pointer: appendPointer(at.pointer, 'x-idempotency') }, this.contractTargets);
     // A contract written in place in the entry file is checked by rejectJsonDuplicates.
     if (own.at.file !== this.file || own.at.pointer !== appendPointer(at.pointer, 'x-idempotency')) this.rejectDuplicateKeys(own.at, true);
     if (own.value !== false) this.checkNeededRefs(node, at, pathItem, pathItemAt);
@@ -536,9 +538,12 @@ class DocumentLoader implements ApiDocument {
     this.warnings.push({ at, message });
   }
 
-  /** Follows `$ref`s; a broken one is a {@link DocumentError} at the `$ref`. */
-  private need(value: unknown, at: Location): { value: unknown; at: Location } {
-    const followed = this.follow(value, at);
+  /**
+   * Follows `$ref`s; a broken one is a {@link DocumentError} at the `$ref`. Each node a `$ref` lands on is
+   * added to `reached` (as `file#pointer`) when given.
+   */
+  private need(value: unknown, at: Location, reached?: Set<string>): { value: unknown; at: Location } {
+    const followed = this.follow(value, at, undefined, reached);
     if (followed.ok) return followed;
     const refPointer = appendPointer(followed.refAt.pointer, '$ref');
     const { line, column } = this.position({ file: followed.refAt.file, pointer: refPointer });
@@ -546,7 +551,7 @@ class DocumentLoader implements ApiDocument {
     throw new DocumentError(followed.reason, followed.refAt.file, refPointer, line, column);
   }
 
-  private follow(value: unknown, at: Location, section?: ShorthandSection): Followed {
+  private follow(value: unknown, at: Location, section?: ShorthandSection, reached?: Set<string>): Followed {
     let current: unknown = value;
     let where = at;
     // Cycle check on the targets (concrete pointers), kept only along a chain of `$ref`s: a single hop (by
@@ -556,6 +561,7 @@ class DocumentLoader implements ApiDocument {
       if (!isPlainObject(current) || typeof current.$ref !== 'string') return hop === 0 ? { ok: true, value, at } : { ok: true, value: current, at: where };
       const target = this.resolveRef(current.$ref, where, hop === 0 ? section : undefined);
       if (!target.ok) return target;
+      reached?.add(`${target.at.file}#${target.at.pointer}`);
       const next = target.value;
       if (isPlainObject(next) && typeof next.$ref === 'string') {
         const key = `${target.at.file}#${target.at.pointer}`;

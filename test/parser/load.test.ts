@@ -255,6 +255,73 @@ describe('loadDocument', () => {
       assert.deepEqual(doc.position(doc.warnings[0]!.at), spot(file, /^ {4}x-idempotency:$/), 'at the key');
     });
 
+    it('does not call an x-idempotency under components "not read" when a contract $ref reads it (3.x and 2.0); an unreferenced one still is', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-misplaced-'));
+      try {
+        const contract = ['key: {header: Idempotency-Key, required: true}', 'ttl: P1D'];
+        const operation = (indent: string, id: string, ref: string) =>
+          [`${indent}post:`, `${indent}  operationId: ${id}`, `${indent}  x-idempotency: {$ref: '${ref}'}`, `${indent}  responses: {'201': {description: ok}}`];
+        const nested = (indent: string, lines: string[]) => lines.map((line) => indent + line);
+        writeFileSync(
+          path.join(dir, 'v3.yaml'),
+          [
+            'openapi: 3.1.0',
+            'info: {title: t, version: "1"}',
+            "x-idempotency: {$ref: '#/components/x-idempotency'}",
+            'paths:',
+            '  /a:',
+            ...operation('    ', 'a', '#/components/responses/Shared/x-idempotency'),
+            '  /b:',
+            ...operation('    ', 'b', '#/components/responses/Chained/x-idempotency'),
+            'components:',
+            '  x-idempotency: {ttl: P1D}',
+            '  responses:',
+            '    Shared:',
+            '      description: shared',
+            '      x-idempotency:',
+            ...nested('        ', contract),
+            '    Chained:',
+            '      description: a $ref to a $ref',
+            "      x-idempotency: {$ref: '#/components/responses/Shared/x-idempotency'}",
+            '    Unread:',
+            '      description: nobody points here',
+            '      x-idempotency:',
+            ...nested('        ', contract),
+            '',
+          ].join('\n'),
+        );
+        writeFileSync(
+          path.join(dir, 'v2.yaml'),
+          [
+            'swagger: "2.0"',
+            'info: {title: t, version: "1"}',
+            'paths:',
+            '  /a:',
+            ...operation('    ', 'a', '#/responses/Shared/x-idempotency'),
+            'responses:',
+            '  Shared:',
+            '    description: shared',
+            '    x-idempotency:',
+            ...nested('      ', contract),
+            '  Unread:',
+            '    description: nobody points here',
+            '    x-idempotency:',
+            ...nested('      ', contract),
+            '',
+          ].join('\n'),
+        );
+        const misplaced = (doc: ApiDocument) => doc.warnings.filter((warning) => / is not read/.test(warning.message)).map((warning) => warning.at.pointer);
+        const v3 = await loadDocument(path.join(dir, 'v3.yaml'));
+        assert.deepEqual(v3.operations.map((operation) => operation.contract?.key.header), ['Idempotency-Key', 'Idempotency-Key'], 'both contracts are read from components');
+        assert.deepEqual(misplaced(v3), ['/components/responses/Unread/x-idempotency']);
+        const v2 = await loadDocument(path.join(dir, 'v2.yaml'));
+        assert.equal(v2.operations[0]!.contract?.key.header, 'Idempotency-Key');
+        assert.deepEqual(misplaced(v2), ['/responses/Unread/x-idempotency']);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('follows no $ref that no contract needs', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
