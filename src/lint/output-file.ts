@@ -61,6 +61,10 @@ export function describeWriteError(error: unknown, option: string, shown: string
     }
     case 'ENOENT':
       return say('a directory on the path does not exist (removed while writing?)');
+    case 'EOWNFD':
+      return say('only /dev/stdout and /dev/stderr (fd 1, 2) can be named as descriptors — name a file');
+    case 'EBADF':
+      return say('no such descriptor is open — name a file');
     case 'ENXIO':
       return say('it is a socket or a device with nothing behind it — name a file');
     case 'EPIPE':

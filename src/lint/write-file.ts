@@ -1,7 +1,8 @@
 /**
  * File output that never leaves a partial file and never replaces what is not a regular file: a regular file
  * is written atomically (readers see the old file or the whole new one); a device, FIFO or descriptor
- * (`/dev/null`, a named pipe, `/dev/stdout`) is written into, as a shell's `>` would.
+ * (`/dev/null`, a named pipe, `/dev/stdout`) is written into, as a shell's `>` would. Of idemkit's own
+ * descriptors only 0–2 may be named: the others are Node's (its event loop's epoll, eventfd and wakeup pipe).
  */
 import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { Stats } from 'node:fs';
@@ -11,24 +12,37 @@ import { randomBytes } from 'node:crypto';
 /** Symbolic links followed before giving up, as the kernel does (ELOOP). */
 const MAX_LINKS = 40;
 
-/** A path that names an open descriptor: writing there means writing to it, not replacing what it names. */
-const DESCRIPTOR = /^\/(?:dev\/(?:stdout|stderr|fd\/\d+)|proc\/(?:self|thread-self|\d+)\/fd\/\d+)$/;
+/** A process's descriptor directory as `realpath` gives it (`/dev/fd`, `/proc/self/fd` lead there). */
+const FD_DIRECTORY = /^\/proc\/(\d+)(?:\/task\/\d+)?\/fd$/;
+
+/** The highest descriptor of idemkit's own that may be named: stdin, stdout and stderr, which the shell opened. */
+const LAST_STANDARD_FD = 2;
 
 /**
  * Writes `text` to `file`. A regular file (or a new one) gets a temporary file beside it that is renamed
  * over it; an existing file keeps its permission bits, and a symbolic link is written through (the file it
  * names changes; the link stays a link). Anything else that exists — a device, a FIFO, a socket, a
- * descriptor path — is opened and written into, never replaced. Missing parent directories are created one
- * level at a time.
+ * descriptor path (`/dev/fd/N`, `/proc/…/fd/N`, or a link to one) — is opened and written into, never
+ * replaced. Missing parent directories are created one level at a time.
  *
  * Errors carry a `code`: the system's, or `EREADONLY` (a file its owner may not write: the rename would
  * replace it regardless), `EDANGLING` (a symbolic link on the way names nothing; `link` and `target` say
- * which) or `EMKDIR` (a directory could not be created; `path` says which).
+ * which), `EMKDIR` (a directory could not be created; `path` says which), `EOWNFD` (one of idemkit's own
+ * descriptors above 2, which Node opened; `fd` says which) or `EBADF` (a descriptor path that names no open
+ * descriptor).
  */
 export function writeFileAtomic(file: string, text: string): void {
+  const descriptor = descriptorNamed(file);
+  if (descriptor !== undefined) {
+    if (descriptor.own && descriptor.fd > LAST_STANDARD_FD) {
+      throw Object.assign(new Error(`${file} names descriptor ${descriptor.fd}, which is Node's own`), { code: 'EOWNFD', fd: descriptor.fd });
+    }
+    writeDescriptor(file, text);
+    return;
+  }
   const stats = statIfExists(file);
   if (stats?.isDirectory()) throw Object.assign(new Error(`${file} is a directory`), { code: 'EISDIR' });
-  if (stats !== undefined && (!stats.isFile() || DESCRIPTOR.test(file))) {
+  if (stats !== undefined && !stats.isFile()) {
     writeInto(file, text);
     return;
   }
@@ -58,6 +72,46 @@ function statIfExists(file: string): Stats | undefined {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
+  }
+}
+
+/**
+ * The descriptor `file` names — `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, `/proc/PID/fd/N`, or a
+ * symbolic link (chain) to one — and whether it is this process's own; `undefined` for any other path.
+ */
+function descriptorNamed(file: string): { readonly fd: number; readonly own: boolean } | undefined {
+  let current = file;
+  for (let hop = 0; hop < MAX_LINKS; hop++) {
+    const name = path.basename(current);
+    if (/^\d+$/.test(name)) {
+      const match = FD_DIRECTORY.exec(realDirectory(path.dirname(current)) ?? '');
+      if (match) return { fd: Number(name), own: Number(match[1]) === process.pid };
+    }
+    try {
+      current = path.resolve(path.dirname(current), readlinkSync(current));
+    } catch {
+      return undefined; // not a link (EINVAL), nothing there (ENOENT), or unreadable: not a descriptor path
+    }
+  }
+  return undefined;
+}
+
+/** `realpath` of a directory, or `undefined` when it cannot be resolved. */
+function realDirectory(dir: string): string | undefined {
+  try {
+    return realpathSync(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes into the descriptor `file` names; one that is not open is `EBADF` (the system says ENOENT). */
+function writeDescriptor(file: string, text: string): void {
+  try {
+    writeInto(file, text);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    throw Object.assign(new Error(`${file} names no open descriptor`), { code: 'EBADF' });
   }
 }
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
-import { assertBuilt, runBin, runProcess } from './spawn.js';
+import { assertBuilt, bin, runBin, runProcess } from './spawn.js';
 
 const demo = readFileSync(fileURLToPath(new URL('../../samples/demo-requests/openapi.yaml', import.meta.url)), 'utf8');
 // The demo with one fault (scope-too-wide), so every run has a report to write.
@@ -75,6 +75,28 @@ describe('idemkit output targets: what is not a regular file is written into, ne
     assert.equal(result.code, 1, result.stderr);
     assert.equal(result.stderr, '');
     assert.match(result.stdout, /^api\.yaml\n.*scope-too-wide/);
+  });
+
+  it("-o and --write-baseline naming one of idemkit's own descriptors above 2 (Node's event loop) refuse with exit 2, and write nothing there", async function () {
+    if (!linux || !existsSync('/proc/self/fd')) this.skip();
+    const refused = (option: string, shown: string) => ({
+      code: 2,
+      stdout: '',
+      stderr: `cannot write ${option} ${shown}: only /dev/stdout and /dev/stderr (fd 1, 2) can be named as descriptors — name a file\n`,
+    });
+    // None of these was opened by the caller: in the child they are Node's epoll, eventfd or libuv pipe (or nothing).
+    for (const target of ['/dev/fd/3', '/dev/fd/4', '/dev/fd/7', '/proc/self/fd/5', '/proc/thread-self/fd/6', '/dev/fd/18']) {
+      assert.deepEqual(await runBin(['lint', 'api.yaml', '-o', target], { cwd: dir, killAfterMs: 30_000 }), refused('--output', target), target);
+    }
+    assert.deepEqual(await runBin(['lint', 'api.yaml', '--write-baseline', '/dev/fd/7'], { cwd: dir, killAfterMs: 30_000 }), refused('--write-baseline', '/dev/fd/7'));
+    symlinkSync('/dev/fd/7', path.join(dir, 'report.txt'));
+    assert.deepEqual(await runBin(['lint', 'api.yaml', '-o', 'report.txt'], { cwd: dir, killAfterMs: 30_000 }), refused('--output', 'report.txt'), 'a link to one too');
+    assert.ok(lstatSync(path.join(dir, 'report.txt')).isSymbolicLink(), 'the link stays');
+    // Standard output named through a link is still written into (here the shell opened it onto a file).
+    symlinkSync('/proc/self/fd/1', path.join(dir, 'out.txt'));
+    const toStdout = await runProcess('sh', ['-c', `"${process.execPath}" "${bin}" lint api.yaml -o out.txt > captured.txt`], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(toStdout, { code: 1, stdout: '', stderr: '' });
+    assert.match(readFileSync(path.join(dir, 'captured.txt'), 'utf8'), /scope-too-wide/);
   });
 
   it('-o where a directory cannot be created (under /proc) is a usage error, not a hang', async function () {
