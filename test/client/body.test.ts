@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
+import vm from 'node:vm';
 import { encodeBody } from '../../src/runtime/client/body.js';
 
 /** The text of an encoded body (a Blob for multipart). */
@@ -24,10 +25,26 @@ describe('client encodeBody', () => {
 
   it('form bodies must be objects of fields: anything else is a TypeError, not a mangled request', () => {
     for (const media of ['application/x-www-form-urlencoded', 'multipart/form-data']) {
-      for (const [value, got] of [['x', 'string'], [1, 'number'], [['a'], 'an array'], [null, 'object'], [new Uint8Array(1), 'a file or bytes'], [new Blob(['x']), 'a file or bytes'],
-        [new Map([['a', '1']]), 'a Map'], [new (class Order { a = 1; })(), 'a class instance'], [new ReadableStream(), 'a stream'], [Readable.from(['a=1']), 'a stream']] as const) {
-        assert.throws(() => encodeBody(value, media), new TypeError(`a ${media} body must be a plain object of fields (or a URLSearchParams or FormData), not ${got}`), `${media} ${String(value)}`);
+      for (const [value, got] of [['x', 'string'], [1, 'number'], [['a'], 'an array'], [null, 'null'], [new Uint8Array(1), 'a file or bytes'], [new Blob(['x']), 'a file or bytes'],
+        [new Map([['a', '1']]), 'a Map'], [new Set(['a']), 'a Set'], [new Date(0), 'a Date'], [new ReadableStream(), 'a stream'], [Readable.from(['a=1']), 'a stream']] as const) {
+        assert.throws(() => encodeBody(value, media), new TypeError(`a ${media} body must be an object of fields (or a URLSearchParams or FormData), not ${got}`), `${media} ${String(value)}`);
       }
+    }
+  });
+
+  it('a class instance (a DTO) or an object of another realm is a form of its own enumerable fields, nested members too', async () => {
+    class Order {
+      item = 'book';
+      metadata = vm.runInNewContext('({ ref: "r-1" })') as object;
+      get total(): number {
+        return 1;
+      }
+    }
+    const foreign = vm.runInNewContext('({ item: "book", metadata: { ref: "r-1" } })') as object;
+    for (const value of [new Order(), foreign]) {
+      assert.equal(encodeBody(value, 'application/x-www-form-urlencoded').body, 'item=book&metadata[ref]=r-1');
+      const { body } = encodeBody(value, 'multipart/form-data', { metadata: { style: 'deepObject', explode: true } });
+      assert.match(await text(body), /name="item"\r\n\r\nbook\r\n[^]*name="metadata\[ref\]"\r\n\r\nr-1\r\n/);
     }
   });
 

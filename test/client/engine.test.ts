@@ -323,7 +323,7 @@ describe('client sendIntent', () => {
     assert.deepEqual(seen.headerNames.filter((h) => /^(idempotency-key|x-request-id)$/i.test(h)).sort(), ['Idempotency-Key', 'X-Request-Id']);
   });
 
-  it("a browser's opaque redirect (status 0, no Location) and a fetch that followed a redirect anyway end rejected as redirected", async () => {
+  it("a browser's opaque redirect (status 0, no Location) ends rejected as redirected", async () => {
     // What a browser's fetch gives under redirect: 'manual' (the Response constructor cannot make one).
     const opaque = Object.defineProperties(new Response(null), { type: { value: 'opaqueredirect' }, status: { value: 0 }, ok: { value: false } });
     const hidden = await send([opaque]);
@@ -331,12 +331,29 @@ describe('client sendIntent', () => {
     assert.equal(hidden.result.status, 0);
     assert.equal(hidden.result.location, undefined);
     assert.equal(hidden.rt.seen.length, 1);
-    // A custom runtime.fetch that ignores redirect: 'manual' and lands on a list page.
-    const followed = Object.defineProperties(json(200, [{ id: 'list' }]), { redirected: { value: true }, url: { value: 'http://api.test/v1/demo-requests/' } });
-    const landed = await send([followed]);
-    assert.ok(landed.result.kind === 'rejected' && landed.result.reason === 'redirected', JSON.stringify(landed.result));
-    assert.equal(landed.result.location, 'http://api.test/v1/demo-requests/');
-    assert.equal(landed.result.body, undefined);
+  });
+
+  it('an answer a fetch reached by following a redirect anyway ends unknown with its status, whatever the status: the command may have run there', async () => {
+    // A custom runtime.fetch that ignores redirect: 'manual'.
+    for (const landed of [json(201, created), json(200, [{ id: 'list' }]), json(404, { title: 'gone' }), new Response(null, { status: 307, headers: { location: '/x' } })]) {
+      const followed = Object.defineProperties(landed, { redirected: { value: true }, url: { value: 'http://api.test/v1/demo-requests/moved' } });
+      const { rt, result } = await send([followed]);
+      assert.ok(result.kind === 'unknown' && result.reason === 'redirect-followed', JSON.stringify(result));
+      assert.equal(result.lastStatus, landed.status);
+      assert.equal(result.key, 'demo-key-retry-2020-06-a7f1');
+      assert.equal(result.checkStatus, 'status-call');
+      assert.equal(rt.seen.length, 1, 'never retried');
+    }
+  });
+
+  it('follows at most 5 same-origin redirects per intent, then ends rejected as redirected', async () => {
+    const contract: CompiledContract = { ...localContract, retry: { ...localContract.retry, maxAttempts: 20 } };
+    const hop = (n: number) => new Response(null, { status: 307, headers: { location: `/v1/hop-${n}` } });
+    const { rt, result } = await send([1, 2, 3, 4, 5, 6, 7].map(hop), contract);
+    assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
+    assert.equal(result.location, 'http://api.test/v1/hop-6');
+    assert.equal(rt.seen.length, 6);
+    assert.deepEqual(rt.seen.map((r) => r.headers['idempotency-key']), Array(6).fill('demo-key-retry-2020-06-a7f1'));
   });
 
   it('refuses an intent of another operation (a changed command needs a new intent)', async () => {

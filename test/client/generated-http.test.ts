@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import vm from 'node:vm';
 import { generateClient } from '../../src/generate/client/index.js';
 import { writeOutput } from '../../src/generate/output.js';
 import { loadDocument } from '../../src/parser/index.js';
@@ -201,6 +202,43 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(pinged.headers.get('location'), '/api/pings/1');
       assert.deepEqual(server.arrivals.map((a) => a.method), ['POST']);
     });
+    // A custom transport that does not pass `init.redirect` on: the platform's fetch follows every redirect itself.
+    const followsAnyway: Partial<ClientRuntime> = {
+      fetch: (url, init) => fetch(url, { method: init.method ?? 'GET', headers: init.headers ?? {}, body: init.body ?? null, signal: init.signal ?? null }),
+    };
+
+    it('a 307 the runtime\'s fetch followed anyway to a 201 ends unknown with the same key and a status check, never rejected', async () => {
+      const server = await serve((req, res) => {
+        if (req.path === '/api/orders' || req.path === '/api/pings') return answer(res, 307, undefined, { location: `${req.path}-moved` });
+        answer(res, 201, { id: 'o-1' }, { 'idempotent-replayed': 'false' });
+      });
+      const result = await client(server, { runtime: followsAnyway }).createOrder({ body: order });
+      assert.ok(result.kind === 'unknown' && result.reason === 'redirect-followed', JSON.stringify(result));
+      assert.equal(result.lastStatus, 201, 'the effect ran where it landed');
+      assert.equal(result.key, result.intent.key);
+      assert.equal(typeof result.checkStatus, 'function');
+      assert.deepEqual(server.arrivals.map((a) => `${a.method} ${a.path}`), ['POST /api/orders', 'POST /api/orders-moved'], 'no retry');
+      // A call without a contract gets the hidden redirect (status 0, where it landed), not the page as its answer.
+      const pinged = await client(server, { runtime: followsAnyway }).ping({ body: {} });
+      assert.equal(pinged.ok, false);
+      assert.equal(pinged.status, 0);
+      assert.equal(pinged.body, undefined);
+      assert.equal(pinged.headers.get('location'), `${server.url}/api/pings-moved`);
+    });
+
+    for (const [loop, next] of [
+      ['a 308 to itself', (path: string) => path],
+      ['two 307s to each other', (path: string) => (path === '/api/orders' ? '/api/orders-b' : '/api/orders')],
+    ] as const) {
+      it(`${loop} ends rejected as redirected once it comes back, without spending the attempts`, async () => {
+        const server = await serve((req, res) => answer(res, loop.startsWith('a 308') ? 308 : 307, undefined, { location: next(req.path) }));
+        const result = await client(server).createOrder({ body: order });
+        assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
+        assert.equal(result.location, `${server.url}/api/orders`);
+        assert.equal(server.arrivals.length, loop.startsWith('a 308') ? 1 : 2);
+      });
+    }
+
   });
 
   describe('headers', () => {
@@ -347,6 +385,19 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.match(upload!.body, /name="title"\r\n\r\nreport\r\n/);
       assert.match(upload!.body, /name="file"; filename="report.pdf"\r\nContent-Type: application\/pdf\r\n\r\n%PDF-1.7\r\n/);
       assert.equal(uploadRetry!.body, upload!.body, 'one boundary, the same bytes');
+    });
+    it('a form body given as a class instance or an object of another realm (vm, an iframe) is sent as its fields', async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }, { 'idempotent-replayed': 'false' }));
+      class Fields {
+        a = 'x';
+        b = 'y z';
+      }
+      const api = client(server);
+      for (const body of [new Fields(), vm.runInNewContext('({ a: "x", b: "y z" })') as object]) {
+        const result = await api.submitForm({ body });
+        assert.equal(result.kind, 'completed', JSON.stringify(result));
+      }
+      assert.deepEqual(server.arrivals.map((a) => a.body), ['a=x&b=y%20z', 'a=x&b=y%20z']);
     });
   });
 

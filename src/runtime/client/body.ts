@@ -9,7 +9,7 @@
  */
 import type { PreparedRequest } from './engine.js';
 import { randomKey } from './intent.js';
-import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, isBinary, isScalar, isStructured, percentEncode, QUERY_DEFAULT, queryPairs, scalarText, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
+import { bracketLeaves, bracketName, DEEP_OBJECT, formatOf, isBinary, isScalar, percentEncode, QUERY_DEFAULT, queryPairs, scalarText, TEXT_DELIMITER, type ParamFormat, type ParamInput } from './params.js';
 
 /** A request body ready to send, and the `content-type` to send it with. */
 export interface EncodedBody {
@@ -79,9 +79,10 @@ function bytesOf(value: unknown): ArrayBuffer | undefined {
 }
 
 /**
- * The fields of a form body: a plain object's members, or a `URLSearchParams`' or `FormData`'s entries (`kind`, from
- * {@link unsendableKind}); anything else cannot be one. `fieldData` is `true` for the entries (their values are
- * strings and files, written as they are).
+ * The fields of a form body: an object's own enumerable members (a plain object, a class instance such as a DTO, an
+ * object of another realm), or a `URLSearchParams`' or `FormData`'s entries (`kind`, from {@link unsendableKind});
+ * anything else cannot be one — a stream, a `Map`, a `Set`, a file or bytes, an array, a `Date`, a scalar.
+ * `fieldData` is `true` for the entries (their values are strings and files, written as they are).
  */
 function formMembers(value: unknown, kind: string | undefined, mediaType: string): { members: [string, unknown][]; fieldData: boolean } {
   if (kind === 'a URLSearchParams' || kind === 'a FormData') {
@@ -89,9 +90,9 @@ function formMembers(value: unknown, kind: string | undefined, mediaType: string
     (value as FieldData).forEach((member: unknown, name: string) => members.push([name, member]));
     return { members, fieldData: true };
   }
-  if (!isStructured(value) || Array.isArray(value)) {
-    const got = kind ?? (isBinary(value) ? 'a file or bytes' : Array.isArray(value) ? 'an array' : typeof value === 'object' && value !== null ? 'a class instance' : typeof value);
-    throw new TypeError(`a ${mediaType} body must be a plain object of fields (or a URLSearchParams or FormData), not ${got}`);
+  if (kind !== undefined || typeof value !== 'object' || value === null || Array.isArray(value) || isBinary(value) || value instanceof Date) {
+    const got = kind ?? (isBinary(value) ? 'a file or bytes' : Array.isArray(value) ? 'an array' : value instanceof Date ? 'a Date' : value === null ? 'null' : typeof value);
+    throw new TypeError(`a ${mediaType} body must be an object of fields (or a URLSearchParams or FormData), not ${got}`);
   }
   return { members: Object.entries(value), fieldData: false };
 }

@@ -98,7 +98,13 @@ export type UnknownReason =
    */
   | 'expired'
   /** The caller aborted the intent. */
-  | 'aborted';
+  | 'aborted'
+  /**
+   * The runtime's `fetch` followed a redirect although sent with `redirect: 'manual'` (a custom `runtime.fetch` that
+   * does not pass it on, a polyfill that always follows): the command may have run where it landed (`lastStatus` is
+   * that answer's status), or been resent there as a `GET`.
+   */
+  | 'redirect-followed';
 
 /** The operation's terminal success answer. `replayed` is read from the contract's replay header. */
 export interface CompletedResult<TBody> {
@@ -127,8 +133,9 @@ export interface RejectedResult<TError> {
 /**
  * The server answered with a redirect the client does not follow: a 301, 302 or 303 (`fetch` would resend the
  * command as a `GET` and report the page it lands on), a 307 or 308 to another origin (the key and body would go
- * there), or any redirect a browser hides (`redirect: 'manual'` gives an opaque answer). The operation did not run
- * here; nothing of the redirect's target is reported. Never retried.
+ * there), one to a URL this intent was already sent to (a loop) or past {@link MAX_INTENT_REDIRECTS} followed ones,
+ * or any redirect a browser hides (`redirect: 'manual'` gives an opaque answer). The operation did not run here;
+ * nothing of the redirect's target is reported. Never retried.
  */
 export interface RedirectedResult {
   readonly kind: 'rejected';
@@ -276,6 +283,9 @@ function classify(contract: CompiledContract, status: number, body: unknown, rep
 
 class DeadlineReached extends Error {}
 
+/** How many same-origin 307/308 redirects one intent follows (each is an attempt); the next one ends it `redirected`. */
+export const MAX_INTENT_REDIRECTS = 5;
+
 /**
  * Sends an intent until a terminal answer or until its budget is spent. Never throws for network errors or
  * HTTP statuses; throws `TypeError` only for programming errors, before anything is sent: an intent of another
@@ -316,8 +326,20 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     checkStatus: options.checkStatus,
   });
 
-  // A 307/308 to the same origin moves the rest of the intent there (see `redirectOf`).
+  // A 307/308 to the same origin moves the rest of the intent there (see `redirectOf`), unless it loops back to a
+  // URL already sent to or the intent has followed its share.
   let url = request.url;
+  const visited = new Set([url]);
+  const redirected = (res: Response, location: string | undefined): RedirectedResult => ({
+    kind: 'rejected',
+    reason: 'redirected',
+    status: res.status,
+    location,
+    body: undefined,
+    headers: res.headers,
+    intent,
+    requestIds: intent.requestIds,
+  });
   for (;;) {
     if (options.signal?.aborted) return unknown('aborted');
     // The deadline runs from the first attempt (an intent made early, with its form, keeps its whole budget).
@@ -356,11 +378,17 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       const redirect = redirectOf(res, url);
       if (redirect !== undefined) {
         await discardBody(res);
-        if ('stop' in redirect) {
-          return { kind: 'rejected', reason: 'redirected', status: res.status, location: redirect.location, body: undefined, headers: res.headers, intent, requestIds: intent.requestIds };
-        }
+        if ('stop' in redirect) return redirected(res, redirect.location);
+        if (visited.has(redirect.follow) || visited.size > MAX_INTENT_REDIRECTS) return redirected(res, redirect.follow);
+        visited.add(redirect.follow);
         url = redirect.follow;
         continue;
+      }
+      // The runtime's fetch followed a redirect itself: this answer is another request's, and the command may have
+      // run (a 201 where a 307 led) — never `rejected` (a new intent would be a new key), never this page as its result.
+      if (res.redirected) {
+        await discardBody(res);
+        return unknown('redirect-followed');
       }
       const body = await readBody(res, options.jsonAnswers);
       const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();
@@ -441,7 +469,8 @@ const MAX_REDIRECTS = 20;
  *
  * A `GET` or `HEAD` follows redirects as `fetch` does. Any other method is sent with `redirect: 'manual'`: a 307 or
  * 308 to the same origin is followed (the same method and body, up to 20 times), and any other redirect is the
- * answer (`ok: false`, its status and `Location`; status 0 where a browser hides it), never the page it points to.
+ * answer (`ok: false`, its status and `Location`; status 0 where a browser hides it, or where the runtime's `fetch`
+ * followed it anyway, then with the URL it landed on as `Location`), never the page it points to.
  */
 export async function sendOnce<TBody, TError = unknown>(options: {
   readonly request: PreparedRequest;
@@ -485,6 +514,12 @@ export async function sendOnce<TBody, TError = unknown>(options: {
         await discardBody(res);
         url = redirect.follow;
         continue;
+      }
+      // A command the runtime's fetch followed a redirect for anyway: the redirect is hidden, as a browser hides one
+      // (status 0); its Location is where the fetch landed. The page there is not this command's answer.
+      if (!safe && res.redirected) {
+        await discardBody(res);
+        return { ok: false, status: 0, body: undefined as TError, headers: new Headers(res.url === '' ? {} : { location: res.url }), requestId };
       }
       const body = await readBody(res, options.jsonAnswers);
       if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };

@@ -75,14 +75,16 @@ export function isBinary(value: unknown): value is Binary {
 }
 
 /**
- * An array or a plain object (its prototype `Object.prototype` or `null`): a value whose members are written. A
- * `Date`, a file, a `Map` or any other class instance is not walked: its own enumerable properties are not its data.
+ * An array or a plain object (its prototype an `Object.prototype`, of this realm or another — `vm`, an iframe,
+ * jsdom — or `null`): a value whose members are written. A `Date`, a file, a `Map` or any other class instance is not
+ * walked: its own enumerable properties are not its data.
  */
-export function isStructured(value: unknown): value is readonly unknown[] | Readonly<Record<string, unknown>> {
+function isStructured(value: unknown): value is readonly unknown[] | Readonly<Record<string, unknown>> {
   if (Array.isArray(value)) return true;
   if (typeof value !== 'object' || value === null) return false;
   const prototype: unknown = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
+  // Every realm's `Object.prototype` is the end of its chain; a class's prototype is not.
+  return prototype === null || (Object.getPrototypeOf(prototype) === null && Object.prototype.toString.call(value) === '[object Object]');
 }
 
 /** A value written as one piece of text: a string, number, boolean, bigint or `Date`. */

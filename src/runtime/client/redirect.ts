@@ -15,14 +15,13 @@ export type Redirect = { readonly follow: string } | { readonly stop: true; read
  * What the answer `res` to a request for `url` means as a redirect, or `undefined` when it is none.
  * A 307 or 308 (which keep the method and body) to `url`'s own origin is followed; every other redirect stops:
  * a 301, 302 or 303 (`fetch` would resend a `POST` as a `GET`), a 307 or 308 to another origin (the request's
- * headers and body would go there), one without a usable `Location`, and one the runtime hides or already
- * followed — a browser's `opaqueredirect` (status 0, under `redirect: 'manual'`) or a `fetch` that followed it anyway
- * (`redirected`, its final URL as the location).
+ * headers and body would go there), one without a usable `Location`, and one a browser hides (`opaqueredirect`,
+ * status 0, under `redirect: 'manual'`). An answer that a `fetch` reached by following redirects anyway
+ * (`res.redirected`) is no redirect but the answer of the request it landed on: `undefined`.
  */
 export function redirectOf(res: Response, url: string): Redirect | undefined {
   if (res.type === 'opaqueredirect') return { stop: true, location: undefined };
-  if (res.redirected) return { stop: true, location: res.url === '' ? undefined : res.url };
-  if (!REDIRECT.has(res.status)) return undefined;
+  if (res.redirected || !REDIRECT.has(res.status)) return undefined;
   const location = res.headers.get('location');
   if (location === null) return { stop: true, location: undefined };
   let from: URL;
