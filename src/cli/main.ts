@@ -115,14 +115,23 @@ function forYargs(argv: readonly string[]): string[] {
   return [...argv.slice(0, end).map(swap), ...rest];
 }
 
+/** Options naming a file that cannot be a standard stream, with why `-` is refused for each (`-o -` is stdout). */
+const NO_STREAM: Readonly<Record<string, string>> = {
+  config: '--config -: reading the config from standard input is not supported — name the config file',
+  baseline: '--baseline -: reading the baseline from standard input is not supported — name the baseline file',
+  'write-baseline': '--write-baseline -: writing the baseline to standard output is not supported (the report goes there) — name a file',
+};
+
 /**
  * The parsed arguments with every stand-in for `-` given back as `-` (an option's value: `-o -` is stdout),
- * after refusing one — or an empty string — given for the documents the command reads.
+ * after refusing one — or an empty string — given for the documents the command reads, and one given to an
+ * option of {@link NO_STREAM} (it would be read or written as a file named `-`).
  */
 function checkedArgs(command: Command, args: Record<string, unknown>): Record<string, unknown> {
   const restored: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(args)) {
     const values = Array.isArray(value) ? value : [value];
+    if (Object.prototype.hasOwnProperty.call(NO_STREAM, key) && values.includes(DASH)) throw new UsageError(NO_STREAM[key]!);
     if (key === command.documents) {
       if (values.includes(DASH)) {
         throw new UsageError('reading a document from standard input (`-`) is not supported — name its file (a pipe can be named as /dev/stdin)');
