@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { main } from '../../src/cli/main.js';
-import { bufferIo } from '../helpers/io.js';
+import { bufferIo, runCli } from '../helpers/io.js';
 
 const yamlSpec = `# Payments API — hand-written; these comments must survive
 openapi: 3.0.3
@@ -59,11 +59,7 @@ components:
 
 describe('idemkit init', () => {
   let dir: string;
-  const run = async (...argv: string[]) => {
-    const io = bufferIo(dir);
-    const code = await main(['init', ...argv], io);
-    return { code, out: io.out, err: io.err };
-  };
+  const run = (...argv: string[]) => runCli(['init', ...argv], dir);
   const read = (name: string) => readFileSync(path.join(dir, name), 'utf8');
   /** Writes `spec` as api.yaml, runs `init --write` on it (exit 0) and returns what it wrote. */
   const initWrite = async (spec: string): Promise<string> => {

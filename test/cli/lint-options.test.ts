@@ -5,8 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import { main } from '../../src/cli/main.js';
-import { bufferIo } from '../helpers/io.js';
+import { runCli } from '../helpers/io.js';
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
@@ -18,11 +17,7 @@ const globalScope = demo.replace(/^(\s*)scope: \[principal\]$/m, '$1scope: [glob
 
 describe('idemkit lint: config, suppressions, baselines, formats and --output', () => {
   let dir: string;
-  const lint = async (...argv: string[]) => {
-    const io = bufferIo(dir);
-    const code = await main(['lint', ...argv], io);
-    return { code, out: io.out, err: io.err };
-  };
+  const lint = (...argv: string[]) => runCli(['lint', ...argv], dir);
   beforeEach(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'idemkit-lint-'));
     assert.notEqual(globalScope, demo, 'the fixture edit applied');

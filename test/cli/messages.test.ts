@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { main } from '../../src/cli/main.js';
-import { bufferIo } from '../helpers/io.js';
+import { runCli } from '../helpers/io.js';
 
 /** A 3.0 document whose one POST has `contract` (YAML flow text) as its x-idempotency. */
 function spec(contract: string): string {
@@ -12,11 +11,7 @@ function spec(contract: string): string {
 
 describe('idemkit messages: where a person would look, what it is, on one line', () => {
   let dir: string;
-  const lint = async (...argv: string[]) => {
-    const io = bufferIo(dir);
-    const code = await main(['lint', ...argv], io);
-    return { code, out: io.out, err: io.err };
-  };
+  const lint = (...argv: string[]) => runCli(['lint', ...argv], dir);
   beforeEach(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'idemkit-messages-'));
   });

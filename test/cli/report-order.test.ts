@@ -3,19 +3,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { main } from '../../src/cli/main.js';
-import { bufferIo } from '../helpers/io.js';
+import { runCli } from '../helpers/io.js';
 
 const demo = readFileSync(fileURLToPath(new URL('../../samples/demo-requests/openapi.yaml', import.meta.url)), 'utf8');
 const faulty = demo.replace(/^(\s*)scope: \[principal\]$/m, '$1scope: [global]');
 
 describe('idemkit lint: reports do not depend on the order files are named in', () => {
   let dir: string;
-  const lint = async (...argv: string[]) => {
-    const io = bufferIo(dir);
-    const code = await main(['lint', ...argv], io);
-    return { code, out: io.out, err: io.err };
-  };
+  const lint = (...argv: string[]) => runCli(['lint', ...argv], dir);
   before(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'idemkit-order-'));
     assert.notEqual(faulty, demo, 'the fixture edit applied');

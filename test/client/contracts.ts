@@ -1,4 +1,7 @@
-/** Compiled contracts used by the client engine tests: the runtime tests' demo contract, narrowed. */
+/**
+ * Contracts for the client tests: compiled ones for the engine tests (the runtime tests' demo contract, narrowed),
+ * and the YAML of the contract the generated-client documents share.
+ */
 import type { CompiledContract } from '../../src/runtime/contract.js';
 import { demoContract } from '../runtime/fixtures.js';
 
@@ -25,3 +28,14 @@ export const externalDerived: CompiledContract = {
   ...localContract,
   effect: { owner: 'payments', external: true, providerKey: 'derived' },
 };
+
+/**
+ * The fields of the `x-idempotency` contract the generated-client test documents share (an `Idempotency-Key` header
+ * of at most 255 characters, global scope, the whole request fingerprinted, a day's TTL, a 30-second lease): YAML
+ * lines, each indented by `indent`, joined by newlines, to put under an `x-idempotency:` key in a document template.
+ */
+export function contractYaml(indent: string): string {
+  return ['key: { header: Idempotency-Key, required: true, maxLength: 255 }', 'scope: [global]', 'fingerprint: { include: all }', 'ttl: P1D', 'lease: PT30S']
+    .map((line) => indent + line)
+    .join('\n');
+}

@@ -12,6 +12,7 @@ import Stripe from 'stripe';
 import { generateClient } from '../../src/generate/client/index.js';
 import { writeOutput } from '../../src/generate/output.js';
 import { loadDocument } from '../../src/parser/index.js';
+import { contractYaml } from './contracts.js';
 import { prepareTsProject, runTsc } from '../generate/tsc.js';
 
 const SPEC = `openapi: 3.0.0
@@ -42,11 +43,7 @@ paths:
       responses:
         '200': { description: ok }
       x-idempotency:
-        key: { header: Idempotency-Key, required: true, maxLength: 255 }
-        scope: [global]
-        fingerprint: { include: all }
-        ttl: P1D
-        lease: PT30S
+${contractYaml('        ')}
   /v1/customers:
     get:
       operationId: getCustomers

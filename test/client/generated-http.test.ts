@@ -15,16 +15,13 @@ import { loadDocument } from '../../src/parser/index.js';
 import type { ApiResponse, ClientRuntime, IntentResult } from '../../src/runtime/client/engine.js';
 import type { Intent } from '../../src/runtime/client/intent.js';
 import { answer, startServer, type Handler, type TestServer } from './http-server.js';
+import { contractYaml } from './contracts.js';
 
 const SPEC = `openapi: 3.0.3
 info: { title: A generated client over real HTTP, version: '1' }
 servers: [{ url: /api }]
 x-idempotency:
-  key: { header: Idempotency-Key, required: true, maxLength: 255 }
-  scope: [global]
-  fingerprint: { include: all }
-  ttl: P1D
-  lease: PT30S
+${contractYaml('  ')}
   retry: { deadline: PT10S, maxAttempts: 3, backoff: { initial: PT0.01S, max: PT0.02S, jitter: full } }
 paths:
   /orders:

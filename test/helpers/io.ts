@@ -1,4 +1,5 @@
-import type { CliIo } from '../../src/cli/io.js';
+import type { CliIo, ExitCode } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
 
 /** A CLI io that records what was printed. */
 export function bufferIo(cwd = process.cwd()): CliIo & { out: string; err: string } {
@@ -15,4 +16,11 @@ export function bufferIo(cwd = process.cwd()): CliIo & { out: string; err: strin
     },
   };
   return io;
+}
+
+/** Runs the CLI in process (`idemkit …argv` in `cwd`) and resolves with its exit code and what it printed. */
+export async function runCli(argv: readonly string[], cwd: string): Promise<{ code: ExitCode; out: string; err: string }> {
+  const io = bufferIo(cwd);
+  const code = await main(argv, io);
+  return { code, out: io.out, err: io.err };
 }

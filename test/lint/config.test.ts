@@ -82,9 +82,14 @@ describe('lint config', () => {
     assert.equal(json.line, 1);
   });
 
+  /** Where parsing `text` as the config file `file` fails: the usage error's message, line and column. */
+  const syntaxError = (text: string, file: string) => {
+    const error = usageError(() => parseConfig(text, file, known));
+    return { message: error.message, line: error.line, column: error.column };
+  };
+
   it('points at the token of a JSON syntax error V8 gives no position for (YAML reads it fine), on one line', () => {
-    const error = usageError(() => parseConfig('{\n  "rules": {\n    "key-unbounded": off\n  }\n}\n', '/x/.idemkitrc.json', known));
-    assert.deepEqual({ message: error.message, line: error.line, column: error.column }, {
+    assert.deepEqual(syntaxError('{\n  "rules": {\n    "key-unbounded": off\n  }\n}\n', '/x/.idemkitrc.json'), {
       message: "config is not valid JSON: Unexpected token 'o' — fix the syntax here (a missing comma, quote or bracket?)",
       line: 3,
       column: 22,
@@ -92,8 +97,7 @@ describe('lint config', () => {
   });
 
   it('points at an unclosed quote where it opens, and says to close it', () => {
-    const error = usageError(() => parseConfig('rules:\n  scope-missing: "warn\n', '/x/.idemkitrc.yaml', known));
-    assert.deepEqual({ message: error.message, line: error.line, column: error.column }, {
+    assert.deepEqual(syntaxError('rules:\n  scope-missing: "warn\n', '/x/.idemkitrc.yaml'), {
       message: 'config is not valid YAML: Missing closing "quote — close the quote, bracket or brace (truncated file?)',
       line: 2,
       column: 18,

@@ -262,6 +262,7 @@ describe('loadDocument', () => {
         const operation = (indent: string, id: string, ref: string) =>
           [`${indent}post:`, `${indent}  operationId: ${id}`, `${indent}  x-idempotency: {$ref: '${ref}'}`, `${indent}  responses: {'201': {description: ok}}`];
         const nested = (indent: string, lines: string[]) => lines.map((line) => indent + line);
+        const response = (indent: string, name: string, description: string) => [`${indent}${name}:`, `${indent}  description: ${description}`, `${indent}  x-idempotency:`, ...nested(`${indent}    `, contract)];
         writeFileSync(
           path.join(dir, 'v3.yaml'),
           [
@@ -276,17 +277,11 @@ describe('loadDocument', () => {
             'components:',
             '  x-idempotency: {ttl: P1D}',
             '  responses:',
-            '    Shared:',
-            '      description: shared',
-            '      x-idempotency:',
-            ...nested('        ', contract),
+            ...response('    ', 'Shared', 'shared'),
             '    Chained:',
             '      description: a $ref to a $ref',
             "      x-idempotency: {$ref: '#/components/responses/Shared/x-idempotency'}",
-            '    Unread:',
-            '      description: nobody points here',
-            '      x-idempotency:',
-            ...nested('        ', contract),
+            ...response('    ', 'Unread', 'nobody points here'),
             '',
           ].join('\n'),
         );
@@ -299,14 +294,8 @@ describe('loadDocument', () => {
             '  /a:',
             ...operation('    ', 'a', '#/responses/Shared/x-idempotency'),
             'responses:',
-            '  Shared:',
-            '    description: shared',
-            '    x-idempotency:',
-            ...nested('      ', contract),
-            '  Unread:',
-            '    description: nobody points here',
-            '    x-idempotency:',
-            ...nested('      ', contract),
+            ...response('  ', 'Shared', 'shared'),
+            ...response('  ', 'Unread', 'nobody points here'),
             '',
           ].join('\n'),
         );

@@ -11,6 +11,7 @@ import ts from 'typescript';
 import { buildClientModel, CLIENT_EXPORTS, CLIENT_LOCALS, generateClient } from '../../../src/generate/client/index.js';
 import { writeOutput } from '../../../src/generate/output.js';
 import { loadDocument } from '../../../src/parser/index.js';
+import { contractYaml } from '../../client/contracts.js';
 import { REPO_ROOT, STRICT_COMPILER_OPTIONS, tsFiles } from '../tsc.js';
 
 /**
@@ -33,11 +34,7 @@ function collidingSpec(): string {
       requestBody: { required: true, content: { application/json: { schema: { type: object } } } }
       responses: { '201': { description: created } }
       x-idempotency:
-        key: { header: Idempotency-Key, required: true, maxLength: 255 }
-        scope: [global]
-        fingerprint: { include: all }
-        ttl: P1D
-        lease: PT30S
+${contractYaml('        ')}
         effect: { owner: o, external: false, statusRoute: ${JSON.stringify(status)} }`;
   return `openapi: 3.0.3
 info: { title: operationIds named like the client's own identifiers, version: '1' }
