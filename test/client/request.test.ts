@@ -49,6 +49,33 @@ describe('client buildRequest', () => {
     assert.equal(buildRequest('http://h', 'POST', '/j', { body: 'x' }, { mediaType: 'application/merge-patch+json' }).body, '"x"');
   });
 
+  it("sends text and bytes with the caller's content type when the document allows it, else a Blob's own, else the document's when concrete, else application/octet-stream", () => {
+    const type = (body: unknown, mediaType: string, given?: string): string | undefined =>
+      buildRequest('http://h', 'PUT', '/f', { body, headers: given === undefined ? {} : { 'Content-Type': given } }, { mediaType }).headers['content-type'];
+    const png = new Blob([new Uint8Array([137, 80, 78, 71])], { type: 'image/png' });
+    const bytes = new Uint8Array([1, 2, 3]);
+    // A media range is no Content-Type: the caller's concrete type in it, else the Blob's, else octet-stream.
+    assert.equal(type(png, 'image/*', 'image/png'), 'image/png');
+    assert.equal(type(bytes, 'image/*', 'image/webp'), 'image/webp');
+    assert.equal(type(png, 'image/*'), 'image/png');
+    assert.equal(type(png, 'image/*', 'image/*'), 'image/png');
+    assert.equal(type(png, 'image/*', 'text/plain'), 'image/png');
+    assert.equal(type(bytes, 'image/*'), 'application/octet-stream');
+    assert.equal(type(new Blob(['x'], { type: 'text/csv' }), 'image/*'), 'application/octet-stream');
+    assert.equal(type('a,b', '*/*', 'text/csv'), 'text/csv');
+    // application/octet-stream allows any concrete type; another concrete type only itself.
+    assert.equal(type(bytes, 'application/octet-stream', 'application/pdf'), 'application/pdf');
+    assert.equal(type(new Blob(['%PDF'], { type: 'application/pdf' }), 'application/octet-stream'), 'application/pdf');
+    assert.equal(type(bytes, 'application/octet-stream'), 'application/octet-stream');
+    assert.equal(type('x', 'text/plain', 'text/plain; charset=utf-8'), 'text/plain; charset=utf-8');
+    assert.equal(type('x', 'text/plain', 'text/html'), 'text/plain');
+    assert.equal(type(png, 'image/jpeg'), 'image/jpeg');
+    // Forms, multipart and JSON keep the document's type (multipart's names its boundary).
+    assert.equal(type({ a: 1 }, 'application/json', 'text/plain'), 'application/json');
+    assert.equal(type({ a: 1 }, 'application/x-www-form-urlencoded', 'text/plain'), 'application/x-www-form-urlencoded');
+    assert.match(type({ a: 1 }, 'multipart/form-data', 'multipart/form-data') ?? '', /^multipart\/form-data; boundary=idemkit-/);
+  });
+
   describe('parameter styles (the OpenAPI 3 style table; Swagger 2.0 collectionFormat maps onto it)', () => {
     const array = ['blue', 'black', 'brown'];
     const object = { R: 100, G: 200, B: 150 };

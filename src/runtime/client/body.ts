@@ -21,13 +21,17 @@ export interface EncodedBody {
 export const JSON_MEDIA = /^application\/([\w.-]+\+)?json\b|\+json\b/i;
 const FORM = /^application\/x-www-form-urlencoded\b/i;
 const MULTIPART_FORM = /^multipart\/form-data\b/i;
+/** A concrete media type (`type/subtype`, no `*`), parameters allowed: what a `Content-Type` can say. */
+const CONCRETE = /^[\w!#$&^.+-]+\/[\w!#$&^.+-]+\s*(;|$)/;
 
 /**
  * `value` in `mediaType`'s encoding: JSON for `…json` types; form fields for `application/x-www-form-urlencoded`
  * and `multipart/form-data` (a plain object of fields, or a `URLSearchParams` or `FormData`); a string or bytes
  * (`Blob`, `ArrayBuffer`, a typed array) as they are for other types (`text/*`, `application/octet-stream`, …).
  * `fields`: the format of form fields that have one (2.0 `collectionFormat`, 3.x `encoding` style/explode);
- * `partTypes`: the `Content-Type` of multipart parts (3.x `encoding`).
+ * `partTypes`: the `Content-Type` of multipart parts (3.x `encoding`); `given`: the caller's `Content-Type`, which
+ * a string or bytes body is sent with when the document allows it (see {@link rawContentType}); a form's, a
+ * multipart body's (it names the boundary) and JSON's are the document's.
  * Throws `TypeError` for a value the media type cannot carry, rather than send it empty or as `{}`: a stream
  * (every attempt must send the same bytes again: read it into a `Blob` first), a `Map` or `Set`, form data or
  * bytes in a JSON body, anything but fields in a form.
@@ -37,19 +41,44 @@ export function encodeBody(
   mediaType: string,
   fields: Readonly<Record<string, ParamFormat>> = {},
   partTypes: Readonly<Record<string, string>> = {},
+  given?: string,
 ): EncodedBody {
   const kind = unsendableKind(value);
   if (FORM.test(mediaType)) return { body: urlencoded(value, kind, fields), contentType: mediaType };
   if (MULTIPART_FORM.test(mediaType)) return multipart(value, kind, mediaType, fields, partTypes);
   if (!JSON_MEDIA.test(mediaType)) {
-    if (typeof value === 'string' || value instanceof Blob) return { body: value, contentType: mediaType };
+    if (typeof value === 'string' || value instanceof Blob) return { body: value, contentType: rawContentType(value, mediaType, given) };
     const bytes = bytesOf(value);
-    if (bytes !== undefined) return { body: bytes, contentType: mediaType };
+    if (bytes !== undefined) return { body: bytes, contentType: rawContentType(value, mediaType, given) };
     if (kind !== undefined) throw new TypeError(`a ${mediaType} body is a string, a Blob or bytes, not ${kind}`);
   } else if (kind !== undefined || isBinary(value)) {
     throw new TypeError(`a ${mediaType} body is JSON data, not ${kind ?? 'a file or bytes'}${kind === 'a stream' ? '' : ' (its JSON text would be {} or empty)'}`);
   }
   return { body: JSON.stringify(value), contentType: mediaType };
+}
+
+/**
+ * The `Content-Type` of a string or bytes body documented as `mediaType`, which may be a range (`image/*`, `*\/*`):
+ * the caller's `given` type when it is concrete and the document allows it, else a `Blob`'s own type when it is,
+ * else `mediaType` when concrete, else `application/octet-stream` (a range is no `Content-Type`).
+ */
+function rawContentType(value: unknown, mediaType: string, given: string | undefined): string {
+  for (const own of [given?.trim(), value instanceof Blob ? value.type : undefined]) {
+    if (own !== undefined && CONCRETE.test(own) && allows(mediaType, own)) return own;
+  }
+  return CONCRETE.test(mediaType) ? mediaType : 'application/octet-stream';
+}
+
+/** Whether a body documented as `mediaType` may say it is `type`: `*\/*` and `application/octet-stream` allow any type, `image/*` any image type, another type only itself (with any parameters). */
+function allows(mediaType: string, type: string): boolean {
+  const documented = essence(mediaType);
+  if (documented === '*/*' || documented === 'application/octet-stream') return true;
+  return documented.endsWith('/*') ? essence(type).startsWith(documented.slice(0, -1)) : essence(type) === documented;
+}
+
+/** `type/subtype` of a media type, lower case, without parameters. */
+function essence(mediaType: string): string {
+  return mediaType.split(';')[0]!.trim().toLowerCase();
 }
 
 /** Field data of another encoding: a `URLSearchParams` or a `FormData` (sent as form fields). */

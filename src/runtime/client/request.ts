@@ -70,8 +70,10 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   }
   let body: PreparedRequest['body'];
   if (parts.body !== undefined) {
-    const encoded = encodeBody(parts.body, format.mediaType ?? 'application/json', format.fields, format.partTypes);
-    // The encoding's type wins over a caller's: it names the multipart boundary the bytes were written with.
+    const given = headerName(headers, 'content-type');
+    const encoded = encodeBody(parts.body, format.mediaType ?? 'application/json', format.fields, format.partTypes, given === undefined ? undefined : headers[given]);
+    // The encoding's type: a caller's for text or bytes when the document allows it, else the document's (a
+    // multipart one names the boundary the bytes were written with).
     setHeader(headers, 'content-type', encoded.contentType);
     body = encoded.body;
   }
