@@ -32,6 +32,19 @@ describe('client encodeBody', () => {
     }
   });
 
+  it('a form body of no fields (a Promise, an Error, a RegExp, a WeakMap, a Date or Map of another realm) is a TypeError, not an empty form', () => {
+    for (const media of ['application/x-www-form-urlencoded', 'multipart/form-data']) {
+      for (const thenable of [Promise.resolve({ a: 'x' }), { then: () => undefined, a: 'x' }]) {
+        assert.throws(() => encodeBody(thenable, media), new TypeError(`a ${media} body must be an object of fields, not a Promise or other thenable (a forgotten await?)`));
+      }
+      const cases = [[new Error('boom'), 'an Error'], [/a/, 'a RegExp'], [new WeakMap(), 'a WeakMap'], [vm.runInNewContext('new Date(0)'), 'a Date'],
+        [vm.runInNewContext('new Map([["a", "x"]])'), 'a Map'], [vm.runInNewContext('["a"]'), 'an array']] as const;
+      for (const [value, got] of cases) {
+        assert.throws(() => encodeBody(value, media), new TypeError(`a ${media} body must be an object of fields (or a URLSearchParams or FormData), not ${got}`), `${media} ${got}`);
+      }
+    }
+  });
+
   it('a class instance (a DTO) or an object of another realm is a form of its own enumerable fields, nested members too', async () => {
     class Order {
       item = 'book';

@@ -356,6 +356,32 @@ describe('client sendIntent', () => {
     assert.deepEqual(rt.seen.map((r) => r.headers['idempotency-key']), Array(6).fill('demo-key-retry-2020-06-a7f1'));
   });
 
+  it('a redirect it will not follow after an attempt that got no terminal answer ends unknown, keeping the key: that attempt may have run', async () => {
+    const contract: CompiledContract = { ...localContract, retry: { ...localContract.retry, maxAttempts: 20 } };
+    const to = (status: number, location: string) => new Response(null, { status, headers: { location } });
+    const cases: [string, Step[]][] = [
+      // A->B, B's answer lost, B bounces back to A: a loop.
+      ['loop after a lost answer', [to(307, '/v1/b'), new TypeError('fetch failed'), to(307, '/v1/demo-requests')]],
+      ['self-loop after a 503', [json(503, { title: 'busy' }), to(307, '/v1/demo-requests')]],
+      ['303 after a wait', [json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '0' }), to(303, '/v1/done')]],
+      ['cross-origin 307 after a lost answer', [new TypeError('fetch failed'), to(307, 'https://elsewhere.test/v1/x')]],
+      ['hop cap after a lost answer', [new TypeError('fetch failed'), ...[1, 2, 3, 4, 5, 6].map((n) => to(307, `/v1/hop-${n}`))]],
+    ];
+    for (const [name, steps] of cases) {
+      const { rt, result } = await send(steps, contract);
+      assert.ok(result.kind === 'unknown' && result.reason === 'redirected', `${name}: ${JSON.stringify(result)}`);
+      assert.equal(result.key, 'demo-key-retry-2020-06-a7f1', name);
+      assert.equal(result.checkStatus, 'status-call', name);
+      assert.ok(result.lastStatus !== undefined && result.lastStatus >= 300 && result.lastStatus < 400, name);
+      assert.deepEqual(new Set(keysOf(rt)), new Set(['demo-key-retry-2020-06-a7f1']), name);
+    }
+    // With no such attempt before, the same endings stay rejected as redirected.
+    for (const steps of [[to(303, '/v1/done')], [to(307, '/v1/b'), to(307, '/v1/demo-requests')]]) {
+      const { result } = await send(steps, contract);
+      assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
+    }
+  });
+
   it('refuses an intent of another operation (a changed command needs a new intent)', async () => {
     const rt = fakeRuntime([]);
     const intent = Intent.create({ operationId: 'other', deadlineMs: 1_000, now: rt.clock });

@@ -110,7 +110,8 @@ function bytesOf(value: unknown): ArrayBuffer | undefined {
 /**
  * The fields of a form body: an object's own enumerable members (a plain object, a class instance such as a DTO, an
  * object of another realm), or a `URLSearchParams`' or `FormData`'s entries (`kind`, from {@link unsendableKind});
- * anything else cannot be one — a stream, a `Map`, a `Set`, a file or bytes, an array, a `Date`, a scalar.
+ * anything else cannot be one — a stream, a `Map`, a `Set`, a file or bytes, an array, a `Date`, an `Error`, a
+ * `RegExp`, a `Promise` (refused as a forgotten `await`), a scalar: any object whose tag is not `Object`.
  * `fieldData` is `true` for the entries (their values are strings and files, written as they are).
  */
 function formMembers(value: unknown, kind: string | undefined, mediaType: string): { members: [string, unknown][]; fieldData: boolean } {
@@ -119,8 +120,16 @@ function formMembers(value: unknown, kind: string | undefined, mediaType: string
     (value as FieldData).forEach((member: unknown, name: string) => members.push([name, member]));
     return { members, fieldData: true };
   }
-  if (kind !== undefined || typeof value !== 'object' || value === null || Array.isArray(value) || isBinary(value) || value instanceof Date) {
-    const got = kind ?? (isBinary(value) ? 'a file or bytes' : Array.isArray(value) ? 'an array' : value instanceof Date ? 'a Date' : value === null ? 'null' : typeof value);
+  if (typeof (value as { then?: unknown } | null)?.then === 'function') {
+    throw new TypeError(`a ${mediaType} body must be an object of fields, not a Promise or other thenable (a forgotten await?)`);
+  }
+  // Only an object whose tag is `Object` (a plain object, a class instance, either of any realm) holds fields: an
+  // Error, a RegExp, a WeakMap, a Date or Map of another realm would be sent as an empty form.
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  if (kind !== undefined || tag !== 'Object' || typeof value !== 'object' || value === null) {
+    const got =
+      kind ??
+      (isBinary(value) ? 'a file or bytes' : Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value !== 'object' ? typeof value : `${/^[AEIOU]/.test(tag) ? 'an' : 'a'} ${tag}`);
     throw new TypeError(`a ${mediaType} body must be an object of fields (or a URLSearchParams or FormData), not ${got}`);
   }
   return { members: Object.entries(value), fieldData: false };

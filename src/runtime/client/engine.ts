@@ -100,6 +100,11 @@ export type UnknownReason =
   /** The caller aborted the intent. */
   | 'aborted'
   /**
+   * A redirect the client does not follow (see {@link RedirectedResult}) came after an earlier attempt of this
+   * intent got no terminal answer (a network error, a retry or a wait): that attempt may have run the command.
+   */
+  | 'redirected'
+  /**
    * The runtime's `fetch` followed a redirect although sent with `redirect: 'manual'` (a custom `runtime.fetch` that
    * does not pass it on, a polyfill that always follows): the command may have run where it landed (`lastStatus` is
    * that answer's status), or been resent there as a `GET`.
@@ -135,7 +140,8 @@ export interface RejectedResult<TError> {
  * command as a `GET` and report the page it lands on), a 307 or 308 to another origin (the key and body would go
  * there), one to a URL this intent was already sent to (a loop) or past {@link MAX_INTENT_REDIRECTS} followed ones,
  * or any redirect a browser hides (`redirect: 'manual'` gives an opaque answer). The operation did not run here;
- * nothing of the redirect's target is reported. Never retried.
+ * nothing of the redirect's target is reported. Never retried. Only when no earlier attempt of the intent may have
+ * run it: after one that got no terminal answer, such a redirect ends `unknown` with reason `redirected`.
  */
 export interface RedirectedResult {
   readonly kind: 'rejected';
@@ -330,16 +336,22 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   // URL already sent to or the intent has followed its share.
   let url = request.url;
   const visited = new Set([url]);
-  const redirected = (res: Response, location: string | undefined): RedirectedResult => ({
-    kind: 'rejected',
-    reason: 'redirected',
-    status: res.status,
-    location,
-    body: undefined,
-    headers: res.headers,
-    intent,
-    requestIds: intent.requestIds,
-  });
+  // Whether an earlier attempt may have reached the handler without a terminal answer (a network error, a retry or
+  // a wait): a redirect that then ends the intent cannot say the command did not run.
+  let mayHaveRun = false;
+  const redirected = (res: Response, location: string | undefined): RedirectedResult | UnknownResult<TStatus> => {
+    if (mayHaveRun) return unknown('redirected');
+    return {
+      kind: 'rejected',
+      reason: 'redirected',
+      status: res.status,
+      location,
+      body: undefined,
+      headers: res.headers,
+      intent,
+      requestIds: intent.requestIds,
+    };
+  };
   for (;;) {
     if (options.signal?.aborted) return unknown('aborted');
     // The deadline runs from the first attempt (an intent made early, with its form, keeps its whole budget).
@@ -434,6 +446,8 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       cancelTimer();
       options.signal?.removeEventListener('abort', onCallerAbort);
     }
+    // No terminal answer (a redirect `continue`s above): whatever follows, this attempt may have run the command.
+    mayHaveRun = true;
 
     if (verdict.act === 'unknown') return unknown(verdict.reason);
     if (verdict.act === 'retry-if-safe' && !repeatIsSafe(contract)) return unknown('unsafe-to-retry');
