@@ -115,7 +115,10 @@ function forYargs(argv: readonly string[]): string[] {
   return [...argv.slice(0, end).map(swap), ...rest];
 }
 
-/** Options naming a file that cannot be a standard stream, with why `-` is refused for each (`-o -` is stdout). */
+/**
+ * Options naming a file that cannot be a standard stream, with why `-` (given apart or as `--option=-`) is
+ * refused for each (`-o -` is stdout).
+ */
 const NO_STREAM: Readonly<Record<string, string>> = {
   config: '--config -: reading the config from standard input is not supported — name the config file',
   baseline: '--baseline -: reading the baseline from standard input is not supported — name the baseline file',
@@ -131,7 +134,8 @@ function checkedArgs(command: Command, args: Record<string, unknown>): Record<st
   const restored: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(args)) {
     const values = Array.isArray(value) ? value : [value];
-    if (Object.prototype.hasOwnProperty.call(NO_STREAM, key) && values.includes(DASH)) throw new UsageError(NO_STREAM[key]!);
+    // `--config -` arrives as the stand-in, `--config=-` (or `-c=-`) as `-` itself: yargs splits the latter.
+    if (Object.prototype.hasOwnProperty.call(NO_STREAM, key) && (values.includes(DASH) || values.includes('-'))) throw new UsageError(NO_STREAM[key]!);
     if (key === command.documents) {
       if (values.includes(DASH)) {
         throw new UsageError('reading a document from standard input (`-`) is not supported — name its file (a pipe can be named as /dev/stdin)');

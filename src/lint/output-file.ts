@@ -62,7 +62,7 @@ export function describeWriteError(error: unknown, option: string, shown: string
     case 'ENOENT':
       return say('a directory on the path does not exist (removed while writing?)');
     case 'EOWNFD':
-      return say('only /dev/stdout and /dev/stderr (fd 1, 2) can be named as descriptors — name a file');
+      return say("it is one of Node's own descriptors (its event loop) — name a file, or a descriptor the shell opened (3>file)");
     case 'EBADF':
       return say('no such descriptor is open — name a file');
     case 'ENXIO':

@@ -1,10 +1,11 @@
 /**
  * File output that never leaves a partial file and never replaces what is not a regular file: a regular file
  * is written atomically (readers see the old file or the whole new one); a device, FIFO or descriptor
- * (`/dev/null`, a named pipe, `/dev/stdout`) is written into, as a shell's `>` would. Of idemkit's own
- * descriptors only 0–2 may be named: the others are Node's (its event loop's epoll, eventfd and wakeup pipe).
+ * (`/dev/null`, a named pipe, `/dev/stdout`, `/dev/fd/3` from `3>file` or a process substitution) is written
+ * into, as a shell's `>` would. Of idemkit's own descriptors, those that are Node's (its event loop's epoll,
+ * eventfd and wakeup pipes) are refused.
  */
-import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { Stats } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -15,8 +16,11 @@ const MAX_LINKS = 40;
 /** A process's descriptor directory as `realpath` gives it (`/dev/fd`, `/proc/self/fd` lead there). */
 const FD_DIRECTORY = /^\/proc\/(\d+)(?:\/task\/\d+)?\/fd$/;
 
-/** The highest descriptor of idemkit's own that may be named: stdin, stdout and stderr, which the shell opened. */
-const LAST_STANDARD_FD = 2;
+/**
+ * A descriptor path written literally (`/dev/fd/N`, `/proc/self/fd/N`, `/proc/PID/task/TID/fd/N`…): one that
+ * cannot be resolved (no `/proc` mounted) names no open descriptor, never a file to create.
+ */
+const LITERAL_FD_PATH = /^(?:\/dev\/fd|\/proc\/(?:self|thread-self|\d+)(?:\/task\/\d+)?\/fd)\/\d+$/;
 
 /**
  * Writes `text` to `file`. A regular file (or a new one) gets a temporary file beside it that is renamed
@@ -28,13 +32,14 @@ const LAST_STANDARD_FD = 2;
  * Errors carry a `code`: the system's, or `EREADONLY` (a file its owner may not write: the rename would
  * replace it regardless), `EDANGLING` (a symbolic link on the way names nothing; `link` and `target` say
  * which), `EMKDIR` (a directory could not be created; `path` says which), `EOWNFD` (one of idemkit's own
- * descriptors above 2, which Node opened; `fd` says which) or `EBADF` (a descriptor path that names no open
- * descriptor).
+ * descriptors that Node opened for its event loop; `fd` says which) or `EBADF` (a descriptor path that names no
+ * open descriptor).
  */
 export function writeFileAtomic(file: string, text: string): void {
   const descriptor = descriptorNamed(file);
   if (descriptor !== undefined) {
-    if (descriptor.own && descriptor.fd > LAST_STANDARD_FD) {
+    if (descriptor.fd === undefined) throw noDescriptor(file);
+    if (descriptor.own && isNodesOwn(descriptor.fd)) {
       throw Object.assign(new Error(`${file} names descriptor ${descriptor.fd}, which is Node's own`), { code: 'EOWNFD', fd: descriptor.fd });
     }
     writeDescriptor(file, text);
@@ -77,15 +82,18 @@ function statIfExists(file: string): Stats | undefined {
 
 /**
  * The descriptor `file` names — `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, `/proc/PID/fd/N`, or a
- * symbolic link (chain) to one — and whether it is this process's own; `undefined` for any other path.
+ * symbolic link (chain) to one — and whether it is this process's own; `undefined` for any other path, and
+ * `fd: undefined` for a descriptor path written literally whose directory cannot be resolved (no `/proc`).
  */
-function descriptorNamed(file: string): { readonly fd: number; readonly own: boolean } | undefined {
+function descriptorNamed(file: string): { readonly fd?: number; readonly own: boolean } | undefined {
   let current = file;
   for (let hop = 0; hop < MAX_LINKS; hop++) {
     const name = path.basename(current);
     if (/^\d+$/.test(name)) {
-      const match = FD_DIRECTORY.exec(realDirectory(path.dirname(current)) ?? '');
+      const real = realDirectory(path.dirname(current));
+      const match = FD_DIRECTORY.exec(real ?? '');
       if (match) return { fd: Number(name), own: Number(match[1]) === process.pid };
+      if (real === undefined && LITERAL_FD_PATH.test(current)) return { own: false };
     }
     try {
       current = path.resolve(path.dirname(current), readlinkSync(current));
@@ -105,14 +113,46 @@ function realDirectory(dir: string): string | undefined {
   }
 }
 
+/**
+ * Whether this process's descriptor `fd` is one Node opened for its event loop, as `/proc/self/fd` shows it:
+ * an anonymous inode (epoll, eventfd, signalfd…), or a pipe whose other end is open here too (libuv's wakeup
+ * pipes). A regular file, a device, a socket or a pipe with one end here (`3>file`, a process substitution)
+ * was the caller's. Standard input, output and error are always the caller's.
+ */
+function isNodesOwn(fd: number): boolean {
+  if (fd <= 2) return false;
+  const target = linkOf(`/proc/self/fd/${fd}`);
+  if (target === undefined) return false; // not open: writing says so
+  if (target.startsWith('anon_inode:')) return true;
+  if (!target.startsWith('pipe:')) return false;
+  let ends = 0;
+  for (const other of readdirSync('/proc/self/fd')) {
+    if (linkOf(`/proc/self/fd/${other}`) === target) ends++;
+  }
+  return ends > 1;
+}
+
+/** `readlink`, or `undefined` when `file` is not a link or is gone. */
+function linkOf(file: string): string | undefined {
+  try {
+    return readlinkSync(file);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Writes into the descriptor `file` names; one that is not open is `EBADF` (the system says ENOENT). */
 function writeDescriptor(file: string, text: string): void {
   try {
     writeInto(file, text);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    throw Object.assign(new Error(`${file} names no open descriptor`), { code: 'EBADF' });
+    throw noDescriptor(file);
   }
+}
+
+function noDescriptor(file: string): Error {
+  return Object.assign(new Error(`${file} names no open descriptor`), { code: 'EBADF' });
 }
 
 /**

@@ -201,6 +201,9 @@ class DocumentLoader implements ApiDocument {
     const entries: { path: string; item: unknown; base: Location }[] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => ({ path, item, base: followed.at }));
     if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push({ path, item, base: pathsAt });
     const operationIds = new Map<string, Location>();
+    // Misplaced `x-idempotency` of path items and responses, warned after every operation is read: a later
+    // operation's contract may `$ref` one (`$ref: '#/paths/~1z/x-idempotency'`), which makes it read.
+    const misplaced: [owner: Location, where: string][] = [];
     // Indexed loops over path items and methods: a cold process runs this unoptimised, where `for…of` (and
     // destructuring an array) allocates an iterator result per step.
     for (let e = 0; e < entries.length; e++) {
@@ -217,7 +220,7 @@ class DocumentLoader implements ApiDocument {
         continue;
       }
       const pathItem = item.value;
-      if (Object.prototype.hasOwnProperty.call(pathItem, 'x-idempotency')) this.misplaced(item.at, 'on a path item');
+      if (Object.prototype.hasOwnProperty.call(pathItem, 'x-idempotency')) misplaced.push([item.at, 'on a path item']);
       // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
       const queryWarning = /[?#]/.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some((entry) => entry.path === bare)) : undefined;
       if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
@@ -241,7 +244,7 @@ class DocumentLoader implements ApiDocument {
         } else {
           for (const code in node.responses) {
             const response = node.responses[code];
-            if (isPlainObject(response) && Object.prototype.hasOwnProperty.call(response, 'x-idempotency')) this.misplaced(lazyChild(at, 'responses', code), 'in a response');
+            if (isPlainObject(response) && Object.prototype.hasOwnProperty.call(response, 'x-idempotency')) misplaced.push([lazyChild(at, 'responses', code), 'in a response']);
           }
         }
         const hasContract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency');
@@ -273,13 +276,14 @@ class DocumentLoader implements ApiDocument {
         });
       }
     }
+    for (let i = 0; i < misplaced.length; i++) this.misplaced(...misplaced[i]!);
   }
 
   /**
    * `x-idempotency` written where it is not read — under `components` (or 2.0's `definitions`, `parameters`,
    * `responses`) or one of their entries — and root keys that look like the defaults but are not
    * (`x-idempotency-defaults`): each is a warning at its key, so a contract written there is not silently
-   * ignored. Path items and inline responses are checked as operations are read.
+   * ignored. Path items and inline responses are checked once every operation is read.
    */
   private warnMisplacedContracts(): void {
     const root = this.root;

@@ -82,10 +82,10 @@ describe('idemkit output targets: what is not a regular file is written into, ne
     const refused = (option: string, shown: string) => ({
       code: 2,
       stdout: '',
-      stderr: `cannot write ${option} ${shown}: only /dev/stdout and /dev/stderr (fd 1, 2) can be named as descriptors — name a file\n`,
+      stderr: `cannot write ${option} ${shown}: it is one of Node's own descriptors (its event loop) — name a file, or a descriptor the shell opened (3>file)\n`,
     });
-    // None of these was opened by the caller: in the child they are Node's epoll, eventfd or libuv pipe (or nothing).
-    for (const target of ['/dev/fd/3', '/dev/fd/4', '/dev/fd/7', '/proc/self/fd/5', '/proc/thread-self/fd/6', '/dev/fd/18']) {
+    // None of these was opened by the caller: in the child they are Node's epoll (3), libuv wakeup pipes (4-7), eventfd (8).
+    for (const target of ['/dev/fd/3', '/dev/fd/4', '/dev/fd/7', '/proc/self/fd/5', '/proc/thread-self/fd/6', '/dev/fd/8']) {
       assert.deepEqual(await runBin(['lint', 'api.yaml', '-o', target], { cwd: dir, killAfterMs: 30_000 }), refused('--output', target), target);
     }
     assert.deepEqual(await runBin(['lint', 'api.yaml', '--write-baseline', '/dev/fd/7'], { cwd: dir, killAfterMs: 30_000 }), refused('--write-baseline', '/dev/fd/7'));
@@ -97,6 +97,33 @@ describe('idemkit output targets: what is not a regular file is written into, ne
     const toStdout = await runProcess('sh', ['-c', `"${process.execPath}" "${bin}" lint api.yaml -o out.txt > captured.txt`], { cwd: dir, killAfterMs: 30_000 });
     assert.deepEqual(toStdout, { code: 1, stdout: '', stderr: '' });
     assert.match(readFileSync(path.join(dir, 'captured.txt'), 'utf8'), /scope-too-wide/);
+  });
+
+  it('-o naming a descriptor the shell opened (3>file, a process substitution) writes the report into it', async function () {
+    if (!linux || !existsSync('/proc/self/fd')) this.skip();
+    const idemkit = `"${process.execPath}" "${bin}" lint api.yaml`;
+    const toFile = await runProcess('bash', ['-c', `${idemkit} -o /dev/fd/3 3>fd3.txt; echo "exit $?"`], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(toFile, { code: 0, stdout: 'exit 1\n', stderr: '' });
+    assert.match(readFileSync(path.join(dir, 'fd3.txt'), 'utf8'), /^api\.yaml\n.*scope-too-wide/);
+    // A process substitution is a pipe whose other end is the substituted command's, not idemkit's.
+    const substituted = await runProcess('bash', ['-c', `${idemkit} -o >(cat > sub.txt); echo "exit $?"; wait $!`], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(substituted, { code: 0, stdout: 'exit 1\n', stderr: '' });
+    assert.match(readFileSync(path.join(dir, 'sub.txt'), 'utf8'), /^api\.yaml\n.*scope-too-wide/);
+  });
+
+  it('-o /proc/self/fd/N or /dev/fd/N where /proc is not mounted says no such descriptor is open, and creates nothing', async function () {
+    if (!linux || process.getuid?.() !== 0) this.skip(); // a private mount namespace needs root
+    const script = `umount -l /proc || exit 9
+for target in /proc/self/fd/7 /dev/fd/7 /proc/thread-self/fd/9; do "${process.execPath}" "${bin}" lint api.yaml -o "$target"; echo "exit $?"; done
+ls -A /proc; rm -rf /proc/self /proc/thread-self`; // what a regression would create lies on the root file system under the mount point
+    const result = await runProcess('unshare', ['-m', '--propagation', 'private', 'bash', '-c', script], { cwd: dir, killAfterMs: 60_000 });
+    if (result.code === 9 || /unshare: /.test(result.stderr)) this.skip(); // no mount namespaces here
+    const none = (target: string) => `cannot write --output ${target}: no such descriptor is open — name a file\n`;
+    assert.deepEqual(result, {
+      code: 0,
+      stdout: 'exit 2\nexit 2\nexit 2\n',
+      stderr: none('/proc/self/fd/7') + none('/dev/fd/7') + none('/proc/thread-self/fd/9'),
+    });
   });
 
   it('-o where a directory cannot be created (under /proc) is a usage error, not a hang', async function () {

@@ -124,6 +124,21 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.ok(!existsSync(path.join(dir, '-')), 'no file named -');
   });
 
+  it('refuses `-` given as --option=- too (--write-baseline=- wrote a file named -, then --config=- read it)', async () => {
+    const refused = (err: string) => ({ code: 2, out: '', err: `${err}\n` });
+    const config = refused('--config -: reading the config from standard input is not supported — name the config file');
+    assert.deepEqual(
+      await run('lint', 'api.yaml', '--write-baseline=-'),
+      refused('--write-baseline -: writing the baseline to standard output is not supported (the report goes there) — name a file'),
+    );
+    assert.ok(!existsSync(path.join(dir, '-')), 'no file named -');
+    writeFileSync(path.join(dir, '-'), 'rules: {}\n'); // were `=-` taken as a name, these would read it
+    assert.deepEqual(await run('lint', 'api.yaml', '--config=-'), config);
+    assert.deepEqual(await run('lint', 'api.yaml', '-c=-'), config);
+    assert.deepEqual(await run('init', 'api.yaml', '--config=-'), config);
+    assert.deepEqual(await run('lint', 'api.yaml', '--baseline=-'), refused('--baseline -: reading the baseline from standard input is not supported — name the baseline file'));
+  });
+
   it('keeps other yargs errors on one line too', async () => {
     const unknown = await run('lint', 'api.yaml', '--nope');
     assert.equal(unknown.code, 2);

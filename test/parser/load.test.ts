@@ -311,6 +311,28 @@ describe('loadDocument', () => {
       }
     });
 
+    it("does not call a path item's or a response's x-idempotency \"not read\" when a later operation's contract $refs it (whatever the order of the paths)", async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-misplaced-'));
+      try {
+        const source = ['  /z:', '    x-idempotency: {key: {header: Idempotency-Key, required: true}, ttl: P1D}', "    get: {responses: {'200': {description: ok, x-idempotency: {ttl: P1D}}}}"];
+        const readers = ['  /c:', '    post:', "      responses: {'201': {description: ok}}", "      x-idempotency: {$ref: '#/paths/~1z/x-idempotency'}"];
+        readers.push('  /d:', '    post:', "      responses: {'201': {description: ok}}", "      x-idempotency: {$ref: '#/paths/~1z/get/responses/200/x-idempotency'}");
+        const header = ['openapi: 3.1.0', 'info: {title: t, version: "1"}', 'paths:'];
+        writeFileSync(path.join(dir, 'first.yaml'), [...header, ...source, ...readers, ''].join('\n'));
+        writeFileSync(path.join(dir, 'last.yaml'), [...header, ...readers, ...source, ''].join('\n'));
+        for (const name of ['first.yaml', 'last.yaml']) {
+          const doc = await loadDocument(path.join(dir, name));
+          assert.equal(doc.operations.find((operation) => operation.path === '/c')?.contract?.key.header, 'Idempotency-Key', name);
+          assert.deepEqual(doc.warnings.map((warning) => warning.message), [], name);
+        }
+        writeFileSync(path.join(dir, 'unread.yaml'), [...header, ...source, ''].join('\n'));
+        const unread = await loadDocument(path.join(dir, 'unread.yaml'));
+        assert.deepEqual(unread.warnings.map((warning) => warning.at.pointer), ['/paths/~1z/x-idempotency', '/paths/~1z/get/responses/200/x-idempotency'], 'unreferenced: still warned');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('follows no $ref that no contract needs', async () => {
       const doc = await loadDocument(fixture('lenient.yaml'));
       const broken = doc.operations.find((operation) => operation.path === '/broken-elsewhere')!;
