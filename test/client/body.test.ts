@@ -54,7 +54,9 @@ describe('client encodeBody', () => {
       }
     }
     const foreign = vm.runInNewContext('({ item: "book", metadata: { ref: "r-1" } })') as object;
-    for (const value of [new Order(), foreign]) {
+    // A class that names itself (Symbol.toStringTag) is still an object of fields.
+    const tagged = Object.assign(new Order(), { [Symbol.toStringTag]: 'Order' });
+    for (const value of [new Order(), foreign, tagged]) {
       assert.equal(encodeBody(value, 'application/x-www-form-urlencoded').body, 'item=book&metadata[ref]=r-1');
       const { body } = encodeBody(value, 'multipart/form-data', { metadata: { style: 'deepObject', explode: true } });
       assert.match(await text(body), /name="item"\r\n\r\nbook\r\n[^]*name="metadata\[ref\]"\r\n\r\nr-1\r\n/);

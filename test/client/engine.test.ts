@@ -380,6 +380,12 @@ describe('client sendIntent', () => {
       const { result } = await send(steps, contract);
       assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
     }
+    // An intent sent before (a call aborted with its answer outstanding, the page reloaded) may have run already.
+    const rt = fakeRuntime([to(303, '/v1/done')]);
+    const earlier = Intent.create({ operationId: contract.operationId, deadlineMs: 30_000, now: rt.clock, key: 'demo-key-retry-2020-06-a7f1' });
+    earlier.recordAttempt('req-51', rt.clock);
+    const reloaded = await sendIntent({ contract, intent: Intent.fromJSON(JSON.stringify(earlier)), request, runtime: rt, checkStatus: 'status-call' });
+    assert.ok(reloaded.kind === 'unknown' && reloaded.reason === 'redirected', JSON.stringify(reloaded));
   });
 
   it('refuses an intent of another operation (a changed command needs a new intent)', async () => {

@@ -107,11 +107,18 @@ function bytesOf(value: unknown): ArrayBuffer | undefined {
   return bytes.buffer;
 }
 
+/** The tags (`Object.prototype.toString`) of built-in objects that hold no form fields. */
+const NOT_FIELDS = new Set([
+  'Array', 'Arguments', 'Function', 'Error', 'Boolean', 'Number', 'String', 'Symbol', 'BigInt', 'Date', 'RegExp',
+  'Map', 'Set', 'WeakMap', 'WeakSet', 'WeakRef', 'Promise', 'ArrayBuffer', 'SharedArrayBuffer', 'DataView',
+  'Generator', 'AsyncGenerator', 'Blob', 'File', 'ReadableStream', 'Iterator',
+]);
+
 /**
  * The fields of a form body: an object's own enumerable members (a plain object, a class instance such as a DTO, an
  * object of another realm), or a `URLSearchParams`' or `FormData`'s entries (`kind`, from {@link unsendableKind});
  * anything else cannot be one — a stream, a `Map`, a `Set`, a file or bytes, an array, a `Date`, an `Error`, a
- * `RegExp`, a `Promise` (refused as a forgotten `await`), a scalar: any object whose tag is not `Object`.
+ * `RegExp`, a `Promise` (refused as a forgotten `await`), a scalar: a built-in whose tag says it holds no fields.
  * `fieldData` is `true` for the entries (their values are strings and files, written as they are).
  */
 function formMembers(value: unknown, kind: string | undefined, mediaType: string): { members: [string, unknown][]; fieldData: boolean } {
@@ -123,10 +130,11 @@ function formMembers(value: unknown, kind: string | undefined, mediaType: string
   if (typeof (value as { then?: unknown } | null)?.then === 'function') {
     throw new TypeError(`a ${mediaType} body must be an object of fields, not a Promise or other thenable (a forgotten await?)`);
   }
-  // Only an object whose tag is `Object` (a plain object, a class instance, either of any realm) holds fields: an
-  // Error, a RegExp, a WeakMap, a Date or Map of another realm would be sent as an empty form.
+  // A built-in that holds no fields (an Error, a RegExp, a WeakMap, a Date or Map of another realm) would be sent as
+  // an empty form; any other object (a plain object, a class instance — with its own Symbol.toStringTag too — of
+  // any realm) holds fields.
   const tag = Object.prototype.toString.call(value).slice(8, -1);
-  if (kind !== undefined || tag !== 'Object' || typeof value !== 'object' || value === null) {
+  if (kind !== undefined || NOT_FIELDS.has(tag) || isBinary(value) || typeof value !== 'object' || value === null) {
     const got =
       kind ??
       (isBinary(value) ? 'a file or bytes' : Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value !== 'object' ? typeof value : `${/^[AEIOU]/.test(tag) ? 'an' : 'a'} ${tag}`);

@@ -337,8 +337,9 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   let url = request.url;
   const visited = new Set([url]);
   // Whether an earlier attempt may have reached the handler without a terminal answer (a network error, a retry or
-  // a wait): a redirect that then ends the intent cannot say the command did not run.
-  let mayHaveRun = false;
+  // a wait; any attempt of an earlier call, before a reload): a redirect that then ends the intent cannot say the
+  // command did not run.
+  let mayHaveRun = intent.attempts > 0;
   const redirected = (res: Response, location: string | undefined): RedirectedResult | UnknownResult<TStatus> => {
     if (mayHaveRun) return unknown('redirected');
     return {
