@@ -61,6 +61,8 @@ export function describeWriteError(error: unknown, option: string, shown: string
     }
     case 'ENOENT':
       return say('a directory on the path does not exist (removed while writing?)');
+    case 'EREADONLYFD':
+      return say(`descriptor ${(error as unknown as { fd: number }).fd} is not open for writing`);
     case 'EOWNFD':
       return say("it is one of Node's own descriptors (its event loop) — name a file, or a descriptor the shell opened (3>file)");
     case 'EBADF':

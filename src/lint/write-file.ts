@@ -2,10 +2,10 @@
  * File output that never leaves a partial file and never replaces what is not a regular file: a regular file
  * is written atomically (readers see the old file or the whole new one); a device, FIFO or descriptor
  * (`/dev/null`, a named pipe, `/dev/stdout`, `/dev/fd/3` from `3>file` or a process substitution) is written
- * into, as a shell's `>` would. Of idemkit's own descriptors, those that are Node's (its event loop's epoll,
- * eventfd and wakeup pipes) are refused.
+ * into, as a shell's `>` would. A descriptor not open for writing (`3<file`) is refused, and so are those of
+ * idemkit's own descriptors that are Node's (its event loop's epoll, eventfd and wakeup pipes).
  */
-import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { Stats } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +22,9 @@ const FD_DIRECTORY = /^\/proc\/(\d+)(?:\/task\/\d+)?\/fd$/;
  */
 const LITERAL_FD_PATH = /^(?:\/dev\/fd|\/proc\/(?:self|thread-self|\d+)(?:\/task\/\d+)?\/fd)\/\d+$/;
 
+/** The access-mode bits of a descriptor's `flags` in `/proc/…/fdinfo/N` (`O_ACCMODE`; not in Node's constants). */
+const O_ACCMODE = 0o3;
+
 /**
  * Writes `text` to `file`. A regular file (or a new one) gets a temporary file beside it that is renamed
  * over it; an existing file keeps its permission bits, and a symbolic link is written through (the file it
@@ -31,9 +34,10 @@ const LITERAL_FD_PATH = /^(?:\/dev\/fd|\/proc\/(?:self|thread-self|\d+)(?:\/task
  *
  * Errors carry a `code`: the system's, or `EREADONLY` (a file its owner may not write: the rename would
  * replace it regardless), `EDANGLING` (a symbolic link on the way names nothing; `link` and `target` say
- * which), `EMKDIR` (a directory could not be created; `path` says which), `EOWNFD` (one of idemkit's own
- * descriptors that Node opened for its event loop; `fd` says which) or `EBADF` (a descriptor path that names no
- * open descriptor).
+ * which), `EMKDIR` (a directory could not be created; `path` says which), `EREADONLYFD` (a descriptor open
+ * only for reading, as `3<file` opens it: reopening it for writing would append to the file; `fd` says which),
+ * `EOWNFD` (one of idemkit's own descriptors that Node opened for its event loop; `fd` says which) or `EBADF`
+ * (a descriptor path that names no open descriptor).
  */
 export function writeFileAtomic(file: string, text: string): void {
   const descriptor = descriptorNamed(file);
@@ -41,6 +45,9 @@ export function writeFileAtomic(file: string, text: string): void {
     if (descriptor.fd === undefined) throw noDescriptor(file);
     if (descriptor.own && isNodesOwn(descriptor.fd)) {
       throw Object.assign(new Error(`${file} names descriptor ${descriptor.fd}, which is Node's own`), { code: 'EOWNFD', fd: descriptor.fd });
+    }
+    if (accessMode(`${descriptor.directory}info/${descriptor.fd}`) === constants.O_RDONLY) {
+      throw Object.assign(new Error(`${file} names descriptor ${descriptor.fd}, which is open only for reading`), { code: 'EREADONLYFD', fd: descriptor.fd });
     }
     writeDescriptor(file, text);
     return;
@@ -82,17 +89,18 @@ function statIfExists(file: string): Stats | undefined {
 
 /**
  * The descriptor `file` names — `/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`, `/proc/PID/fd/N`, or a
- * symbolic link (chain) to one — and whether it is this process's own; `undefined` for any other path, and
- * `fd: undefined` for a descriptor path written literally whose directory cannot be resolved (no `/proc`).
+ * symbolic link (chain) to one — with the descriptor directory it is in (`/proc/PID/fd`, its `fdinfo`
+ * beside it) and whether it is this process's own; `undefined` for any other path, and `fd: undefined` for a
+ * descriptor path written literally whose directory cannot be resolved (no `/proc`).
  */
-function descriptorNamed(file: string): { readonly fd?: number; readonly own: boolean } | undefined {
+function descriptorNamed(file: string): { readonly fd?: number; readonly directory?: string; readonly own: boolean } | undefined {
   let current = file;
   for (let hop = 0; hop < MAX_LINKS; hop++) {
     const name = path.basename(current);
     if (/^\d+$/.test(name)) {
       const real = realDirectory(path.dirname(current));
       const match = FD_DIRECTORY.exec(real ?? '');
-      if (match) return { fd: Number(name), own: Number(match[1]) === process.pid };
+      if (match) return { fd: Number(name), directory: real!, own: Number(match[1]) === process.pid };
       if (real === undefined && LITERAL_FD_PATH.test(current)) return { own: false };
     }
     try {
@@ -115,9 +123,10 @@ function realDirectory(dir: string): string | undefined {
 
 /**
  * Whether this process's descriptor `fd` is one Node opened for its event loop, as `/proc/self/fd` shows it:
- * an anonymous inode (epoll, eventfd, signalfd…), or a pipe whose other end is open here too (libuv's wakeup
- * pipes). A regular file, a device, a socket or a pipe with one end here (`3>file`, a process substitution)
- * was the caller's. Standard input, output and error are always the caller's.
+ * an anonymous inode (epoll, eventfd, signalfd…), or a pipe whose read end and write end are both open here
+ * (libuv's self-pipes). A regular file, a device, a socket, or a pipe with only one end here (`3>file`, a
+ * process substitution, `3>&1` onto a pipe — however many copies of that end) was the caller's. Standard input,
+ * output and error are always the caller's.
  */
 function isNodesOwn(fd: number): boolean {
   if (fd <= 2) return false;
@@ -125,11 +134,26 @@ function isNodesOwn(fd: number): boolean {
   if (target === undefined) return false; // not open: writing says so
   if (target.startsWith('anon_inode:')) return true;
   if (!target.startsWith('pipe:')) return false;
-  let ends = 0;
+  const modes = new Set<number | undefined>();
   for (const other of readdirSync('/proc/self/fd')) {
-    if (linkOf(`/proc/self/fd/${other}`) === target) ends++;
+    if (linkOf(`/proc/self/fd/${other}`) === target) modes.add(accessMode(`/proc/self/fdinfo/${other}`));
   }
-  return ends > 1;
+  return modes.has(constants.O_RDONLY) && modes.has(constants.O_WRONLY);
+}
+
+/**
+ * The access mode (`O_RDONLY`, `O_WRONLY` or `O_RDWR`) of the descriptor whose `/proc/…/fdinfo/N` file is
+ * `fdinfo`, from its `flags:` line (octal); `undefined` when it cannot be read (gone, or another user's).
+ */
+function accessMode(fdinfo: string): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(fdinfo, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const flags = /^flags:\s*([0-7]+)$/m.exec(text);
+  return flags ? Number.parseInt(flags[1]!, 8) & O_ACCMODE : undefined;
 }
 
 /** `readlink`, or `undefined` when `file` is not a link or is gone. */

@@ -111,6 +111,26 @@ describe('idemkit output targets: what is not a regular file is written into, ne
     assert.match(readFileSync(path.join(dir, 'sub.txt'), 'utf8'), /^api\.yaml\n.*scope-too-wide/);
   });
 
+  it('-o naming a descriptor open only for reading (3<file, </dev/stdin) refuses with exit 2 and leaves the file byte for byte', async function () {
+    if (!linux || !existsSync('/proc/self/fd')) this.skip();
+    const idemkit = `"${process.execPath}" "${bin}" lint api.yaml`;
+    writeFileSync(path.join(dir, 'in.yaml'), demo);
+    const fd3 = await runProcess('bash', ['-c', `${idemkit} -o /dev/fd/3 3<in.yaml; echo "exit $?"`], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(fd3, { code: 0, stdout: 'exit 2\n', stderr: 'cannot write --output /dev/fd/3: descriptor 3 is not open for writing\n' });
+    symlinkSync('/proc/self/fd/0', path.join(dir, 'report.txt'));
+    const stdin = await runProcess('bash', ['-c', `${idemkit} -o report.txt < in.yaml; echo "exit $?"`], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(stdin, { code: 0, stdout: 'exit 2\n', stderr: 'cannot write --output report.txt: descriptor 0 is not open for writing\n' });
+    assert.equal(readFileSync(path.join(dir, 'in.yaml'), 'utf8'), demo, 'the input is unchanged');
+  });
+
+  it('-o /dev/fd/3 3>&1 onto a pipe (two copies of its write end, no read end here) writes the report through the pipe', async function () {
+    if (!linux || !existsSync('/proc/self/fd')) this.skip();
+    const idemkit = `"${process.execPath}" "${bin}" lint api.yaml`;
+    const piped = await runProcess('bash', ['-c', `${idemkit} -o /dev/fd/3 3>&1 | cat > out.txt; echo "exit \${PIPESTATUS[0]}"`], { cwd: dir, killAfterMs: 30_000 });
+    assert.deepEqual(piped, { code: 0, stdout: 'exit 1\n', stderr: '' });
+    assert.match(readFileSync(path.join(dir, 'out.txt'), 'utf8'), /^api\.yaml\n.*scope-too-wide/);
+  });
+
   it('-o /proc/self/fd/N or /dev/fd/N where /proc is not mounted says no such descriptor is open, and creates nothing', async function () {
     if (!linux || process.getuid?.() !== 0) this.skip(); // a private mount namespace needs root
     const script = `umount -l /proc || exit 9
