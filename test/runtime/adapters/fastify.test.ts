@@ -30,6 +30,15 @@ describe('runtime/adapters/fastify', () => {
     await app.close();
   });
 
+  /** POST /things/:tenant behind `guard`'s hooks: each run creates `thing-<n>` with 201. */
+  function thingsRoute(guard: ReturnType<typeof createRouteGuard>): void {
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      calls += 1;
+      reply.code(201);
+      return { id: `thing-${calls}` };
+    });
+  }
+
   it('route hooks: replays the serialized payload and headers; the handler runs once', async () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     app.post('/things/:tenant', { ...guard.hooks }, async (request, reply) => {
@@ -82,12 +91,7 @@ describe('runtime/adapters/fastify', () => {
       }
       return payload;
     });
-    const guard = createRouteGuard(contract, options(new MemoryStore()));
-    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
-      calls += 1;
-      reply.code(201);
-      return { id: `thing-${calls}` };
-    });
+    thingsRoute(createRouteGuard(contract, options(new MemoryStore())));
     const send = (key: string, encoding: string) =>
       app.inject({ method: 'POST', url: '/things/t1', headers: { 'idempotency-key': key, 'x-user': 'u', 'accept-encoding': encoding }, payload: { a: 1 } });
     const first = await send('k', 'gzip');
@@ -143,12 +147,7 @@ describe('runtime/adapters/fastify', () => {
       reply.header('x-request-id', request.id);
       return payload;
     });
-    const guard = createRouteGuard(contract, options(new MemoryStore()));
-    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
-      calls += 1;
-      reply.code(201);
-      return { id: `thing-${calls}` };
-    });
+    thingsRoute(createRouteGuard(contract, options(new MemoryStore())));
     const port = await listen(app);
     const first = await post(port, '/things/t1', { key: 'env', user: 'u', body: {} });
     assert.deepEqual(first.json, { data: { id: 'thing-1' }, meta: { v: 1 } });
