@@ -1,12 +1,16 @@
 import { defineRule } from '../src/lint/rule.js';
 import { isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
 
-/** An unsafe operation that clearly handles idempotency keys but has no `x-idempotency` contract. */
+/**
+ * An operation that clearly handles idempotency keys but has no `x-idempotency` contract: a key on any method
+ * but the safe ones, or a marker that clients repeat it on an unsafe method.
+ */
 export default defineRule({
   meta: {
     id: 'contract-missing',
     severity: 'warn',
-    description: 'An unsafe operation that takes an idempotency key, or is marked retryable/idempotent, has no x-idempotency contract.',
+    description:
+      'An operation that takes an idempotency key (any method but GET, HEAD, OPTIONS, TRACE), or an unsafe one marked retryable/idempotent, has no x-idempotency contract.',
     criterion: 'contract',
     rationale:
       'The header alone does not make POST idempotent: scope, fingerprint, retention and the answer for each state must be written down before an engineer can answer the five readiness questions.',
@@ -20,11 +24,15 @@ export default defineRule({
         'is marked `{name}`, so clients repeat it, but has no `x-idempotency` contract: add `x-idempotency` so a repeat cannot run the effect twice, or `x-idempotency: false` and drop the marker',
     },
   },
-  operations: 'unsafe',
+  // A key is evidence on PUT and DELETE too: an API that asks for one there deduplicates repeats (AWS's
+  // `clientToken` on PUT creates, Google's `requestId` on DELETE), which the contract must write down. A marker
+  // only says clients repeat the call, which PUT and DELETE invite anyway: it counts on unsafe methods.
+  operations: 'writes',
   check(ctx) {
-    if (ctx.contract !== undefined || !isUnsafe(ctx.operation, ctx.settings.unsafeMethods)) return;
+    if (ctx.contract !== undefined) return;
     const evidence = keyEvidence(ctx.document, ctx.operation, ctx.settings.keyHeaders);
     if (!evidence) return;
+    if (evidence.kind === 'extension' && !isUnsafe(ctx.operation, ctx.settings.unsafeMethods)) return;
     switch (evidence.kind) {
       case 'header':
         ctx.report('header', evidence.at, { name: evidence.name });

@@ -8,7 +8,7 @@ import { InternalError } from '../errors.js';
 import type { ApiDocument, DocumentWarning, Location, Position } from '../parser/model.js';
 import { schemaShapeWarnings } from './document-shapes.js';
 import type { Finding, LintSettings, Rule, RuleContext, RuleOperations, Severity } from './rule.js';
-import { isUnsafe } from './views.js';
+import { isSafeMethod, isUnsafe } from './views.js';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -51,12 +51,14 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
   // The operations each kind of rule looks at (see RuleOperations): most rules read contracts, which a big
   // document puts on a fraction of its operations.
   const every: number[] = [];
-  const scoped: Record<RuleOperations, number[]> = { contracted: [], unsafe: [] };
+  const scoped: Record<RuleOperations, number[]> = { contracted: [], unsafe: [], writes: [] };
   for (let index = 0; index < operations.length; index++) {
     const operation = operations[index]!;
     every.push(index);
     if (operation.contract !== undefined) scoped.contracted.push(index);
-    if (isUnsafe(operation, settings.unsafeMethods)) scoped.unsafe.push(index);
+    const unsafe = isUnsafe(operation, settings.unsafeMethods);
+    if (unsafe) scoped.unsafe.push(index);
+    if (unsafe || !isSafeMethod(operation.method)) scoped.writes.push(index);
   }
   for (const rule of options.rules) {
     const severity = severities[rule.meta.id] ?? rule.meta.severity;

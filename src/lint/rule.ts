@@ -45,9 +45,11 @@ export interface DocumentContext<M extends string> {
 
 /**
  * The operations a rule's `check` can report on: `contracted`, those that carry `x-idempotency` (`false`
- * included); `unsafe`, those whose method the settings count as unsafe. The engine calls `check` on those only.
+ * included); `unsafe`, those whose method the settings count as unsafe; `writes`, those whose method is not
+ * safe (anything but GET, HEAD, OPTIONS and TRACE) or that the settings count as unsafe. The engine calls
+ * `check` on those only.
  */
-export type RuleOperations = 'contracted' | 'unsafe';
+export type RuleOperations = 'contracted' | 'unsafe' | 'writes';
 
 export interface Rule<M extends string = string> {
   readonly meta: RuleMeta<M>;

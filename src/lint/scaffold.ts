@@ -13,7 +13,7 @@ import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
-import { declaredResponses, effectiveParameters, effectiveSecurity, keyEvidence, parameterSchema, parsePointer } from './views.js';
+import { declaredResponses, effectiveParameters, effectiveSecurity, isSafeMethod, keyEvidence, parameterSchema, parsePointer } from './views.js';
 import type { Node as YamlNode, YAMLMap } from 'yaml';
 
 /** One contract that was (or would be) inserted. */
@@ -132,8 +132,6 @@ function isRegExp(pattern: string): boolean {
   }
 }
 
-const SAFE_METHODS = new Set(['get', 'head', 'options', 'trace']);
-
 /** An operation that gets a contract, and the contract. */
 interface Plan {
   readonly operation: OperationView;
@@ -158,7 +156,7 @@ export function scaffoldContracts(
     if ('x-idempotency' in operation.node) continue;
     const evidence = keyEvidence(document, operation, settings.keyHeaders);
     if (!evidence) continue;
-    if (SAFE_METHODS.has(operation.method)) {
+    if (isSafeMethod(operation.method)) {
       // A repeated safe request has no effect to guard; a key on it is usually a copy-paste leftover.
       skipped.push({ operation: operation.label, reason: `is a safe ${operation.method.toUpperCase()}: a repeat has no effect to guard, so it gets no contract`, needsNone: true });
       continue;
@@ -376,7 +374,7 @@ function planJson(text: string, index: JsonPositionIndex, operation: OperationVi
   if (!multiline) {
     const value = JSON.stringify(contract);
     // Minified JSON stays minified; a one-line object written with spaces gets spaces.
-    const space = /":\s/.test(inner) || empty ? ' ' : '';
+    const space = empty || spacedMembers(inner) ? ' ' : '';
     const member = `"x-idempotency":${space}${value}`;
     const insertion = `${empty ? '' : `,${space}`}${member}`;
     return { offset: lastMember + 1, text: insertion, lines: [member] };
@@ -392,6 +390,23 @@ function planJson(text: string, index: JsonPositionIndex, operation: OperationVi
   const lines = block.map((line) => memberIndent + line);
   const insertion = `${empty ? '' : ','}${newline}${lines.join(newline)}`;
   return { offset: lastMember + 1, text: insertion, lines };
+}
+
+/**
+ * Whether the first member separator of one-line JSON object text is followed by a space (`"a": 1`), read
+ * outside strings: a string value holding escaped JSON (a code sample: `"{\"a\": 1}"`) says nothing of the file's style.
+ */
+function spacedMembers(inner: string): boolean {
+  for (let index = 0; index < inner.length; index += 1) {
+    const char = inner[index];
+    if (char === '"') {
+      index += 1;
+      while (index < inner.length && inner[index] !== '"') index += inner[index] === '\\' ? 2 : 1;
+    } else if (char === ':') {
+      return /\s/.test(inner[index + 1] ?? '');
+    }
+  }
+  return false;
 }
 
 function matchingBrace(text: string, open: number): number {

@@ -831,6 +831,11 @@ export function isSafeRead(op: OperationView): boolean {
   return op.method === 'get' || op.method === 'head';
 }
 
+/** Whether an HTTP method (lower case) is safe (RFC 9110 §9.2.1): a repeat of it has no effect to guard. */
+export function isSafeMethod(method: string): boolean {
+  return method === 'get' || method === 'head' || method === 'options' || method === 'trace';
+}
+
 /** Whether an operation's method counts as unsafe under the settings (default `post`, `patch`). */
 export function isUnsafe(op: OperationView, unsafeMethods: readonly string[]): boolean {
   // A loop, not `some` with a closure: the engine and two rules ask this for every operation.
@@ -915,7 +920,8 @@ export const KNOWN_KEY_FIELDS: readonly string[] = [
 const AMBIGUOUS_KEY_FIELDS: readonly string[] = ['requestid'];
 
 /** What a description says when a field de-duplicates retried requests. */
-const RETRY_WORDS = /idempot|\bretr(?:y|ies|ied|ying)\b|duplicat|de-?dup|replay|(?:only|exactly|at most) once|same request|already (?:been )?(?:completed|processed)/i;
+const RETRY_WORDS =
+  /idempot|\bretr(?:y|ies|ied|ying)\b|duplicat|de-?dup|replay|(?:only|exactly|at most) once|same request|already (?:been )?(?:completed|processed)|same (?:request[ _-]?)?id\b|request (?:will be |is )ignored|(?:runs?|executed|processed|applied|created) (?:more than once|multiple times|twice)|only the first|instead of creating/i;
 
 function normaliseField(name: string): string {
   return name.toLowerCase().replace(/[-_\s]/g, '');

@@ -264,6 +264,21 @@ describe('idemkit init', () => {
     assert.equal(written.slice(0, start) + written.slice(end), spec);
   });
 
+  it('reads a one-line object\'s style outside its strings: escaped JSON in a description leaves minified JSON minified', async () => {
+    const sample = JSON.stringify(JSON.stringify({ amount: 1 }, null, 1).replace(/\n/g, ''));
+    const spec = `{"openapi":"3.0.3","info":{"title":"t","version":"1"},"paths":{"/a":{"post":{"description":${sample},"parameters":[{"name":"Idempotency-Key","in":"header","schema":{"type":"string"}}],"responses":{"200":{"description":"ok"}}}}}}`;
+    assert.match(spec, /\\": 1/, 'the description holds `": ` inside a string');
+    writeFileSync(path.join(dir, 'm.json'), spec);
+    assert.equal((await run('m.json', '--write')).code, 0);
+    const written = read('m.json');
+    assert.ok(written.includes(',"x-idempotency":{"key":{'), written);
+    assert.ok(!written.includes(', "x-idempotency"'), written);
+    // A one-line object written with spaces still gets them.
+    writeFileSync(path.join(dir, 's.json'), spec.replace('"post":{"description":', '"post":{"description": '));
+    assert.equal((await run('s.json', '--write')).code, 0);
+    assert.ok(read('s.json').includes(', "x-idempotency": {"key":'), read('s.json'));
+  });
+
   it('says what it skipped, not that no operation takes a key, when only hand-written contracts are left', async () => {
     const spec = [
       'openapi: 3.0.3',

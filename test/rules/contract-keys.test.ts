@@ -51,9 +51,9 @@ ruleTester.run(contractMissing, {
       }),
     },
     {
-      name: 'PUT is not unsafe unless the config says so',
+      name: 'a PUT marked x-fern-idempotent: PUT invites repeats anyway, so a marker counts only where the config says PUT is unsafe',
       document: payouts((t) => {
-        t.paths['/payouts'].put = { ...post(t), 'x-idempotency': undefined };
+        t.paths['/payouts'].put = { ...post(t), parameters: [], 'x-fern-idempotent': true };
         delete t.paths['/payouts'].put['x-idempotency'];
         delete t.paths['/payouts'].post;
       }),
@@ -172,6 +172,56 @@ ruleTester.run(contractMissing, {
       }),
       errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0`, message: /query parameter `requestId`/ }],
     },
+    {
+      name: 'a PUT that takes a key header: the key says repeats are deduplicated, whatever the method',
+      document: payouts((t) => {
+        t.paths['/payouts'].put = { ...post(t), operationId: 'putPayout' };
+        delete t.paths['/payouts'].put['x-idempotency'];
+        delete t.paths['/payouts'].post;
+      }),
+      errors: [{ messageId: 'header', pointer: '/paths/~1payouts/put/parameters/0', operations: ['putPayout'] }],
+    },
+    {
+      name: 'a DELETE whose requestId says a second request with the same id is ignored (Google Dataproc style)',
+      document: payouts((t) => {
+        t.paths['/payouts/{id}'].delete = {
+          operationId: 'deletePayout',
+          parameters: [
+            {
+              name: 'requestId',
+              in: 'query',
+              description: 'Optional. A unique ID used to identify the request. If the server receives two DeleteClusterRequests with the same id, then the second request will be ignored.',
+              schema: { type: 'string' },
+            },
+          ],
+          responses: { '204': { description: 'deleted' } },
+        };
+      }),
+      errors: [{ messageId: 'parameter', pointer: '/paths/~1payouts~1{id}/delete/parameters/0', operations: ['deletePayout'] }],
+    },
+    {
+      name: 'a PUT marked x-fern-idempotent once the config counts PUT unsafe',
+      document: payouts((t) => {
+        t.paths['/payouts'].put = { ...post(t), operationId: 'putPayout', parameters: [], 'x-fern-idempotent': true };
+        delete t.paths['/payouts'].put['x-idempotency'];
+        delete t.paths['/payouts'].post;
+      }),
+      settings: { unsafeMethods: ['post', 'put'] },
+      errors: [{ messageId: 'extension', pointer: '/paths/~1payouts/put/x-fern-idempotent' }],
+    },
+    ...[
+      'A unique request ID for this message. Specifying an existing request ID returns the message created with that ID instead of creating a new message.',
+      "To ensure that requests don't run multiple times, specify a unique ID for each request.",
+      'Request identification of the change. Only the first change made with each `requestId` will be effective on a given order.',
+      'If an ID provided is the same as for the previous request, the request is ignored.',
+    ].map((description) => ({
+      name: `requestId described as a dedupe key in other words: "${description.slice(0, 50)}…"`,
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [{ name: 'requestId', in: 'query', description, schema: { type: 'string' } }];
+      }),
+      errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0` }],
+    })),
     {
       name: 'x-fern-idempotent marks it idempotent',
       document: payouts((t) => {

@@ -41,8 +41,8 @@ describe('rule settings from the config file', () => {
     assert.deepEqual(result.findings, []);
   });
 
-  it('flags the operation once PUT is unsafe and X-Dedupe-Token is a key header', async () => {
-    await writeFile(path.join(dir, '.idemkitrc.yaml'), 'unsafeMethods: [post, patch, put]\nkeyHeaders: [X-Dedupe-Token]\n');
+  it('flags the PUT once X-Dedupe-Token is a key header (a key counts on every method but the safe ones)', async () => {
+    await writeFile(path.join(dir, '.idemkitrc.yaml'), 'keyHeaders: [X-Dedupe-Token]\n');
     const result = await lint();
     assert.equal(result.code, 0, 'contract-missing is a warning: exit 0 under --fail-on error');
     assert.deepEqual(
