@@ -18,6 +18,6 @@ export default defineRule({
   operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
-    if (contract?.key.required === false) ctx.report('optional', contract.at('key', 'required'), { header: contract.key.header });
+    if (contract?.key.required === false) ctx.report('optional', contract.at('key', 'required'), { header: contract.key.name });
   },
 });

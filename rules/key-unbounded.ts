@@ -1,7 +1,7 @@
 import { CONTRACT_DEFAULTS } from '../src/parser/compile.js';
 import { defineRule } from '../src/lint/rule.js';
 import { isRepeatableRequestsKey } from '../src/runtime/wire.js';
-import { activeContract, child, findParameter, parameterSchema } from '../src/lint/views.js';
+import { activeContract, child, keyDeclaration } from '../src/lint/views.js';
 
 // DESIGN §4: accept at least 64 characters (SDK-generated keys are 54–57).
 const MIN_KEY_LENGTH = 64;
@@ -14,7 +14,7 @@ export default defineRule({
   meta: {
     id: 'key-unbounded',
     severity: 'warn',
-    description: 'The idempotency key has no maxLength (and no pattern or format), neither in the contract nor on its header parameter.',
+    description: 'The idempotency key has no maxLength (and no pattern or format), neither in the contract nor where the document declares it.',
     criterion: 'contract',
     rationale:
       'The key is part of a durable record; an unbounded key lets a client store arbitrary data and leaves "invalid key" undefined, one of the states the contract must answer.',
@@ -26,43 +26,44 @@ export default defineRule({
       tooShortForUuid:
         '{where} `maxLength: {maxLength}` is shorter than a UUID (36 characters), which is what clients send as `{header}`: accept at least 36',
       disagrees:
-        '`key.maxLength` is {maxLength} but the header parameter `{header}` declares `maxLength: {declared}`: clients follow the documented limit and the guard enforces the contract one; make them agree',
+        '`key.maxLength` is {maxLength} but {label} declares `maxLength: {declared}`: clients follow the documented limit and the guard enforces the contract one; make them agree',
     },
   },
   operations: 'contracted',
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;
-    const param = findParameter(ctx.document, ctx.operation, 'header', contract.key.header);
-    const schema = param ? parameterSchema(ctx.document, param) : undefined;
+    const key = contract.key;
+    const declaration = keyDeclaration(ctx.document, ctx.operation, key);
+    const schema = declaration.schema;
     const declared = typeof schema?.value['maxLength'] === 'number' ? (schema.value['maxLength'] as number) : undefined;
-    const own = contract.key.maxLength;
-    const uuidKey = isRepeatableRequestsKey(contract.key.header) || schema?.value['format'] === 'uuid';
+    const own = key.maxLength;
+    const uuidKey = (key.in === 'header' && isRepeatableRequestsKey(key.name)) || schema?.value['format'] === 'uuid';
     const minimum = uuidKey ? UUID_LENGTH : MIN_KEY_LENGTH;
     const tooShort = uuidKey ? 'tooShortForUuid' : 'tooShort';
     if (own !== undefined) {
       if (own < minimum) {
-        ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: contract.key.header, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
+        ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
       }
       else if (declared !== undefined && declared !== own) {
-        ctx.report('disagrees', contract.at('key', 'maxLength'), { maxLength: own, header: contract.key.header, declared });
+        ctx.report('disagrees', contract.at('key', 'maxLength'), { maxLength: own, header: key.name, declared, label: declaration.label });
       }
       return;
     }
-    if (declared !== undefined && declared < minimum && contract.key.pattern === undefined) {
+    if (declared !== undefined && declared < minimum && key.pattern === undefined) {
       ctx.report(tooShort, child(schema!.at, 'maxLength'), {
-        where: `the header parameter \`${contract.key.header}\`'s`,
+        where: `${declaration.label}'s`,
         maxLength: declared,
-        header: contract.key.header,
+        header: key.name,
         // The contract sets no bound of its own: the guard takes the default.
         accepted: CONTRACT_DEFAULTS.keyMaxLength,
       });
       return;
     }
-    if (contract.key.pattern !== undefined) return;
-    // No header parameter at all is key-header-undeclared's error, whose fix declares the bound too: one finding per fault.
-    if (!param) return;
+    if (key.pattern !== undefined) return;
+    // An undeclared key is key-header-undeclared's error, whose fix declares the bound too: one finding per fault.
+    if (!declaration.found) return;
     if (schema && (declared !== undefined || typeof schema.value['pattern'] === 'string' || schema.value['format'] === 'uuid')) return;
-    ctx.report('unbounded', contract.at('key'), { header: contract.key.header });
+    ctx.report('unbounded', contract.at('key'), { header: key.name });
   },
 });

@@ -53,9 +53,9 @@ export default defineRule({
       }
     }
     // Not a contract state: the guard's fixed answer to a stale `Repeatability-First-Sent`.
-    if (isRepeatableRequestsKey(contract.key.header) && !findResponse(ctx.document, ctx.operation, 412)) {
+    if (contract.key.in === 'header' && isRepeatableRequestsKey(contract.key.name) && !findResponse(ctx.document, ctx.operation, 412)) {
       const at = contract.at('key', 'header');
-      ctx.report('repeatExpired', at, { header: contract.key.header, operation: operationPhrase(ctx.operation, at) });
+      ctx.report('repeatExpired', at, { header: contract.key.name, operation: operationPhrase(ctx.operation, at) });
     }
   },
 });

@@ -826,6 +826,51 @@ export function operationIndex(doc: ApiDocument): ReadonlyMap<string, OperationV
   return index;
 }
 
+/** Where an operation declares the contract's key: a header or query parameter, or a field of the body schema. */
+export interface KeyDeclaration {
+  /** Whether the document declares it (a body field under a free-form object counts). */
+  readonly found: boolean;
+  /** The parameter's `required`, or whether the body field's object lists it as required; undefined when unknown. */
+  readonly required: boolean | undefined;
+  /** Where `required` is written (or would be): the parameter, or the object schema that holds the field. */
+  readonly requiredAt: Location | undefined;
+  /** The key's schema, when declared with one. */
+  readonly schema: Located<Record<string, unknown>> | undefined;
+  /** The name as declared (a header parameter's letter case), or the contract's pointer for a body field. */
+  readonly name: string;
+  /** The declaration for messages: "the header parameter `Idempotency-Key`", "the body field `/ClientToken`". */
+  readonly label: string;
+}
+
+/** How the operation declares the key of `key` (see {@link KeyDeclaration}). */
+export function keyDeclaration(doc: ApiDocument, op: OperationView, key: { readonly in: string; readonly name: string }): KeyDeclaration {
+  if (key.in !== 'body') {
+    const param = findParameter(doc, op, key.in, key.name);
+    const name = param?.name ?? key.name;
+    const label = `the ${key.in} parameter \`${name}\``;
+    if (!param) return { found: false, required: undefined, requiredAt: undefined, schema: undefined, name, label };
+    const requiredAt = param.node['required'] !== undefined ? child(param.valueAt, 'required') : param.valueAt;
+    return { found: true, required: param.required, requiredAt, schema: parameterSchema(doc, param), name, label };
+  }
+  const name = key.name;
+  const label = `the body field \`${name}\``;
+  const none: KeyDeclaration = { found: false, required: undefined, requiredAt: undefined, schema: undefined, name, label };
+  const body = fingerprintSchema(doc, op);
+  const tokens = parsePointer(key.name);
+  if (!body || tokens === undefined || tokens.length === 0) return none;
+  const field = resolveSchemaPointer(doc, body.value, body.at, key.name);
+  if (!field.ok) return none;
+  const schema = field.schema && isObject(field.schema.value) ? (field.schema as Located<Record<string, unknown>>) : undefined;
+  // `required` lives on the object that holds the field: read it when that object is one plain schema.
+  const parentPointer = tokens.slice(0, -1).map(escapePointerToken).map((token) => `/${token}`).join('');
+  const parent = parentPointer === '' ? { ok: true as const, schema: body as Located<unknown> } : resolveSchemaPointer(doc, body.value, body.at, parentPointer);
+  const holder = parent.ok && parent.schema ? deref(doc, parent.schema.value, parent.schema.at) : undefined;
+  if (!holder || !isObject(holder.value) || field.open) return { found: true, required: undefined, requiredAt: undefined, schema, name, label };
+  const list = holder.value['required'];
+  const required = Array.isArray(list) ? list.includes(tokens[tokens.length - 1]) : false;
+  return { found: true, required, requiredAt: Array.isArray(list) ? child(holder.at, 'required') : holder.at, schema, name, label };
+}
+
 /** A safe read: `GET` (or `HEAD`), which has no effect to repeat. */
 export function isSafeRead(op: OperationView): boolean {
   return op.method === 'get' || op.method === 'head';

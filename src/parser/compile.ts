@@ -56,7 +56,8 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
     method: op.method.toUpperCase(),
     path: op.path,
     key: {
-      header: contract.key.header || defaults.keyHeader,
+      in: contract.key.in,
+      name: contract.key.name || defaults.keyHeader,
       required: contract.key.required ?? defaults.keyRequired,
       maxLength,
       ...(contract.key.pattern !== undefined ? { pattern: contract.key.pattern } : {}),

@@ -6,6 +6,7 @@ import {
   type DocumentedResponse,
   type Duration,
   type IdempotencyContract,
+  type KeyLocation,
   type Location,
   type ProviderKey,
   type ScopePart,
@@ -43,6 +44,7 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   if (!enabled) raw = false;
   else if (isPlainObject(own.value)) raw = usesDefaults ? deepMerge(defaults.value, own.value) : own.value;
   else raw = usesDefaults ? defaults.value : own.value === true ? {} : own.value;
+  if (usesDefaults && isPlainObject(own.value) && isPlainObject(raw)) raw = withOwnKeyPlace(raw, own.value, defaults.value);
 
   const at = (...path: (string | number)[]): Location => {
     const tokens = path.map(String);
@@ -77,16 +79,25 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
     }
   }
 
+  const places = KEY_PLACES.filter((place) => key[place] !== undefined);
+  if (places.length > 1) {
+    schemaErrors.push({
+      at: at('key', places[1]!),
+      message: `x-idempotency.key names two places for the key (\`${places[0]}\` and \`${places[1]}\`): a request carries it in one — keep one of them`,
+    });
+  }
+  const place = keyPlace(key);
+
   const replayHeader = isPlainObject(source.responses) && isPlainObject(source.responses.replay) ? source.responses.replay.header : undefined;
-  if (typeof replayHeader === 'string') {
-    const clash = replayHeaderClash(replayHeader, typeof key.header === 'string' && key.header !== '' ? key.header : DEFAULT_KEY_HEADER);
+  if (typeof replayHeader === 'string' && place.in === 'header') {
+    const clash = replayHeaderClash(replayHeader, place.name);
     if (clash) schemaErrors.push({ at: at('responses', 'replay', 'header'), message: `x-idempotency.responses.replay.header \`${replayHeader}\` ${clash} — name another header, e.g. \`Idempotent-Replayed\`` });
   }
 
   if (!enabled) {
     return {
       enabled: false,
-      key: { header: DEFAULT_KEY_HEADER, required: undefined, maxLength: undefined, pattern: undefined },
+      key: { in: 'header', name: DEFAULT_KEY_HEADER, required: undefined, maxLength: undefined, pattern: undefined },
       scope: undefined,
       fingerprint: undefined,
       ttl: undefined,
@@ -132,7 +143,7 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   return {
     enabled: true,
     key: {
-      header: typeof key.header === 'string' && key.header !== '' ? key.header : DEFAULT_KEY_HEADER,
+      ...place,
       required: typeof key.required === 'boolean' ? key.required : undefined,
       maxLength: integer(key.maxLength),
       pattern,
@@ -181,6 +192,41 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
  * Why a replay header cannot carry the replay flag (`true`/`false`), when it cannot: the guard (or HTTP) sets
  * that header itself, so the flag would overwrite it or be overwritten.
  */
+/** The members of `key` that each name where the key travels. */
+const KEY_PLACES = ['header', 'query', 'body'] as const;
+
+/**
+ * Where the key travels, read from the contract's `key`: its `body` pointer or `query` name when it gives one
+ * (a schema error already names a second place), else its header (default `Idempotency-Key`).
+ */
+function keyPlace(key: Record<string, unknown>): { in: KeyLocation; name: string } {
+  if (typeof key.header === 'string' && key.header !== '') return { in: 'header', name: key.header };
+  if (typeof key.query === 'string' && key.query !== '') return { in: 'query', name: key.query };
+  if (typeof key.body === 'string' && key.body !== '') return { in: 'body', name: key.body };
+  return { in: 'header', name: DEFAULT_KEY_HEADER };
+}
+
+/**
+ * The merged contract with the key's place taken from the operation alone when the operation names one: defaults
+ * that say `header: X-Key` and an operation that says `body: /ClientToken` mean the body, not both.
+ */
+function withOwnKeyPlace(merged: Record<string, unknown>, own: Record<string, unknown>, defaults: Record<string, unknown>): Record<string, unknown> {
+  const ownKey = own.key;
+  const defaultKey = defaults.key;
+  if (!isPlainObject(ownKey) || !isPlainObject(defaultKey) || !isPlainObject(merged.key)) return merged;
+  if (!KEY_PLACES.some((place) => ownKey[place] !== undefined)) return merged;
+  const key: Record<string, unknown> = {};
+  for (const name of Object.keys(merged.key)) {
+    if ((KEY_PLACES as readonly string[]).includes(name) && ownKey[name] === undefined) continue;
+    Object.defineProperty(key, name, { value: merged.key[name], enumerable: true, writable: true, configurable: true });
+  }
+  const result: Record<string, unknown> = {};
+  for (const name of Object.keys(merged)) {
+    Object.defineProperty(result, name, { value: name === 'key' ? key : merged[name], enumerable: true, writable: true, configurable: true });
+  }
+  return result;
+}
+
 function replayHeaderClash(header: string, keyHeader: string): string | undefined {
   const name = header.trim().toLowerCase();
   if (name === REPEATABILITY_RESULT) {

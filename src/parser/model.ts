@@ -3,9 +3,9 @@
  * generators read. Every node keeps a {@link Location}; positions (line/column) are computed lazily.
  */
 import type { DocumentError } from '../errors.js';
-import type { ScopePart, ProviderKey } from '../runtime/contract.js';
+import type { KeyLocation, ScopePart, ProviderKey } from '../runtime/contract.js';
 
-export type { ScopePart, ProviderKey };
+export type { KeyLocation, ScopePart, ProviderKey };
 
 /** Where a node lives: the file and the JSON Pointer inside that file (RFC 6901). */
 export interface Location {
@@ -59,8 +59,10 @@ export interface IdempotencyContract {
   /** `false` when the operation says `x-idempotency: false`; all other fields are then empty. */
   readonly enabled: boolean;
   readonly key: {
-    /** The header name (default `Idempotency-Key`). */
-    readonly header: string;
+    /** Where the key travels: `header` (the default), `query` or `body`. */
+    readonly in: KeyLocation;
+    /** The header name (default `Idempotency-Key`), the query parameter's name, or the JSON Pointer into the body. */
+    readonly name: string;
     readonly required: boolean | undefined;
     readonly maxLength: number | undefined;
     readonly pattern: string | undefined;

@@ -12,6 +12,9 @@ export type ScopePart =
   | { readonly kind: 'global' }
   | { readonly kind: 'header' | 'path' | 'query'; readonly name: string };
 
+/** Where a request carries its idempotency key. */
+export type KeyLocation = 'header' | 'query' | 'body';
+
 /** Backoff between attempts of one intent. Times in milliseconds. */
 export interface CompiledBackoff {
   readonly initialMs: number;
@@ -55,8 +58,13 @@ export interface CompiledContract {
    */
   readonly basePaths?: readonly string[];
   readonly key: {
-    /** Request header carrying the key, as declared (compare case-insensitively). */
-    readonly header: string;
+    /** Where the key travels: a request header (the default), a query parameter, or a field of the body. */
+    readonly in: KeyLocation;
+    /**
+     * The header name as declared (compare case-insensitively), the query parameter's name, or the JSON Pointer
+     * (RFC 6901) to the body field, e.g. `/ClientToken`.
+     */
+    readonly name: string;
     readonly required: boolean;
     /** Longest accepted key, in characters (default 255; at least 64). */
     readonly maxLength: number;

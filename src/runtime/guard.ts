@@ -9,8 +9,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CompiledContract } from './contract.js';
-import { fingerprintFor, parseJsonPointer, recordIdFor, type QueryValue } from './fingerprint.js';
-import { compileKeyPattern, parseIdempotencyKey } from './key.js';
+import { fingerprintFor, parseJsonPointer, recordIdFor, resolveJsonPointer, type QueryValue } from './fingerprint.js';
+import { compileKeyPattern, parseFieldKey, parseIdempotencyKey, type ParsedKey } from './key.js';
 import { resultIdOf as idInBody } from './result-id.js';
 import { DEFAULT_REPLAY_HEADERS, isRepeatableRequestsKey } from './wire.js';
 import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
@@ -371,14 +371,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // A replay goes to whoever retries with the key: recorded credentials would be handed to them.
     if (replayAllow.has(name)) throw new TypeError(`replayHeaders must not include ${name}: credentials are never recorded or replayed`);
   }
+  // Lower case when the key travels in a header; undefined for a query or body key.
+  const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   // A handler that echoes the key would have it stored in the clear.
-  if (replayAllow.has(contract.key.header.toLowerCase())) {
-    throw new TypeError(`replayHeaders must not include ${contract.key.header.toLowerCase()}, the key header: the raw key is never stored`);
+  if (keyHeader !== undefined && replayAllow.has(keyHeader)) {
+    throw new TypeError(`replayHeaders must not include ${keyHeader}, the key header: the raw key is never stored`);
   }
+  const keyTokens = contract.key.in === 'body' ? parseJsonPointer(contract.key.name) : undefined;
+  /** Where the key travels, for messages: `the Idempotency-Key header`, `the requestId query parameter`. */
+  const keyPlace =
+    contract.key.in === 'header' ? `the ${contract.key.name} header` : contract.key.in === 'query' ? `the ${contract.key.name} query parameter` : `the body field ${contract.key.name}`;
   const replayHeader = contract.responses.replayHeader.toLowerCase();
   // OASIS Repeatable Requests (Azure's `Repeatability-Request-ID`): answers say `Repeatability-Result`, and a
   // `Repeatability-First-Sent` older than the records kept (the TTL) is refused with 412 instead of run again.
-  const repeatable = isRepeatableRequestsKey(contract.key.header);
+  const repeatable = keyHeader !== undefined && isRepeatableRequestsKey(keyHeader);
   const acceptedHeaders: Record<string, string> = repeatable ? { [REPEATABILITY_RESULT]: 'accepted' } : {};
   replayAllow.delete(replayHeader);
   // The headers the guard adds to the handler's own (first) answer: the replay flag set to `false`, unless the
@@ -386,7 +392,6 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const firstHeaders: Readonly<Record<string, string>> = Object.freeze(
     contract.responses.replayOnFirst === false ? { ...acceptedHeaders } : { ...acceptedHeaders, [replayHeader]: 'false' },
   );
-  const keyHeader = contract.key.header.toLowerCase();
   const keyRules = { maxLength: contract.key.maxLength, pattern: compileKeyPattern(contract.key.pattern) };
   for (const pointer of [...(contract.fingerprint.include === 'all' ? [] : contract.fingerprint.include), ...contract.fingerprint.exclude]) {
     parseJsonPointer(pointer);
@@ -606,8 +611,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return { kind: 'respond', response: problemResponse('idempotency-request-expired', 412, detail, {}, req.requestId) };
   }
 
+  /** The request's key, read from where the contract says it travels. */
+  function readKey(req: GuardRequest): ParsedKey {
+    if (keyHeader !== undefined) return parseIdempotencyKey(own(req.headers, keyHeader), keyRules);
+    if (keyTokens === undefined) return parseFieldKey(own(req.query, contract.key.name), keyRules);
+    const field = resolveJsonPointer(req.body, keyTokens);
+    return parseFieldKey(field.found ? field.value : undefined, keyRules);
+  }
+
   function prepare(req: GuardRequest): Prepared {
-    const parsed = parseIdempotencyKey(own(req.headers, keyHeader), keyRules);
+    const parsed = readKey(req);
     if (parsed.kind === 'missing') {
       if (!contract.key.required) {
         if (logging) log({ decision: 'unguarded' }, req.requestId);
@@ -616,14 +629,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (logging) log({ decision: 'missing-key', status: R.missingKey }, req.requestId);
       return {
         kind: 'respond',
-        response: problemResponse('idempotency-key-missing', R.missingKey, `Send the ${contract.key.header} header: one key per intent, kept across retries.`, {}, req.requestId),
+        response: problemResponse('idempotency-key-missing', R.missingKey, `Send ${keyPlace}: one key per intent, kept across retries.`, {}, req.requestId),
       };
     }
     if (parsed.kind === 'invalid') {
       if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
       return {
         kind: 'respond',
-        response: problemResponse('idempotency-key-invalid', R.invalidKey, `The ${contract.key.header} header is not a valid key: ${parsed.detail}.`, {}, req.requestId),
+        response: problemResponse('idempotency-key-invalid', R.invalidKey, `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${parsed.detail}.`, {}, req.requestId),
       };
     }
     const scopeValues: unknown[] = [];
@@ -964,7 +977,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   function beginNow(request: GuardRequest): Promise<Begun> {
     // A request id read from the key header itself (a contract keyed on `X-Request-Id`, the adapters' default
     // request-id header) would put the raw key in every log event: dropped.
-    const req = request.requestId !== undefined && request.requestId === own(request.headers, keyHeader) ? withoutRequestId(request) : request;
+    const req =
+      request.requestId !== undefined && keyHeader !== undefined && request.requestId === own(request.headers, keyHeader) ? withoutRequestId(request) : request;
     const prep = prepare(req);
     if (prep.kind === 'respond') return Promise.resolve(prep);
     if (prep.kind === 'unguarded') return Promise.resolve({ kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined });

@@ -1,12 +1,13 @@
 /**
- * Reading the idempotency key from a request header (DESIGN §4 step 1).
+ * Reading the idempotency key from a request (DESIGN §4 step 1).
  *
- * The key may arrive as an IETF Structured-Field string (`"abc"`, RFC 9651 §3.3.3) or bare (`abc`);
- * both are the same key, the unquoted string. This file imports nothing.
+ * In a header the key may arrive as an IETF Structured-Field string (`"abc"`, RFC 9651 §3.3.3) or bare (`abc`);
+ * both are the same key, the unquoted string. In a query parameter or a body field it is the value as sent.
+ * This file imports nothing.
  */
 
 /** Why a present key was refused. Each is a `400 idempotency-key-invalid`. */
-export type KeyProblem = 'several-values' | 'empty' | 'non-printable' | 'too-long' | 'off-pattern' | 'malformed';
+export type KeyProblem = 'several-values' | 'empty' | 'non-printable' | 'too-long' | 'off-pattern' | 'malformed' | 'not-a-string';
 
 /** Outcome of {@link parseIdempotencyKey}. */
 export type ParsedKey =
@@ -60,6 +61,31 @@ export function parseIdempotencyKey(raw: string | readonly string[] | undefined,
     }
     key = value;
   }
+  return checkedKey(key, rules);
+}
+
+/**
+ * Parse a key sent as a query parameter or a body field: `raw` is the query value (an array when the parameter
+ * was repeated) or the parsed body field. The value is the key as sent — no quoting, no trimming — and must be a
+ * string without control characters.
+ */
+export function parseFieldKey(raw: unknown, rules: KeyRules): ParsedKey {
+  if (raw === undefined || raw === null) return { kind: 'missing' };
+  let value = raw;
+  if (Array.isArray(raw)) {
+    if (raw.length === 0) return { kind: 'missing' };
+    if (raw.length > 1) return invalid('several-values', 'the key was sent more than once');
+    value = raw[0];
+  }
+  if (typeof value !== 'string') return invalid('not-a-string', 'the key must be a string');
+  for (let i = 0; i < value.length; i += 1) {
+    const c = value.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return invalid('non-printable', 'the key may not hold control characters');
+  }
+  return checkedKey(value, rules);
+}
+
+function checkedKey(key: string, rules: KeyRules): ParsedKey {
   if (key.length === 0) return invalid('empty', 'the key is empty');
   if (key.length > rules.maxLength) {
     return invalid('too-long', `the key is longer than ${rules.maxLength} characters`);

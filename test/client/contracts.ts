@@ -7,7 +7,7 @@ import { demoContract } from '../runtime/fixtures.js';
 
 /** The demo operation with a local effect: principal scope, `/topic` fingerprint, no key pattern. */
 export const localContract: CompiledContract = demoContract({
-  key: { header: 'Idempotency-Key', required: true, maxLength: 255 },
+  key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 255 },
   scope: [{ kind: 'principal' }],
   fingerprint: { include: ['/topic'], exclude: [], query: [] },
   effect: { owner: 'demo-requests', external: false, providerKey: 'none', statusRoute: 'getDemoRequest' },

@@ -246,7 +246,7 @@ describe('client sendIntent', () => {
   });
 
   it('an OASIS key (Repeatability-Request-ID) goes with Repeatability-First-Sent: the first attempt\'s time, the same on every attempt', async () => {
-    const oasis: CompiledContract = { ...localContract, key: { ...localContract.key, header: 'Repeatability-Request-ID' } };
+    const oasis: CompiledContract = { ...localContract, key: { ...localContract.key, name: 'Repeatability-Request-ID' } };
     const rt = fakeRuntime([new Error('socket hang up'), json(201, created, { 'Idempotent-Replayed': 'true' })]);
     const intent = Intent.create({ operationId: oasis.operationId, deadlineMs: 30_000, now: rt.clock });
     // The intent is made with the form, and sent a minute later.

@@ -76,7 +76,7 @@ export function fakeContract(operationAt: { file: string; pointer: string }, ove
   const absent = undefined;
   return {
     enabled: true,
-    key: { header: 'Idempotency-Key', required: true, maxLength: 255, pattern: absent },
+    key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 255, pattern: absent },
     scope: [{ kind: 'principal' }, { kind: 'header', name: 'X-Tenant-Id' }],
     fingerprint: { include: ['/amount', '/currency'], exclude: [] },
     ttl: { raw: 'P1D', ms: 86_400_000 },

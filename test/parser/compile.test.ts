@@ -20,7 +20,7 @@ describe('compileContract', () => {
       operationId: 'createDemoRequest',
       method: 'POST',
       path: '/v1/demo-requests',
-      key: { header: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:-]+$' },
+      key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:-]+$' },
       scope: [{ kind: 'principal' }],
       fingerprint: { include: ['/topic', '/contact/email'], exclude: ['/clientSentAt'], query: [] },
       ttlMs: 86_400_000,
@@ -48,7 +48,7 @@ describe('compileContract', () => {
       operationId: 'usesTrue',
       method: 'POST',
       path: '/uses-true',
-      key: { header: 'Idempotency-Key', required: true, maxLength: 128 },
+      key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 128 },
       scope: [{ kind: 'principal' }],
       fingerprint: { include: 'all', exclude: [], query: ['dryRun'] },
       ttlMs: 86_400_000,
@@ -72,7 +72,7 @@ describe('compileContract', () => {
   it('deep-merges an override, forwards the provider key for external effects and reads path-level query parameters', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const compiled = compileContract(operation(doc, 'overrides'));
-    assert.deepEqual(compiled.key, { header: 'X-Request-Key', required: true, maxLength: 128 });
+    assert.deepEqual(compiled.key, { in: 'header', name: 'X-Request-Key', required: true, maxLength: 128 });
     assert.deepEqual(compiled.scope, [{ kind: 'header', name: 'X-Tenant-Id' }]);
     assert.equal(compiled.ttlMs, 2 * 3_600_000);
     assert.equal(compiled.effect.providerKey, 'forward');

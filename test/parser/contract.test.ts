@@ -82,7 +82,7 @@ describe('contract pieces', () => {
         { path: ['responses', 'mismatch'], message: "x-idempotency.responses.mismatch needs 'status'" },
       ]);
       assert.deepEqual(validateContractValue({ key: { requird: true } }), [
-        { path: ['key', 'requird'], message: "unknown field 'requird' in x-idempotency.key (allowed: header, required, maxLength, pattern)" },
+        { path: ['key', 'requird'], message: "unknown field 'requird' in x-idempotency.key (allowed: header, query, body, required, maxLength, pattern)" },
       ]);
     });
 

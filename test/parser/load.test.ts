@@ -36,7 +36,7 @@ describe('loadDocument', () => {
       const contract = op(doc, 'usesTrue').contract!;
       assert.equal(contract.enabled, true);
       assert.equal(contract.key.maxLength, 128);
-      assert.equal(contract.key.header, 'Idempotency-Key');
+      assert.equal(contract.key.name, 'Idempotency-Key');
       assert.deepEqual(contract.scope, [{ kind: 'principal' }]);
       assert.deepEqual(contract.ttl, { raw: 'P1D', ms: 86_400_000 });
       assert.equal(contract.responses.mismatch?.status, 422);
@@ -46,7 +46,7 @@ describe('loadDocument', () => {
 
     it('an object is deep-merged over the defaults: nested objects merge, scalars and arrays replace', () => {
       const contract = op(doc, 'overrides').contract!;
-      assert.equal(contract.key.header, 'X-Request-Key');
+      assert.equal(contract.key.name, 'X-Request-Key');
       assert.equal(contract.key.maxLength, 128, 'key.maxLength still comes from the defaults');
       assert.deepEqual(contract.scope, [{ kind: 'header', name: 'X-Tenant-Id' }], 'the array replaced, not appended');
       assert.equal(contract.ttl?.ms, 2 * 3_600_000);
@@ -301,10 +301,10 @@ describe('loadDocument', () => {
         );
         const misplaced = (doc: ApiDocument) => doc.warnings.filter((warning) => / is not read/.test(warning.message)).map((warning) => warning.at.pointer);
         const v3 = await loadDocument(path.join(dir, 'v3.yaml'));
-        assert.deepEqual(v3.operations.map((operation) => operation.contract?.key.header), ['Idempotency-Key', 'Idempotency-Key'], 'both contracts are read from components');
+        assert.deepEqual(v3.operations.map((operation) => operation.contract?.key.name), ['Idempotency-Key', 'Idempotency-Key'], 'both contracts are read from components');
         assert.deepEqual(misplaced(v3), ['/components/responses/Unread/x-idempotency']);
         const v2 = await loadDocument(path.join(dir, 'v2.yaml'));
-        assert.equal(v2.operations[0]!.contract?.key.header, 'Idempotency-Key');
+        assert.equal(v2.operations[0]!.contract?.key.name, 'Idempotency-Key');
         assert.deepEqual(misplaced(v2), ['/responses/Unread/x-idempotency']);
       } finally {
         rmSync(dir, { recursive: true, force: true });
@@ -322,7 +322,7 @@ describe('loadDocument', () => {
         writeFileSync(path.join(dir, 'last.yaml'), [...header, ...readers, ...source, ''].join('\n'));
         for (const name of ['first.yaml', 'last.yaml']) {
           const doc = await loadDocument(path.join(dir, name));
-          assert.equal(doc.operations.find((operation) => operation.path === '/c')?.contract?.key.header, 'Idempotency-Key', name);
+          assert.equal(doc.operations.find((operation) => operation.path === '/c')?.contract?.key.name, 'Idempotency-Key', name);
           assert.deepEqual(doc.warnings.map((warning) => warning.message), [], name);
         }
         writeFileSync(path.join(dir, 'unread.yaml'), [...header, ...source, ''].join('\n'));

@@ -7,7 +7,7 @@ export function demoContract(overrides: Partial<CompiledContract> = {}): Compile
     operationId: 'createDemoRequest',
     method: 'POST',
     path: '/v1/demo-requests',
-    key: { header: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:-]+$' },
+    key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:-]+$' },
     scope: [{ kind: 'principal' }, { kind: 'header', name: 'X-Tenant-Id' }],
     fingerprint: { include: ['/topic', '/contact/email'], exclude: [], query: [] },
     ttlMs: 86_400_000,

@@ -776,7 +776,7 @@ describe('runtime/guard: answers in the API\'s own error format (renderProblem)'
 });
 
 describe('runtime/guard: OASIS Repeatable Requests (Repeatability-Request-ID, as Azure SDKs send it)', () => {
-  const contract = demoContract({ key: { header: 'Repeatability-Request-ID', required: true, maxLength: 64 }, ttlMs: 300_000 });
+  const contract = demoContract({ key: { in: 'header', name: 'Repeatability-Request-ID', required: true, maxLength: 64 }, ttlMs: 300_000 });
   const request = (id: string, firstSent: string | undefined, body?: unknown) => {
     const base = demoRequest(undefined, body);
     return { ...base, headers: { ...base.headers, 'repeatability-request-id': id, ...(firstSent === undefined ? {} : { 'repeatability-first-sent': firstSent }) } };
@@ -826,7 +826,7 @@ describe('runtime/guard: OASIS Repeatable Requests (Repeatability-Request-ID, as
 });
 
 describe('runtime/guard: OASIS answers beyond the first', () => {
-  const contract = demoContract({ key: { header: 'Repeatability-Request-ID', required: true, maxLength: 64 } });
+  const contract = demoContract({ key: { in: 'header', name: 'Repeatability-Request-ID', required: true, maxLength: 64 } });
   const request = (id: string) => {
     const base = demoRequest(undefined);
     return { ...base, headers: { ...base.headers, 'repeatability-request-id': id } };
@@ -1260,7 +1260,7 @@ describe('runtime/guard: logs', () => {
 
 describe('runtime/guard: a contract keyed on the request-id header', () => {
   it('never logs the raw key as the request id', async () => {
-    const contract = demoContract({ key: { ...demoContract().key, header: 'X-Request-Id' } });
+    const contract = demoContract({ key: { ...demoContract().key, name: 'X-Request-Id' } });
     const s = setup({}, contract);
     const request = demoRequest(undefined, undefined, { headers: { 'x-request-id': KEY, 'x-tenant-id': 't1' }, requestId: KEY });
     await s.guard.handle(request, s.handler);

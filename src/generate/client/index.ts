@@ -107,7 +107,7 @@ export const CLIENT_EXPORTS: readonly string[] = [
  */
 export const CLIENT_LOCALS: readonly string[] = [
   // imports
-  'T', 'CompiledContract', 'defaultRuntime', 'sendIntent', 'sendOnce', 'buildRequest', 'RequestParts', 'clientBase', 'operationBaseUrl',
+  'T', 'CompiledContract', 'defaultRuntime', 'sendIntent', 'sendOnce', 'buildRequest', 'RequestParts', 'clientBase', 'operationBaseUrl', 'keyGiven', 'withIntentKey',
   // `parts` and `createClient`
   'parts', 'given', 'headers', 'options', 'runtime', 'base', 'intent', 'operation', 'key',
   // an operation method
@@ -119,7 +119,7 @@ const SCHEMA_GLOBALS = ['Record', 'Blob', 'ArrayBuffer', 'ArrayBufferView'];
 
 /** Runtime files (under `src/runtime/`) every client needs. */
 export function clientRuntimeFiles(): string[] {
-  return runtimeClosure(['contract.ts', 'client/engine.ts', 'client/intent.ts', 'client/request.ts', 'client/server.ts']);
+  return runtimeClosure(['contract.ts', 'client/engine.ts', 'client/intent.ts', 'client/key-place.ts', 'client/request.ts', 'client/server.ts']);
 }
 
 type Json = Record<string, unknown>;
@@ -409,7 +409,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
     for (let n = 2; taken.has(name); n++) name = `${base}${n}`;
     taken.add(name);
     const contract = op.contract?.enabled === true ? compileContract(op, doc) : null;
-    const t = typer.declare(op, name, contract?.key.header);
+    const t = typer.declare(op, name, contract?.key.in === 'header' ? contract.key.name : undefined);
     const pascal = name.charAt(0).toUpperCase() + name.slice(1);
     // `client.ts` exports these next to the schema types, so they share the schema types' names (and reservations).
     return { op, name, contract, t, resultType: types.uniqueIdentifier(`${pascal}Result`), statusCallType: types.uniqueIdentifier(`${pascal}StatusCall`) };

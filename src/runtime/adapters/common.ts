@@ -262,19 +262,20 @@ async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<Guar
 
 /** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */
 export function readsQuery(contract: CompiledContract): boolean {
-  return contract.fingerprint.query.length > 0 || contract.scope.some((part) => part.kind === 'query');
+  return contract.key.in === 'query' || contract.fingerprint.query.length > 0 || contract.scope.some((part) => part.kind === 'query');
 }
 
 /**
  * The guard's header map from Node's parsed headers: `headers` (repeated headers joined with `, `, as Node
  * does) with the key header's separate values from `distinct()` when it may have been sent several times —
- * asked only then, because Node builds that map on demand.
+ * asked only then, because Node builds that map on demand. `keyHeader` is undefined for a query or body key.
  */
 export function nodeHeaders(
   headers: Readonly<Record<string, string | readonly string[] | undefined>>,
   distinct: () => Readonly<Record<string, readonly string[] | undefined>>,
-  keyHeader: string,
+  keyHeader: string | undefined,
 ): GuardHeaders {
+  if (keyHeader === undefined) return headers;
   const joined = headers[keyHeader];
   if (typeof joined === 'string' && joined.includes(',')) {
     const values = distinct()[keyHeader];

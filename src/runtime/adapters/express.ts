@@ -66,7 +66,7 @@ export function idempotencyOf<Tx = unknown>(res: Response): HandlerContext<Tx> {
 /** Builds the Express middleware that guards one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
-  const keyHeader = contract.key.header.toLowerCase();
+  const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
 

@@ -89,7 +89,7 @@ export function idempotencyOf<Tx = unknown>(request: FastifyRequest): HandlerCon
 /** Builds the route hooks that guard one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
-  const keyHeader = contract.key.header.toLowerCase();
+  const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
 

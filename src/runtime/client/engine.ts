@@ -308,14 +308,16 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   const requestIdHeader = options.requestIdHeader ?? 'X-Request-Id';
   // A contract that keys on the request-id header (`X-Request-Id` as the idempotency key): the key goes in it on
   // every attempt, and no per-attempt id replaces it — a new value there would be a new key.
-  const keyIsRequestId = requestIdHeader.toLowerCase() === contract.key.header.toLowerCase();
+  // A key that travels in the query or the body is already in `request` (see `withIntentKey`).
+  const keyHeader = contract.key.in === 'header' ? contract.key.name : undefined;
+  const keyIsRequestId = keyHeader !== undefined && requestIdHeader.toLowerCase() === keyHeader.toLowerCase();
   // OASIS Repeatable Requests (a `Repeatability-Request-ID` key): every attempt also says when the intent was
   // first sent, the same on each, so a server can refuse a repeat that comes after it stopped keeping records.
-  const firstSentHeader = isRepeatableRequestsKey(contract.key.header) ? 'Repeatability-First-Sent' : undefined;
+  const firstSentHeader = keyHeader !== undefined && isRepeatableRequestsKey(keyHeader) ? 'Repeatability-First-Sent' : undefined;
   // The intent owns these headers: a caller's own copy (in any letter case) would be sent alongside
   // and turn one key into two values.
   const baseHeaders = mergeHeaders(request.headers);
-  for (const name of [contract.key.header, requestIdHeader, firstSentHeader].filter((owned): owned is string => owned !== undefined)) {
+  for (const name of [keyHeader, requestIdHeader, firstSentHeader].filter((owned): owned is string => owned !== undefined)) {
     const given = headerName(baseHeaders, name);
     if (given !== undefined) delete baseHeaders[given];
   }
@@ -364,7 +366,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     const requestId = keyIsRequestId ? intent.key : rt.newRequestId();
     const firstSent: Record<string, string> = firstSentHeader === undefined ? {} : { [firstSentHeader]: new Date(intent.firstSentAt ?? now).toUTCString() };
     // The key last: nothing replaces it.
-    const headers = { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), [contract.key.header]: intent.key };
+    const headers = { ...baseHeaders, ...firstSent, ...(keyIsRequestId ? {} : { [requestIdHeader]: requestId }), ...(keyHeader === undefined ? {} : { [keyHeader]: intent.key }) };
     // A request fetch would refuse (a bad header value or key, a path-only URL under Node) never counts as an attempt.
     assertSendable(url, request.method, headers);
     intent.recordAttempt(requestId, now);

@@ -7,7 +7,7 @@ export const contract: CompiledContract = {
   operationId: 'createThing',
   method: 'POST',
   path: '/things/{tenant}',
-  key: { header: 'Idempotency-Key', required: true, maxLength: 64 },
+  key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 64 },
   scope: [{ kind: 'principal' }, { kind: 'path', name: 'tenant' }],
   fingerprint: { include: 'all', exclude: [], query: ['mode'] },
   ttlMs: 60_000,

@@ -4,6 +4,7 @@ import { contracts } from './contracts.js';
 import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
+import { keyGiven, withIntentKey } from './runtime/client/key-place.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
 import { clientBase } from './runtime/client/server.js';
 
@@ -104,16 +105,17 @@ export function createClient(options: ClientOptions = {}) {
    */
   async function createDemoRequest(input: T.CreateDemoRequestInput, call: IntentOptions = {}): Promise<CreateDemoRequestResult> {
     const contract = contracts.createDemoRequest;
-    const sent = call.intent ?? intent("createDemoRequest");
+    const given = parts(input, options.headers, call.headers);
+    const sent = call.intent ?? intent("createDemoRequest", keyGiven(contract.key, given));
     return sendIntent<T.CreateDemoRequestOk, T.CreateDemoRequestError, CreateDemoRequestStatusCall>({
       contract,
       intent: sent,
       runtime,
       jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
       checkStatus: (statusInput: T.GetDemoRequestInput, statusCall: CallOptions = {}) =>
-        getDemoRequest(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.header]: sent.key } }),
+        getDemoRequest(statusInput, contract.key.in === 'header' ? { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key } } : statusCall),
     });
   }
 

@@ -7,7 +7,8 @@ const createDemoRequest = {
   "method": "POST",
   "path": "/v1/demo-requests",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255
   },
@@ -62,7 +63,8 @@ const sendEmail = {
   "method": "POST",
   "path": "/v1/emails",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255
   },

@@ -7,7 +7,8 @@ const createOrder = {
   "method": "POST",
   "path": "/v1/orders",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255
   },

@@ -7,7 +7,8 @@ const completed = {
   "method": "POST",
   "path": "/pet",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255
   },

@@ -4,6 +4,7 @@ import { contracts } from './contracts.js';
 import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
+import { keyGiven, withIntentKey } from './runtime/client/key-place.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
 import { clientBase } from './runtime/client/server.js';
 
@@ -106,14 +107,15 @@ export function createClient(options: ClientOptions) {
    */
   async function createPayment(input: T.CreatePaymentInput, call: IntentOptions = {}): Promise<CreatePaymentResult> {
     const contract = contracts.createPayment;
-    const sent = call.intent ?? intent("createPayment");
+    const given = parts(input, options.headers, call.headers);
+    const sent = call.intent ?? intent("createPayment", keyGiven(contract.key, given));
     return sendIntent<T.CreatePaymentOk, T.CreatePaymentError, CreatePaymentStatusCall>({
       contract,
       intent: sent,
       runtime,
       jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
       checkStatus: undefined,
     });
   }

@@ -7,7 +7,8 @@ const createPayment = {
   "method": "POST",
   "path": "/payments",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255
   },

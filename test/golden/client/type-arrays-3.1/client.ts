@@ -4,6 +4,7 @@ import { contracts } from './contracts.js';
 import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
+import { keyGiven, withIntentKey } from './runtime/client/key-place.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
 import { clientBase } from './runtime/client/server.js';
 
@@ -104,14 +105,15 @@ export function createClient(options: ClientOptions) {
    */
   async function createNote(input: T.CreateNoteInput, call: IntentOptions = {}): Promise<CreateNoteResult> {
     const contract = contracts.createNote;
-    const sent = call.intent ?? intent("createNote");
+    const given = parts(input, options.headers, call.headers);
+    const sent = call.intent ?? intent("createNote", keyGiven(contract.key, given));
     return sendIntent<T.CreateNoteOk, T.CreateNoteError, CreateNoteStatusCall>({
       contract,
       intent: sent,
       runtime,
       jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers)),
+      request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
       checkStatus: undefined,
     });
   }

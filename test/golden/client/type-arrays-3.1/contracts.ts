@@ -7,7 +7,8 @@ const createNote = {
   "method": "POST",
   "path": "/v1/notes",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 128
   },

@@ -4,6 +4,7 @@ import { contracts } from './contracts.js';
 import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
+import { keyGiven, withIntentKey } from './runtime/client/key-place.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
 import { clientBase } from './runtime/client/server.js';
 
@@ -165,13 +166,14 @@ export function createClient(options: ClientOptions) {
    */
   async function upload(input: T.UploadInput, call: IntentOptions = {}): Promise<UploadResult> {
     const contract = contracts.upload;
-    const sent = call.intent ?? intent("upload");
+    const given = parts(input, options.headers, call.headers);
+    const sent = call.intent ?? intent("upload", keyGiven(contract.key, given));
     return sendIntent<T.UploadOk, T.UploadError, UploadStatusCall>({
       contract,
       intent: sent,
       runtime,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
-      request: buildRequest(base.url, contract.method, contract.path, parts(input, options.headers, call.headers), {"mediaType":"multipart/form-data"} as const),
+      request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key), {"mediaType":"multipart/form-data"} as const),
       checkStatus: undefined,
     });
   }

@@ -7,7 +7,8 @@ const upload = {
   "method": "POST",
   "path": "/uploads",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255
   },

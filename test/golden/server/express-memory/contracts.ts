@@ -7,7 +7,8 @@ export const createDemoRequestContract = {
   "method": "POST",
   "path": "/v1/demo-requests",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 80
   },
@@ -62,7 +63,8 @@ export const createPaymentContract = {
   "method": "POST",
   "path": "/v1/accounts/{accountId}/payments",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 80
   },

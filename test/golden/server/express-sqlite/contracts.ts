@@ -7,7 +7,8 @@ export const createDemoRequestContract = {
   "method": "POST",
   "path": "/v1/demo-requests",
   "key": {
-    "header": "Idempotency-Key",
+    "in": "header",
+    "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255,
     "pattern": "^[A-Za-z0-9._:-]+$"

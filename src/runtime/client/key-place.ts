@@ -1,0 +1,82 @@
+/**
+ * A key that travels in the query or the body (AWS's `ClientToken`, Google's `requestId`, Square's
+ * `idempotency_key`): read from a call's parts, and written into them, so every attempt of an intent carries it.
+ * A header key is the engine's (see `sendIntent`). Used by generated clients.
+ *
+ * This file is copied into users' generated output: it imports nothing outside `runtime/`.
+ */
+import type { CompiledContract } from '../contract.js';
+import type { RequestParts } from './request.js';
+
+type KeyPlace = CompiledContract['key'];
+
+/**
+ * The key the caller wrote where the contract's key travels — the query parameter, or the body field at the
+ * contract's pointer — or `undefined`. Throws `TypeError` when the value there is not a string.
+ */
+export function keyGiven(key: KeyPlace, parts: RequestParts): string | undefined {
+  if (key.in === 'header') return undefined;
+  const value = key.in === 'query' ? ownValue(parts.query, key.name) : fieldAt(parts.body, pointerTokens(key.name));
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw new TypeError(`${placeOf(key)} holds the idempotency key: it must be a string`);
+  return value;
+}
+
+/**
+ * `parts` with `intentKey` where the contract's key travels (the caller's objects are copied, never changed).
+ * Throws `TypeError` when the caller wrote another key there: an intent carries one key on every attempt.
+ */
+export function withIntentKey(key: KeyPlace, parts: RequestParts, intentKey: string): RequestParts {
+  if (key.in === 'header') return parts;
+  const given = keyGiven(key, parts);
+  if (given !== undefined && given !== intentKey) {
+    throw new TypeError(`${placeOf(key)} holds another key than the intent's: send the intent made with that key, or leave the field out`);
+  }
+  if (key.in === 'query') return { ...parts, query: { ...parts.query, [key.name]: intentKey } };
+  return { ...parts, body: setField(parts.body, pointerTokens(key.name), 0, intentKey, key) };
+}
+
+function placeOf(key: KeyPlace): string {
+  return key.in === 'query' ? `the query parameter "${key.name}"` : `the body field ${key.name}`;
+}
+
+function pointerTokens(pointer: string): string[] {
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+function isFields(value: unknown): value is Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+function ownValue(record: Readonly<Record<string, unknown>> | undefined, name: string): unknown {
+  return record !== undefined && Object.hasOwn(record, name) ? record[name] : undefined;
+}
+
+function fieldAt(body: unknown, tokens: readonly string[]): unknown {
+  let current = body;
+  for (const token of tokens) {
+    if (!isFields(current)) return undefined;
+    current = ownValue(current, token);
+  }
+  return current;
+}
+
+/** A copy of `body` with `value` at `tokens[from…]`, objects made where none are. */
+function setField(body: unknown, tokens: readonly string[], from: number, value: string, key: KeyPlace): Record<string, unknown> {
+  if (body !== undefined && body !== null && !isFields(body)) {
+    throw new TypeError(`the body must be an object of fields to carry the idempotency key at ${key.name}`);
+  }
+  const copy: Record<string, unknown> = {};
+  if (body !== undefined && body !== null) {
+    for (const name of Object.keys(body)) Object.defineProperty(copy, name, { value: body[name], enumerable: true, writable: true, configurable: true });
+  }
+  const token = tokens[from]!;
+  const next = from === tokens.length - 1 ? value : setField(ownValue(copy, token), tokens, from + 1, value, key);
+  Object.defineProperty(copy, token, { value: next, enumerable: true, writable: true, configurable: true });
+  return copy;
+}
