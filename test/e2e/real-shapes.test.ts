@@ -1,7 +1,7 @@
 /**
  * Documents shaped like real public specs (test/fixtures/real-shapes: Stripe-like 3.0 JSON with form bodies
  * and huge anyOf unions, GitHub-like 3.0 with path-level and $ref'ed parameters, PayPal-like Swagger 2.0,
- * and a 3.1 document full of odd names) through the whole pipeline: `lint` never crashes, `generate server`
+ * a 3.1 document full of odd names, and keys in the body and the query as Square, AWS and Google send them) through the whole pipeline: `lint` never crashes, `generate server`
  * for every framework and `generate client` produce code that compiles under `tsc --strict` (one run for
  * all outputs), `--check` finds no drift, and the compiled clients send what the documents describe.
  */
@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import { main } from '../../src/cli/main.js';
 import { DocumentError } from '../../src/errors.js';
 import { generateServer } from '../../src/generate/server.js';
@@ -21,7 +22,7 @@ import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
 import { bufferIo } from '../helpers/io.js';
 
 const FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes');
-const DOCS = ['stripe-like.json', 'github-like.yaml', 'paypal-like.yaml', 'odd-31.yaml'] as const;
+const DOCS = ['stripe-like.json', 'github-like.yaml', 'paypal-like.yaml', 'odd-31.yaml', 'body-query-keys.yaml'] as const;
 const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
 const DUPLICATES = 'duplicate-operation-ids.yaml';
 const STORES = ['sqlite', 'memory', 'postgres', 'redis'] as const;
@@ -181,6 +182,82 @@ describe('real-world spec shapes through lint, generate server (every framework)
         child.kill('SIGTERM');
         await gone;
       }
+    }
+  });
+
+  it('body and query keys: the generated client writes the intent\'s key where the contract says, the generated Express guard replays a lost answer, one effect', async () => {
+    assert.equal(diagnostics, '', 'needs the compiled output');
+    assert.equal(storeFor(DOCS.indexOf('body-query-keys.yaml'), FRAMEWORKS.indexOf('express')), 'sqlite');
+    const generated = (await import(pathToFileURL(path.join(root, 'dist', 'src', 'body-query-keys-express', 'index.js')).href)) as {
+      createGuards: (options: { store: unknown; principal: (req: Request) => string | undefined }) => Record<string, RequestHandler>;
+      SqliteStore: new (db: unknown) => { migrate(): Promise<void> };
+    };
+    const store = new generated.SqliteStore(new Database(':memory:'));
+    await store.migrate();
+    const guards = generated.createGuards({ store, principal: (req) => req.get('authorization') });
+    let payments = 0;
+    let clusters = 0;
+    let loseNext = false;
+    // The answer the guard finally writes (after it recorded it) is lost with the connection: the client retries.
+    const lossy: RequestHandler = (req, res, next) => {
+      if (loseNext) {
+        loseNext = false;
+        res.end = (() => (req.socket.destroy(), res)) as Response['end'];
+      }
+      next();
+    };
+    const app = express();
+    app.post('/v2/payments', lossy, express.json(), guards['createPayment']!, (req: Request, res: Response) => {
+      payments += 1;
+      res.json({ id: `pay-${payments}`, status: 'COMPLETED', key: (req.body as { idempotency_key: string }).idempotency_key });
+    });
+    app.post('/v1/projects/:project/clusters', lossy, express.json(), guards['createCluster']!, (req: Request, res: Response) => {
+      clusters += 1;
+      res.json({ clusterId: `c-${clusters}`, name: (req.body as { name: string }).name, requestId: req.query['requestId'] });
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    try {
+      const { createClient } = await compiled('body-query-keys-client');
+      const client = createClient({ baseUrl: `http://127.0.0.1:${(server.address() as { port: number }).port}`, headers: { authorization: 'Bearer shapes' } });
+      const payment = { source_id: 'cnon:card-nonce-ok', amount_money: { amount: 100, currency: 'EUR' } };
+
+      loseNext = true;
+      const paid = await client['createPayment']!({ body: payment });
+      assert.equal(paid['kind'], 'completed', JSON.stringify(paid));
+      assert.equal(paid['replayed'], true, 'the first answer was lost: the retry with the same body key got the replay');
+      const intentKey = (paid['intent'] as { key: string }).key;
+      assert.equal((paid['body'] as { key: string }).key, intentKey, 'the client wrote the intent\'s key into idempotency_key');
+      assert.equal(payments, 1);
+
+      // A key the caller writes in the body is the intent's key: a second process sending it again gets the replay.
+      const mine = await client['createPayment']!({ body: { ...payment, idempotency_key: 'sq-order-77' } });
+      assert.equal((mine['intent'] as { key: string }).key, 'sq-order-77');
+      const again = await client['createPayment']!({ body: { ...payment, idempotency_key: 'sq-order-77' } });
+      assert.equal(again['replayed'], true);
+      assert.equal((again['body'] as { id: string }).id, (mine['body'] as { id: string }).id);
+      const changed = await client['createPayment']!({ body: { ...payment, amount_money: { amount: 999, currency: 'EUR' }, idempotency_key: 'sq-order-77' } });
+      assert.equal(changed['reason'], 'mismatch', JSON.stringify(changed));
+      assert.equal(payments, 2);
+
+      loseNext = true;
+      const cluster = await client['createCluster']!({ path: { project: 'p-1' }, body: { name: 'analytics' } });
+      assert.equal(cluster['kind'], 'completed', JSON.stringify(cluster));
+      assert.equal(cluster['replayed'], true);
+      assert.equal((cluster['body'] as { requestId: string }).requestId, (cluster['intent'] as { key: string }).key, 'the client put the key in ?requestId=');
+      assert.equal(clusters, 1);
+
+      // A request without the key where the contract says it travels never reaches the handler.
+      const bare = await fetch(`http://127.0.0.1:${(server.address() as { port: number }).port}/v2/payments`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer shapes', 'idempotency-key': 'in-a-header' },
+        body: JSON.stringify(payment),
+      });
+      assert.equal(bare.status, 400);
+      assert.match(((await bare.json()) as { detail: string }).detail, /body field \/idempotency_key/);
+      assert.equal(payments, 2);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 

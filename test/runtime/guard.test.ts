@@ -1274,3 +1274,92 @@ describe('runtime/guard: a contract keyed on the request-id header', () => {
 function firstEventKeyId(events: GuardLogEvent[]): string {
   return events.find((e) => e.keyId !== undefined)!.keyId!;
 }
+
+describe('runtime/guard: a key in the body or the query (AWS clientToken, Square idempotency_key, Google requestId)', () => {
+  const bodyKeyed = demoContract({ key: { in: 'body', name: '/payment/idempotency_key', required: true, maxLength: 64 }, fingerprint: { include: 'all', exclude: [], query: [] } });
+  const queryKeyed = demoContract({ key: { in: 'query', name: 'requestId', required: true, maxLength: 64 } });
+  const order = (key: unknown, amount = 100) => ({ payment: { amount, ...(key === undefined ? {} : { idempotency_key: key }) } });
+  /** A request that carries its key only where the contract says: no key header. */
+  const inBody = (key: unknown, amount?: number) => demoRequest(undefined, order(key, amount));
+  const inQuery = (key: string | readonly string[] | undefined) => demoRequest(undefined, undefined, key === undefined ? {} : { query: { requestId: key } });
+
+  it('reads the key from the body field: the retry with the same body is replayed, another body with that key is 422', async () => {
+    const s = setup({}, bodyKeyed);
+    const first = await s.guard.handle(inBody('sq-7f1c'), s.handler);
+    assert.equal(first.status, 201);
+    const again = await s.guard.handle(inBody('sq-7f1c'), s.handler);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.deepEqual(bodyJson(again), bodyJson(first));
+    assert.equal((await s.guard.handle(inBody('sq-7f1c', 999), s.handler)).status, 422);
+    assert.equal((await s.guard.handle(inBody('sq-other'), s.handler)).status, 201, 'another key is another intent');
+    assert.equal(s.runs(), 2);
+  });
+
+  it('ignores a key header when the contract keys on the body, and answers 400 naming the body field when the field is missing', async () => {
+    const s = setup({}, bodyKeyed);
+    const response = await s.guard.handle(demoRequest('header-key', order(undefined)), s.handler);
+    assert.equal(response.status, 400);
+    assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-key-missing`);
+    assert.match(bodyJson(response).detail, /Send the body field \/payment\/idempotency_key:/);
+    assert.equal(s.runs(), 0);
+  });
+
+  for (const [what, key] of [
+    ['a number', 42],
+    ['an object', { id: 'k' }],
+    ['an empty string', ''],
+    ['a string with a line break', 'k\n1'],
+    ['a string longer than maxLength', 'k'.repeat(65)],
+  ] as const) {
+    it(`refuses a body key that is ${what} with 400 invalid, before the handler`, async () => {
+      const s = setup({}, bodyKeyed);
+      const response = await s.guard.handle(inBody(key), s.handler);
+      assert.equal(response.status, 400);
+      assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-key-invalid`);
+      assert.match(bodyJson(response).detail, /^The body field \/payment\/idempotency_key is not a valid key: /);
+      assert.equal(s.runs(), 0);
+    });
+  }
+
+  it('takes a body key as sent: commas, quotes and non-ASCII letters are part of it, not header syntax', async () => {
+    const s = setup({}, bodyKeyed);
+    for (const key of ['a,b', '"quoted"', 'ключ-1']) {
+      assert.equal((await s.guard.handle(inBody(key), s.handler)).status, 201, key);
+      assert.equal((await s.guard.handle(inBody(key), s.handler)).headers['idempotent-replayed'], 'true', key);
+    }
+    assert.equal(s.runs(), 3);
+  });
+
+  it('reads the key from the query parameter; repeated, it is 400 invalid; absent, 400 naming the parameter', async () => {
+    const s = setup({}, queryKeyed);
+    assert.equal((await s.guard.handle(inQuery('req-1f'), s.handler)).status, 201);
+    assert.equal((await s.guard.handle(inQuery('req-1f'), s.handler)).headers['idempotent-replayed'], 'true');
+    const twice = await s.guard.handle(inQuery(['req-1f', 'req-2f']), s.handler);
+    assert.equal(problemType(twice), `${PROBLEM_BASE}idempotency-key-invalid`);
+    const missing = await s.guard.handle(demoRequest('header-key'), s.handler);
+    assert.equal(missing.status, 400);
+    assert.match(bodyJson(missing).detail, /Send the requestId query parameter:/);
+    assert.equal(s.runs(), 1);
+  });
+
+  it('keeps one owner\'s body-keyed replay away from another owner with the same key', async () => {
+    const s = setup({}, bodyKeyed);
+    await s.guard.handle(inBody('shared'), s.handler);
+    const other = await s.guard.handle({ ...inBody('shared'), principal: 'user-2' }, s.handler);
+    assert.equal(other.headers['idempotent-replayed'], 'false');
+    assert.equal(s.runs(), 2);
+  });
+
+  it('never logs or stores the raw body key', async () => {
+    const s = setup({}, bodyKeyed);
+    await s.guard.handle(inBody('secret-key-value'), s.handler);
+    assert.doesNotMatch(JSON.stringify(s.events), /secret-key-value/);
+    const record = await s.store.get(computeRecordId([['principal', 'user-1'], ['header', 'X-Tenant-Id', 't1']], 'createDemoRequest', 'secret-key-value'));
+    assert.ok(record, 'the record is found by the hashed key');
+    assert.doesNotMatch(JSON.stringify(record, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString() : v)), /secret-key-value/);
+  });
+
+  it('allows the key header among replayHeaders when the key is not a header', () => {
+    assert.doesNotThrow(() => createGuard(bodyKeyed, { store: new MemoryStore(), replayHeaders: ['content-type', 'idempotency-key'] }));
+  });
+});

@@ -162,19 +162,26 @@ class OperationTyper {
     private readonly refs: ClientRefs,
   ) {}
 
-  declare(op: OperationView, typeBase: string, keyHeader: string | undefined): OperationTypes {
+  /**
+   * The input and answer types of one operation. `key` is where its contract's key travels: a key header is the
+   * client's own (left out of the input), and a key query parameter is optional in it (the intent's key fills it;
+   * one the caller writes becomes the intent's key).
+   */
+  declare(op: OperationView, typeBase: string, key: { readonly in: string; readonly name: string } | undefined): OperationTypes {
     const members: string[] = [];
     let optional = true;
     const params = this.#parameters(op);
     const sent: ParameterView[] = [];
+    const keyHeader = key?.in === 'header' ? key.name : undefined;
+    const needed = (p: ParameterView, where: string): boolean => where === 'path' || (p.required && !(where === 'query' && key?.in === 'query' && p.name === key.name));
     for (const where of ['path', 'query', 'header', 'cookie'] as const) {
       const list = params.filter((p) => p.in === where && !(where === 'header' && this.#managed(p.name, keyHeader)));
       if (list.length === 0) continue;
       sent.push(...list);
       const fields = list
         .sort((a, b) => compare(a.name, b.name))
-        .map((p) => `${toJsLiteral(p.name)}${p.required || where === 'path' ? '' : '?'}: ${this.#paramType(p)};`);
-      const required = where === 'path' || list.some((p) => p.required);
+        .map((p) => `${toJsLiteral(p.name)}${needed(p, where) ? '' : '?'}: ${this.#paramType(p)};`);
+      const required = list.some((p) => needed(p, where));
       if (required) optional = false;
       members.push(`${MEMBERS[where]}${required ? '' : '?'}: { ${fields.join(' ')} };`);
     }
@@ -409,7 +416,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
     for (let n = 2; taken.has(name); n++) name = `${base}${n}`;
     taken.add(name);
     const contract = op.contract?.enabled === true ? compileContract(op, doc) : null;
-    const t = typer.declare(op, name, contract?.key.in === 'header' ? contract.key.name : undefined);
+    const t = typer.declare(op, name, contract?.key);
     const pascal = name.charAt(0).toUpperCase() + name.slice(1);
     // `client.ts` exports these next to the schema types, so they share the schema types' names (and reservations).
     return { op, name, contract, t, resultType: types.uniqueIdentifier(`${pascal}Result`), statusCallType: types.uniqueIdentifier(`${pascal}StatusCall`) };

@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import type { CompiledContract } from '../../src/runtime/contract.js';
+import { keyGiven, withIntentKey } from '../../src/runtime/client/key-place.js';
+
+const place = (where: CompiledContract['key']['in'], name: string): CompiledContract['key'] => ({ in: where, name, required: true, maxLength: 255 });
+
+describe('runtime/client/key-place: a key in the query or the body', () => {
+  it('writes the intent\'s key into the body at the pointer, nested objects made, the caller\'s objects untouched', () => {
+    const body = { payment: { amount: 100 }, note: 'n' };
+    const parts = { body };
+    const sent = withIntentKey(place('body', '/payment/idempotency_key'), parts, 'k-1');
+    assert.deepEqual(sent.body, { payment: { amount: 100, idempotency_key: 'k-1' }, note: 'n' });
+    assert.deepEqual(body, { payment: { amount: 100 }, note: 'n' }, 'the caller\'s body is not changed');
+    assert.deepEqual(withIntentKey(place('body', '/meta/token'), {}, 'k-2').body, { meta: { token: 'k-2' } });
+    assert.deepEqual(withIntentKey(place('body', '/a~1b~0c'), { body: {} }, 'k-3').body, { 'a/b~c': 'k-3' });
+  });
+
+  it('keeps __proto__ a plain field when it is on the way to the key', () => {
+    const body = JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown>;
+    const sent = withIntentKey(place('body', '/__proto__/token'), { body }, 'k') as { body: Record<string, unknown> };
+    assert.deepEqual(Object.getOwnPropertyDescriptor(sent.body, '__proto__')?.value, { x: 1, token: 'k' });
+    assert.equal(({} as Record<string, unknown>)['token'], undefined, 'Object.prototype untouched');
+  });
+
+  it('reads a key the caller wrote, so the intent can adopt it; refuses a non-string there', () => {
+    assert.equal(keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 'mine' } }), 'mine');
+    assert.equal(keyGiven(place('body', '/ClientToken'), { body: { other: 1 } }), undefined);
+    assert.equal(keyGiven(place('query', 'requestId'), { query: { requestId: 'q-1' } }), 'q-1');
+    assert.equal(keyGiven(place('header', 'Idempotency-Key'), { headers: { 'Idempotency-Key': 'h' } }), undefined, 'a header key is the engine\'s');
+    assert.throws(() => keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 7 } }), /body field \/ClientToken holds the idempotency key: it must be a string/);
+  });
+
+  it('sets the query parameter, and refuses a caller\'s other key rather than send two keys for one intent', () => {
+    assert.deepEqual(withIntentKey(place('query', 'requestId'), { query: { page: 2 } }, 'q-9').query, { page: 2, requestId: 'q-9' });
+    assert.throws(() => withIntentKey(place('query', 'requestId'), { query: { requestId: 'other' } }, 'q-9'), TypeError);
+    assert.throws(() => withIntentKey(place('body', '/ClientToken'), { body: { ClientToken: 'other' } }, 'q-9'), /another key than the intent's/);
+    assert.deepEqual(withIntentKey(place('body', '/ClientToken'), { body: { ClientToken: 'q-9' } }, 'q-9').body, { ClientToken: 'q-9' });
+  });
+
+  it('refuses a body that is not an object of fields (a string, an array, a Blob) for a body key', () => {
+    for (const body of ['text', [1], new Blob(['x'])]) {
+      assert.throws(() => withIntentKey(place('body', '/ClientToken'), { body }, 'k'), /must be an object of fields/);
+    }
+  });
+
+  it('leaves the parts of a header-keyed call as they are', () => {
+    const parts = { body: { a: 1 } };
+    assert.equal(withIntentKey(place('header', 'Idempotency-Key'), parts, 'k'), parts);
+  });
+});
