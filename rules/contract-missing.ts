@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
+import { escapePointerToken, isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
 
 /**
  * An operation that clearly handles idempotency keys but has no `x-idempotency` contract: a key on any method
@@ -17,9 +17,9 @@ export default defineRule({
     messages: {
       header:
         'accepts the idempotency key header `{name}` but has no `x-idempotency` contract: add `x-idempotency` (scope, fingerprint, ttl, responses), or `x-idempotency: false` if the operation is knowingly not idempotent',
-      body: 'takes an idempotency key in the request body field `{name}` but has no `x-idempotency` contract: a contract reads the key from a header, so accept it in one (e.g. `Idempotency-Key`) and add `x-idempotency` (scope, fingerprint, ttl, responses), or write `x-idempotency: false` if the body key is handled some other way',
+      body: 'takes an idempotency key in the request body field `{name}` but has no `x-idempotency` contract: add `x-idempotency` with `key: { body: {pointer} }` (scope, fingerprint, ttl, responses), so the guard reads the key where clients send it, or write `x-idempotency: false` if the body key is handled some other way',
       parameter:
-        'takes an idempotency key in the {where} parameter `{name}` but has no `x-idempotency` contract: add `x-idempotency` (and move the key to a header), or `x-idempotency: false`',
+        'takes an idempotency key in the {where} parameter `{name}` but has no `x-idempotency` contract: add `x-idempotency` with `key: { {place}: {keyName} }` (scope, fingerprint, ttl, responses), or write `x-idempotency: false` if the key is handled some other way',
       extension:
         'is marked `{name}`, so clients repeat it, but has no `x-idempotency` contract: add `x-idempotency` so a repeat cannot run the effect twice, or `x-idempotency: false` and drop the marker',
     },
@@ -38,11 +38,14 @@ export default defineRule({
         ctx.report('header', evidence.at, { name: evidence.name });
         break;
       case 'body':
-        ctx.report('body', evidence.at, { name: evidence.name });
+        ctx.report('body', evidence.at, { name: evidence.name, pointer: `/${escapePointerToken(evidence.name)}` });
         break;
       case 'query':
+        ctx.report('parameter', evidence.at, { name: evidence.name, where: 'query', place: 'query', keyName: evidence.name });
+        break;
       case 'form':
-        ctx.report('parameter', evidence.at, { name: evidence.name, where: evidence.kind === 'form' ? 'form' : 'query' });
+        // The guard reads a form's fields as the body: a form field is a body key.
+        ctx.report('parameter', evidence.at, { name: evidence.name, where: 'form', place: 'body', keyName: `/${escapePointerToken(evidence.name)}` });
         break;
       case 'extension':
         // A retry policy without a contract is retry-on-unsafe-without-contract's fault (an error): one finding per fault.

@@ -144,7 +144,7 @@ ruleTester.run(contractMissing, {
         post(t).parameters = [];
         t.components.schemas.PayoutInput.properties.idempotency_key = { type: 'string' };
       }),
-      errors: [{ messageId: 'body', pointer: '/components/schemas/PayoutInput/properties/idempotency_key', message: /idempotency_key/ }],
+      errors: [{ messageId: 'body', pointer: '/components/schemas/PayoutInput/properties/idempotency_key', message: /body field `idempotency_key` .*add `x-idempotency` with `key: \{ body: \/idempotency_key \}`.*or write `x-idempotency: false`/ }],
     },
     {
       name: 'ClientToken inherited through allOf',
@@ -170,7 +170,7 @@ ruleTester.run(contractMissing, {
           },
         ];
       }),
-      errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0`, message: /query parameter `requestId`/ }],
+      errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0`, message: /query parameter `requestId` .*add `x-idempotency` with `key: \{ query: requestId \}`.*or write `x-idempotency: false`/ }],
     },
     {
       name: 'a PUT that takes a key header: the key says repeats are deduplicated, whatever the method',
@@ -266,7 +266,7 @@ definitions:
         - { in: formData, name: client_token, type: string }
       responses: { '201': { description: created } }
 `),
-      errors: [{ messageId: 'parameter', pointer: '/paths/~1payments/post/parameters/1', message: /form parameter `client_token`/ }],
+      errors: [{ messageId: 'parameter', pointer: '/paths/~1payments/post/parameters/1', message: /form parameter `client_token` .*`key: \{ body: \/client_token \}`/ }],
     },
     {
       name: 'Swagger 2.0 Cko-Idempotency-Key header',
