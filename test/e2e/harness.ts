@@ -165,6 +165,8 @@ export interface PostOptions {
   readonly key?: string | readonly string[];
   readonly user?: string;
   readonly body?: unknown;
+  /** The payload as written, instead of `body` as JSON (a form: set its `content-type` in `headers`). */
+  readonly raw?: string;
   readonly headers?: Record<string, string>;
   /** Keep-alive agent for load; default: a fresh connection. */
   readonly agent?: http.Agent;
@@ -172,7 +174,7 @@ export interface PostOptions {
 
 /** POSTs JSON to the app and reads the whole answer. */
 export function post(port: number, urlPath: string, options: PostOptions = {}): Promise<Answer> {
-  const payload = options.body === undefined ? '' : JSON.stringify(options.body);
+  const payload = options.raw ?? (options.body === undefined ? '' : JSON.stringify(options.body));
   const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...options.headers };
   if (options.key !== undefined) headers['idempotency-key'] = options.key as string | string[];
   if (options.user !== undefined) headers['x-user'] = options.user;

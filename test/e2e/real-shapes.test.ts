@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import express, { type Request, type RequestHandler, type Response } from 'express';
+import express, { type Request as ExpressRequest, type RequestHandler, type Response as ExpressResponse } from 'express';
 import { main } from '../../src/cli/main.js';
 import { DocumentError } from '../../src/errors.js';
 import { generateServer } from '../../src/generate/server.js';
@@ -189,7 +189,7 @@ describe('real-world spec shapes through lint, generate server (every framework)
     assert.equal(diagnostics, '', 'needs the compiled output');
     assert.equal(storeFor(DOCS.indexOf('body-query-keys.yaml'), FRAMEWORKS.indexOf('express')), 'sqlite');
     const generated = (await import(pathToFileURL(path.join(root, 'dist', 'src', 'body-query-keys-express', 'index.js')).href)) as {
-      createGuards: (options: { store: unknown; principal: (req: Request) => string | undefined }) => Record<string, RequestHandler>;
+      createGuards: (options: { store: unknown; principal: (req: ExpressRequest) => string | undefined }) => Record<string, RequestHandler>;
       SqliteStore: new (db: unknown) => { migrate(): Promise<void> };
     };
     const store = new generated.SqliteStore(new Database(':memory:'));
@@ -202,16 +202,16 @@ describe('real-world spec shapes through lint, generate server (every framework)
     const lossy: RequestHandler = (req, res, next) => {
       if (loseNext) {
         loseNext = false;
-        res.end = (() => (req.socket.destroy(), res)) as Response['end'];
+        res.end = (() => (req.socket.destroy(), res)) as ExpressResponse['end'];
       }
       next();
     };
     const app = express();
-    app.post('/v2/payments', lossy, express.json(), guards['createPayment']!, (req: Request, res: Response) => {
+    app.post('/v2/payments', lossy, express.json(), guards['createPayment']!, (req: ExpressRequest, res: ExpressResponse) => {
       payments += 1;
       res.json({ id: `pay-${payments}`, status: 'COMPLETED', key: (req.body as { idempotency_key: string }).idempotency_key });
     });
-    app.post('/v1/projects/:project/clusters', lossy, express.json(), guards['createCluster']!, (req: Request, res: Response) => {
+    app.post('/v1/projects/:project/clusters', lossy, express.json(), guards['createCluster']!, (req: ExpressRequest, res: ExpressResponse) => {
       clusters += 1;
       res.json({ clusterId: `c-${clusters}`, name: (req.body as { name: string }).name, requestId: req.query['requestId'] });
     });

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import express from 'express';
 import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
-import { contract, oddPathContract } from './fixtures.js';
+import { bodyKeyContract, contract, oddPathContract, queryKeyContract } from './fixtures.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
@@ -51,6 +51,28 @@ describe('runtime/adapters/express', () => {
   });
   afterEach(async () => {
     await server?.close();
+  });
+
+  it('reads a key from a form field (express.urlencoded) or the query, as the contract says', async () => {
+    const app = express();
+    app.post('/things/:tenant', express.urlencoded({ extended: false }), createRouteGuard(bodyKeyContract, options(new MemoryStore())), (_req, res) => {
+      calls += 1;
+      res.status(201).json({ id: calls });
+    });
+    app.post('/queried/:tenant', express.json(), createRouteGuard(queryKeyContract, options(new MemoryStore())), (_req, res) => {
+      calls += 1;
+      res.status(201).json({ id: calls });
+    });
+    server = await listen(app);
+    const form = (token: string, amount = '1') => post(server!.port, '/things/t1', { user: 'u', headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: `amount=${amount}&client_token=${token}` });
+    assert.equal((await form('tok-1')).status, 201);
+    const replay = await form('tok-1');
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal((await form('tok-1', '2')).status, 422);
+    assert.equal((await post(server.port, '/queried/t1?requestId=q-1', { user: 'u', body: { a: 1 } })).status, 201);
+    assert.equal((await post(server.port, '/queried/t1?requestId=q-1', { user: 'u', body: { a: 1 } })).headers['idempotent-replayed'], 'true');
+    assert.equal((await post(server.port, '/queried/t1', { user: 'u', key: 'q-1', body: { a: 1 } })).status, 400);
+    assert.equal(calls, 2);
   });
 
   it('captures writeHead(status, headers) + write + end and replays the exact bytes and allow-listed headers', async () => {

@@ -7,7 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { post } from '../../e2e/harness.js';
-import { contract, oddPathContract, withSqliteStore } from './fixtures.js';
+import { bodyKeyContract, contract, oddPathContract, queryKeyContract, withSqliteStore } from './fixtures.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 
 function options(store: RouteGuardOptions['store']): RouteGuardOptions {
@@ -38,6 +38,27 @@ describe('runtime/adapters/fastify', () => {
       return { id: `thing-${calls}` };
     });
   }
+
+  it('route hooks: a key in a body field or in the query, as the contract says', async () => {
+    thingsRoute(createRouteGuard(bodyKeyContract, options(new MemoryStore())));
+    const queried = createRouteGuard(queryKeyContract, options(new MemoryStore()));
+    app.post('/queried/:tenant', { ...queried.hooks }, async (_request, reply) => {
+      calls += 1;
+      reply.code(201);
+      return { id: `thing-${calls}` };
+    });
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { user: 'u', body: { a: 1, client_token: 'tok-1' } });
+    assert.equal(first.status, 201);
+    const again = await post(port, '/things/t1', { user: 'u', body: { a: 1, client_token: 'tok-1' } });
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.text, first.text);
+    assert.equal((await post(port, '/things/t1', { user: 'u', key: 'tok-1', body: { a: 1 } })).status, 400, 'a key header is not the body key');
+    assert.equal((await post(port, '/queried/t1?requestId=q-1', { user: 'u', body: { a: 1 } })).status, 201);
+    assert.equal((await post(port, '/queried/t1?requestId=q-1', { user: 'u', body: { a: 1 } })).headers['idempotent-replayed'], 'true');
+    assert.equal((await post(port, '/queried/t1', { user: 'u', key: 'q-1', body: { a: 1 } })).status, 400);
+    assert.equal(calls, 2);
+  });
 
   it('route hooks: replays the serialized payload and headers; the handler runs once', async () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));

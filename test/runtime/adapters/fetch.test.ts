@@ -3,7 +3,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
-import { contract, withSqliteStore } from './fixtures.js';
+import { bodyKeyContract, contract, queryKeyContract, withSqliteStore } from './fixtures.js';
 import { demoContract } from '../fixtures.js';
 
 function options(store: RouteGuardOptions['store'], extra: Partial<RouteGuardOptions> = {}): RouteGuardOptions {
@@ -19,6 +19,28 @@ function request(url: string, key: string | undefined, body: unknown, headers: R
 }
 
 describe('runtime/adapters/fetch', () => {
+  it('reads a key from a JSON body field, a form field or the query, as the contract says; a key header alone is no key', async () => {
+    let calls = 0;
+    const run = async () => Response.json({ id: (calls += 1) }, { status: 201 });
+    const inBody = createRouteGuard(bodyKeyContract, options(new MemoryStore())).wrap(run);
+    const json = (token: string | undefined, n: number) => request('http://x/things/t1', undefined, { n, ...(token === undefined ? {} : { client_token: token }) });
+    assert.equal((await inBody(json('tok-1', 1))).status, 201);
+    assert.equal((await inBody(json('tok-1', 1))).headers.get('idempotent-replayed'), 'true');
+    assert.equal((await inBody(json('tok-1', 2))).status, 422);
+    const form = (token: string) =>
+      new Request('http://x/things/t1', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-user': 'u' }, body: `n=1&client_token=${token}` });
+    assert.equal((await inBody(form('tok-form'))).status, 201);
+    assert.equal((await inBody(form('tok-form'))).headers.get('idempotent-replayed'), 'true');
+    const headerOnly = await inBody(request('http://x/things/t1', 'tok-1', { n: 1 }));
+    assert.equal(headerOnly.status, 400);
+    assert.match(((await headerOnly.json()) as { detail: string }).detail, /Send the body field \/client_token/);
+    const inQuery = createRouteGuard(queryKeyContract, options(new MemoryStore())).wrap(run);
+    assert.equal((await inQuery(request('http://x/things/t1?requestId=q-1', undefined, { n: 1 }))).status, 201);
+    assert.equal((await inQuery(request('http://x/things/t1?requestId=q-1', undefined, { n: 1 }))).headers.get('idempotent-replayed'), 'true');
+    assert.equal((await inQuery(request('http://x/things/t1?requestId=q-1&requestId=q-2', undefined, { n: 1 }))).status, 400);
+    assert.equal(calls, 3);
+  });
+
   it('matches path templates at the end of the URL path, decoding parameters', () => {
     const match = pathMatcher('/things/{tenant}/items/{id}');
     assert.deepEqual(match('/things/t%201/items/42'), { tenant: 't 1', id: '42' });

@@ -46,3 +46,9 @@ export async function withSqliteStore(work: (store: SqliteStore, db: Database.Da
     db.close();
   }
 }
+
+/** {@link contract} with its key in a body field (a JSON member or a form field), as Square and AWS send it. */
+export const bodyKeyContract: CompiledContract = { ...contract, operationId: 'createThingBodyKey', key: { in: 'body', name: '/client_token', required: true, maxLength: 64 } };
+
+/** {@link contract} with its key in the `requestId` query parameter, as Google Cloud APIs take it. */
+export const queryKeyContract: CompiledContract = { ...contract, operationId: 'createThingQueryKey', key: { in: 'query', name: 'requestId', required: true, maxLength: 64 } };
