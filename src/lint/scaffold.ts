@@ -1,19 +1,19 @@
 /**
  * `idemkit init`: scaffold `x-idempotency` contracts for operations that already take an idempotency key
- * in a header, by inserting text into the spec — never by re-serialising it — so the user's comments,
- * quoting, key order and layout survive byte for byte. The inserted block holds only what can be read off
- * the operation (the key header, whether it is required, its maxLength, a principal scope when the
+ * (in a header, a query parameter or a body field), by inserting text into the spec — never by
+ * re-serialising it — so the user's comments, quoting, key order and layout survive byte for byte. The inserted block holds only what can be read off
+ * the operation (where the key travels, whether it is required, its maxLength, a principal scope when the
  * operation is authenticated, the documented state responses) plus conservative defaults; everything
  * else is left for `idemkit lint` to ask about.
  */
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
-import type { ApiDocument, OperationView } from '../parser/model.js';
+import type { ApiDocument, KeyLocation, OperationView } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
-import { declaredResponses, effectiveParameters, effectiveSecurity, isSafeMethod, keyEvidence, parameterSchema, parsePointer } from './views.js';
+import { declaredResponses, effectiveSecurity, escapePointerToken, isSafeMethod, keyDeclaration, keyEvidence, parsePointer, type KeyEvidence } from './views.js';
 import type { Node as YamlNode, YAMLMap } from 'yaml';
 
 /** One contract that was (or would be) inserted. */
@@ -21,7 +21,13 @@ export interface ScaffoldChange {
   /** Absolute path of the file the contract goes into: where the operation is written. */
   readonly file: string;
   readonly operation: string;
-  readonly header: string;
+  /** Where the contract reads the key. */
+  readonly key: KeyPlace;
+  /**
+   * Why the contract has no `scope`, when it has none: the operation names no security (`no-security`) or
+   * also accepts anonymous requests (`anonymous`), so init cannot tell whose keys collide and does not guess.
+   */
+  readonly scopeOpen: ScopeOpen | undefined;
   /** 1-based line of the inserted block in the new text. */
   readonly line: number;
   /** The inserted lines, without line breaks. */
@@ -29,6 +35,15 @@ export interface ScaffoldChange {
   /** The contract object that was inserted. */
   readonly contract: Record<string, unknown>;
 }
+
+/** Where a scaffolded contract reads the key: a header or query parameter by name, or a body field by JSON Pointer. */
+export interface KeyPlace {
+  readonly in: KeyLocation;
+  readonly name: string;
+}
+
+/** Why a scaffolded contract leaves `scope` open (see {@link ScaffoldChange.scopeOpen}). */
+export type ScopeOpen = 'no-security' | 'anonymous';
 
 /** An operation that looks like it wants a contract but was left alone, and why. */
 export interface ScaffoldSkip {
@@ -73,21 +88,45 @@ function scaffoldComment(contract: Record<string, unknown>): string {
   return `Scaffolded by \`idemkit init\`: \`idemkit lint\` lists what is still open (${open.join(', ')}).`;
 }
 
-/** The contract idemkit proposes for an operation with a key header. */
-export function proposeContract(document: ApiDocument, operation: OperationView, header: string): Record<string, unknown> {
-  const parameter = effectiveParameters(document, operation).find((p) => p.in === 'header' && p.name.toLowerCase() === header.toLowerCase());
-  // The bounds the API documents for its key (3.x: the parameter's schema, `$ref` followed; 2.0: the parameter).
-  const schema = parameter ? parameterSchema(document, parameter)?.value : undefined;
+/**
+ * Where a contract reads the key the evidence shows: the header or query parameter, or the body field (a form
+ * field too: the guard reads a form's fields as the body) as a JSON Pointer. `undefined` for a marker
+ * (`x-fern-idempotent`), which names no key.
+ */
+export function keyPlaceOf(evidence: KeyEvidence): KeyPlace | undefined {
+  switch (evidence.kind) {
+    case 'header':
+    case 'query':
+      return { in: evidence.kind, name: evidence.name };
+    case 'body':
+    case 'form':
+      return { in: 'body', name: `/${escapePointerToken(evidence.name)}` };
+    case 'extension':
+      return undefined;
+  }
+}
+
+/** Why the operation's contract gets no `scope` (see {@link ScaffoldChange.scopeOpen}), or `undefined` when it is the caller. */
+function openScope(document: ApiDocument, operation: OperationView): ScopeOpen | undefined {
+  const security = effectiveSecurity(document, operation);
+  if (!security.secured) return 'no-security';
+  return security.anonymousAllowed ? 'anonymous' : undefined;
+}
+
+/** The contract idemkit proposes for an operation whose key travels at `place`. */
+export function proposeContract(document: ApiDocument, operation: OperationView, place: KeyPlace): Record<string, unknown> {
+  // The bounds the API documents for its key (3.x: the parameter's or field's schema, `$ref` followed; 2.0: the parameter).
+  const declaration = keyDeclaration(document, operation, place);
+  const schema = declaration.schema?.value;
   const maxLength = schema?.['maxLength'];
   const pattern = schema?.['pattern'];
-  const key: Record<string, unknown> = { header, required: parameter?.required ?? false };
+  const key: Record<string, unknown> = { [place.in]: place.name, required: declaration.required ?? false };
   if (typeof maxLength === 'number' && Number.isInteger(maxLength)) key.maxLength = maxLength;
   // An OpenAPI pattern matches anywhere in the value, `key.pattern` the whole key: only an anchored one means the same.
   if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern)) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
   // The caller is the scope only when every request names one: an anonymous alternative (`{}`) leaves it to the author.
-  const security = effectiveSecurity(document, operation);
-  if (security.secured && !security.anonymousAllowed) contract.scope = ['principal'];
+  if (openScope(document, operation) === undefined) contract.scope = ['principal'];
   contract.fingerprint = { include: 'all' };
   contract.ttl = 'P1D';
   contract.lease = 'PT30S';
@@ -135,12 +174,13 @@ function isRegExp(pattern: string): boolean {
 /** An operation that gets a contract, and the contract. */
 interface Plan {
   readonly operation: OperationView;
-  readonly header: string;
+  readonly key: KeyPlace;
+  readonly scopeOpen: ScopeOpen | undefined;
   readonly contract: Record<string, unknown>;
 }
 
 /**
- * Scaffolds contracts for the operations of `document` that take a key header. Each contract goes into the
+ * Scaffolds contracts for the operations of `document` that take an idempotency key. Each contract goes into the
  * file where its operation is written — the entry file or an external path-item file — read with `readText`
  * (the file's bytes decoded as UTF-8, as the user wrote them: a byte order mark is kept).
  */
@@ -161,8 +201,9 @@ export function scaffoldContracts(
       skipped.push({ operation: operation.label, reason: `is a safe ${operation.method.toUpperCase()}: a repeat has no effect to guard, so it gets no contract`, needsNone: true });
       continue;
     }
-    if (evidence.kind !== 'header') {
-      skipped.push({ operation: operation.label, reason: `takes its key in the ${evidence.kind === 'extension' ? 'extension' : `${evidence.kind} field`} \`${evidence.name}\`, and a guard reads its key from a request header: to guard it, declare a key header (e.g. \`Idempotency-Key\`) and write the contract by hand; otherwise the API's own deduplication on \`${evidence.name}\` stays the only one`, needsNone: false });
+    const place = keyPlaceOf(evidence);
+    if (!place) {
+      skipped.push({ operation: operation.label, reason: `is marked \`${evidence.name}\` but takes no idempotency key, and a guard needs one: declare where clients send it (a header such as \`Idempotency-Key\`, a query parameter or a body field) and write the contract by hand`, needsNone: false });
       continue;
     }
     // A contract makes every `$ref` it needs mandatory: one broken now would make the file unloadable.
@@ -174,7 +215,9 @@ export function scaffoldContracts(
     let inFile = planned.get(operation.at.file);
     if (!inFile) planned.set(operation.at.file, (inFile = new Map()));
     // A path item reached by two paths (a `$ref` to it) is written once: one contract serves both.
-    if (!inFile.has(operation.at.pointer)) inFile.set(operation.at.pointer, { operation, header: evidence.name, contract: proposeContract(document, operation, evidence.name) });
+    if (!inFile.has(operation.at.pointer)) {
+      inFile.set(operation.at.pointer, { operation, key: place, scopeOpen: openScope(document, operation), contract: proposeContract(document, operation, place) });
+    }
   }
   const files: ScaffoldedFile[] = [];
   const changes: ScaffoldChange[] = [];
@@ -195,6 +238,32 @@ export function scaffoldContracts(
     else skipped.push({ operation: operation.label, reason, needsNone: false });
   }
   return { files, changes, skipped };
+}
+
+const SCOPE_OPEN_REASONS: Readonly<Record<ScopeOpen, readonly [one: string, many: string]>> = {
+  'no-security': ['its operation names no security', 'their operations name no security'],
+  anonymous: ['its operation also accepts anonymous requests (`{}` in its security)', 'their operations also accept anonymous requests (`{}` in their security)'],
+};
+
+/**
+ * One line per file (and reason) for the scaffolded contracts without `scope`, which `idemkit lint` reports as
+ * `scope-missing` until the author writes one: init does not guess it, since a scope too wide (`global`) lets one
+ * caller's key replay another's response. `name` shows a file as the command names it.
+ */
+export function scopeNotices(changes: readonly ScaffoldChange[], name: (file: string) => string): string[] {
+  const counts = new Map<string, { file: string; reason: ScopeOpen; count: number }>();
+  for (const change of changes) {
+    if (change.scopeOpen === undefined) continue;
+    const id = `${change.file}\u0000${change.scopeOpen}`;
+    const entry = counts.get(id) ?? { file: change.file, reason: change.scopeOpen, count: 0 };
+    entry.count += 1;
+    counts.set(id, entry);
+  }
+  return [...counts.values()].map(({ file, reason, count }) => {
+    const [one, many] = SCOPE_OPEN_REASONS[reason];
+    const subject = count === 1 ? `1 contract has no scope: ${one}` : `${count} contracts have no scope: ${many}`;
+    return `${name(file)}: ${subject}, so init cannot tell whose keys collide — write \`scope: [header:X-Tenant-Id]\` (whatever names the caller) or \`scope: [global]\` (see \`idemkit explain scope-missing\`)`;
+  });
 }
 
 /** Inserts the planned contracts into one file's text, in one pass, and checks the result. */
@@ -238,7 +307,7 @@ function scaffoldFile(
   for (const insert of inserts) {
     line += countLines(text, from, insert.offset);
     const lead = Math.max(0, insert.text.indexOf(insert.lines[0]!));
-    changes.push({ file, operation: insert.operation.label, header: insert.header, line: line + countLines(insert.text, 0, lead), lines: insert.lines, contract: insert.contract });
+    changes.push({ file, operation: insert.operation.label, key: insert.key, scopeOpen: insert.scopeOpen, line: line + countLines(insert.text, 0, lead), lines: insert.lines, contract: insert.contract });
     line += countLines(insert.text, 0, insert.text.length);
     parts.push(text.slice(from, insert.offset), insert.text);
     from = insert.offset;

@@ -28,13 +28,7 @@ paths:
   /refunds:
     post:
       operationId: createRefund
-      requestBody:
-        content:
-          application/json:
-            schema:
-              type: object
-              properties:
-                idempotency_key: { type: string }
+      x-fern-idempotent: true
       responses:
         '201': { description: created }
   /transfers:
@@ -79,8 +73,8 @@ describe('idemkit init', () => {
     assert.equal(read('api.yaml'), yamlSpec);
     assert.match(result.out, /^api\.yaml:16 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
     assert.match(result.out, /\n\+ {7}x-idempotency:\n/);
-    // A contract cannot read a body key: the advice says what a guard needs, not "write the same by hand".
-    assert.match(result.out, /skipped POST \/refunds \(createRefund\): takes its key in the body field `idempotency_key`, and a guard reads its key from a request header: to guard it, declare a key header/);
+    // A marker names no key: the advice says what a guard needs, not "write the same by hand".
+    assert.match(result.out, /skipped POST \/refunds \(createRefund\): is marked `x-fern-idempotent` but takes no idempotency key, and a guard needs one: declare where clients send it/);
     assert.match(result.out, /\n1 contract to add; 1 operation skipped \(see above\) — write its x-idempotency by hand; nothing written — run again with --write to apply\n$/);
   });
 
@@ -117,7 +111,11 @@ describe('idemkit init', () => {
   it('writes no principal scope where the security allows anonymous requests, and says the scope is open', async () => {
     const spec = yamlSpec.replace('  - bearer: []   # everyone authenticates\n', '  - bearer: []   # everyone authenticates\n  - {}\n');
     assert.notEqual(spec, yamlSpec);
-    const written = await initWrite(spec);
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    const result = await run('api.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /\napi\.yaml: 1 contract has no scope: its operation also accepts anonymous requests \(`\{\}` in its security\), so init cannot tell whose keys collide — write `scope: \[header:X-Tenant-Id\]` \(whatever names the caller\) or `scope: \[global\]` \(see `idemkit explain scope-missing`\)\n/);
+    const written = read('api.yaml');
     assert.equal(parse(written).paths['/payouts'].post['x-idempotency'].scope, undefined);
     assert.match(written, /# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open \(scope, effect owner, retry budget, unknown outcome\)\./);
     // What lint says next is what the comment promised, never an error about what init wrote.
@@ -178,6 +176,92 @@ describe('idemkit init', () => {
     assert.ok(parse(read('api.yaml')).paths['/payouts'].post['x-idempotency']);
   });
 
+  /** The rule ids `idemkit lint` reports on `name` in the test directory. */
+  const lintRules = async (name: string): Promise<Set<string>> => {
+    const io = bufferIo(dir);
+    await main(['lint', name, '--format', 'json'], io);
+    return new Set((JSON.parse(io.out) as { findings: { ruleId: string }[] }).findings.map((finding) => finding.ruleId));
+  };
+
+  it('scaffolds a key in the body (a JSON Pointer) or the query where the API takes it, bounds copied, and lint finds it declared', async () => {
+    const spec = `openapi: 3.1.0
+info: { title: Volumes, version: "1" }
+paths:
+  /volumes:
+    put:
+      operationId: createVolume
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: '#/components/schemas/VolumeInput' }
+      responses: { '201': { description: created } }
+  /clusters/{id}:
+    delete:
+      operationId: deleteCluster
+      parameters:
+        - { name: id, in: path, required: true, schema: { type: string } }
+        - name: requestId
+          in: query
+          required: true
+          description: Specify a unique request ID so that if you must retry your request, the server will ignore it if it has already been completed.
+          schema: { type: string, maxLength: 128, pattern: '^[a-f0-9-]+$' }
+      responses: { '204': { description: deleted } }
+components:
+  schemas:
+    VolumeInput:
+      type: object
+      required: [ClientToken, size]
+      properties:
+        ClientToken: { type: string, maxLength: 64 }
+        size: { type: integer }
+`;
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    const result = await run('api.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /^api\.yaml:\d+ {2}PUT \/volumes \(createVolume\) {2}\(key body \/ClientToken\)\n/m);
+    assert.match(result.out, /^api\.yaml:\d+ {2}DELETE \/clusters\/\{id\} \(deleteCluster\) {2}\(key query requestId\)\n/m);
+    assert.doesNotMatch(result.out, /skipped/);
+    const written = parse(read('api.yaml'));
+    assert.deepEqual(written.paths['/volumes'].put['x-idempotency'].key, { body: '/ClientToken', required: true, maxLength: 64 });
+    assert.deepEqual(written.paths['/clusters/{id}'].delete['x-idempotency'].key, { query: 'requestId', required: true, maxLength: 128, pattern: '^[a-f0-9-]+$' });
+    // Neither operation names security: init leaves scope open, and says so once for the file.
+    assert.equal(written.paths['/volumes'].put['x-idempotency'].scope, undefined);
+    const notices = result.out.split('\n').filter((line) => line.includes('no scope'));
+    assert.deepEqual(notices, [
+      'api.yaml: 2 contracts have no scope: their operations name no security, so init cannot tell whose keys collide — write `scope: [header:X-Tenant-Id]` (whatever names the caller) or `scope: [global]` (see `idemkit explain scope-missing`)',
+    ]);
+    const rules = await lintRules('api.yaml');
+    for (const rule of ['key-header-undeclared', 'key-unbounded', 'contract-invalid', 'contract-missing']) assert.ok(!rules.has(rule), `${rule} after init: ${[...rules].join(', ')}`);
+    assert.ok(rules.has('scope-missing'), 'what the notice announced');
+  });
+
+  it('scaffolds a Swagger 2.0 form field as a body key, and says nothing of scope when the caller is it', async () => {
+    const spec = `swagger: '2.0'
+info: { title: Payments, version: '1' }
+securityDefinitions: { apiKey: { type: apiKey, in: header, name: X-Api-Key } }
+security: [ { apiKey: [] } ]
+paths:
+  /payments:
+    post:
+      operationId: pay
+      consumes: [application/x-www-form-urlencoded]
+      parameters:
+        - { in: formData, name: amount, type: integer, required: true }
+        - { in: formData, name: client_token, type: string, required: true, maxLength: 64 }
+      responses: { '201': { description: created } }
+`;
+    writeFileSync(path.join(dir, 'form.yaml'), spec);
+    const result = await run('form.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /\(key body \/client_token\)/);
+    assert.doesNotMatch(result.out, /no scope/);
+    const contract = parse(read('form.yaml')).paths['/payments'].post['x-idempotency'];
+    assert.deepEqual([contract.key, contract.scope], [{ body: '/client_token', required: true, maxLength: 64 }, ['principal']]);
+    const rules = await lintRules('form.yaml');
+    for (const rule of ['key-header-undeclared', 'key-unbounded', 'contract-invalid', 'contract-missing']) assert.ok(!rules.has(rule), `${rule} after init: ${[...rules].join(', ')}`);
+  });
+
   it('turns contract-missing into a contract lint can check', async () => {
     writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
     const lint = async () => {
@@ -215,7 +299,7 @@ describe('idemkit init', () => {
     writeFileSync(path.join(dir, 'api.yaml'), custom);
     const unknown = (await run('api.yaml')).out;
     assert.doesNotMatch(unknown, /X-Op-Token/);
-    assert.match(unknown, /\nnothing written to api\.yaml: 1 operation that takes an idempotency key was skipped/, 'only the body-key operation');
+    assert.match(unknown, /\nnothing written to api\.yaml: 1 operation that takes an idempotency key was skipped/, 'only the marked operation');
     writeFileSync(path.join(dir, '.idemkitrc.yaml'), 'keyHeaders: [X-Op-Token]\n');
     assert.match((await run('api.yaml')).out, /\(key header X-Op-Token\)/);
   });

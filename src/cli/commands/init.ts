@@ -1,7 +1,8 @@
 /**
  * `idemkit init <spec>`: propose `x-idempotency` contracts for operations that already take an idempotency
- * key header. Prints what it would insert; writes (atomically) only with `--write`, each contract into the
- * file where its operation is written (the spec, or a path-item file it references). Re-running is a no-op.
+ * key (in a header, the query or the body). Prints what it would insert, and which contracts leave `scope`
+ * open; writes (atomically) only with `--write`, each contract into the file where its operation is written
+ * (the spec, or a path-item file it references). Re-running is a no-op.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -26,7 +27,7 @@ export const initCommand: Command = {
     const shown = String(args.spec);
     const file = path.resolve(io.cwd, shown);
     // Loaded here, not when `lint` starts: main imports every command module.
-    const [{ catalogue }, { loadConfig }, { scaffoldContracts }, { writeUserFile }, { loadDocument }] = await Promise.all([
+    const [{ catalogue }, { loadConfig }, { scaffoldContracts, scopeNotices }, { writeUserFile }, { loadDocument }] = await Promise.all([
       import('../../lint/catalogue.js'),
       import('../../lint/config.js'),
       import('../../lint/scaffold.js'),
@@ -45,12 +46,13 @@ export const initCommand: Command = {
     const name = (changed: string) => (changed === document.file ? shown : displayFile(io.cwd, changed));
     const lines: string[] = [];
     for (const change of result.changes) {
-      lines.push(`${name(change.file)}:${change.line}  ${change.operation}  (key header ${change.header})`);
+      lines.push(`${name(change.file)}:${change.line}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);
       for (const line of change.lines) lines.push(`+ ${line}`);
       lines.push('');
     }
     for (const skip of result.skipped) lines.push(`skipped ${skip.operation}: ${skip.reason}`);
     if (result.skipped.length > 0) lines.push('');
+    lines.push(...scopeNotices(result.changes, name));
     const count = result.changes.length;
     const byHand = result.skipped.filter((skip) => !skip.needsNone).length;
     const shared = result.skipped.filter((skip) => skip.sharesContract === true).length;
