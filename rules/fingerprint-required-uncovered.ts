@@ -30,6 +30,11 @@ export default defineRule({
       if (tokens.length === 0) return; // '' selects the whole body
       covered.push(tokens);
     }
+    // A key in the body is the request's key, not its payload: two requests that differ in it are two intents.
+    if (contract.key.in === 'body') {
+      const keyTokens = parsePointer(contract.key.name);
+      if (keyTokens !== undefined && keyTokens.length > 0) covered.push(keyTokens);
+    }
     const at = contract.at('fingerprint', 'include');
     const startsWith = (tokens: readonly string[], prefix: readonly string[]) => prefix.every((token, i) => tokens[i] === token);
     // A required property is covered by a pointer at it or above it; a pointer below it covers only part of

@@ -866,8 +866,10 @@ export function keyDeclaration(doc: ApiDocument, op: OperationView, key: { reado
   const parent = parentPointer === '' ? { ok: true as const, schema: body as Located<unknown> } : resolveSchemaPointer(doc, body.value, body.at, parentPointer);
   const holder = parent.ok && parent.schema ? deref(doc, parent.schema.value, parent.schema.at) : undefined;
   if (!holder || !isObject(holder.value) || field.open) return { found: true, required: undefined, requiredAt: undefined, schema, name, label };
+  // Listed at the object itself or in one of its `allOf` branches (`{allOf: [Tokened, …]}` with `required` in Tokened).
+  const fieldName = tokens[tokens.length - 1]!;
+  const required = requiredProperties(doc, holder.value, holder.at).some((property) => property.name === fieldName);
   const list = holder.value['required'];
-  const required = Array.isArray(list) ? list.includes(tokens[tokens.length - 1]) : false;
   return { found: true, required, requiredAt: Array.isArray(list) ? child(holder.at, 'required') : holder.at, schema, name, label };
 }
 

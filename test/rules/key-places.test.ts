@@ -3,6 +3,7 @@ import keyHeaderUndeclared from '../../rules/key-header-undeclared.js';
 import keyOptional from '../../rules/key-optional.js';
 import keyUnbounded from '../../rules/key-unbounded.js';
 import stateResponseMissing from '../../rules/state-response-missing.js';
+import fingerprintRequiredUncovered from '../../rules/fingerprint-required-uncovered.js';
 import { CONTRACT, CREATE, payouts, type Tree } from '../helpers/api-docs.js';
 import { ruleTester } from '../helpers/rule-tester.js';
 
@@ -50,6 +51,13 @@ ruleTester.run(keyHeaderUndeclared, {
         t.components.schemas.Meta = { type: 'object', required: ['ClientToken'], properties: { ClientToken: { $ref: '#/components/schemas/Token' } } };
         t.components.schemas.Token = TOKEN;
         input(t).properties.meta = { $ref: '#/components/schemas/Meta' };
+      }),
+    },
+    {
+      name: 'a required body key listed under required in an allOf branch (Tokened), not at the object itself',
+      document: bodyKeyed(undefined, true, { body: '/ClientToken', required: true }, (t) => {
+        t.components.schemas.Tokened = { type: 'object', required: ['ClientToken'], properties: { ClientToken: TOKEN } };
+        t.components.schemas.PayoutInput = { allOf: [{ $ref: '#/components/schemas/Tokened' }, input(t)] };
       }),
     },
     {
@@ -191,6 +199,28 @@ ruleTester.run(stateResponseMissing, {
       name: 'the OASIS key header without a 412 (the header case the query case is measured against)',
       document: payouts((_t, c) => (c.key.header = 'Repeatability-Request-ID')),
       errors: [{ messageId: 'repeatExpired', pointer: `${CONTRACT}/key/header` }],
+    },
+  ],
+});
+
+ruleTester.run(fingerprintRequiredUncovered, {
+  valid: [
+    {
+      name: 'a required body key field left out of fingerprint.include: it is the key, not the payload',
+      document: bodyKeyed(TOKEN, true, { body: '/ClientToken', required: true, maxLength: 64 }, (t) => {
+        post(t)['x-idempotency'].fingerprint = { include: ['/amount', '/currency', '/destination'] };
+      }),
+    },
+  ],
+  invalid: [
+    {
+      name: 'the same field under a header-keyed contract is payload, and uncovered',
+      document: payouts((t) => {
+        input(t).properties.ClientToken = TOKEN;
+        input(t).required.push('ClientToken');
+        post(t)['x-idempotency'].fingerprint = { include: ['/amount', '/currency', '/destination'] };
+      }),
+      errors: [{ messageId: 'uncovered', pointer: `${CREATE}/x-idempotency/fingerprint/include`, message: /ClientToken/ }],
     },
   ],
 });
