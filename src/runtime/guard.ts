@@ -614,7 +614,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   /** The request's key, read from where the contract says it travels. */
   function readKey(req: GuardRequest): ParsedKey {
     if (keyHeader !== undefined) return parseIdempotencyKey(own(req.headers, keyHeader), keyRules);
-    if (keyTokens === undefined) return parseFieldKey(own(req.query, contract.key.name), keyRules);
+    if (keyTokens === undefined) return parseFieldKey(own(req.query, contract.key.name), keyRules, true);
     const field = resolveJsonPointer(req.body, keyTokens);
     return parseFieldKey(field.found ? field.value : undefined, keyRules);
   }

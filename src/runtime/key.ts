@@ -66,21 +66,30 @@ export function parseIdempotencyKey(raw: string | readonly string[] | undefined,
 
 /**
  * Parse a key sent as a query parameter or a body field: `raw` is the query value (an array when the parameter
- * was repeated) or the parsed body field. The value is the key as sent — no quoting, no trimming — and must be a
- * string without control characters.
+ * was repeated, with `repeated`) or the parsed body field. The value is the key as sent — no quoting, no
+ * trimming — and must be a string without control characters that text decoding left whole: a U+FFFD
+ * (bytes that were no UTF-8, decoded by one parser and kept as `%FF` by another) or a lone surrogate would make
+ * two different keys one.
  */
-export function parseFieldKey(raw: unknown, rules: KeyRules): ParsedKey {
+export function parseFieldKey(raw: unknown, rules: KeyRules, repeated = false): ParsedKey {
   if (raw === undefined || raw === null) return { kind: 'missing' };
   let value = raw;
   if (Array.isArray(raw)) {
-    if (raw.length === 0) return { kind: 'missing' };
     if (raw.length > 1) return invalid('several-values', 'the key was sent more than once');
+    // A body field holding a list (`["k"]`, a form's `key[]=k`) is not a key; a query parameter given once is.
+    if (!repeated || raw.length === 0) return invalid('not-a-string', 'the key must be a string, not a list');
     value = raw[0];
   }
   if (typeof value !== 'string') return invalid('not-a-string', 'the key must be a string');
   for (let i = 0; i < value.length; i += 1) {
     const c = value.charCodeAt(i);
     if (c < 0x20 || c === 0x7f) return invalid('non-printable', 'the key may not hold control characters');
+    if (c === 0xfffd) return invalid('malformed', 'the key holds U+FFFD: it was sent as bytes that are not UTF-8');
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const next = value.charCodeAt(i + 1);
+      if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) return invalid('malformed', 'the key holds a lone surrogate: it is not well-formed text');
+      i += 1;
+    }
   }
   return checkedKey(value, rules);
 }

@@ -43,6 +43,12 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     }
   });
 
+  it('refuses a key that is not well-formed text or holds U+FFFD: sent, it would be one key with another', () => {
+    assert.throws(() => keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 'x\ud800' } }), /lone surrogate/);
+    assert.throws(() => withIntentKey(place('query', 'requestId'), {}, 'x\ufffd'), /U\+FFFD/);
+    assert.equal(keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 'ключ-🔑' } }), 'ключ-🔑', 'a surrogate pair is well-formed');
+  });
+
   it('leaves the parts of a header-keyed call as they are', () => {
     const parts = { body: { a: 1 } };
     assert.equal(withIntentKey(place('header', 'Idempotency-Key'), parts, 'k'), parts);

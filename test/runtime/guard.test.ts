@@ -1310,6 +1310,10 @@ describe('runtime/guard: a key in the body or the query (AWS clientToken, Square
     ['an empty string', ''],
     ['a string with a line break', 'k\n1'],
     ['a string longer than maxLength', 'k'.repeat(65)],
+    ['a list holding one string (JSON ["k"], a form\'s key[]=k)', ['k']],
+    ['an empty list', []],
+    ['a string with U+FFFD (bytes that were not UTF-8: %FF and %FE would be one key)', 'k\ufffd'],
+    ['a string with a lone surrogate', 'k\ud800'],
   ] as const) {
     it(`refuses a body key that is ${what} with 400 invalid, before the handler`, async () => {
       const s = setup({}, bodyKeyed);
@@ -1336,6 +1340,8 @@ describe('runtime/guard: a key in the body or the query (AWS clientToken, Square
     assert.equal((await s.guard.handle(inQuery('req-1f'), s.handler)).headers['idempotent-replayed'], 'true');
     const twice = await s.guard.handle(inQuery(['req-1f', 'req-2f']), s.handler);
     assert.equal(problemType(twice), `${PROBLEM_BASE}idempotency-key-invalid`);
+    // ?requestId=%FF and ?requestId=%FE both decode to U+FFFD: refused, never one record for two keys.
+    assert.equal(problemType(await s.guard.handle(inQuery('\ufffd'), s.handler)), `${PROBLEM_BASE}idempotency-key-invalid`);
     const missing = await s.guard.handle(demoRequest('header-key'), s.handler);
     assert.equal(missing.status, 400);
     assert.match(bodyJson(missing).detail, /Send the requestId query parameter:/);

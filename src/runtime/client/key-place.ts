@@ -19,7 +19,7 @@ export function keyGiven(key: KeyPlace, parts: RequestParts): string | undefined
   const value = key.in === 'query' ? ownValue(parts.query, key.name) : fieldAt(parts.body, pointerTokens(key.name));
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') throw new TypeError(`${placeOf(key)} holds the idempotency key: it must be a string`);
-  return value;
+  return wellFormed(value, key);
 }
 
 /**
@@ -28,12 +28,30 @@ export function keyGiven(key: KeyPlace, parts: RequestParts): string | undefined
  */
 export function withIntentKey(key: KeyPlace, parts: RequestParts, intentKey: string): RequestParts {
   if (key.in === 'header') return parts;
+  wellFormed(intentKey, key);
   const given = keyGiven(key, parts);
   if (given !== undefined && given !== intentKey) {
     throw new TypeError(`${placeOf(key)} holds another key than the intent's: send the intent made with that key, or leave the field out`);
   }
   if (key.in === 'query') return { ...parts, query: { ...parts.query, [key.name]: intentKey } };
   return { ...parts, body: setField(parts.body, pointerTokens(key.name), 0, intentKey, key) };
+}
+
+/**
+ * `text` when it is well-formed text without U+FFFD: a lone surrogate is sent as the bytes of U+FFFD, so two
+ * different keys would reach the server as one (which refuses U+FFFD for that reason). Else a `TypeError`.
+ */
+function wellFormed(text: string, key: KeyPlace): string {
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    if (c === 0xfffd) throw new TypeError(`the idempotency key for ${placeOf(key)} holds U+FFFD, which the server refuses: use another key`);
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const next = text.charCodeAt(i + 1);
+      if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) throw new TypeError(`the idempotency key for ${placeOf(key)} holds a lone surrogate: it is not well-formed text`);
+      i += 1;
+    }
+  }
+  return text;
 }
 
 function placeOf(key: KeyPlace): string {

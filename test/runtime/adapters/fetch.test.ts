@@ -38,6 +38,9 @@ describe('runtime/adapters/fetch', () => {
     assert.equal((await inQuery(request('http://x/things/t1?requestId=q-1', undefined, { n: 1 }))).status, 201);
     assert.equal((await inQuery(request('http://x/things/t1?requestId=q-1', undefined, { n: 1 }))).headers.get('idempotent-replayed'), 'true');
     assert.equal((await inQuery(request('http://x/things/t1?requestId=q-1&requestId=q-2', undefined, { n: 1 }))).status, 400);
+    // Not UTF-8: both decode to U+FFFD, so both are refused rather than made one key.
+    assert.equal((await inQuery(request('http://x/things/t1?requestId=%FF', undefined, { n: 1 }))).status, 400);
+    assert.equal((await inQuery(request('http://x/things/t1?requestId=%FE', undefined, { n: 1 }))).status, 400);
     assert.equal(calls, 3);
   });
 
