@@ -95,6 +95,7 @@ describe('real-world spec shapes through lint, generate server (every framework)
     const dupCode = await main(['generate', 'client', path.join(FIXTURES, DUPLICATES), '--out', path.join(root, 'src', 'duplicates-client')], dup);
     assert.equal(dupCode, 0, dup.err);
     copyFileSync(path.join(FIXTURES, 'stripe-like-app.ts'), path.join(root, 'src', 'stripe-like-app.ts'));
+    copyFileSync(path.join(FIXTURES, 'body-query-keys-usage.ts'), path.join(root, 'src', 'body-query-keys-usage.ts'));
     diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
   });
 

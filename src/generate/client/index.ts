@@ -123,6 +123,12 @@ export function clientRuntimeFiles(): string[] {
 }
 
 type Json = Record<string, unknown>;
+
+/** The member name a one-token JSON Pointer (`/ClientToken`) names, or undefined for a nested or bad one. */
+function topLevelField(pointer: string): string | undefined {
+  if (!/^\/[^/]*$/.test(pointer)) return undefined;
+  return pointer.slice(1).replace(/~1/g, '/').replace(/~0/g, '~');
+}
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const child = (at: Location, ...segs: (string | number)[]): Location => ({
   file: at.file,
@@ -188,7 +194,10 @@ class OperationTyper {
     const body = this.#body(op, params);
     if (body !== undefined) {
       if (body.required) optional = false;
-      members.push(`body${body.required ? '' : '?'}: ${body.type};`);
+      // A key in a top-level body field is the client's to fill from the intent: optional in the input.
+      const field = key?.in === 'body' ? topLevelField(key.name) : undefined;
+      const type = field === undefined ? body.type : `${this.#keyOptional()}<${body.type}, ${toJsLiteral(field)}>`;
+      members.push(`body${body.required ? '' : '?'}: ${type};`);
     }
     const mediaType = body?.mediaType;
     const input = this.types.uniqueName(`${typeBase}Input`);
@@ -199,6 +208,20 @@ class OperationTyper {
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
     this.decls.push(`/** The body of an error answer of ${toJsLiteral(op.label)}. */\nexport type ${error} = ${answers.error};`);
     return { input, mediaType, params: paramFormats(this.doc.version, sent), fields: body?.fields, partTypes: body?.partTypes, inputOptional: optional, ok, error, jsonAnswers: answers.json };
+  }
+
+  #keyOptionalName: string | undefined;
+
+  /** The name of the helper type that makes the body's key field optional, declared on first use. */
+  #keyOptional(): string {
+    if (this.#keyOptionalName === undefined) {
+      this.#keyOptionalName = this.types.uniqueName('KeyOptional');
+      this.decls.push(
+        `/** \`T\` with its member \`K\` optional: the body field that carries the idempotency key, which the client fills from the intent. */\n` +
+          `export type ${this.#keyOptionalName}<T, K extends PropertyKey> = T extends object ? Omit<T, K> & { [P in K & keyof T]?: T[P] } : T;`,
+      );
+    }
+    return this.#keyOptionalName;
   }
 
   #managed(name: string, keyHeader: string | undefined): boolean {
