@@ -188,10 +188,6 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   };
 }
 
-/**
- * Why a replay header cannot carry the replay flag (`true`/`false`), when it cannot: the guard (or HTTP) sets
- * that header itself, so the flag would overwrite it or be overwritten.
- */
 /** The members of `key` that each name where the key travels. */
 const KEY_PLACES = ['header', 'query', 'body'] as const;
 
@@ -227,6 +223,10 @@ function withOwnKeyPlace(merged: Record<string, unknown>, own: Record<string, un
   return result;
 }
 
+/**
+ * Why a replay header cannot carry the replay flag (`true`/`false`), when it cannot: the guard (or HTTP) sets
+ * that header itself, so the flag would overwrite it or be overwritten.
+ */
 function replayHeaderClash(header: string, keyHeader: string): string | undefined {
   const name = header.trim().toLowerCase();
   if (name === REPEATABILITY_RESULT) {
