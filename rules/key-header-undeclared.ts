@@ -25,6 +25,8 @@ export default defineRule({
         'the key query parameter `{name}` is not a declared query parameter of {operation}{hint}: add `{in: query, name: {name}, required: {required}, schema: {type: string, maxLength: 255}}` to its parameters (or to the path item)',
       bodyUndeclared:
         'the key body field `{name}` is not a field of the request body schema of {operation}: declare it (`{type: string, maxLength: 255}`{requiredHint}), or point `key.body` at the field that carries the key',
+      bodyUnreadable:
+        'the key body field `{name}` is in a `{media}` body of {operation}, and the guard reads a body key from a JSON body or a form\'s fields only: take the key in a header (`key: { header: Idempotency-Key }`) or the query, or accept the body as JSON',
       fieldRequiredMismatch:
         '{label} is {declared} in the document but the contract says `key.required: {contract}`: make them agree ({fix})',
     },
@@ -38,6 +40,10 @@ export default defineRule({
     const declared = keyDeclaration(ctx.document, ctx.operation, key);
     if (key.in !== 'header') {
       const at = contract.at('key', key.in);
+      if (declared.unreadableMedia !== undefined) {
+        ctx.report('bodyUnreadable', at, { name: key.name, media: declared.unreadableMedia, operation: operationPhrase(ctx.operation, at) });
+        return;
+      }
       if (!declared.found) {
         if (key.in === 'query') {
           const names = effectiveParameters(ctx.document, ctx.operation).filter((p) => p.in === 'query').map((p) => p.name);

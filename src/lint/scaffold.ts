@@ -206,6 +206,11 @@ export function scaffoldContracts(
       skipped.push({ operation: operation.label, reason: `is marked \`${evidence.name}\` but takes no idempotency key, and a guard needs one: declare where clients send it (a header such as \`Idempotency-Key\`, a query parameter or a body field) and write the contract by hand`, needsNone: false });
       continue;
     }
+    const unreadable = place.in === 'body' ? keyDeclaration(document, operation, place).unreadableMedia : undefined;
+    if (unreadable !== undefined) {
+      skipped.push({ operation: operation.label, reason: `takes its key in the body field \`${evidence.name}\` of a \`${unreadable}\` body, and a guard reads a body key from a JSON body or a form's fields only: to guard it, take the key in a header or the query and write the contract by hand`, needsNone: false });
+      continue;
+    }
     // A contract makes every `$ref` it needs mandatory: one broken now would make the file unloadable.
     const broken = document.contractRefProblem?.(operation);
     if (broken) {

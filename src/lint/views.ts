@@ -840,6 +840,16 @@ export interface KeyDeclaration {
   readonly name: string;
   /** The declaration for messages: "the header parameter `Idempotency-Key`", "the body field `/ClientToken`". */
   readonly label: string;
+  /**
+   * For a body key, the body's media type when the guard cannot read fields from it (`text/xml`): it reads a key
+   * from a JSON body or a form's fields only.
+   */
+  readonly unreadableMedia?: string;
+}
+
+/** Whether the guard reads fields from a body of this media type: JSON (`+json` too), or a form. */
+export function readsBodyFields(mediaType: string): boolean {
+  return /^\s*application\/([\w.-]+\+)?json\s*(;|$)/i.test(mediaType) || /\+json\s*(;|$)/i.test(mediaType) || isFormMediaType(mediaType);
 }
 
 /** How the operation declares the key of `key` (see {@link KeyDeclaration}). */
@@ -855,6 +865,8 @@ export function keyDeclaration(doc: ApiDocument, op: OperationView, key: { reado
   const name = key.name;
   const label = `the body field \`${name}\``;
   const none: KeyDeclaration = { found: false, required: undefined, requiredAt: undefined, schema: undefined, name, label };
+  const media = requestBody(doc, op)?.mediaType;
+  if (media !== undefined && !readsBodyFields(media)) return { ...none, unreadableMedia: media };
   const body = fingerprintSchema(doc, op);
   const tokens = parsePointer(key.name);
   if (!body || tokens === undefined || tokens.length === 0) return none;

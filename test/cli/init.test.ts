@@ -236,6 +236,29 @@ components:
     assert.ok(rules.has('scope-missing'), 'what the notice announced');
   });
 
+  it('skips a key in a text/xml body (EC2-style ClientToken): the guard reads a body key from JSON or form fields only', async () => {
+    const spec = `openapi: 3.0.3
+info: { title: Compute, version: '1' }
+paths:
+  /#Action=CreateNetworkInsightsPath:
+    post:
+      operationId: createPath
+      requestBody:
+        content:
+          text/xml:
+            schema:
+              type: object
+              required: [ClientToken]
+              properties: { ClientToken: { type: string, maxLength: 64 }, Source: { type: string } }
+      responses: { '200': { description: ok } }
+`;
+    writeFileSync(path.join(dir, 'xml.yaml'), spec);
+    const result = await run('xml.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /skipped POST .*createPath.*: takes its key in the body field `ClientToken` of a `text\/xml` body, and a guard reads a body key from a JSON body or a form's fields only/);
+    assert.equal(read('xml.yaml'), spec, 'nothing written');
+  });
+
   it('scaffolds a Swagger 2.0 form field as a body key, and says nothing of scope when the caller is it', async () => {
     const spec = `swagger: '2.0'
 info: { title: Payments, version: '1' }

@@ -74,6 +74,13 @@ ruleTester.run(keyHeaderUndeclared, {
   ],
   invalid: [
     {
+      name: 'a body key in a text/xml body: the guard reads body keys from JSON and form bodies only',
+      document: bodyKeyed(TOKEN, true, { body: '/ClientToken', required: true, maxLength: 64 }, (t) => {
+        post(t).requestBody.content = { 'text/xml': { schema: { $ref: '#/components/schemas/PayoutInput' } } };
+      }),
+      errors: [{ messageId: 'bodyUnreadable', pointer: `${CREATE}/x-idempotency/key/body`, message: /`text\/xml` body/ }],
+    },
+    {
       name: 'a query key the operation does not declare (a near name is offered)',
       document: queryKeyed({ required: true, schema: { type: 'string' } }, { query: 'requestID' }),
       errors: [{ messageId: 'queryUndeclared', pointer: `${CONTRACT}/key/query`, message: /query parameter `requestID` is not a declared query parameter of .*did you mean `requestId`/ }],
