@@ -39,6 +39,19 @@ describe('cli generate', () => {
     assert.equal(io.err, '');
   });
 
+  it('warns, at file:line:column, of what lint reports about the document: a contracted path with a fragment matches no route', async () => {
+    const spec = readFileSync(DEMO, 'utf8');
+    const fragment = spec.replace('  /v1/demo-requests:\n', '  /v1/demo-requests#create:\n');
+    assert.notEqual(fragment, spec);
+    writeFileSync(path.join(tmp, 'fragment.yaml'), fragment);
+    const line = fragment.split('\n').findIndex((text) => text.startsWith('  /v1/demo-requests#create:')) + 1;
+    const io = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'fragment.yaml', '--framework', 'fetch', '--store', 'memory', '--out', 'out'], io), 0, io.err);
+    const warnings = io.err.split('\n').filter((text) => text.startsWith('warning: '));
+    assert.equal(warnings.length, 1, io.err);
+    assert.match(warnings[0]!, new RegExp(`^warning: fragment\\.yaml:${line}:3: path '/v1/demo-requests#create' holds a fragment: .* matches no route`));
+  });
+
   it('writes server guards, then --check passes until a file drifts (exit 1)', async () => {
     const out = path.join(tmp, 'guards');
     const argv = ['generate', 'server', DEMO, '--framework', 'fastify', '--store', 'memory', '--out', out];

@@ -76,6 +76,12 @@ export const generateCommand: Command = {
     }
     await writeOutput(outDir, files);
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
+    // What lint reports as document-invalid warnings shapes what was generated (a path with a fragment matches no
+    // route, a contract on a path item guards nothing): said here too, for whoever generates without linting.
+    for (const warning of doc.warnings) {
+      const { line, column } = warning.position ?? doc.position(warning.at);
+      io.stderr(`warning: ${displayFile(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
+    }
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     return 0;
   },
