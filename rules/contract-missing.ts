@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { escapePointerToken, isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
+import { escapePointerToken, isUnsafe, keyEvidence, readsBodyFields, requestBody, retryExtension } from '../src/lint/views.js';
 
 /**
  * An operation that clearly handles idempotency keys but has no `x-idempotency` contract: a key on any method
@@ -18,6 +18,8 @@ export default defineRule({
       header:
         'accepts the idempotency key header `{name}` but has no `x-idempotency` contract: add `x-idempotency` (scope, fingerprint, ttl, responses), or `x-idempotency: false` if the operation is knowingly not idempotent',
       body: 'takes an idempotency key in the request body field `{name}` but has no `x-idempotency` contract: add `x-idempotency` with `key: { body: {pointer} }` (scope, fingerprint, ttl, responses), so the guard reads the key where clients send it, or write `x-idempotency: false` if the body key is handled some other way',
+      bodyUnreadable:
+        'takes an idempotency key in the field `{name}` of its `{media}` request body but has no `x-idempotency` contract, and a guard reads a body key from a JSON body or a form\'s fields only: accept the key in a header (`Idempotency-Key`) or the query and add `x-idempotency` for it, or write `x-idempotency: false` if the key is handled some other way',
       parameter:
         'takes an idempotency key in the {where} parameter `{name}` but has no `x-idempotency` contract: add `x-idempotency` with `key: { {place}: {keyName} }` (scope, fingerprint, ttl, responses), or write `x-idempotency: false` if the key is handled some other way',
       extension:
@@ -37,9 +39,12 @@ export default defineRule({
       case 'header':
         ctx.report('header', evidence.at, { name: evidence.name });
         break;
-      case 'body':
-        ctx.report('body', evidence.at, { name: evidence.name, pointer: `/${escapePointerToken(evidence.name)}` });
+      case 'body': {
+        const media = requestBody(ctx.document, ctx.operation)?.mediaType;
+        if (media !== undefined && !readsBodyFields(media)) ctx.report('bodyUnreadable', evidence.at, { name: evidence.name, media });
+        else ctx.report('body', evidence.at, { name: evidence.name, pointer: `/${escapePointerToken(evidence.name)}` });
         break;
+      }
       case 'query':
         ctx.report('parameter', evidence.at, { name: evidence.name, where: 'query', place: 'query', keyName: evidence.name });
         break;

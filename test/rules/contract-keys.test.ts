@@ -223,6 +223,16 @@ ruleTester.run(contractMissing, {
       errors: [{ messageId: 'parameter', pointer: `${CREATE}/parameters/0` }],
     })),
     {
+      name: 'a ClientToken in a text/xml body (EC2-style): the message does not propose a body key the guard cannot read',
+      document: payouts((t) => {
+        delete post(t)['x-idempotency'];
+        post(t).parameters = [];
+        t.components.schemas.PayoutInput.properties.ClientToken = { type: 'string' };
+        post(t).requestBody.content = { 'text/xml': { schema: { $ref: '#/components/schemas/PayoutInput' } } };
+      }),
+      errors: [{ messageId: 'bodyUnreadable', pointer: '/components/schemas/PayoutInput/properties/ClientToken', message: /`text\/xml` request body .* accept the key in a header/ }],
+    },
+    {
       name: 'x-fern-idempotent marks it idempotent',
       document: payouts((t) => {
         delete post(t)['x-idempotency'];
