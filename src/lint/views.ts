@@ -137,7 +137,8 @@ function pickMediaType(content: Record<string, unknown>): string | undefined {
   const types = Object.keys(content);
   return (
     types.find((t) => t.toLowerCase().split(';')[0]!.trim() === 'application/json') ??
-    types.find((t) => /[/+]json\b/i.test(t)) ??
+    // `+json`, and JSON under other names: AWS's `application/x-amz-json-1.1`, `text/json`.
+    types.find((t) => /[/+-]json\b/i.test(t)) ??
     types.find((t) => /x-www-form-urlencoded|multipart\/form-data/i.test(t)) ??
     types[0]
   );
@@ -847,9 +848,14 @@ export interface KeyDeclaration {
   readonly unreadableMedia?: string;
 }
 
-/** Whether the guard reads fields from a body of this media type: JSON (`+json` too), or a form. */
+/**
+ * Whether the guard may read fields from a body of this media type: anything but XML, raw bytes and media. The
+ * adapters parse JSON whatever it is called (`application/x-amz-json-1.1`, `text/json`, `*\/*`, JSON sent as
+ * `text/plain`) and forms; a `text/xml` body (EC2's `ClientToken`) has no fields they can read.
+ */
 export function readsBodyFields(mediaType: string): boolean {
-  return /^\s*application\/([\w.-]+\+)?json\s*(;|$)/i.test(mediaType) || /\+json\s*(;|$)/i.test(mediaType) || isFormMediaType(mediaType);
+  const type = mediaType.split(';')[0]!.trim().toLowerCase();
+  return !(/(^|[/+])xml$/.test(type) || type === 'application/octet-stream' || /^(image|audio|video|font|model)\//.test(type));
 }
 
 /** How the operation declares the key of `key` (see {@link KeyDeclaration}). */

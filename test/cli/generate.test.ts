@@ -50,6 +50,10 @@ describe('cli generate', () => {
     const warnings = io.err.split('\n').filter((text) => text.startsWith('warning: '));
     assert.equal(warnings.length, 1, io.err);
     assert.match(warnings[0]!, new RegExp(`^warning: fragment\\.yaml:${line}:3: path '/v1/demo-requests#create' holds a fragment: .* matches no route`));
+    // --check, as CI runs it, says it too.
+    const check = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'fragment.yaml', '--framework', 'fetch', '--store', 'memory', '--out', 'out', '--check'], check), 0, check.err);
+    assert.deepEqual(check.err.split('\n').filter((text) => text.startsWith('warning: ')), warnings);
   });
 
   it('writes server guards, then --check passes until a file drifts (exit 1)', async () => {

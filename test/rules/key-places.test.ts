@@ -53,6 +53,19 @@ ruleTester.run(keyHeaderUndeclared, {
         input(t).properties.meta = { $ref: '#/components/schemas/Meta' };
       }),
     },
+    ...['application/x-amz-json-1.1', 'text/json', '*/*', 'application/*', 'text/plain'].map((media) => ({
+      name: `a body key in a ${media} body, which the adapters parse as JSON (AWS's JSON protocol is x-amz-json)`,
+      document: bodyKeyed(TOKEN, true, { body: '/ClientToken', required: true, maxLength: 64 }, (t) => {
+        post(t).requestBody.content = { [media]: { schema: { $ref: '#/components/schemas/PayoutInput' } } };
+      }),
+    })),
+    {
+      name: 'a body key where the body is declared as application/xml and as x-amz-json-1.0: the JSON one is read',
+      document: bodyKeyed(TOKEN, true, { body: '/ClientToken', required: true, maxLength: 64 }, (t) => {
+        const schema = { $ref: '#/components/schemas/PayoutInput' };
+        post(t).requestBody.content = { 'application/xml': { schema }, 'application/x-amz-json-1.0': { schema } };
+      }),
+    },
     {
       name: 'a required body key listed under required in an allOf branch (Tokened), not at the object itself',
       document: bodyKeyed(undefined, true, { body: '/ClientToken', required: true }, (t) => {

@@ -64,6 +64,12 @@ export const generateCommand: Command = {
       target === 'server'
         ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
         : generateClient(doc, { source });
+    // What lint reports as document-invalid warnings shapes what was generated (a path with a fragment matches no
+    // route, a contract on a path item guards nothing): said here too, for whoever generates (or checks) without linting.
+    for (const warning of doc.warnings) {
+      const { line, column } = warning.position ?? doc.position(warning.at);
+      io.stderr(`warning: ${displayFile(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
+    }
     if (args['check'] === true) {
       const drift = await checkOutput(outDir, files);
       if (drift.length === 0) {
@@ -76,12 +82,6 @@ export const generateCommand: Command = {
     }
     await writeOutput(outDir, files);
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
-    // What lint reports as document-invalid warnings shapes what was generated (a path with a fragment matches no
-    // route, a contract on a path item guards nothing): said here too, for whoever generates without linting.
-    for (const warning of doc.warnings) {
-      const { line, column } = warning.position ?? doc.position(warning.at);
-      io.stderr(`warning: ${displayFile(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
-    }
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     return 0;
   },

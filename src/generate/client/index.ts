@@ -212,13 +212,17 @@ class OperationTyper {
 
   #keyOptionalName: string | undefined;
 
-  /** The name of the helper type that makes the body's key field optional, declared on first use. */
+  /**
+   * The name of the helper type that makes the body's key field optional, declared on first use. A key-remapping
+   * mapped type, not `Omit`: `Omit` over a schema with `additionalProperties` (an index signature) keeps only the
+   * index signature, so every other required field would become optional.
+   */
   #keyOptional(): string {
     if (this.#keyOptionalName === undefined) {
       this.#keyOptionalName = this.types.uniqueName('KeyOptional');
       this.decls.push(
         `/** \`T\` with its member \`K\` optional: the body field that carries the idempotency key, which the client fills from the intent. */\n` +
-          `export type ${this.#keyOptionalName}<T, K extends PropertyKey> = T extends object ? Omit<T, K> & { [P in K & keyof T]?: T[P] } : T;`,
+          `export type ${this.#keyOptionalName}<T, K extends PropertyKey> = T extends object ? { [P in keyof T as P extends K ? never : P]: T[P] } & { [P in K & keyof T]?: T[P] } : T;`,
       );
     }
     return this.#keyOptionalName;
