@@ -1314,6 +1314,7 @@ describe('runtime/guard: a key in the body or the query (AWS clientToken, Square
     ['an empty list', []],
     ['a string with U+FFFD (bytes that were not UTF-8: %FF and %FE would be one key)', 'k\ufffd'],
     ['a string with a lone surrogate', 'k\ud800'],
+    ['a string with a percent-escape that is no UTF-8 (Express\'s form parser keeps %FF as text)', 'k%FF'],
   ] as const) {
     it(`refuses a body key that is ${what} with 400 invalid, before the handler`, async () => {
       const s = setup({}, bodyKeyed);
