@@ -12,7 +12,7 @@ export default defineRule({
       'The header alone does not make POST idempotent, and neither does an optional one: a client that omits the key and retries after a lost response gets two effects.',
     messages: {
       optional:
-        '`key.required` is false: a client that omits `{header}` and retries after a lost response runs the effect twice; set `key.required: true` and answer a missing key with `responses.missingKey` (400)',
+        '`key.required` is false: a client that omits `{header}` and retries after a lost response runs the effect twice; set `key.required: true` and answer a missing key with `responses.missingKey` (400), and mark `{header}` required where the document declares it, so clients learn to send it',
     },
   },
   operations: 'contracted',
