@@ -67,9 +67,7 @@ export function parseIdempotencyKey(raw: string | readonly string[] | undefined,
 /**
  * Parse a key sent as a query parameter or a body field: `raw` is the query value (an array when the parameter
  * was repeated, with `repeated`) or the parsed body field. The value is the key as sent — no quoting, no
- * trimming — and must be a string without control characters that text decoding left whole: a U+FFFD
- * (bytes that were no UTF-8, decoded by one parser and kept as `%FF` by another) or a lone surrogate would make
- * two different keys one.
+ * trimming — and must be a string that text decoding left whole (see {@link textKeyProblem}).
  */
 export function parseFieldKey(raw: unknown, rules: KeyRules, repeated = false): ParsedKey {
   if (raw === undefined || raw === null) return { kind: 'missing' };
@@ -81,22 +79,33 @@ export function parseFieldKey(raw: unknown, rules: KeyRules, repeated = false): 
     value = raw[0];
   }
   if (typeof value !== 'string') return invalid('not-a-string', 'the key must be a string');
+  const problem = textKeyProblem(value);
+  if (problem !== undefined) return invalid(problem.problem, problem.detail);
+  return checkedKey(value, rules);
+}
+
+/**
+ * Why `value` cannot be a key sent as text (in a query or a body), or `undefined`: a control character; a U+FFFD
+ * (bytes that were no UTF-8, decoded by one parser and kept as `%FF` by another) or a lone surrogate, either of
+ * which would make two different keys one; or a percent-escape that is no UTF-8 left in the text — Express's form
+ * parser keeps one it cannot decode, so it reads `%FF` and `%25FF` alike, where Fastify and fetch refuse the first.
+ * The generated client asks it too, to refuse such a key before anything is sent.
+ */
+export function textKeyProblem(value: string): { readonly problem: KeyProblem; readonly detail: string } | undefined {
   for (let i = 0; i < value.length; i += 1) {
     const c = value.charCodeAt(i);
-    if (c < 0x20 || c === 0x7f) return invalid('non-printable', 'the key may not hold control characters');
-    if (c === 0xfffd) return invalid('malformed', 'the key holds U+FFFD: it was sent as bytes that are not UTF-8');
+    if (c < 0x20 || c === 0x7f) return { problem: 'non-printable', detail: 'the key may not hold control characters' };
+    if (c === 0xfffd) return { problem: 'malformed', detail: 'the key holds U+FFFD: it was sent as bytes that are not UTF-8' };
     if (c >= 0xd800 && c <= 0xdfff) {
       const next = value.charCodeAt(i + 1);
-      if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) return invalid('malformed', 'the key holds a lone surrogate: it is not well-formed text');
+      if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) return { problem: 'malformed', detail: 'the key holds a lone surrogate: it is not well-formed text' };
       i += 1;
     }
   }
-  // A percent-escape that is no UTF-8 (`%FF`) left in the text: Express's form parser keeps one it cannot decode, so
-  // it reads `%FF` and `%25FF` alike, where Fastify and fetch refuse the first. Refused everywhere instead.
   if (value.includes('%') && /%[0-9A-Fa-f]{2}/.test(value) && !decodes(value)) {
-    return invalid('malformed', 'the key holds a percent-escape that is not UTF-8 (as %FF): form parsers disagree on what it means');
+    return { problem: 'malformed', detail: 'the key holds a percent-escape that is not UTF-8 (as %FF): form parsers disagree on what it means' };
   }
-  return checkedKey(value, rules);
+  return undefined;
 }
 
 function decodes(text: string): boolean {

@@ -47,6 +47,9 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     assert.throws(() => keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 'x\ud800' } }), /lone surrogate/);
     assert.throws(() => withIntentKey(place('query', 'requestId'), {}, 'x\ufffd'), /U\+FFFD/);
     assert.equal(keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 'ключ-🔑' } }), 'ключ-🔑', 'a surrogate pair is well-formed');
+    // What the server refuses anyway is refused before anything is sent: a control character, a %FF left in the text.
+    assert.throws(() => withIntentKey(place('body', '/ClientToken'), {}, 'k\n1'), /control characters/);
+    assert.throws(() => withIntentKey(place('query', 'requestId'), {}, 'k%FF'), /percent-escape that is not UTF-8/);
   });
 
   it('leaves the parts of a header-keyed call as they are', () => {

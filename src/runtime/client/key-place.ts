@@ -6,6 +6,7 @@
  * This file is copied into users' generated output: it imports nothing outside `runtime/`.
  */
 import type { CompiledContract } from '../contract.js';
+import { textKeyProblem } from '../key.js';
 import type { RequestParts } from './request.js';
 
 type KeyPlace = CompiledContract['key'];
@@ -37,20 +38,10 @@ export function withIntentKey(key: KeyPlace, parts: RequestParts, intentKey: str
   return { ...parts, body: setField(parts.body, pointerTokens(key.name), 0, intentKey, key) };
 }
 
-/**
- * `text` when it is well-formed text without U+FFFD: a lone surrogate is sent as the bytes of U+FFFD, so two
- * different keys would reach the server as one (which refuses U+FFFD for that reason). Else a `TypeError`.
- */
+/** `text` when the server can take it as a key (see `textKeyProblem`), else a `TypeError` before anything is sent. */
 function wellFormed(text: string, key: KeyPlace): string {
-  for (let i = 0; i < text.length; i += 1) {
-    const c = text.charCodeAt(i);
-    if (c === 0xfffd) throw new TypeError(`the idempotency key for ${placeOf(key)} holds U+FFFD, which the server refuses: use another key`);
-    if (c >= 0xd800 && c <= 0xdfff) {
-      const next = text.charCodeAt(i + 1);
-      if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) throw new TypeError(`the idempotency key for ${placeOf(key)} holds a lone surrogate: it is not well-formed text`);
-      i += 1;
-    }
-  }
+  const problem = textKeyProblem(text);
+  if (problem !== undefined) throw new TypeError(`the idempotency key for ${placeOf(key)} is refused by the server: ${problem.detail}`);
   return text;
 }
 
