@@ -77,7 +77,11 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   function toGuardRequest(req: Request): GuardRequest | Promise<GuardRequest> {
     if (bodyNotParsed(req.body, req.headers)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
-      throw new Error(`idempotency guard for ${contract.operationId}: the request body was not parsed; mount express.json() before the guard`);
+      // A parser mounted for another type skips the body (express.json() takes application/json only): say which.
+      const type = req.get('content-type') ?? 'none';
+      throw new Error(
+        `idempotency guard for ${contract.operationId}: the request body (content-type ${type}) was not parsed before the guard; mount a parser for it first, e.g. express.json() or express.json({ type: ['application/json', '${type.split(';')[0]!.trim()}'] })`,
+      );
     }
     const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : options.principal(req);

@@ -363,8 +363,11 @@ describe('runtime/adapters/express', () => {
     server = await listen(app);
     const answer = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: { a: 1 } });
     assert.equal(answer.status, 500);
-    assert.match(answer.text, /mount express\.json\(\) before the guard/);
+    assert.match(answer.text, /the request body \(content-type application\/json\) was not parsed before the guard; mount a parser for it first, e\.g\. express\.json\(\)/);
     assert.equal(calls, 0);
+    // AWS's JSON protocol under express.json(), which takes application/json only: the message names the type to add.
+    const amz = await post(server.port, '/things/t1', { key: 'k2', user: 'u', headers: { 'content-type': 'application/x-amz-json-1.1' }, body: { a: 1 } });
+    assert.match(amz.text, /express\.json\(\{ type: \['application\/json', 'application\/x-amz-json-1\.1'\] \}\)/);
   });
 
   it('gives the handler the canonical key and reservation; throws when no guard ran', async () => {
