@@ -55,14 +55,12 @@ describe('runtime/adapters/express', () => {
 
   it('reads a key from a form field (express.urlencoded) or the query, as the contract says', async () => {
     const app = express();
-    app.post('/things/:tenant', express.urlencoded({ extended: false }), createRouteGuard(bodyKeyContract, options(new MemoryStore())), (_req, res) => {
+    const created: express.RequestHandler = (_req, res) => {
       calls += 1;
       res.status(201).json({ id: calls });
-    });
-    app.post('/queried/:tenant', express.json(), createRouteGuard(queryKeyContract, options(new MemoryStore())), (_req, res) => {
-      calls += 1;
-      res.status(201).json({ id: calls });
-    });
+    };
+    app.post('/things/:tenant', express.urlencoded({ extended: false }), createRouteGuard(bodyKeyContract, options(new MemoryStore())), created);
+    app.post('/queried/:tenant', express.json(), createRouteGuard(queryKeyContract, options(new MemoryStore())), created);
     server = await listen(app);
     const form = (token: string, amount = '1') => post(server!.port, '/things/t1', { user: 'u', headers: { 'content-type': 'application/x-www-form-urlencoded' }, raw: `amount=${amount}&client_token=${token}` });
     assert.equal((await form('tok-1')).status, 201);
