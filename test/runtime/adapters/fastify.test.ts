@@ -30,9 +30,9 @@ describe('runtime/adapters/fastify', () => {
     await app.close();
   });
 
-  /** POST /things/:tenant behind `guard`'s hooks: each run creates `thing-<n>` with 201. */
-  function thingsRoute(guard: ReturnType<typeof createRouteGuard>): void {
-    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+  /** POST `path` (default /things/:tenant) behind `guard`'s hooks: each run creates `thing-<n>` with 201. */
+  function thingsRoute(guard: ReturnType<typeof createRouteGuard>, path = '/things/:tenant'): void {
+    app.post(path, { ...guard.hooks }, async (_request, reply) => {
       calls += 1;
       reply.code(201);
       return { id: `thing-${calls}` };
@@ -41,12 +41,7 @@ describe('runtime/adapters/fastify', () => {
 
   it('route hooks: a key in a body field or in the query, as the contract says', async () => {
     thingsRoute(createRouteGuard(bodyKeyContract, options(new MemoryStore())));
-    const queried = createRouteGuard(queryKeyContract, options(new MemoryStore()));
-    app.post('/queried/:tenant', { ...queried.hooks }, async (_request, reply) => {
-      calls += 1;
-      reply.code(201);
-      return { id: `thing-${calls}` };
-    });
+    thingsRoute(createRouteGuard(queryKeyContract, options(new MemoryStore())), '/queried/:tenant');
     const port = await listen(app);
     const first = await post(port, '/things/t1', { user: 'u', body: { a: 1, client_token: 'tok-1' } });
     assert.equal(first.status, 201);
