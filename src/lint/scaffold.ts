@@ -13,7 +13,7 @@ import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
-import { declaredResponses, effectiveSecurity, escapePointerToken, isSafeMethod, keyDeclaration, keyEvidence, parsePointer, type KeyEvidence } from './views.js';
+import { bodyKey, declaredResponses, effectiveSecurity, escapePointerToken, isSafeMethod, keyDeclaration, keyEvidence, parsePointer, type KeyEvidence } from './views.js';
 import type { Node as YamlNode, YAMLMap } from 'yaml';
 
 /** One contract that was (or would be) inserted. */
@@ -204,6 +204,13 @@ export function scaffoldContracts(
     const place = keyPlaceOf(evidence);
     if (!place) {
       skipped.push({ operation: operation.label, reason: `is marked \`${evidence.name}\` but takes no idempotency key, and a guard needs one: declare where clients send it (a header such as \`Idempotency-Key\`, a query parameter or a body field) and write the contract by hand`, needsNone: false });
+      continue;
+    }
+    // A key header beside a body key field: which one the server reads is the author's to say (a contract on the
+    // header makes lint report the field, since clients that send it there would get 400).
+    const inBody = place.in === 'header' ? bodyKey(document, operation) : undefined;
+    if (inBody !== undefined) {
+      skipped.push({ operation: operation.label, reason: `takes a key both in the header \`${evidence.name}\` and in the ${inBody.kind === 'form' ? 'form' : 'body'} field \`${inBody.name}\`: write the contract by hand for the one the server reads (\`key: { header: ${evidence.name} }\` or \`key: { body: /${escapePointerToken(inBody.name)} }\`), and drop or deprecate the other`, needsNone: false });
       continue;
     }
     const unreadable = place.in === 'body' ? keyDeclaration(document, operation, place).unreadableMedia : undefined;

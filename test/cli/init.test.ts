@@ -236,6 +236,29 @@ components:
     assert.ok(rules.has('scope-missing'), 'what the notice announced');
   });
 
+  it('skips an operation that takes a key both in a header and in a body field: which one the server reads is the author\'s to say', async () => {
+    const spec = `openapi: 3.0.3
+info: { title: Loyalty, version: '1' }
+paths:
+  /accounts/{id}/accumulate:
+    post:
+      operationId: accumulate
+      parameters:
+        - { name: id, in: path, required: true, schema: { type: string } }
+        - { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 64 } }
+      requestBody:
+        content:
+          application/json:
+            schema: { type: object, required: [idempotency_key], properties: { idempotency_key: { type: string, maxLength: 64 }, points: { type: integer } } }
+      responses: { '200': { description: ok } }
+`;
+    writeFileSync(path.join(dir, 'both.yaml'), spec);
+    const result = await run('both.yaml', '--write');
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /skipped POST .*accumulate.*: takes a key both in the header `Idempotency-Key` and in the body field `idempotency_key`: write the contract by hand for the one the server reads \(`key: \{ header: Idempotency-Key \}` or `key: \{ body: \/idempotency_key \}`\)/);
+    assert.equal(read('both.yaml'), spec, 'nothing written');
+  });
+
   it('skips a key in a text/xml body (EC2-style ClientToken): the guard reads a body key from JSON or form fields only', async () => {
     const spec = `openapi: 3.0.3
 info: { title: Compute, version: '1' }

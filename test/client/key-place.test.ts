@@ -52,6 +52,12 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     assert.throws(() => withIntentKey(place('query', 'requestId'), {}, 'k%FF'), /percent-escape that is not UTF-8/);
   });
 
+  it('refuses an Idempotency-Key header on a call keyed in its body or query: it would count for nothing', () => {
+    assert.throws(() => withIntentKey(place('body', '/ClientToken'), { headers: { 'Idempotency-Key': 'k' }, body: {} }, 'k'), /the header Idempotency-Key counts for nothing/);
+    assert.throws(() => withIntentKey(place('query', 'requestId'), { headers: { 'x-idempotency-key': 'k' } }, 'k'), TypeError);
+    assert.deepEqual(withIntentKey(place('query', 'requestId'), { headers: { 'X-Request-Id': 'r' } }, 'k').query, { requestId: 'k' });
+  });
+
   it('leaves the parts of a header-keyed call as they are', () => {
     const parts = { body: { a: 1 } };
     assert.equal(withIntentKey(place('header', 'Idempotency-Key'), parts, 'k'), parts);

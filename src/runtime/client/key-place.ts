@@ -11,6 +11,9 @@ import type { RequestParts } from './request.js';
 
 type KeyPlace = CompiledContract['key'];
 
+/** Header names that carry a key elsewhere (lower case): sent to an operation keyed in its query or body, a mistake. */
+const KEY_HEADERS = new Set(['idempotency-key', 'x-idempotency-key']);
+
 /**
  * The key the caller wrote where the contract's key travels — the query parameter, or the body field at the
  * contract's pointer — or `undefined`. Throws `TypeError` when the value there is not a string.
@@ -25,10 +28,17 @@ export function keyGiven(key: KeyPlace, parts: RequestParts): string | undefined
 
 /**
  * `parts` with `intentKey` where the contract's key travels (the caller's objects are copied, never changed).
- * Throws `TypeError` when the caller wrote another key there: an intent carries one key on every attempt.
+ * Throws `TypeError` when the caller wrote another key there (an intent carries one key on every attempt), or
+ * sends an `Idempotency-Key` header, which such an operation ignores.
  */
 export function withIntentKey(key: KeyPlace, parts: RequestParts, intentKey: string): RequestParts {
   if (key.in === 'header') return parts;
+  // A caller moving over from header keys would send the same key header on every retry and believe it dedupes.
+  for (const name of Object.keys(parts.headers ?? {})) {
+    if (KEY_HEADERS.has(name.toLowerCase())) {
+      throw new TypeError(`this operation takes its idempotency key in ${placeOf(key)}, so the header ${name} counts for nothing: make the intent with that key (client.intent(operation, key)) or write it there`);
+    }
+  }
   wellFormed(intentKey, key);
   const given = keyGiven(key, parts);
   if (given !== undefined && given !== intentKey) {
