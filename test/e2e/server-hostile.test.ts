@@ -44,6 +44,8 @@ function hostileSpec(): Record<string, unknown> {
         'x-idempotency': {
           // The schema wants a scope part on one line; everything else in it stays hostile.
           scope: ['principal', `path:${param.replace(/[\n\r\u2028\u2029]/g, ' ')}`, `header:X-${index}`],
+          // Every third operation keys on its hostile body field, every third on its hostile query parameter.
+          ...(index % 3 === 1 ? { key: { body: `/${payload.replace(/~/g, '~0').replace(/\//g, '~1')}` } } : index % 3 === 2 ? { key: { query: `q${payload}` } } : {}),
           fingerprint: { include: [`/${payload.replace(/~/g, '~0').replace(/\//g, '~1')}`] },
           effect: { owner: payload, external: true, providerKey: 'forward', statusRoute: payload },
         },
@@ -99,12 +101,12 @@ describe('generated server guards from a hostile spec', function () {
       `  const index = await import('./dist/src/' + fw + '/index.js');`,
       `  const { MemoryStore } = await import('./dist/src/' + fw + '/runtime/stores/memory.js');`,
       `  const guards = index.createGuards({ store: new MemoryStore() });`,
-      `  out[fw] = { ids: Object.keys(contracts.contracts).sort(), paths: Object.values(contracts.contracts).map((c) => c.path).sort(), owners: Object.values(contracts.contracts).map((c) => c.effect.owner).sort(), guards: Object.keys(guards).length };`,
+      `  out[fw] = { ids: Object.keys(contracts.contracts).sort(), paths: Object.values(contracts.contracts).map((c) => c.path).sort(), owners: Object.values(contracts.contracts).map((c) => c.effect.owner).sort(), keys: Object.values(contracts.contracts).map((c) => c.key.in + ' ' + c.key.name).sort(), guards: Object.keys(guards).length };`,
       `}`,
       `process.stdout.write(JSON.stringify({ canary: globalThis.canary ?? null, out }));`,
     ].join('\n');
     const { stdout } = await run(process.execPath, ['--input-type=module', '-e', probe], { cwd: root });
-    const result = JSON.parse(stdout) as { canary: unknown; out: Record<string, { ids: string[]; paths: string[]; owners: string[]; guards: number }> };
+    const result = JSON.parse(stdout) as { canary: unknown; out: Record<string, { ids: string[]; paths: string[]; owners: string[]; keys: string[]; guards: number }> };
     assert.equal(result.canary, null, 'a payload ran');
     const spec2 = hostileSpec();
     const expectedIds = [...PAYLOADS, 'create-order', 'create order'].sort();
@@ -113,6 +115,11 @@ describe('generated server guards from a hostile spec', function () {
       assert.deepEqual(got.ids, expectedIds, 'operationIds survive byte for byte');
       assert.deepEqual(got.paths, Object.keys(spec2['paths'] as object).sort());
       assert.ok(PAYLOADS.every((payload) => got.owners.includes(payload)));
+      // The hostile body and query key names survive as data too.
+      const expectedKeys = PAYLOADS.map((payload, index) =>
+        index % 3 === 1 ? `body /${payload.replace(/~/g, '~0').replace(/\//g, '~1')}` : index % 3 === 2 ? `query q${payload}` : 'header Idempotency-Key',
+      );
+      assert.deepEqual(got.keys, [...expectedKeys, 'header Idempotency-Key', 'header Idempotency-Key'].sort());
       assert.equal(got.guards, expectedIds.length);
     }
   });
