@@ -124,10 +124,13 @@ export function clientRuntimeFiles(): string[] {
 
 type Json = Record<string, unknown>;
 
-/** The member name a one-token JSON Pointer (`/ClientToken`) names, or undefined for a nested or bad one. */
-function topLevelField(pointer: string): string | undefined {
-  if (!/^\/[^/]*$/.test(pointer)) return undefined;
-  return pointer.slice(1).replace(/~1/g, '/').replace(/~0/g, '~');
+/** The member names a JSON Pointer (`/payment/idempotency_key`) walks, unescaped; undefined for the whole body. */
+function pointerPath(pointer: string): string[] | undefined {
+  if (!pointer.startsWith('/')) return undefined;
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const child = (at: Location, ...segs: (string | number)[]): Location => ({
@@ -194,9 +197,9 @@ class OperationTyper {
     const body = this.#body(op, params);
     if (body !== undefined) {
       if (body.required) optional = false;
-      // A key in a top-level body field is the client's to fill from the intent: optional in the input.
-      const field = key?.in === 'body' ? topLevelField(key.name) : undefined;
-      const type = field === undefined ? body.type : `${this.#keyOptional()}<${body.type}, ${toJsLiteral(field)}>`;
+      // A key in a body field is the client's to fill from the intent: optional in the input, at any depth.
+      const fields = key?.in === 'body' ? pointerPath(key.name) : undefined;
+      const type = fields === undefined ? body.type : `${this.#keyOptional()}<${body.type}, [${fields.map(toJsLiteral).join(', ')}]>`;
       members.push(`body${body.required ? '' : '?'}: ${type};`);
     }
     const mediaType = body?.mediaType;
@@ -221,8 +224,12 @@ class OperationTyper {
     if (this.#keyOptionalName === undefined) {
       this.#keyOptionalName = this.types.uniqueName('KeyOptional');
       this.decls.push(
-        `/** \`T\` with its member \`K\` optional: the body field that carries the idempotency key, which the client fills from the intent. */\n` +
-          `export type ${this.#keyOptionalName}<T, K extends PropertyKey> = T extends object ? { [P in keyof T as P extends K ? never : P]: T[P] } & { [P in K & keyof T]?: T[P] } : T;`,
+        `/** \`T\` with the member at the path \`P\` optional: the body field that carries the idempotency key, which the client fills from the intent. */\n` +
+          `export type ${this.#keyOptionalName}<T, P extends readonly PropertyKey[]> = P extends readonly [infer K extends PropertyKey]\n` +
+          `  ? T extends object ? { [Q in keyof T as Q extends K ? never : Q]: T[Q] } & { [Q in K & keyof T]?: T[Q] } : T\n` +
+          `  : P extends readonly [infer K extends PropertyKey, ...infer R extends readonly PropertyKey[]]\n` +
+          `    ? T extends object ? { [Q in keyof T]: Q extends K ? ${this.#keyOptionalName}<T[Q], R> : T[Q] } : T\n` +
+          `    : T;`,
       );
     }
     return this.#keyOptionalName;
