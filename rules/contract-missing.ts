@@ -1,5 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
-import { escapePointerToken, isUnsafe, keyEvidence, readsBodyFields, requestBody, retryExtension } from '../src/lint/views.js';
+import { isUnsafe, keyEvidence, keyPlaceOf, readsBodyFields, requestBody, retryExtension } from '../src/lint/views.js';
 
 /**
  * An operation that clearly handles idempotency keys but has no `x-idempotency` contract: a key on any method
@@ -35,6 +35,8 @@ export default defineRule({
     const evidence = keyEvidence(ctx.document, ctx.operation, ctx.settings.keyHeaders);
     if (!evidence) return;
     if (evidence.kind === 'extension' && !isUnsafe(ctx.operation, ctx.settings.unsafeMethods)) return;
+    // The contract that reads the key where clients send it (a form field is a body key: the guard reads a form's fields as the body).
+    const place = keyPlaceOf(evidence);
     switch (evidence.kind) {
       case 'header':
         ctx.report('header', evidence.at, { name: evidence.name });
@@ -42,15 +44,12 @@ export default defineRule({
       case 'body': {
         const media = requestBody(ctx.document, ctx.operation)?.mediaType;
         if (media !== undefined && !readsBodyFields(media)) ctx.report('bodyUnreadable', evidence.at, { name: evidence.name, media });
-        else ctx.report('body', evidence.at, { name: evidence.name, pointer: `/${escapePointerToken(evidence.name)}` });
+        else ctx.report('body', evidence.at, { name: evidence.name, pointer: place!.name });
         break;
       }
       case 'query':
-        ctx.report('parameter', evidence.at, { name: evidence.name, where: 'query', place: 'query', keyName: evidence.name });
-        break;
       case 'form':
-        // The guard reads a form's fields as the body: a form field is a body key.
-        ctx.report('parameter', evidence.at, { name: evidence.name, where: 'form', place: 'body', keyName: `/${escapePointerToken(evidence.name)}` });
+        ctx.report('parameter', evidence.at, { name: evidence.name, where: evidence.kind, place: place!.in, keyName: place!.name });
         break;
       case 'extension':
         // A retry policy without a contract is retry-on-unsafe-without-contract's fault (an error): one finding per fault.

@@ -8,12 +8,12 @@
  */
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
-import type { ApiDocument, KeyLocation, OperationView } from '../parser/model.js';
+import type { ApiDocument, KeyPlace, OperationView } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
 import type { LintSettings } from './rule.js';
-import { bodyKey, declaredResponses, effectiveSecurity, escapePointerToken, isSafeMethod, keyDeclaration, keyEvidence, parsePointer, type KeyEvidence } from './views.js';
+import { bodyKey, declaredResponses, effectiveSecurity, escapePointerToken, isSafeMethod, keyDeclaration, keyEvidence, keyPlaceOf, parsePointer } from './views.js';
 import type { Node as YamlNode, YAMLMap } from 'yaml';
 
 /** One contract that was (or would be) inserted. */
@@ -34,12 +34,6 @@ export interface ScaffoldChange {
   readonly lines: readonly string[];
   /** The contract object that was inserted. */
   readonly contract: Record<string, unknown>;
-}
-
-/** Where a scaffolded contract reads the key: a header or query parameter by name, or a body field by JSON Pointer. */
-export interface KeyPlace {
-  readonly in: KeyLocation;
-  readonly name: string;
 }
 
 /** Why a scaffolded contract leaves `scope` open (see {@link ScaffoldChange.scopeOpen}). */
@@ -86,24 +80,6 @@ const STATE_STATUSES: readonly (readonly [string, readonly number[]])[] = [
 function scaffoldComment(contract: Record<string, unknown>): string {
   const open = [...('scope' in contract ? [] : ['scope']), 'effect owner', 'retry budget', 'unknown outcome'];
   return `Scaffolded by \`idemkit init\`: \`idemkit lint\` lists what is still open (${open.join(', ')}).`;
-}
-
-/**
- * Where a contract reads the key the evidence shows: the header or query parameter, or the body field (a form
- * field too: the guard reads a form's fields as the body) as a JSON Pointer. `undefined` for a marker
- * (`x-fern-idempotent`), which names no key.
- */
-export function keyPlaceOf(evidence: KeyEvidence): KeyPlace | undefined {
-  switch (evidence.kind) {
-    case 'header':
-    case 'query':
-      return { in: evidence.kind, name: evidence.name };
-    case 'body':
-    case 'form':
-      return { in: 'body', name: `/${escapePointerToken(evidence.name)}` };
-    case 'extension':
-      return undefined;
-  }
 }
 
 /** Why the operation's contract gets no `scope` (see {@link ScaffoldChange.scopeOpen}), or `undefined` when it is the caller. */

@@ -10,7 +10,7 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { ApiDocument, Location, OperationView, ParameterView } from '../parser/model.js';
+import type { ApiDocument, KeyPlace, Location, OperationView, ParameterView } from '../parser/model.js';
 import { operationParameters } from '../parser/load.js';
 import { appendPointer, escapeToken, lazyChild, unescapeToken } from '../parser/pointer.js';
 import { isKnownKeyHeader } from '../parser/key-headers.js';
@@ -859,7 +859,7 @@ export function readsBodyFields(mediaType: string): boolean {
 }
 
 /** How the operation declares the key of `key` (see {@link KeyDeclaration}). */
-export function keyDeclaration(doc: ApiDocument, op: OperationView, key: { readonly in: string; readonly name: string }): KeyDeclaration {
+export function keyDeclaration(doc: ApiDocument, op: OperationView, key: KeyPlace): KeyDeclaration {
   if (key.in !== 'body') {
     const param = findParameter(doc, op, key.in, key.name);
     const name = param?.name ?? key.name;
@@ -1072,6 +1072,24 @@ function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readon
   const retry = retryExtension(op.node);
   if (retry) return { kind: 'extension', name: retry, at: child(op.at, retry) };
   return undefined;
+}
+
+/**
+ * Where a contract reads the key the evidence shows: the header or query parameter, or the body field (a form
+ * field too: the guard reads a form's fields as the body) as a JSON Pointer. `undefined` for a marker
+ * (`x-fern-idempotent`), which names no key.
+ */
+export function keyPlaceOf(evidence: KeyEvidence): KeyPlace | undefined {
+  switch (evidence.kind) {
+    case 'header':
+    case 'query':
+      return { in: evidence.kind, name: evidence.name };
+    case 'body':
+    case 'form':
+      return { in: 'body', name: `/${escapePointerToken(evidence.name)}` };
+    case 'extension':
+      return undefined;
+  }
 }
 
 /**

@@ -3,9 +3,9 @@
  * generators read. Every node keeps a {@link Location}; positions (line/column) are computed lazily.
  */
 import type { DocumentError } from '../errors.js';
-import type { KeyLocation, ScopePart, ProviderKey } from '../runtime/contract.js';
+import type { KeyLocation, KeyPlace, ScopePart, ProviderKey } from '../runtime/contract.js';
 
-export type { KeyLocation, ScopePart, ProviderKey };
+export type { KeyLocation, KeyPlace, ScopePart, ProviderKey };
 
 /** Where a node lives: the file and the JSON Pointer inside that file (RFC 6901). */
 export interface Location {

@@ -15,6 +15,17 @@ export type ScopePart =
 /** Where a request carries its idempotency key. */
 export type KeyLocation = 'header' | 'query' | 'body';
 
+/** Where one operation's key travels and under which name. */
+export interface KeyPlace {
+  /** A request header (the default), a query parameter, or a field of the body. */
+  readonly in: KeyLocation;
+  /**
+   * The header name as declared (compare case-insensitively), the query parameter's name, or the JSON Pointer
+   * (RFC 6901) to the body field, e.g. `/ClientToken`.
+   */
+  readonly name: string;
+}
+
 /** Backoff between attempts of one intent. Times in milliseconds. */
 export interface CompiledBackoff {
   readonly initialMs: number;
@@ -57,14 +68,7 @@ export interface CompiledContract {
    * e.g. `['/v1']` makes the operation's address `/v1` + {@link path}. Absent when the document names none.
    */
   readonly basePaths?: readonly string[];
-  readonly key: {
-    /** Where the key travels: a request header (the default), a query parameter, or a field of the body. */
-    readonly in: KeyLocation;
-    /**
-     * The header name as declared (compare case-insensitively), the query parameter's name, or the JSON Pointer
-     * (RFC 6901) to the body field, e.g. `/ClientToken`.
-     */
-    readonly name: string;
+  readonly key: KeyPlace & {
     readonly required: boolean;
     /** Longest accepted key, in characters (default 255; at least 64). */
     readonly maxLength: number;

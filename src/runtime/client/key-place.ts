@@ -9,7 +9,7 @@ import type { CompiledContract } from '../contract.js';
 import { textKeyProblem } from '../key.js';
 import type { RequestParts } from './request.js';
 
-type KeyPlace = CompiledContract['key'];
+type ContractKey = CompiledContract['key'];
 
 /** Header names that carry a key elsewhere (lower case): sent to an operation keyed in its query or body, a mistake. */
 const KEY_HEADERS = new Set(['idempotency-key', 'x-idempotency-key']);
@@ -18,7 +18,7 @@ const KEY_HEADERS = new Set(['idempotency-key', 'x-idempotency-key']);
  * The key the caller wrote where the contract's key travels — the query parameter, or the body field at the
  * contract's pointer — or `undefined`. Throws `TypeError` when the value there is not a string.
  */
-export function keyGiven(key: KeyPlace, parts: RequestParts): string | undefined {
+export function keyGiven(key: ContractKey, parts: RequestParts): string | undefined {
   if (key.in === 'header') return undefined;
   const value = key.in === 'query' ? ownValue(parts.query, key.name) : fieldAt(parts.body, pointerTokens(key.name));
   if (value === undefined || value === null) return undefined;
@@ -31,7 +31,7 @@ export function keyGiven(key: KeyPlace, parts: RequestParts): string | undefined
  * Throws `TypeError` when the caller wrote another key there (an intent carries one key on every attempt), or
  * sends an `Idempotency-Key` header, which such an operation ignores.
  */
-export function withIntentKey(key: KeyPlace, parts: RequestParts, intentKey: string): RequestParts {
+export function withIntentKey(key: ContractKey, parts: RequestParts, intentKey: string): RequestParts {
   if (key.in === 'header') return parts;
   // A caller moving over from header keys would send the same key header on every retry and believe it dedupes.
   for (const name of Object.keys(parts.headers ?? {})) {
@@ -49,13 +49,13 @@ export function withIntentKey(key: KeyPlace, parts: RequestParts, intentKey: str
 }
 
 /** `text` when the server can take it as a key (see `textKeyProblem`), else a `TypeError` before anything is sent. */
-function wellFormed(text: string, key: KeyPlace): string {
+function wellFormed(text: string, key: ContractKey): string {
   const problem = textKeyProblem(text);
   if (problem !== undefined) throw new TypeError(`the idempotency key for ${placeOf(key)} is refused by the server: ${problem.detail}`);
   return text;
 }
 
-function placeOf(key: KeyPlace): string {
+function placeOf(key: ContractKey): string {
   return key.in === 'query' ? `the query parameter "${key.name}"` : `the body field ${key.name}`;
 }
 
@@ -86,7 +86,7 @@ function fieldAt(body: unknown, tokens: readonly string[]): unknown {
 }
 
 /** A copy of `body` with `value` at `tokens[from…]`, objects made where none are. */
-function setField(body: unknown, tokens: readonly string[], from: number, value: string, key: KeyPlace): Record<string, unknown> {
+function setField(body: unknown, tokens: readonly string[], from: number, value: string, key: ContractKey): Record<string, unknown> {
   if (body !== undefined && body !== null && !isFields(body)) {
     throw new TypeError(`the body must be an object of fields to carry the idempotency key at ${key.name}`);
   }
