@@ -37,6 +37,13 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     assert.deepEqual(withIntentKey(place('body', '/ClientToken'), { body: { ClientToken: 'q-9' } }, 'q-9').body, { ClientToken: 'q-9' });
   });
 
+  it('refuses a null on the way to the key rather than send an object where the caller sent null', () => {
+    assert.throws(() => withIntentKey(place('body', '/payment/idempotency_key'), { body: { payment: null } }, 'k'), /the body field \/payment is null, so it cannot carry the idempotency key at \/payment\/idempotency_key/);
+    assert.throws(() => withIntentKey(place('body', '/a~1b/c/key'), { body: { 'a/b': { c: null } } }, 'k'), /the body field \/a~1b\/c is null/);
+    assert.throws(() => withIntentKey(place('body', '/ClientToken'), { body: null }, 'k'), /the body is null/);
+    assert.deepEqual(withIntentKey(place('body', '/payment/idempotency_key'), { body: { payment: undefined } }, 'k').body, { payment: { idempotency_key: 'k' } }, 'an absent object is made');
+  });
+
   it('refuses a body that is not an object of fields (a string, an array, a Blob) for a body key', () => {
     for (const body of ['text', [1], new Blob(['x'])]) {
       assert.throws(() => withIntentKey(place('body', '/ClientToken'), { body }, 'k'), /must be an object of fields/);

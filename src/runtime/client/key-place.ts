@@ -66,6 +66,10 @@ function pointerTokens(pointer: string): string[] {
     .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
+function escapeToken(token: string): string {
+  return token.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
 function isFields(value: unknown): value is Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
   const proto = Object.getPrototypeOf(value) as unknown;
@@ -85,13 +89,20 @@ function fieldAt(body: unknown, tokens: readonly string[]): unknown {
   return current;
 }
 
-/** A copy of `body` with `value` at `tokens[from…]`, objects made where none are. */
+/**
+ * A copy of `body` with `value` at `tokens[from…]`, objects made where none are. A `null` on the way is the
+ * caller's value (`{ payment: null }`), not a missing object: replacing it with one would send another request.
+ */
 function setField(body: unknown, tokens: readonly string[], from: number, value: string, key: ContractKey): Record<string, unknown> {
-  if (body !== undefined && body !== null && !isFields(body)) {
+  if (body === null) {
+    const at = from === 0 ? 'the body is null' : `the body field /${tokens.slice(0, from).map(escapeToken).join('/')} is null`;
+    throw new TypeError(`${at}, so it cannot carry the idempotency key at ${key.name}: send an object there, or leave it out`);
+  }
+  if (body !== undefined && !isFields(body)) {
     throw new TypeError(`the body must be an object of fields to carry the idempotency key at ${key.name}`);
   }
   const copy: Record<string, unknown> = {};
-  if (body !== undefined && body !== null) {
+  if (body !== undefined) {
     for (const name of Object.keys(body)) Object.defineProperty(copy, name, { value: body[name], enumerable: true, writable: true, configurable: true });
   }
   const token = tokens[from]!;
