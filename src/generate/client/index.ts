@@ -60,8 +60,19 @@ export interface ClientOperation {
    * else `null`; `absolute` when it names its host (else it is a path that replaces the document's).
    */
   readonly server: { readonly url: string; readonly absolute: boolean } | null;
-  /** The status-route operation of a contracted operation, or `null`. */
-  readonly status: { readonly name: string; readonly inputType: string; readonly inputOptional: boolean; readonly okType: string; readonly errorType: string } | null;
+  /**
+   * The status-route operation of a contracted operation, or `null`; `keyHeader` when the key travels in a header,
+   * which the status call then carries too (decided here: the contract constant's literal type would make a
+   * comparison in the generated code a type error).
+   */
+  readonly status: {
+    readonly name: string;
+    readonly inputType: string;
+    readonly inputOptional: boolean;
+    readonly okType: string;
+    readonly errorType: string;
+    readonly keyHeader: boolean;
+  } | null;
 }
 
 /** Everything the client templates render from. */
@@ -478,7 +489,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
       status:
         route === undefined
           ? null
-          : { name: route.name, inputType: route.t.input, inputOptional: route.t.inputOptional, okType: route.t.ok, errorType: route.t.error },
+          : { name: route.name, inputType: route.t.input, inputOptional: route.t.inputOptional, okType: route.t.ok, errorType: route.t.error, keyHeader: contract!.key.in === 'header' },
     };
   });
   const named = types.declarations().map((d) => `${d.renamed === undefined ? '' : `/** ${d.renamed} */\n`}export type ${d.name} = ${d.type};`);

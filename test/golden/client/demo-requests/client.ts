@@ -115,7 +115,7 @@ export function createClient(options: ClientOptions = {}) {
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
       checkStatus: (statusInput: T.GetDemoRequestInput, statusCall: CallOptions = {}) =>
-        getDemoRequest(statusInput, contract.key.in === 'header' ? { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key } } : statusCall),
+        getDemoRequest(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key } }),
     });
   }
 

@@ -139,7 +139,7 @@ export function createClient(options: ClientOptions) {
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
       checkStatus: (statusInput: T.GetOrderInput, statusCall: CallOptions = {}) =>
-        getOrder(statusInput, contract.key.in === 'header' ? { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key } } : statusCall),
+        getOrder(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key } }),
     });
   }
 
