@@ -259,21 +259,7 @@ class DocumentLoader implements ApiDocument {
         // a key parameter's `$ref` does not silently hide the key from contract-missing.
         if (contract === undefined || contract.enabled === false) this.warnBrokenRefs(node, at, pathItem, item.at);
         const label = `${method.toUpperCase()} ${path}${operationId ? ` (${operationId})` : ''}`;
-        const parameters = lazyParameters(this, pathItem, item.at, node, at);
-        this.operations.push({
-          method,
-          path,
-          operationId,
-          node,
-          at,
-          pathItem,
-          pathItemAt: item.at,
-          contract,
-          label,
-          get parameters() {
-            return parameters();
-          },
-        });
+        this.operations.push(new LoadedOperation(this, method, path, operationId, node, at, pathItem, item.at, contract, label));
       }
     }
     for (let i = 0; i < misplaced.length; i++) this.misplaced(...misplaced[i]!);
@@ -683,16 +669,33 @@ class DocumentLoader implements ApiDocument {
   }
 }
 
-/** Path-level parameters overridden by operation-level ones (same name + in), computed once on demand. */
-function lazyParameters(
-  document: ApiDocument,
-  pathItem: Record<string, unknown>,
-  pathItemAt: Location,
-  node: Record<string, unknown>,
-  at: Location,
-): () => readonly ParameterView[] {
-  let cached: readonly ParameterView[] | undefined;
-  return () => (cached ??= operationParameters(document, pathItem, pathItemAt, node, at));
+/**
+ * An operation as the loader lists it, its {@link OperationView.parameters} merged on first read. A class, not an
+ * object literal with a getter: V8 keeps such a literal in dictionary mode, which makes every read of `op.node`,
+ * `op.at` or `op.contract` by the rules of a big document a hash lookup.
+ */
+class LoadedOperation implements OperationView {
+  // Private fields: a spread, `JSON.stringify` or deep comparison of an operation sees its data members only.
+  readonly #document: ApiDocument;
+  #parameters: readonly ParameterView[] | undefined;
+  constructor(
+    document: ApiDocument,
+    readonly method: string,
+    readonly path: string,
+    readonly operationId: string | undefined,
+    readonly node: Record<string, unknown>,
+    readonly at: Location,
+    readonly pathItem: Record<string, unknown>,
+    readonly pathItemAt: Location,
+    readonly contract: IdempotencyContract | undefined,
+    readonly label: string,
+  ) {
+    this.#document = document;
+  }
+
+  get parameters(): readonly ParameterView[] {
+    return (this.#parameters ??= operationParameters(this.#document, this.pathItem, this.pathItemAt, this.node, this.at));
+  }
 }
 
 /**
