@@ -25,23 +25,23 @@ export default defineRule({
     if (!contract?.scope) return;
     const { document: doc, operation: op } = ctx;
     contract.scope.forEach((part, i) => {
-      const where = contract.at('scope', rawScopeIndex(contract.raw, part, i));
-      const operation = operationPhrase(op, where);
-      const at = () => where;
+      // Located only for a finding: most scope parts resolve.
+      const at = () => contract.at('scope', rawScopeIndex(contract.raw, part, i));
+      const operation = () => operationPhrase(op, at());
       if (part.kind === 'principal') {
         const security = effectiveSecurity(doc, op);
         if (!security.secured) {
           const reason =
             security.source === 'operation'
               ? security.requirements.length === 0
-                ? `${operation} says \`security: []\``
-                : `the security of ${operation} names no scheme`
+                ? `${operation()} says \`security: []\``
+                : `the security of ${operation()} names no scheme`
               : security.source === 'document'
                 ? 'the document-level `security` names no scheme'
-                : `neither ${operation} nor the document declares \`security\``;
+                : `neither ${operation()} nor the document declares \`security\``;
           ctx.report('principalUnsecured', at(), { reason });
         } else if (security.anonymousAllowed) {
-          ctx.report('principalAnonymous', at(), { operation });
+          ctx.report('principalAnonymous', at(), { operation: operation() });
         }
         return;
       }
@@ -50,7 +50,7 @@ export default defineRule({
       if (findParameter(doc, op, part.kind, part.name) || securityParameter(doc, op, part.kind, part.name)) return;
       const declared = effectiveParameters(doc, op).filter((p) => p.in === part.kind).map((p) => p.name);
       const near = closest(part.name, declared);
-      ctx.report('undeclared', at(), { part: formatScopePart(part), where: part.kind, operation, hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });
+      ctx.report('undeclared', at(), { part: formatScopePart(part), where: part.kind, operation: operation(), hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });
     });
   },
 });
