@@ -56,6 +56,57 @@ describe('cli generate', () => {
     assert.deepEqual(check.err.split('\n').filter((text) => text.startsWith('warning: ')), warnings);
   });
 
+  it('refuses (exit 2, nothing written) a server guard whose contract would replay across owners or run an effect twice; the lint config can accept the risk', async () => {
+    const scope = path.resolve('samples/broken/scope.yaml');
+    const io = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', scope, '--framework', 'express', '--store', 'memory', '--out', 'out'], io), 2, io.err);
+    assert.equal(io.out, '');
+    assert.throws(() => readFileSync(path.join(tmp, 'out', 'guards.ts')), /ENOENT/, 'nothing is written');
+    const errors = io.err.split('\n').filter((line) => line.startsWith('error: '));
+    // Each at the line lint reports it, with its rule: the missing scope (a replay of one caller's answer to another).
+    const text = readFileSync(scope, 'utf8').split('\n');
+    const createTicket = text.findIndex((line) => line.includes('operationId: createTicket')) + 1;
+    // Not scope-unresolvable: the guard answers 400 to a request without the part, it never widens the scope.
+    assert.equal(errors.length, 2, io.err);
+    assert.match(errors[0]!, /^error: .*samples\/broken\/scope\.yaml:(\d+):\d+: no key `scope`: .* \(scope-missing\)$/);
+    assert.ok(Number(/:(\d+):/.exec(errors[0]!)![1]) > createTicket, 'points into the createTicket contract');
+    assert.match(errors[1]!, /\(scope-too-wide\)$/);
+    assert.match(io.err, /^refused: these contracts would make a guard that replays one caller's answer to another or runs an effect twice; .*Nothing was written\.$/m);
+
+    const retention = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', path.resolve('samples/broken/retention.yaml'), '--out', 'out2'], retention), 2, retention.err);
+    assert.deepEqual(
+      retention.err.split('\n').filter((line) => line.startsWith('error: ')).map((line) => /\(([a-z-]+)\)$/.exec(line)![1]),
+      ['ttl-invalid', 'ttl-below-retry-budget', 'lease-exceeds-ttl'],
+      'not ttl-missing or lease-missing: the guard keeps a day and leases 30 s',
+    );
+    // Without security there are no owners to keep apart: a contract without a scope is one key space, as `global` says.
+    const open = readFileSync(DEMO, 'utf8').replace(/^security:.*\n(  - .*\n)*/m, '').replace(/^(\s+)scope: \[principal\]\n/gm, '');
+    assert.doesNotMatch(open, /scope: \[principal\]|^security:/m);
+    writeFileSync(path.join(tmp, 'open.yaml'), open);
+    const unscoped = bufferIo(tmp);
+    assert.equal(await main(['lint', 'open.yaml'], unscoped), 1);
+    assert.match(unscoped.out, /scope-missing/);
+    assert.equal(await main(['generate', 'server', 'open.yaml', '--out', 'open'], bufferIo(tmp)), 0);
+
+    // A contract lint finds other errors in (undocumented state responses) is generated: those do not change the guard.
+    const demo = readFileSync(DEMO, 'utf8').replace("        '422': { $ref: '#/components/responses/Problem' }\n", '');
+    writeFileSync(path.join(tmp, 'demo.yaml'), demo);
+    const linted = bufferIo(tmp);
+    assert.equal(await main(['lint', 'demo.yaml'], linted), 1);
+    assert.match(linted.out, /state-response-missing/);
+    const generated = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'demo.yaml', '--out', 'ok'], generated), 0, generated.err);
+
+    // Turning the rules off (or down to warn) in the lint config is accepting the risk: generate follows it.
+    writeFileSync(path.join(tmp, 'accept.yaml'), 'rules:\n  scope-missing: warn\n  scope-too-wide: off\n');
+    const accepted = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', scope, '--store', 'memory', '--out', 'out', '--config', 'accept.yaml'], accepted), 0, accepted.err);
+    assert.match(readFileSync(path.join(tmp, 'out', 'guards.ts'), 'utf8'), /createTicket/);
+    // The client is generated anyway: it is made for an API as it is, often someone else's.
+    assert.equal(await main(['generate', 'client', scope, '--out', 'client'], bufferIo(tmp)), 0);
+  });
+
   it('writes server guards, then --check passes until a file drifts (exit 1)', async () => {
     const out = path.join(tmp, 'guards');
     const argv = ['generate', 'server', DEMO, '--framework', 'fastify', '--store', 'memory', '--out', out];

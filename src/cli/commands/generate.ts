@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Framework, StoreKind } from '../../generate/server.js';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
+import type { Finding } from '../../lint/rule.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { UsageError } from '../../errors.js';
 import type { Command } from '../main.js';
@@ -43,6 +44,13 @@ export const generateCommand: Command = {
       .option('framework', { choices: FRAMEWORKS, requiresArg: true, describe: 'server: the framework the guards plug into', default: 'express' })
       .option('store', { choices: STORES, requiresArg: true, describe: 'server: where idempotency records live', default: 'sqlite' })
       .option('check', { type: 'boolean', default: false, describe: 'Write nothing; exit 1 when the output directory differs from what would be generated' })
+      .option('config', {
+        alias: 'c',
+        type: 'string',
+        requiresArg: true,
+        coerce: nonEmpty('--config'),
+        describe: 'server: the lint config whose rule levels decide which unsafe contracts are refused (default: found upward from the spec, as lint finds it)',
+      })
       .example('$0 generate server openapi.yaml --framework express --store postgres --out src/idempotency', '')
       .example('$0 generate client openapi.yaml --out src/api-client', '')
       .example('$0 generate server openapi.yaml --out src/idempotency --check   # CI: exit 1 if stale', ''),
@@ -59,6 +67,17 @@ export const generateCommand: Command = {
       import('../../generate/server.js'),
     ]);
     const doc = await loadDocument(specFile);
+    if (target === 'server') {
+      const unsafe = await unsafeContracts(doc, io.cwd, args['config'] === undefined ? undefined : String(args['config']));
+      if (unsafe.length > 0) {
+        for (const finding of unsafe) io.stderr(`error: ${displayFile(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId})\n`);
+        io.stderr(
+          `refused: ${unsafe.length === 1 ? 'this contract' : 'these contracts'} would make a guard that replays one caller's answer to another or runs an effect twice; ` +
+            'fix the contract (idemkit explain <rule> says how), or, to accept the risk, set the rule to off or warn in .idemkitrc.yaml or suppress it on the operation with a reason. Nothing was written.\n',
+        );
+        return 2;
+      }
+    }
     const source = sourceName(specFile, outDir);
     const files =
       target === 'server'
@@ -86,6 +105,37 @@ export const generateCommand: Command = {
     return 0;
   },
 };
+
+/**
+ * Lint rules whose error means the generated guard itself is unsafe, not only the document: a scope that lets one
+ * owner's key reach another's record (a replay of their answer), or a retention or lease under which a record can
+ * go while a retry may still come or the effect still runs (a second effect). Not among them: `scope-unresolvable`
+ * (the guard answers 400 to a request without the part, it never widens the scope), `ttl-missing` and
+ * `lease-missing` (the guard keeps a day and leases 30 s: safe, only undocumented for clients), and `scope-missing`
+ * on an operation without security (no owners to keep apart: its keys are one space, as `global` says).
+ */
+const GUARD_SAFETY_RULES: ReadonlySet<string> = new Set(['scope-missing', 'scope-too-wide', 'ttl-invalid', 'ttl-below-retry-budget', 'lease-exceeds-ttl']);
+
+/**
+ * The error findings of {@link GUARD_SAFETY_RULES} on `doc`, under the lint config that applies to it (its rule
+ * levels and the document's suppressions count, as in `idemkit lint`), in report order.
+ */
+async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string | undefined): Promise<readonly Finding[]> {
+  const [{ catalogue }, { compareFindings }, { createConfigResolver, lintWithConfig }, { effectiveSecurity }] = await Promise.all([
+    import('../../lint/catalogue.js'),
+    import('../../lint/engine.js'),
+    import('../../lint/pipeline.js'),
+    import('../../lint/views.js'),
+  ]);
+  const all = catalogue();
+  const config = createConfigResolver({ cwd, ...(configFile === undefined ? {} : { configFile }), knownRuleIds: all.map((rule) => rule.meta.id) })(doc.file);
+  const rules = all.filter((rule) => GUARD_SAFETY_RULES.has(rule.meta.id));
+  const secured = new Set(doc.operations.filter((op) => effectiveSecurity(doc, op).secured).map((op) => op.label));
+  return lintWithConfig(doc, rules, config)
+    .filter((finding) => finding.severity === 'error' && finding.suppressed === undefined)
+    .filter((finding) => finding.ruleId !== 'scope-missing' || (finding.operationLabels ?? []).some((label) => secured.has(label)))
+    .sort(compareFindings);
+}
 
 /**
  * A note for each contract that says nothing of its effect's reach (`effect.external`, here or in the document's
