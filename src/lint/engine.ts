@@ -5,7 +5,7 @@
  * beyond the document's lazy positions.
  */
 import { InternalError } from '../errors.js';
-import type { ApiDocument, DocumentWarning, Location, Position } from '../parser/model.js';
+import type { ApiDocument, DocumentWarning, Location, OperationView, Position } from '../parser/model.js';
 import { schemaShapeWarnings } from './document-shapes.js';
 import type { Finding, LintSettings, Rule, RuleContext, RuleOperations, Severity } from './rule.js';
 import { isSafeMethod, isUnsafe } from './views.js';
@@ -48,25 +48,18 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
 
   const operations = doc.operations;
   const names = operations.map((operation) => operation.operationId ?? `${operation.method.toUpperCase()} ${operation.path}`);
-  // The operations each kind of rule looks at (see RuleOperations): most rules read contracts, which a big
-  // document puts on a fraction of its operations.
-  const every: number[] = [];
-  const scoped: Record<RuleOperations, number[]> = { contracted: [], unsafe: [], writes: [] };
-  for (let index = 0; index < operations.length; index++) {
-    const operation = operations[index]!;
-    every.push(index);
-    if (operation.contract !== undefined) scoped.contracted.push(index);
-    const unsafe = isUnsafe(operation, settings.unsafeMethods);
-    if (unsafe) scoped.unsafe.push(index);
-    if (unsafe || !isSafeMethod(operation.method)) scoped.writes.push(index);
-  }
+  const unsafeFlags = operations.map((operation) => isUnsafe(operation, settings.unsafeMethods));
+  // Operation by operation, each rule in catalogue order: the views a rule asks of an operation (its
+  // parameters, body, responses) are then computed while the operation is current and let go after it, so a
+  // big document's views die young instead of piling up for the garbage collector to copy.
+  let name = '';
+  const active: { rule: Rule; severity: Severity; ctx: Mutable<RuleContext<string>>; scope: RuleOperations | undefined }[] = [];
   for (const rule of options.rules) {
     const severity = severities[rule.meta.id] ?? rule.meta.severity;
     if (severity === 'off') continue;
     const messages = rule.meta.messages as Record<string, string>;
     // One context per rule, pointed at each operation in turn (checks are synchronous): a 2,000-operation
     // document would otherwise allocate a context and a closure for every rule × operation pair.
-    let name = '';
     const ctx: Mutable<RuleContext<string>> = {
       document: doc,
       operation: operations[0]!,
@@ -78,13 +71,17 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
         add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, name);
       },
     };
-    // Indexed loops here and in the views: a cold process runs them unoptimised, where `for…of` allocates
-    // an iterator result per step.
-    const looked = rule.operations === undefined ? every : scoped[rule.operations];
-    for (let k = 0; k < looked.length; k++) {
-      const index = looked[k]!;
-      const operation = operations[index]!;
-      name = names[index]!;
+    active.push({ rule, severity, ctx, scope: rule.operations });
+  }
+  // Indexed loops here and in the views: a cold process runs them unoptimised, where `for…of` allocates
+  // an iterator result per step.
+  for (let index = 0; index < operations.length; index++) {
+    const operation = operations[index]!;
+    name = names[index]!;
+    const unsafe = unsafeFlags[index]!;
+    for (let r = 0; r < active.length; r++) {
+      const { rule, ctx, scope } = active[r]!;
+      if (!looksAt(scope, operation, unsafe)) continue;
       ctx.operation = operation;
       ctx.contract = operation.contract;
       try {
@@ -98,19 +95,22 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
         throw wrapped;
       }
     }
-    if (rule.checkDocument) {
-      // Document-level faults (e.g. invalid defaults no operation uses) merge with the same fault found
-      // through operations, which add their names.
-      rule.checkDocument({
-        document: doc,
-        settings,
-        report(messageId, at, data) {
-          const template = messages[messageId];
-          if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
-          add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, undefined);
-        },
-      });
-    }
+  }
+  for (let r = 0; r < active.length; r++) {
+    const { rule, severity } = active[r]!;
+    if (!rule.checkDocument) continue;
+    const messages = rule.meta.messages as Record<string, string>;
+    // Document-level faults (e.g. invalid defaults no operation uses) merge with the same fault found
+    // through operations, which add their names.
+    rule.checkDocument({
+      document: doc,
+      settings,
+      report(messageId, at, data) {
+        const template = messages[messageId];
+        if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
+        add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, undefined);
+      },
+    });
   }
 
   const warningSeverity = severities[DOCUMENT_INVALID_RULE_ID] ?? 'warn';
@@ -161,6 +161,20 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
     finding.operations.length === 0 ? finding : { ...finding, operationLabels: finding.operations.map((name) => labels.get(name) ?? name) },
   );
   return findings.sort(compareFindings);
+}
+
+/** Whether a rule that looks at `scope` operations (see {@link RuleOperations}; all when undefined) looks at this one. */
+function looksAt(scope: RuleOperations | undefined, operation: OperationView, unsafe: boolean): boolean {
+  switch (scope) {
+    case undefined:
+      return true;
+    case 'contracted':
+      return operation.contract !== undefined;
+    case 'unsafe':
+      return unsafe;
+    case 'writes':
+      return unsafe || !isSafeMethod(operation.method);
+  }
 }
 
 const shapeWarnings = new WeakMap<ApiDocument, readonly DocumentWarning[]>();

@@ -53,20 +53,23 @@ function deref(doc: ApiDocument, value: unknown, at: Location): Located | undefi
   }
 }
 
-/** A per-document, per-operation memo: each view is computed once per operation. */
+/**
+ * A per-document memo of the last operation asked: the lint engine goes operation by operation, and every rule
+ * that asks a view of the current operation gets the one value; the values of earlier operations are let go,
+ * so a big document's views die young instead of piling up for the garbage collector to copy.
+ */
 function memo<T>(compute: (doc: ApiDocument, op: OperationView) => T): (doc: ApiDocument, op: OperationView) => T {
-  // A Map per document (held weakly by the document), not a WeakMap per operation: thousands of
-  // ephemeron entries make every garbage collection of a big document's heap slower.
-  const cache = new WeakMap<ApiDocument, Map<OperationView, T>>();
+  const cache = new WeakMap<ApiDocument, { op: OperationView; value: T }>();
   return (doc, op) => {
-    let perDoc = cache.get(doc);
-    if (!perDoc) {
-      perDoc = new Map();
-      cache.set(doc, perDoc);
-    }
-    if (perDoc.has(op)) return perDoc.get(op) as T;
+    const last = cache.get(doc);
+    if (last !== undefined && last.op === op) return last.value;
     const value = compute(doc, op);
-    perDoc.set(op, value);
+    if (last !== undefined) {
+      last.op = op;
+      last.value = value;
+    } else {
+      cache.set(doc, { op, value });
+    }
     return value;
   };
 }
