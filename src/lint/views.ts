@@ -1047,21 +1047,17 @@ export type KeyEvidence =
  * operation-level retry extension. `undefined` when there is none.
  */
 export function keyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readonly string[]): KeyEvidence | undefined {
-  // Two rules (contract-missing, retry-on-unsafe-without-contract) ask for every unsafe operation: once each.
-  let perDoc = keyEvidenceCache.get(doc);
-  if (!perDoc) {
-    perDoc = new WeakMap();
-    keyEvidenceCache.set(doc, perDoc);
-  }
+  // Two rules (contract-missing, retry-on-unsafe-without-contract) ask for the current operation: once each
+  // (kept for the operation last asked only, as the per-operation views are).
   const headersKey = keyHeaders.join('\u0000');
-  const cached = perDoc.get(op);
-  if (cached && cached.headersKey === headersKey) return cached.evidence;
+  const last = keyEvidenceCache.get(doc);
+  if (last !== undefined && last.op === op && last.headersKey === headersKey) return last.evidence;
   const evidence = findKeyEvidence(doc, op, keyHeaders);
-  perDoc.set(op, { headersKey, evidence });
+  keyEvidenceCache.set(doc, { op, headersKey, evidence });
   return evidence;
 }
 
-const keyEvidenceCache = new WeakMap<ApiDocument, WeakMap<OperationView, { headersKey: string; evidence: KeyEvidence | undefined }>>();
+const keyEvidenceCache = new WeakMap<ApiDocument, { readonly op: OperationView; readonly headersKey: string; readonly evidence: KeyEvidence | undefined }>();
 
 function findKeyEvidence(doc: ApiDocument, op: OperationView, keyHeaders: readonly string[]): KeyEvidence | undefined {
   const params = effectiveParameters(doc, op);
