@@ -304,17 +304,25 @@ type Begun =
   | { readonly kind: 'proceed'; readonly reservation: Reservation; readonly headers: Readonly<Record<string, string>>; readonly idempotencyKey: string | undefined };
 
 /**
- * Why one-transaction mode cannot keep `contract`'s promise, or `undefined` when it can. Its reservation commits
- * with the business writes, so a commit that fails after the handler ran (or a 5xx, or a thrown handler) rolls
- * the reservation back and a retry runs the handler again: harmless for writes that rolled back with it, a
- * second call for an external effect whose provider cannot tell a repeat (`effect.providerKey: none`).
+ * Why one-transaction mode cannot keep `contract`'s promise on `store`, or `undefined` when it can. The store must
+ * have transactions (SQLite, PostgreSQL). Its reservation commits with the business writes, so a commit that
+ * fails after the handler ran (or a 5xx, or a thrown handler) rolls the reservation back and a retry runs the
+ * handler again: harmless for writes that rolled back with it, a second call for an external effect whose
+ * provider cannot tell a repeat (`effect.providerKey: none`). The adapters ask when the route is declared.
  */
-export function transactionRefusal(contract: CompiledContract): string | undefined {
-  if (!contract.effect.external || contract.effect.providerKey !== 'none') return undefined;
+export function transactionRefusal(contract: CompiledContract, store: IdempotencyStore): string | undefined {
+  if (contract.effect.external && contract.effect.providerKey === 'none') {
+    return (
+      `one-transaction mode cannot guard ${contract.operationId}: its effect is external with no provider key (effect.providerKey: none), ` +
+      'and a commit that fails after the handler ran would roll the reservation back, so a retry would call the provider again. ' +
+      'Use the plain guard (its reservation commits before the handler runs), or forward a key to the provider (effect.providerKey: forward)'
+    );
+  }
+  if (isTransactionalStore(store)) return undefined;
+  const name = (store as { constructor?: { name?: unknown } }).constructor?.name;
   return (
-    `one-transaction mode cannot guard ${contract.operationId}: its effect is external with no provider key (effect.providerKey: none), ` +
-    'and a commit that fails after the handler ran would roll the reservation back, so a retry would call the provider again. ' +
-    'Use the plain guard (its reservation commits before the handler runs), or forward a key to the provider (effect.providerKey: forward)'
+    `one-transaction mode cannot guard ${contract.operationId}: it needs a store with transactions (SqliteStore or PostgresStore), ` +
+    `and ${typeof name === 'string' && name !== '' && name !== 'Object' ? name : 'this store'} has none. Use the plain guard, or a transactional store`
   );
 }
 
@@ -1051,7 +1059,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (!isTransactionalStore<Tx>(store)) {
       throw new StoreError('unsupported', 'one-transaction mode needs a transactional store (PostgreSQL or SQLite)');
     }
-    const refusal = transactionRefusal(contract);
+    const refusal = transactionRefusal(contract, store);
     if (refusal !== undefined) throw new TypeError(refusal);
     const prep = prepare(req);
     if (prep.kind === 'respond') return prep.response;

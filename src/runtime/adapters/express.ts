@@ -171,7 +171,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     })().catch(next);
   };
 
-  const refusal = transactionRefusal(contract);
+  const refusal = transactionRefusal(contract, options.store);
   if (refusal === undefined) return Object.assign(middleware, { contract, guard, inTransaction });
   // Refused where the route is declared (`guards.x.inTransaction`), not on its first request.
   return Object.defineProperty(Object.assign(middleware, { contract, guard }), 'inTransaction', {

@@ -182,7 +182,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   function transactional<Tx>(handler: TransactionalHandler<Tx>) {
     // Refused when the route is declared, not on its first request.
-    const refusal = transactionRefusal(contract);
+    const refusal = transactionRefusal(contract, options.store);
     if (refusal !== undefined) throw new TypeError(refusal);
     const routeHandler = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
       // Another method of the route: its own guard's hooks (if any) ran before, and no transaction is opened.

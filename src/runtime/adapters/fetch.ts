@@ -83,7 +83,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     guard,
     wrap(handler, wrapOptions) {
       // Refused when the handler is wrapped, not on its first request.
-      const refusal = wrapOptions?.transaction === true ? transactionRefusal(contract) : undefined;
+      const refusal = wrapOptions?.transaction === true ? transactionRefusal(contract, options.store) : undefined;
       if (refusal !== undefined) throw new TypeError(refusal);
       return async (request, ...rest) => {
         const guardRequest = await toGuardRequest(request);

@@ -545,6 +545,13 @@ describe('runtime/adapters/express', () => {
       assert.deepEqual(answer.json, { id: 'one' });
     });
 
+    it('refuses inTransaction where the route is declared on a store without transactions; the plain guard is there', () => {
+      const guard = createRouteGuard(contract, options(new MemoryStore()));
+      assert.throws(() => guard.inTransaction, /^TypeError: one-transaction mode cannot guard createThing: it needs a store with transactions \(SqliteStore or PostgresStore\), and MemoryStore has none/);
+      assert.doesNotThrow(() => ({ ...guard }));
+      assert.equal(typeof guard, 'function');
+    });
+
     it('refuses inTransaction where the route is declared for an external effect without a provider key', async () => {
       const external = { ...contract, effect: { owner: 'things', external: true, providerKey: 'none' as const } };
       const guard = createRouteGuard(external, options(store));

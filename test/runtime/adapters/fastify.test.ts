@@ -371,6 +371,11 @@ describe('runtime/adapters/fastify', () => {
     assert.throws(() => guard.transactional(async () => ({})), /one-transaction mode cannot guard createThing: .*providerKey: none/);
   });
 
+  it('refuses a transactional handler where it is declared on a store without transactions', () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    assert.throws(() => guard.transactional(async () => ({})), /^TypeError: one-transaction mode cannot guard createThing: it needs a store with transactions \(SqliteStore or PostgresStore\), and MemoryStore has none/);
+  });
+
   it('one-transaction mode on SQLite: the row and the record commit together, or roll back together', async () => {
     await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id TEXT PRIMARY KEY)');

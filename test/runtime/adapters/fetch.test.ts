@@ -165,4 +165,15 @@ describe('runtime/adapters/fetch', () => {
     // Without the transaction: served.
     assert.equal((await guard.wrap(handler)(request('http://x/things/t', 'ext', { n: 1 }))).status, 201);
   });
+
+  it('refuses a transactional wrap on a store without transactions when the handler is wrapped, not on its first request', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    const handler = async () => Response.json({ id: 1 }, { status: 201 });
+    assert.throws(() => guard.wrap(handler, { transaction: true }), (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /^one-transaction mode cannot guard createThing: it needs a store with transactions \(SqliteStore or PostgresStore\), and MemoryStore has none/);
+      return true;
+    });
+    assert.equal((await guard.wrap(handler)(request('http://x/things/t', 'plain', { n: 1 }))).status, 201);
+  });
 });
