@@ -5,6 +5,10 @@
  *
  *     export const POST = guards.createOrder.wrap(async (request) => Response.json(await create(request), { status: 201 }));
  *
+ * A Hono route that validates the body mounts the guard's `middleware` before the validator instead:
+ *
+ *     app.post('/v1/orders', guards.createOrder.middleware, validator('json', check), handler);
+ *
  * The handler reads the guard's context with `idempotencyOf(request)`. Path parameters for path scopes
  * and the fingerprint come from matching the contract's path template against the URL (or `options.params`).
  * Imports only Node built-ins / web globals and the runtime core; copied into users' generated code.
@@ -31,6 +35,15 @@ export interface WrapOptions {
   readonly transaction?: boolean;
 }
 
+/**
+ * What the Hono-style {@link RouteGuard.middleware} needs of a context: the request, and the response it reads and
+ * replaces. A Hono `Context` is one; typed structurally, so the adapter imports no framework.
+ */
+export interface MiddlewareContext {
+  readonly req: { readonly raw: Request };
+  res: Response;
+}
+
 /** A fetch route guard. */
 export interface RouteGuard {
   readonly contract: CompiledContract;
@@ -41,6 +54,19 @@ export interface RouteGuard {
     handler: (request: Request, ...rest: Rest) => Response | Promise<Response>,
     options?: WrapOptions,
   ): (request: Request, ...rest: Rest) => Promise<Response>;
+  /**
+   * The guard as Hono middleware, for routes that validate the body before the handler. Mount it first:
+   *
+   *     app.post('/v1/orders', guards.createOrder.middleware, validator('json', check), (c) => c.json(create(c.req.valid('json')), 201));
+   *
+   * It reads the body (from a clone, so the validator and the handler still can) before any validator, and runs
+   * the guard: a replay or a problem (400, 409, 422, 503) is answered at once, without calling `next()`.
+   * Otherwise it awaits `next()`, records `c.res` as the handler's answer — an error Hono's `onError` turned into a
+   * 5xx is kept for reconciliation, as a 5xx from {@link RouteGuard.wrap} is — and sets `c.res` to it with the
+   * guard's headers (`Idempotent-Replayed`, …). Handlers read the guard's context with `idempotencyOf(c.req.raw)`.
+   * No one-transaction mode: for it, wrap the handler (`wrap(handler, { transaction: true })`) and validate inside it.
+   */
+  readonly middleware: (c: MiddlewareContext, next: () => Promise<void>) => Promise<Response | void>;
 }
 
 const contexts = new WeakMap<Request, HandlerContext<unknown>>();
@@ -72,10 +98,41 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       pathParams,
       query: queryFromSearchParams(url.searchParams),
       headers,
-      body: await readBody(request),
+      body: await readBody(request, contract.operationId),
       ...(principal !== undefined ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };
+  }
+
+  /**
+   * Runs the guard around `invoke` (the wrapped handler, or the rest of a Hono chain) for `request`; resolves to
+   * the answer to send, and `invoked` tells whether `invoke` ran.
+   */
+  async function run(request: Request, invoke: () => Promise<Response>, transaction: boolean): Promise<{ response: Response; invoked: boolean }> {
+    const guardRequest = await toGuardRequest(request);
+    let original: { response: Response; captured: GuardResponse; recorded: GuardResponse } | undefined;
+    const answer = await guard.handle(
+      guardRequest,
+      async (context) => {
+        contexts.set(request, context);
+        const response = await invoke();
+        const captured = await capture(response);
+        const recorded = await identityAnswer(captured);
+        original = { response, captured, recorded };
+        return recorded;
+      },
+      transaction ? { transaction: true } : {},
+    );
+    if (original !== undefined && answer.body === original.recorded.body) {
+      // The handler's own answer: its bytes and headers as sent (repeated Set-Cookie, Content-Encoding included)
+      // plus the guard's.
+      const headers = new Headers(original.response.headers);
+      for (const [name, value] of Object.entries(answer.headers)) {
+        if (original.captured.headers[name] !== value) headers.set(name, value);
+      }
+      return { response: toResponse({ ...answer, body: original.captured.body }, headers), invoked: true };
+    }
+    return { response: toResponse(answer, new Headers(answer.headers)), invoked: original !== undefined };
   }
 
   return {
@@ -83,40 +140,38 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     guard,
     wrap(handler, wrapOptions) {
       // Refused when the handler is wrapped, not on its first request.
-      const refusal = wrapOptions?.transaction === true ? transactionRefusal(contract, options.store) : undefined;
+      const transaction = wrapOptions?.transaction === true;
+      const refusal = transaction ? transactionRefusal(contract, options.store) : undefined;
       if (refusal !== undefined) throw new TypeError(refusal);
-      return async (request, ...rest) => {
-        const guardRequest = await toGuardRequest(request);
-        let original: { response: Response; captured: GuardResponse; recorded: GuardResponse } | undefined;
-        const answer = await guard.handle(
-          guardRequest,
-          async (context) => {
-            contexts.set(request, context);
-            const response = await handler(request, ...rest);
-            const captured = await capture(response);
-            const recorded = await identityAnswer(captured);
-            original = { response, captured, recorded };
-            return recorded;
-          },
-          wrapOptions?.transaction === true ? { transaction: true } : {},
-        );
-        if (original !== undefined && answer.body === original.recorded.body) {
-          // The handler's own answer: its bytes and headers as sent (repeated Set-Cookie, Content-Encoding included)
-          // plus the guard's.
-          const headers = new Headers(original.response.headers);
-          for (const [name, value] of Object.entries(answer.headers)) {
-            if (original.captured.headers[name] !== value) headers.set(name, value);
-          }
-          return toResponse({ ...answer, body: original.captured.body }, headers);
-        }
-        return toResponse(answer, new Headers(answer.headers));
-      };
+      return async (request, ...rest) => (await run(request, async () => handler(request, ...rest), transaction)).response;
+    },
+    async middleware(c, next) {
+      const { response, invoked } = await run(
+        c.req.raw,
+        async () => {
+          await next();
+          return c.res;
+        },
+        false,
+      );
+      // Not invoked: the guard's own answer, which Hono sends as the middleware's. Invoked: the chain has answered
+      // (c.res is final), so the answer replaces it.
+      if (!invoked) return response;
+      c.res = response;
+      return undefined;
     },
   };
 }
 
-async function readBody(request: Request): Promise<unknown> {
+async function readBody(request: Request, operationId: string): Promise<unknown> {
   if (request.body === null) return undefined;
+  if (request.bodyUsed) {
+    // A clone of a read body cannot be made ("Body is unusable"), and without the body every payload would share
+    // one fingerprint: say what read it and where the guard goes instead.
+    throw new Error(
+      `idempotency guard for ${operationId}: the request body was already read before the guard (by a validator such as Hono's validator('json', …) or zValidator, or a body parser), so it cannot be fingerprinted; mount the route guard's middleware before the validator (app.post(path, guards.<operation>.middleware, validator('json', …), handler)), or read and validate the body inside the wrapped handler`,
+    );
+  }
   // A clone, so the handler can still read the body itself. Bytes, not text: a binary body is fingerprinted
   // exactly, not through UTF-8 replacement characters.
   const bytes = new Uint8Array(await request.clone().arrayBuffer());

@@ -1,0 +1,179 @@
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
+import { validator } from 'hono/validator';
+import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
+import { MemoryStore } from '../../../src/runtime/stores/memory.js';
+import { contract, withSqliteStore } from './fixtures.js';
+
+/** A real Hono app served by @hono/node-server on 127.0.0.1; resolves once it listens. */
+async function listen(app: Hono): Promise<{ url: string; close: () => Promise<void> }> {
+  let server: ServerType | undefined;
+  const port = await new Promise<number>((resolve) => {
+    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) => resolve(info.port));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        const http = server as import('node:http').Server;
+        http.close((error) => (error ? reject(error) : resolve()));
+        http.closeAllConnections();
+      }),
+  };
+}
+
+function post(url: string, key: string | undefined, body: unknown): Promise<Response> {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-user': 'u', ...(key !== undefined ? { 'idempotency-key': key } : {}) },
+    body: JSON.stringify(body),
+  });
+}
+
+/** Hono's own validator: `{ n: number }` or a 400 from the validator. */
+const validN = validator('json', (value, c) => {
+  const n = (value as { n?: unknown }).n;
+  if (typeof n !== 'number') return c.json({ error: 'n must be a number' }, 400);
+  return { n };
+});
+
+const STORES: Record<string, (work: (store: RouteGuardOptions['store']) => Promise<void>) => Promise<void>> = {
+  memory: (work) => work(new MemoryStore()),
+  sqlite: (work) => withSqliteStore((store) => work(store)),
+};
+
+describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () => {
+  for (const [storeName, withStore] of Object.entries(STORES)) {
+    it(`${storeName}: the middleware mounted before validator('json', …) guards the route; replays, refuses a changed body and a missing key before the handler`, async () => {
+      await withStore(async (store) => {
+        const guard = createRouteGuard(contract, { store, principal: (request) => request.headers.get('x-user') ?? undefined });
+        const app = new Hono();
+        let runs = 0;
+        app.post('/things/:tenant', guard.middleware, validN, (c) => {
+          runs += 1;
+          const key = idempotencyOf(c.req.raw).idempotencyKey;
+          c.header('location', `/things/${c.req.param('tenant')}/${runs}`);
+          return c.json({ id: runs, n: c.req.valid('json').n, key }, 201);
+        });
+        const server = await listen(app);
+        try {
+          const first = await post(`${server.url}/things/t1`, 'k1', { n: 7 });
+          assert.equal(first.status, 201);
+          assert.equal(first.headers.get('idempotent-replayed'), 'false');
+          const firstText = await first.text();
+          assert.deepEqual(JSON.parse(firstText), { id: 1, n: 7, key: 'k1' });
+
+          const replay = await post(`${server.url}/things/t1`, 'k1', { n: 7 });
+          assert.equal(replay.status, 201);
+          assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+          assert.equal(replay.headers.get('location'), '/things/t1/1');
+          assert.equal(await replay.text(), firstText);
+
+          const changed = await post(`${server.url}/things/t1`, 'k1', { n: 8 });
+          assert.equal(changed.status, 422);
+          assert.equal(changed.headers.get('content-type'), 'application/problem+json');
+          await changed.body?.cancel();
+
+          const keyless = await post(`${server.url}/things/t1`, undefined, { n: 7 });
+          assert.equal(keyless.status, 400);
+          assert.equal(keyless.headers.get('content-type'), 'application/problem+json');
+          await keyless.body?.cancel();
+
+          // The validator still runs after the guard, and its 400 is the recorded answer for that key.
+          const invalid = await post(`${server.url}/things/t1`, 'k2', { n: 'seven' });
+          assert.equal(invalid.status, 400);
+          assert.deepEqual(await invalid.json(), { error: 'n must be a number' });
+          assert.equal(runs, 1, 'the handler ran for the first request only');
+        } finally {
+          await server.close();
+        }
+      });
+    });
+
+    it(`${storeName}: two concurrent requests with one key run the handler once`, async () => {
+      await withStore(async (store) => {
+        const guard = createRouteGuard(contract, { store, principal: (request) => request.headers.get('x-user') ?? undefined });
+        const app = new Hono();
+        let runs = 0;
+        let open!: () => void;
+        const gate = new Promise<void>((resolve) => (open = resolve));
+        app.post('/things/:tenant', guard.middleware, validN, async (c) => {
+          runs += 1;
+          await gate;
+          return c.json({ id: runs }, 201);
+        });
+        const server = await listen(app);
+        try {
+          const answers = [post(`${server.url}/things/t1`, 'same', { n: 1 }), post(`${server.url}/things/t1`, 'same', { n: 1 })];
+          // The handler holds the key until the gate opens: the answer that comes first is the other request's.
+          const early = await Promise.race(answers);
+          assert.equal(early.status, 409);
+          open();
+          const statuses = (await Promise.all(answers)).map((answer) => answer.status).sort();
+          assert.deepEqual(statuses, [201, 409]);
+          assert.equal(runs, 1);
+          const replay = await post(`${server.url}/things/t1`, 'same', { n: 1 });
+          assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+          assert.deepEqual(await replay.json(), { id: 1 });
+        } finally {
+          open();
+          await server.close();
+        }
+      });
+    });
+  }
+
+  it('a handler that throws: onError answers 500, the key is kept, and a retry does not run the handler again', async () => {
+    const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    const app = new Hono();
+    let runs = 0;
+    app.post('/things/:tenant', guard.middleware, validN, () => {
+      runs += 1;
+      throw new Error('database down');
+    });
+    app.onError((error, c) => c.json({ error: error.message }, 500));
+    const server = await listen(app);
+    try {
+      const first = await post(`${server.url}/things/t1`, 'boom', { n: 1 });
+      assert.equal(first.status, 500);
+      assert.deepEqual(await first.json(), { error: 'database down' });
+      const retry = await post(`${server.url}/things/t1`, 'boom', { n: 1 });
+      assert.equal(retry.status, 409, 'kept for reconciliation, as wrap keeps a 5xx');
+      await retry.body?.cancel();
+      assert.equal(runs, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('wrap after a validator that read the body fails with an error saying to mount the middleware first', async () => {
+    const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    const app = new Hono();
+    let runs = 0;
+    const guarded = guard.wrap(async () => {
+      runs += 1;
+      return Response.json({ id: runs }, { status: 201 });
+    });
+    app.post('/things/:tenant', validN, (c) => guarded(c.req.raw));
+    const errors: string[] = [];
+    app.onError((error, c) => {
+      errors.push(error.message);
+      return c.json({ error: 'internal' }, 500);
+    });
+    const server = await listen(app);
+    try {
+      const answer = await post(`${server.url}/things/t1`, 'late', { n: 1 });
+      assert.equal(answer.status, 500);
+      await answer.body?.cancel();
+      assert.equal(errors.length, 1);
+      assert.match(errors[0]!, /^idempotency guard for createThing: the request body was already read before the guard/);
+      assert.match(errors[0]!, /mount the route guard's middleware before the validator/);
+      assert.match(errors[0]!, /or read and validate the body inside the wrapped handler/);
+      assert.equal(runs, 0);
+    } finally {
+      await server.close();
+    }
+  });
+});
