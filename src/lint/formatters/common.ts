@@ -22,7 +22,10 @@ export interface FormatterInput {
   readonly failOn?: Severity;
 }
 
-/** `file` relative to `cwd`, `/`-separated (an absolute path stays as it is when on another root). */
+/**
+ * `file` relative to `cwd`, `/`-separated, however far up it climbs (an absolute path stays as it is when on
+ * another root): a SARIF location relative to `%SRCROOT%`. For a person, {@link displayPath}.
+ */
 export function relativePath(cwd: string, file: string): string {
   const relative = path.relative(cwd, file);
   if (relative === '' || path.isAbsolute(relative)) return file.split(path.sep).join('/');

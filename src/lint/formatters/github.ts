@@ -3,7 +3,8 @@
  * `::error file=…,line=…,col=…,title=<rule>::message [POST /payouts (createPayout)] (rule)` — the operation
  * is named unless the message already names it.
  */
-import { messageNamesOperation, operationLabelsOf, relativePath, sortFindings } from './common.js';
+import { messageNamesOperation, operationLabelsOf, sortFindings } from './common.js';
+import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 import type { Severity } from '../rule.js';
 
@@ -25,7 +26,7 @@ export function formatGithub(report: FormatterInput): string {
   for (const finding of sortFindings(report.findings)) {
     if (finding.suppressed) continue;
     const properties = [
-      `file=${escapeProperty(relativePath(report.cwd, finding.file))}`,
+      `file=${escapeProperty(displayPath(report.cwd, finding.file))}`,
       `line=${finding.line}`,
       `col=${finding.column}`,
       `title=${escapeProperty(finding.ruleId)}`,

@@ -5,7 +5,8 @@
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { namesOperation } from '../operation-name.js';
 import type { Finding } from '../rule.js';
-import { failsRun, findingConcerns, messageNamesOperation, operationLabelsOf, relativePath, sortDocuments, sortFindings } from './common.js';
+import { failsRun, findingConcerns, messageNamesOperation, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
+import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
 /** Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. */
@@ -28,7 +29,7 @@ interface Case {
 export function formatJunit(report: FormatterInput): string {
   const suites = new Map<string, Map<string, Case>>();
   const suiteOf = (file: string) => {
-    const name = relativePath(report.cwd, file);
+    const name = displayPath(report.cwd, file);
     let suite = suites.get(name);
     if (!suite) suites.set(name, (suite = new Map()));
     return suite;
@@ -89,7 +90,7 @@ function renderCase(report: FormatterInput, suiteName: string, testCase: Case): 
   const others = (f: Finding) => operationLabelsOf(f, report.documents).filter((label) => label !== testCase.name);
   const describe = (f: Finding) => {
     const also = others(f);
-    return `${relativePath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}${also.length > 0 ? ` [also ${also.join('; ')}]` : ''}`;
+    return `${displayPath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}${also.length > 0 ? ` [also ${also.join('; ')}]` : ''}`;
   };
   if (active.length > 0) {
     const first = active[0]!;

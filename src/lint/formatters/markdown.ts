@@ -7,7 +7,8 @@
 import type { ApiDocument, IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
 import { catalogue } from '../catalogue.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
-import { findingConcerns, operationLabelsOf, relativePath, sortDocuments, sortFindings } from './common.js';
+import { findingConcerns, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
+import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
 const YES = '✔';
@@ -140,7 +141,7 @@ export function formatMarkdown(report: FormatterInput): string {
     out.push('### Operations without a contract', '', ...others.map((f) => findingLine(report, f)), '');
   }
   if (report.baseline) {
-    out.push(`_Baseline ${code(relativePath(report.cwd, report.baseline.file))}: ${report.baseline.matched} known finding(s) hidden, ${report.baseline.stale.length} stale entr${report.baseline.stale.length === 1 ? 'y' : 'ies'}._`, '');
+    out.push(`_Baseline ${code(displayPath(report.cwd, report.baseline.file))}: ${report.baseline.matched} known finding(s) hidden, ${report.baseline.stale.length} stale entr${report.baseline.stale.length === 1 ? 'y' : 'ies'}._`, '');
   }
   if (contracted === 0 && others.length === 0) out.push('No contracted operations and no findings.', '');
   return out.join('\n');
@@ -162,7 +163,7 @@ function renderCard(
     return { ok, line: `| ${ok ? YES : NO} | ${question.title} | ${cell(`${answer ?? '_not answered_'}${note}`)} |` };
   });
   const ready = rows.every((row) => row.ok) && !active.some((f) => f.severity === 'error');
-  const where = `${relativePath(report.cwd, operation.at.file)}:${positionLine(report, operation)}`;
+  const where = `${displayPath(report.cwd, operation.at.file)}:${positionLine(report, operation)}`;
   const lines = [
     `### ${ready ? YES : NO} ${code(operation.label)}`,
     '',
@@ -187,7 +188,7 @@ function positionLine(report: FormatterInput, operation: OperationView): number 
  * when it sits in the card of `cardLabel` (a shared component's fault names every operation using it).
  */
 function findingLine(report: FormatterInput, finding: Finding, cardLabel?: string): string {
-  const where = code(`${relativePath(report.cwd, finding.file)}:${finding.line}:${finding.column}`);
+  const where = code(`${displayPath(report.cwd, finding.file)}:${finding.line}:${finding.column}`);
   const labels = operationLabelsOf(finding, report.documents).filter((label) => label !== cardLabel);
   const about = labels.length > 0 ? ` ${cardLabel === undefined ? '' : 'also '}${labels.map(code).join(', ')}:` : '';
   const suppressed = finding.suppressed ? ` _(suppressed: ${escapeMarkdown(finding.suppressed.reason)})_` : '';
