@@ -76,9 +76,21 @@ const STATE_STATUSES: readonly (readonly [string, readonly number[]])[] = [
   ['storeUnavailable', [503]],
 ];
 
-/** The comment above a scaffolded contract, naming what it leaves open. */
+/**
+ * The comment above a scaffolded contract, naming what it leaves open: what only the author can answer, the
+ * replay, and the states whose response the operation does not document yet (each needs one before lint passes).
+ */
 function scaffoldComment(contract: Record<string, unknown>): string {
-  const open = [...('scope' in contract ? [] : ['scope']), 'effect owner', 'retry budget', 'unknown outcome'];
+  const answered = (contract['responses'] ?? {}) as Record<string, unknown>;
+  const undocumented = STATE_STATUSES.filter(([state]) => !(state in answered)).map(([state, [status]]) => `${state} ${status}`);
+  const open = [
+    ...('scope' in contract ? [] : ['scope']),
+    'effect owner',
+    'retry budget',
+    'unknown outcome',
+    'replay',
+    ...(undocumented.length > 0 ? [`a documented response for ${undocumented.join(', ')}`] : []),
+  ];
   return `Scaffolded by \`idemkit init\`: \`idemkit lint\` lists what is still open (${open.join(', ')}).`;
 }
 

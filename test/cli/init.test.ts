@@ -117,7 +117,11 @@ describe('idemkit init', () => {
     assert.match(result.out, /\napi\.yaml: 1 contract has no scope: its operation also accepts anonymous requests \(`\{\}` in its security\), so init cannot tell whose keys collide — write `scope: \[header:X-Tenant-Id\]` \(whatever names the caller\) or `scope: \[global\]` \(see `idemkit explain scope-missing`\)\n/);
     const written = read('api.yaml');
     assert.equal(parse(written).paths['/payouts'].post['x-idempotency'].scope, undefined);
-    assert.match(written, /# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open \(scope, effect owner, retry budget, unknown outcome\)\./);
+    // 400 and 422 are documented (missingKey, invalidKey, mismatch): the comment names the states still without a response.
+    assert.match(
+      written,
+      /# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open \(scope, effect owner, retry budget, unknown outcome, replay, a documented response for inProgress 409, abandoned 409, storeUnavailable 503\)\./,
+    );
     // What lint says next is what the comment promised, never an error about what init wrote.
     const lint = bufferIo(dir);
     await main(['lint', 'api.yaml', '--format', 'json'], lint);
@@ -765,7 +769,7 @@ paths:
     assert.match(result.out, /\nskipped PUT \/alias[^:]*: is a YAML alias of PUT \/aliased[^,]*, so it shares the contract written there\n/);
     const block = (indent: string) =>
       [
-        '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (scope, effect owner, retry budget, unknown outcome).',
+        '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (scope, effect owner, retry budget, unknown outcome, replay, a documented response for missingKey 400, invalidKey 400, mismatch 422, inProgress 409, abandoned 409, storeUnavailable 503).',
         'x-idempotency:',
         '  key:',
         '    header: Idempotency-Key',
