@@ -8,118 +8,14 @@
  * record is written, so the first byte of an answer means "committed"): the lost response of the article.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import Database from 'better-sqlite3';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
-import { main } from '../../src/cli/main.js';
 import { formFields } from '../../src/runtime/adapters/common.js';
-import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
-import { bufferIo } from '../helpers/io.js';
+import { AppProcess, compileGuardedApps, headerOf, LossyProxy } from './sdk-harness.js';
 
-const FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
 const PROBLEM = 'https://idemkit.dev/problems/';
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
-
-/** One request the proxy forwarded, and the answer it saw (unless it dropped it). */
-interface Exchange {
-  readonly method: string;
-  readonly path: string;
-  /** Header lines as sent on the wire: [name with its casing, value]. */
-  readonly headers: readonly (readonly [string, string])[];
-  readonly sentAt: number;
-  status?: number;
-  retryAfter?: string;
-  answeredAt?: number;
-  dropped?: boolean;
-}
-
-function headerOf(exchange: Exchange, name: string): string | undefined {
-  return exchange.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
-}
-
-/**
- * A loopback TCP proxy that records each HTTP/1.1 request head and answer status, and destroys both sockets
- * instead of forwarding an answer while `dropAnswers > 0`.
- */
-class LossyProxy {
-  readonly exchanges: Exchange[] = [];
-  dropAnswers = 0;
-  readonly #sockets = new Set<net.Socket>();
-  readonly #server: net.Server;
-  port = 0;
-
-  constructor(private readonly upstreamPort: number) {
-    this.#server = net.createServer((client) => this.#connect(client));
-  }
-
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.#server.address() as net.AddressInfo).port;
-  }
-
-  async stop(): Promise<void> {
-    for (const socket of this.#sockets) socket.destroy();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
-
-  /** The exchanges since `from` (an earlier `exchanges.length`). */
-  since(from: number): Exchange[] {
-    return this.exchanges.slice(from);
-  }
-
-  #connect(client: net.Socket): void {
-    const upstream = net.connect(this.upstreamPort, '127.0.0.1');
-    this.#sockets.add(client).add(upstream);
-    const pending: Exchange[] = [];
-    const kill = (): void => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('data', (chunk: Buffer) => {
-      // Small test requests: a head never spans two chunks, and no body holds a request line.
-      for (const match of chunk.toString('latin1').matchAll(/^([A-Z]+) (\S+) HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/gm)) {
-        const headers = match[3]!.split('\r\n').map((line) => {
-          const colon = line.indexOf(':');
-          return [line.slice(0, colon), line.slice(colon + 1).trim()] as const;
-        });
-        const exchange: Exchange = { method: match[1]!, path: match[2]!, headers, sentAt: Date.now() };
-        this.exchanges.push(exchange);
-        pending.push(exchange);
-      }
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      const head = /^HTTP\/1\.1 (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n/.exec(chunk.toString('latin1'));
-      if (head !== null) {
-        const exchange = pending.shift();
-        if (exchange !== undefined) {
-          exchange.status = Number(head[1]);
-          exchange.answeredAt = Date.now();
-          const retryAfter = /^retry-after: *(.*)$/im.exec(head[2]!)?.[1];
-          if (retryAfter !== undefined) exchange.retryAfter = retryAfter.trim();
-          if (this.dropAnswers > 0) {
-            this.dropAnswers -= 1;
-            exchange.dropped = true;
-            kill();
-            return;
-          }
-        }
-      }
-      client.write(chunk);
-    });
-    client.on('end', () => upstream.end());
-    upstream.on('end', () => client.end());
-    client.on('error', kill);
-    upstream.on('error', kill);
-    client.on('close', () => this.#sockets.delete(client));
-    upstream.on('close', () => this.#sockets.delete(upstream));
-  }
-}
 
 interface AppEffect {
   readonly operation: string;
@@ -128,13 +24,8 @@ interface AppEffect {
   readonly body: Record<string, unknown>;
 }
 
-async function getJson<T>(port: number, urlPath: string): Promise<T> {
-  const response = await fetch(`http://127.0.0.1:${port}${urlPath}`);
-  return (await response.json()) as T;
-}
-
-async function effectsWith(port: number, email: string): Promise<AppEffect[]> {
-  return (await getJson<AppEffect[]>(port, '/test/effects')).filter((effect) => effect.body['email'] === email);
+async function effectsWith(app: AppProcess, email: string): Promise<AppEffect[]> {
+  return (await app.getJson<AppEffect[]>('/test/effects')).filter((effect) => effect.body['email'] === email);
 }
 
 async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
@@ -148,30 +39,12 @@ async function waitUntil(check: () => Promise<boolean>, ms: number, what: string
 let counter = 0;
 const uniqueEmail = (who: string): string => `${who}-${process.pid}-${Date.now().toString(36)}-${(counter += 1)}@example.com`;
 
-/** Generates the Express and fetch guards of the SDK fixture and compiles them with both apps (one tsc run). */
+/** The Express and fetch guards of the SDK fixture, compiled with both apps (one tsc run). */
 let build: Promise<string> | undefined;
-let buildRoot: string | undefined;
-process.on('exit', () => {
-  if (buildRoot !== undefined) rmSync(buildRoot, { recursive: true, force: true });
-});
-function buildApps(): Promise<string> {
-  build ??= (async () => {
-    const root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-'));
-    buildRoot = root;
-    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
-    const spec = path.join(FIXTURES, 'sdk.yaml');
-    for (const framework of ['express', 'fetch']) {
-      const io = bufferIo();
-      const code = await main(['generate', 'server', spec, '--framework', framework, '--store', 'sqlite', '--out', path.join(root, 'src', `gen-${framework}`)], io);
-      if (code !== 0) throw new Error(`generate server --framework ${framework} exited ${code}: ${io.err}`);
-      copyFileSync(path.join(FIXTURES, `app-${framework}.ts`), path.join(root, 'src', `app-${framework}.ts`));
-    }
-    const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
-    if (diagnostics !== '') throw new Error(`the generated guards and the apps do not compile under tsc --strict:\n${diagnostics}`);
-    return root;
-  })();
-  return build;
-}
+const buildApps = (): Promise<string> =>
+  (build ??= compileGuardedApps(
+    (['express', 'fetch'] as const).map((framework) => ({ spec: 'sdk.yaml', framework, gen: `gen-${framework}`, app: `app-${framework}.ts` })),
+  ));
 
 /** The servers every SDK scenario runs against. */
 const SERVERS = [
@@ -182,58 +55,30 @@ const SERVERS = [
 
 for (const target of SERVERS) describe(`real SDKs that retry with their own keys, against the generated guard: ${target.title}, SQLite`, function () {
   this.timeout(60_000);
-  let dataDir: string;
-  let child: ChildProcess | undefined;
-  let appPort: number;
+  let app: AppProcess;
   let proxy: LossyProxy;
-  let stderr = '';
 
   before(async function () {
     this.timeout(180_000);
-    const root = await buildApps();
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-run-'));
-    child = spawn(process.execPath, [path.join(root, 'dist', 'src', `${target.app}.js`)], {
-      env: { ...process.env, ...target.env, SQLITE_FILE: path.join(dataDir, 'idempotency.db'), SQLITE_BUSY_MS: '300' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    appPort = await new Promise<number>((resolve, reject) => {
-      let stdout = '';
-      const timer = setTimeout(() => reject(new Error(`the app did not start: ${stderr}`)), 20_000);
-      child!.stdout!.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-        const match = /listening (\d+)/.exec(stdout);
-        if (match !== null) {
-          clearTimeout(timer);
-          resolve(Number(match[1]));
-        }
-      });
-      child!.once('exit', (how) => reject(new Error(`the app exited (${String(how)}): ${stderr}`)));
-    });
-    proxy = new LossyProxy(appPort);
+    app = new AppProcess();
+    await app.start(await buildApps(), `${target.app}.js`, target.env);
+    proxy = new LossyProxy(app.port);
     await proxy.start();
   });
 
   after(async () => {
     await proxy?.stop();
-    if (child !== undefined && child.exitCode === null && child.signalCode === null) {
-      const gone = new Promise((resolve) => child!.once('exit', resolve));
-      child.kill('SIGTERM');
-      await gone;
-    }
-    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
+    await app?.stop();
   });
 
   afterEach(function () {
     if (proxy !== undefined) proxy.dropAnswers = 0;
-    if (this.currentTest?.state === 'failed' && stderr !== '') console.error(stderr);
+    if (this.currentTest?.state === 'failed' && app.stderr !== '') console.error(app.stderr);
   });
 
   /** The guard's log must hold hashed key ids only: never an SDK's raw key. */
   async function assertKeyNotLogged(key: string): Promise<void> {
-    const log = JSON.stringify(await getJson<unknown[]>(appPort, '/test/log'));
+    const log = JSON.stringify(await app.getJson<unknown[]>('/test/log'));
     assert.ok(log.length > 2, 'the guard logged its decisions');
     assert.ok(!log.includes(key), 'the raw key is not in the guard log');
     assert.ok(!log.includes(key.slice(-36)), 'no part of the raw key is in the guard log');
@@ -265,7 +110,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.ok(attempts[0]!.headers.some(([name]) => name === 'Idempotency-Key'), 'stripe-node sends the header as Idempotency-Key');
       assert.match(headerOf(attempts[0]!, 'content-type')!, /^application\/x-www-form-urlencoded/);
 
-      const effects = await effectsWith(appPort, email);
+      const effects = await effectsWith(app, email);
       assert.equal(effects.length, 1, 'the handler ran once');
       assert.equal(customer.id, effects[0]!.id, 'the replay carries the first execution result id');
       assert.deepEqual(effects[0]!.body['metadata'], { order_id: 'ord-1', note: 'first' }, 'form fields arrive nested (metadata[order_id])');
@@ -282,7 +127,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       const params = { email, name: 'Grace Hopper', metadata: { order_id: 'ord-2', test_hold_ms: '1200' } };
       const from = proxy.exchanges.length;
       const first = stripe.customers.create(params);
-      await waitUntil(async () => (await effectsWith(appPort, email)).length === 1, 10_000, 'the first execution');
+      await waitUntil(async () => (await effectsWith(app, email)).length === 1, 10_000, 'the first execution');
       const key = headerOf(proxy.since(from)[0]!, 'idempotency-key')!;
       assert.match(key, STRIPE_KEY);
       // The same intent sent again while the first is running (e.g. a second worker), with the SDK-made key.
@@ -298,7 +143,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.match(duplicates[0]!.retryAfter ?? '', /^[1-9][0-9]*$/, '409 carries Retry-After in seconds');
       assert.equal(duplicates.at(-1)!.status, 200);
       assert.ok(duplicates.every((d) => headerOf(d, 'idempotency-key') === key));
-      assert.equal((await effectsWith(appPort, email)).length, 1, 'the handler ran once');
+      assert.equal((await effectsWith(app, email)).length, 1, 'the handler ran once');
     });
 
     it('a changed nested form field under the same key is answered 422 once and not retried by the SDK', async () => {
@@ -323,7 +168,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.equal(outcome.rawType, 'idempotency_error');
       assert.equal(outcome.code, 'idempotency-key-reused');
       assert.match(outcome.message, /already used for a different request/);
-      assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
+      assert.equal((await effectsWith(app, lostEmail)).length, 1, 'the handler did not run for the mismatch');
     });
 
     it('another API key (principal) with the same key is another record', async () => {
@@ -331,7 +176,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       const bob = stripeFor('sk_test_bob', 0);
       const customer = await bob.customers.create({ email: lostEmail, name: 'Ada Lovelace', metadata: { order_id: 'ord-1' } }, { idempotencyKey: lostKey });
       assert.equal(customer.lastResponse.headers['idempotent-replayed'], 'false');
-      const effects = await effectsWith(appPort, lostEmail);
+      const effects = await effectsWith(app, lostEmail);
       assert.deepEqual(effects.map((e) => e.principal).sort(), ['sk_test_alice', 'sk_test_bob']);
     });
   });
@@ -361,7 +206,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       // Stainless sends `Idempotency-Key` next to lower-case `authorization` / `content-type` (its fetch keeps the casing given).
       assert.ok(attempts[0]!.headers.some(([name]) => name === 'Idempotency-Key'), JSON.stringify(attempts[0]!.headers.map(([n]) => n)));
 
-      const effects = await effectsWith(appPort, email);
+      const effects = await effectsWith(app, email);
       assert.equal(effects.length, 1, 'the handler ran once');
       assert.equal(data.id, effects[0]!.id, 'the replay carries the first execution result id');
       assert.equal(response.status, 201);
@@ -376,7 +221,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       const email = uniqueEmail('orb-dup');
       const from = proxy.exchanges.length;
       const first = orb.customers.create({ email, name: 'Grace Hopper', metadata: { test_hold_ms: '1200' } }).withResponse();
-      await waitUntil(async () => (await effectsWith(appPort, email)).length === 1, 10_000, 'the first execution');
+      await waitUntil(async () => (await effectsWith(app, email)).length === 1, 10_000, 'the first execution');
       const key = headerOf(proxy.since(from)[0]!, 'idempotency-key')!;
       assert.match(key, STAINLESS_KEY);
       // test_hold_ms is excluded from the fingerprint: the duplicate that does not hold is the same payload.
@@ -394,7 +239,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.ok(next.sentAt - duplicates[0]!.answeredAt! >= retryAfter * 1000 - 50, 'the SDK waited the Retry-After before retrying');
       assert.equal(duplicates.at(-1)!.status, 201);
       assert.ok(duplicates.every((d) => headerOf(d, 'idempotency-key') === key));
-      assert.equal((await effectsWith(appPort, email)).length, 1, 'the handler ran once');
+      assert.equal((await effectsWith(app, email)).length, 1, 'the handler ran once');
     });
 
     it('a changed payload under the same key is a 422 error the SDK does not retry', async () => {
@@ -410,20 +255,20 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.equal((error.error as { type?: string }).type, `${PROBLEM}idempotency-key-reused`);
       const attempts = proxy.since(from);
       assert.equal(attempts.length, 1, 'no retry of a 422');
-      assert.equal((await effectsWith(appPort, lostEmail)).length, 1, 'the handler did not run for the mismatch');
+      assert.equal((await effectsWith(app, lostEmail)).length, 1, 'the handler did not run for the mismatch');
     });
 
     it('store outage: 503 + Retry-After before the handler; the SDK retries with its key once the store is back; one effect', async () => {
       const email = uniqueEmail('orb-outage');
       // Another connection holds the database's write lock: every reservation fails (SQLITE_BUSY) until released.
-      const holder = new Database(path.join(dataDir, 'idempotency.db'));
+      const holder = new Database(app.databaseFile);
       holder.exec('BEGIN EXCLUSIVE');
       const from = proxy.exchanges.length;
       let released = false;
       try {
         const pending = orbFor('orb_alice', 4).customers.create({ email, name: 'Outage' }).withResponse();
         await waitUntil(async () => proxy.since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
-        assert.equal((await effectsWith(appPort, email)).length, 0, 'the handler never ran without a reservation');
+        assert.equal((await effectsWith(app, email)).length, 0, 'the handler never ran without a reservation');
         holder.exec('ROLLBACK');
         released = true;
         const { data, response } = await pending;
@@ -432,7 +277,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
         const outage = attempts.find((e) => e.status === 503)!;
         assert.match(outage.retryAfter ?? '', /^[1-9][0-9]*$/, '503 carries Retry-After');
         assert.ok(new Set(attempts.map((e) => headerOf(e, 'idempotency-key'))).size === 1, 'every attempt carries the one SDK-made key');
-        const effects = await effectsWith(appPort, email);
+        const effects = await effectsWith(app, email);
         assert.equal(effects.length, 1);
         assert.equal(data.id, effects[0]!.id);
       } finally {

@@ -1,0 +1,206 @@
+/**
+ * Harness for real third-party SDKs against generated guards: compile fixture apps with their guards under
+ * `tsc --strict`, start them as child processes on 127.0.0.1, and put a TCP proxy between SDK and app that
+ * records each exchange and can drop an answer after the handler committed (the lost response).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { main } from '../../src/cli/main.js';
+import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
+import { bufferIo } from '../helpers/io.js';
+
+/** Where the SDK fixtures (OpenAPI documents and apps) live. */
+export const SDK_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
+
+/** One request the proxy forwarded, and the answer it saw (unless it dropped it). */
+export interface Exchange {
+  readonly method: string;
+  readonly path: string;
+  /** Header lines as sent on the wire: [name with its casing, value]. */
+  readonly headers: readonly (readonly [string, string])[];
+  /** The request body bytes that followed the head in the same chunk (small test requests). */
+  readonly body: string;
+  readonly sentAt: number;
+  status?: number;
+  retryAfter?: string;
+  answeredAt?: number;
+  dropped?: boolean;
+}
+
+/** A request header of an exchange, by case-insensitive name. */
+export function headerOf(exchange: Exchange, name: string): string | undefined {
+  return exchange.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
+}
+
+/**
+ * A loopback TCP proxy that records each HTTP/1.1 request head and answer status, and destroys both sockets
+ * instead of forwarding an answer while `dropAnswers > 0`.
+ */
+export class LossyProxy {
+  readonly exchanges: Exchange[] = [];
+  dropAnswers = 0;
+  readonly #sockets = new Set<net.Socket>();
+  readonly #server: net.Server;
+  port = 0;
+
+  constructor(private readonly upstreamPort: number) {
+    this.#server = net.createServer((client) => this.#connect(client));
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.#server.address() as net.AddressInfo).port;
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  /** The exchanges since `from` (an earlier `exchanges.length`). */
+  since(from: number): Exchange[] {
+    return this.exchanges.slice(from);
+  }
+
+  #connect(client: net.Socket): void {
+    const upstream = net.connect(this.upstreamPort, '127.0.0.1');
+    this.#sockets.add(client).add(upstream);
+    const pending: Exchange[] = [];
+    const kill = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('data', (chunk: Buffer) => {
+      // Small test requests: a head never spans two chunks, and no body holds a request line.
+      const text = chunk.toString('latin1');
+      const heads = [...text.matchAll(/^([A-Z]+) (\S+) HTTP\/1\.1\r\n([\s\S]*?)\r\n\r\n/gm)];
+      heads.forEach((match, i) => {
+        const headers = match[3]!.split('\r\n').map((line) => {
+          const colon = line.indexOf(':');
+          return [line.slice(0, colon), line.slice(colon + 1).trim()] as const;
+        });
+        const bodyStart = match.index + match[0].length;
+        const body = Buffer.from(text.slice(bodyStart, heads[i + 1]?.index ?? text.length), 'latin1').toString('utf8');
+        const exchange: Exchange = { method: match[1]!, path: match[2]!, headers, body, sentAt: Date.now() };
+        this.exchanges.push(exchange);
+        pending.push(exchange);
+      });
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      const head = /^HTTP\/1\.1 (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n/.exec(chunk.toString('latin1'));
+      if (head !== null) {
+        const exchange = pending.shift();
+        if (exchange !== undefined) {
+          exchange.status = Number(head[1]);
+          exchange.answeredAt = Date.now();
+          const retryAfter = /^retry-after: *(.*)$/im.exec(head[2]!)?.[1];
+          if (retryAfter !== undefined) exchange.retryAfter = retryAfter.trim();
+          if (this.dropAnswers > 0) {
+            this.dropAnswers -= 1;
+            exchange.dropped = true;
+            kill();
+            return;
+          }
+        }
+      }
+      client.write(chunk);
+    });
+    client.on('end', () => upstream.end());
+    upstream.on('end', () => client.end());
+    client.on('error', kill);
+    upstream.on('error', kill);
+    client.on('close', () => this.#sockets.delete(client));
+    upstream.on('close', () => this.#sockets.delete(upstream));
+  }
+}
+
+/** One fixture app to compile: the guard generated from `spec` into `src/<gen>/`, and the app file beside it. */
+export interface GuardedApp {
+  /** The OpenAPI document, relative to {@link SDK_FIXTURES}. */
+  readonly spec: string;
+  readonly framework: 'express' | 'fastify' | 'fetch';
+  /** The directory the guard is generated into (the app imports `./<gen>/index.js`). */
+  readonly gen: string;
+  /** The app's file in {@link SDK_FIXTURES}; compiled to `dist/src/<app>.js`. */
+  readonly app: string;
+}
+
+/**
+ * Generates each app's guard with the real CLI (SQLite store), copies the apps beside them and compiles all of
+ * it in one `tsc --strict` run, in a temp tree removed when the process exits; resolves to that tree's root.
+ */
+export async function compileGuardedApps(apps: readonly GuardedApp[]): Promise<string> {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-'));
+  process.on('exit', () => rmSync(root, { recursive: true, force: true }));
+  writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+  for (const app of apps) {
+    const io = bufferIo();
+    const args = ['generate', 'server', path.join(SDK_FIXTURES, app.spec), '--framework', app.framework, '--store', 'sqlite', '--out', path.join(root, 'src', app.gen)];
+    const code = await main(args, io);
+    if (code !== 0) throw new Error(`generate server ${app.spec} --framework ${app.framework} exited ${code}: ${io.err}`);
+    copyFileSync(path.join(SDK_FIXTURES, app.app), path.join(root, 'src', app.app));
+  }
+  const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
+  if (diagnostics !== '') throw new Error(`the generated guards and the apps do not compile under tsc --strict:\n${diagnostics}`);
+  return root;
+}
+
+/** A compiled fixture app running as a child process, with its SQLite file in its own temp directory. */
+export class AppProcess {
+  /** The app's stderr so far (printed by the suites when a test fails). */
+  stderr = '';
+  port = 0;
+  readonly dataDir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-run-'));
+  #child: ChildProcess | undefined;
+
+  /** The SQLite file the app's store uses. */
+  get databaseFile(): string {
+    return path.join(this.dataDir, 'idempotency.db');
+  }
+
+  /** Starts `dist/src/<script>` of a {@link compileGuardedApps} tree; resolves once it prints `listening PORT`. */
+  async start(root: string, script: string, env: Readonly<Record<string, string>> = {}): Promise<void> {
+    const child = spawn(process.execPath, [path.join(root, 'dist', 'src', script)], {
+      env: { ...process.env, ...env, SQLITE_FILE: this.databaseFile, SQLITE_BUSY_MS: '300' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.#child = child;
+    child.stderr!.on('data', (chunk: Buffer) => {
+      this.stderr += chunk.toString();
+    });
+    this.port = await new Promise<number>((resolve, reject) => {
+      let stdout = '';
+      const timer = setTimeout(() => reject(new Error(`the app did not start: ${this.stderr}`)), 20_000);
+      child.stdout!.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        const match = /listening (\d+)/.exec(stdout);
+        if (match !== null) {
+          clearTimeout(timer);
+          resolve(Number(match[1]));
+        }
+      });
+      child.once('exit', (how) => reject(new Error(`the app exited (${String(how)}): ${this.stderr}`)));
+    });
+  }
+
+  /** Stops the app (SIGTERM, waits for the exit) and removes its data directory. */
+  async stop(): Promise<void> {
+    const child = this.#child;
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await gone;
+    }
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  /** GETs a JSON document from the app (its /test/* read-backs). */
+  async getJson<T>(urlPath: string): Promise<T> {
+    const response = await fetch(`http://127.0.0.1:${this.port}${urlPath}`);
+    return (await response.json()) as T;
+  }
+}
