@@ -4,9 +4,11 @@ import { defineRule } from '../src/lint/rule.js';
 import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
 
 // A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID, InvoiceID;
-// Twilio's `sid`/`account_sid`/`AccountSid`; Adyen's `pspReference` (its id of a payment or modification).
-// Case is spelled out, not ignored: `paid`, `valid`, `void` end in `id` but name no resource.
-const RESULT_ID = /^(?:id|Id|ID|uuid|Uuid|UUID|sid|Sid|SID)$|[a-z0-9](?:Id|ID|Uuid|UUID|Sid|SID)$|_(?:id|ID|uuid|UUID|sid|SID)$|^pspReference$/;
+// Twilio's `sid`/`account_sid`/`AccountSid`; AWS's ARNs (`ScheduleArn`, `resource_arn`: its create operations
+// answer with the new resource's ARN); Adyen's `pspReference` (its id of a payment or modification).
+// Case is spelled out, not ignored: `paid`, `valid`, `void` end in `id`, `yarn` in `arn`, but name no resource.
+const RESULT_ID =
+  /^(?:id|Id|ID|uuid|Uuid|UUID|sid|Sid|SID|arn|Arn|ARN)$|[a-z0-9](?:Id|ID|Uuid|UUID|Sid|SID|Arn|ARN)$|_(?:id|ID|uuid|UUID|sid|SID|arn|ARN)$|^pspReference$/;
 
 /** No replay behaviour, or nothing that identifies the result a replay must return again. */
 export default defineRule({
@@ -22,7 +24,7 @@ export default defineRule({
         'no `responses.replay`: the contract does not say what a retry of a completed request gets; add `responses.replay: {header: Idempotent-Replayed}` (the stored status and body, marked with that header)',
       noSuccess: 'the operation documents no 2xx response, so there is nothing to replay: document the success response and its result id',
       noResultId:
-        'the {status} success response carries no result id (no `id`, `…Id`, `…_id`, `sid` or `pspReference` property, also inside a wrapping member or its list items; no `Location` or `Operation-Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
+        'the {status} success response carries no result id (no `id`, `…Id`, `…_id`, `sid`, `…Arn` or `pspReference` property, also inside a wrapping member or its list items; no `Location` or `Operation-Location` header): a client cannot tell that a replay returned the same result; add the created resource\'s id to the response',
     },
   },
   operations: 'contracted',

@@ -241,6 +241,12 @@ ruleTester.run(replayUndefined, {
       }),
     },
     {
+      name: "AWS's ARN of what was created ({ScheduleArn}, {resource_arn})",
+      document: payouts((t) => {
+        t.components.schemas.Payout = { type: 'object', properties: { ScheduleArn: { type: 'string' }, State: { type: 'string' } } };
+      }),
+    },
+    {
       name: "Adyen's pspReference (its id of the payment or modification)",
       document: payouts((t) => {
         t.components.schemas.Payout = { type: 'object', properties: { pspReference: { type: 'string' }, status: { type: 'string' } } };
@@ -256,9 +262,12 @@ ruleTester.run(replayUndefined, {
   ],
   invalid: [
     {
-      name: 'words that end in id are no result id ({paid, valid, void, amount_paid})',
+      name: 'words that end in id or arn are no result id ({paid, valid, void, amount_paid, yarn, barn})',
       document: payouts((t) => {
-        t.components.schemas.Payout = { type: 'object', properties: { paid: { type: 'boolean' }, valid: { type: 'boolean' }, void: { type: 'boolean' }, amount_paid: { type: 'integer' } } };
+        t.components.schemas.Payout = {
+          type: 'object',
+          properties: { paid: { type: 'boolean' }, valid: { type: 'boolean' }, void: { type: 'boolean' }, amount_paid: { type: 'integer' }, yarn: { type: 'string' }, barn: { type: 'string' } },
+        };
       }),
       errors: [{ messageId: 'noResultId', pointer: '/components/schemas/Payout' }],
     },
