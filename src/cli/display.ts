@@ -3,11 +3,8 @@ import type { DocumentError } from '../errors.js';
 import { displayPath } from '../lint/formatters/paths.js';
 import { printable } from '../parser/printable.js';
 
-/**
- * `file` (absolute) as the CLI prints it: the formats' {@link displayPath}, so a file reads the same in every
- * message and every report format.
- */
-export { displayPath as displayFile };
+/** How a file is named (`displayPath`, the formats' own), so a file reads the same in every message and report. */
+export { displayPath };
 
 /**
  * One line for an input that could not be read: `file:line:column: what is wrong — how to fix`, and for a

@@ -5,7 +5,7 @@ import yargs from 'yargs';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../errors.js';
 import { printable } from '../parser/printable.js';
-import { describeDocumentError, displayFile } from './display.js';
+import { describeDocumentError, displayPath } from './display.js';
 import type { CliIo, ExitCode } from './io.js';
 import { lintCommand } from './commands/lint.js';
 import { generateCommand } from './commands/generate.js';
@@ -42,7 +42,7 @@ function isError<T extends Error>(error: unknown, type: new (...args: never[]) =
 export function describeError(error: unknown, verbose: boolean, cwd: string): string {
   if (isError(error, DocumentError)) return describeDocumentError(error, cwd);
   if (isError(error, UsageError)) {
-    const file = error.file !== undefined && path.isAbsolute(error.file) ? displayFile(cwd, error.file) : error.file;
+    const file = error.file !== undefined && path.isAbsolute(error.file) ? displayPath(cwd, error.file) : error.file;
     const where = [file, error.line, error.column].filter((part) => part !== undefined).join(':');
     return printable(where ? `${where}: ${error.message}` : error.message);
   }

@@ -11,6 +11,7 @@ import { findConfigFile, loadConfig } from './config.js';
 import type { LintConfig } from './config.js';
 import { lintDocument } from './engine.js';
 import type { Finding, Rule } from './rule.js';
+import { displayPath } from './formatters/paths.js';
 import { applySuppressions } from './suppress.js';
 
 /** Resolves the config for each spec: `--config` for all of them, else discovery (each file parsed once). */
@@ -38,9 +39,7 @@ function withDisplayPath<T>(cwd: string, fn: () => T): T {
     return fn();
   } catch (error) {
     if (error instanceof UsageError && error.file !== undefined && path.isAbsolute(error.file)) {
-      const relative = path.relative(cwd, error.file);
-      const shown = relative === '' || path.isAbsolute(relative) ? error.file : relative.split(path.sep).join('/');
-      throw new UsageError(error.message, shown, error.line, error.column);
+      throw new UsageError(error.message, displayPath(cwd, error.file), error.line, error.column);
     }
     throw error;
   }

@@ -6,7 +6,7 @@ import type { Finding } from '../../lint/rule.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { UsageError } from '../../errors.js';
 import type { Command } from '../main.js';
-import { displayFile } from '../display.js';
+import { displayPath } from '../display.js';
 import { nonEmpty } from '../options.js';
 import type { CliIo, ExitCode } from '../io.js';
 
@@ -70,7 +70,7 @@ export const generateCommand: Command = {
     if (target === 'server') {
       const unsafe = await unsafeContracts(doc, io.cwd, args['config'] === undefined ? undefined : String(args['config']));
       if (unsafe.length > 0) {
-        for (const finding of unsafe) io.stderr(`error: ${displayFile(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId})\n`);
+        for (const finding of unsafe) io.stderr(`error: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId})\n`);
         io.stderr(
           `refused: ${unsafe.length === 1 ? 'this contract' : 'these contracts'} would make a guard that replays one caller's answer to another or runs an effect twice; ` +
             'fix the contract (idemkit explain <rule> says how), or, to accept the risk, set the rule to off or warn in .idemkitrc.yaml or suppress it on the operation with a reason. Nothing was written.\n',
@@ -87,7 +87,7 @@ export const generateCommand: Command = {
     // route, a contract on a path item guards nothing): said here too, for whoever generates (or checks) without linting.
     for (const warning of doc.warnings) {
       const { line, column } = warning.position ?? doc.position(warning.at);
-      io.stderr(`warning: ${displayFile(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
+      io.stderr(`warning: ${displayPath(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
     }
     if (args['check'] === true) {
       const drift = await checkOutput(outDir, files);
@@ -118,12 +118,11 @@ const GUARD_SAFETY_RULES: ReadonlySet<string> = new Set(['scope-missing', 'scope
 
 /**
  * The error findings of {@link GUARD_SAFETY_RULES} on `doc`, under the lint config that applies to it (its rule
- * levels and the document's suppressions count, as in `idemkit lint`), in report order.
+ * levels and the document's suppressions count, as in `idemkit lint`), in report order (the engine's).
  */
 async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string | undefined): Promise<readonly Finding[]> {
-  const [{ catalogue }, { compareFindings }, { createConfigResolver, lintWithConfig }, { effectiveSecurity }] = await Promise.all([
+  const [{ catalogue }, { createConfigResolver, lintWithConfig }, { effectiveSecurity }] = await Promise.all([
     import('../../lint/catalogue.js'),
-    import('../../lint/engine.js'),
     import('../../lint/pipeline.js'),
     import('../../lint/views.js'),
   ]);
@@ -133,8 +132,7 @@ async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string
   const secured = new Set(doc.operations.filter((op) => effectiveSecurity(doc, op).secured).map((op) => op.label));
   return lintWithConfig(doc, rules, config)
     .filter((finding) => finding.severity === 'error' && finding.suppressed === undefined)
-    .filter((finding) => finding.ruleId !== 'scope-missing' || (finding.operationLabels ?? []).some((label) => secured.has(label)))
-    .sort(compareFindings);
+    .filter((finding) => finding.ruleId !== 'scope-missing' || (finding.operationLabels ?? []).some((label) => secured.has(label)));
 }
 
 /**

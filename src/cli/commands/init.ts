@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Command } from '../main.js';
-import { describeDocumentError, displayFile } from '../display.js';
+import { describeDocumentError, displayPath } from '../display.js';
 import { nonEmpty } from '../options.js';
 
 export const initCommand: Command = {
@@ -43,7 +43,7 @@ export const initCommand: Command = {
     const document = await loadDocument(file);
     const result = scaffoldContracts(document, (name) => readFileSync(name, 'utf8'), config.settings, (error) => describeDocumentError(error, io.cwd));
     // The spec as the user named it; an external file it references, as lint names files.
-    const name = (changed: string) => (changed === document.file ? shown : displayFile(io.cwd, changed));
+    const name = (changed: string) => (changed === document.file ? shown : displayPath(io.cwd, changed));
     const lines: string[] = [];
     for (const change of result.changes) {
       lines.push(`${name(change.file)}:${change.line}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);

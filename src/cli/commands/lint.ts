@@ -15,7 +15,7 @@ import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
 import { SourceCache } from '../../parser/source.js';
-import { describeDocumentError, displayFile } from '../display.js';
+import { describeDocumentError, displayPath } from '../display.js';
 import { standardStream, type CliIo, type ExitCode } from '../io.js';
 import type { Command } from '../main.js';
 import { nonEmpty } from '../options.js';
@@ -101,7 +101,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   }
   if (step.written) {
     const { file, findings: recorded, entries } = step.written;
-    io.stderr(`wrote baseline ${displayFile(io.cwd, file)}: ${recorded} finding(s) in ${entries} entr${entries === 1 ? 'y' : 'ies'}\n`);
+    io.stderr(`wrote baseline ${displayPath(io.cwd, file)}: ${recorded} finding(s) in ${entries} entr${entries === 1 ? 'y' : 'ies'}\n`);
   }
   for (const failure of failures) io.stderr(`${describeDocumentError(failure, io.cwd)}\n`);
   if (failures.length > 0) return 2;

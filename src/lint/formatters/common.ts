@@ -22,15 +22,6 @@ export interface FormatterInput {
   readonly failOn?: Severity;
 }
 
-/**
- * `file` relative to `cwd`, `/`-separated, however far up it climbs (an absolute path stays as it is when on
- * another root): a SARIF location relative to `%SRCROOT%`. For a person, {@link displayPath}.
- */
-export function relativePath(cwd: string, file: string): string {
-  const relative = path.relative(cwd, file);
-  if (relative === '' || path.isAbsolute(relative)) return file.split(path.sep).join('/');
-  return relative.split(path.sep).join('/');
-}
 
 /** Findings in a stable order: file, line, column, rule. */
 export function sortFindings(findings: readonly Finding[]): Finding[] {

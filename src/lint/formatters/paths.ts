@@ -7,8 +7,20 @@ import path from 'node:path';
  */
 export function displayPath(cwd: string, file: string): string {
   const relative = path.relative(cwd, file);
-  if (relative === '' || path.isAbsolute(relative) || climbsToRoot(cwd, relative)) return file.split(path.sep).join('/');
-  return relative.split(path.sep).join('/');
+  return climbsToRoot(cwd, relative) ? slashed(file) : relativePath(cwd, file);
+}
+
+/**
+ * `file` relative to `cwd`, `/`-separated, however far up it climbs (an absolute path stays as it is when on
+ * another root): a SARIF location relative to `%SRCROOT%`. For a person, {@link displayPath}.
+ */
+export function relativePath(cwd: string, file: string): string {
+  const relative = path.relative(cwd, file);
+  return relative === '' || path.isAbsolute(relative) ? slashed(file) : slashed(relative);
+}
+
+function slashed(file: string): string {
+  return file.split(path.sep).join('/');
 }
 
 /** Whether the `..` steps that start `relative` lead from `cwd` up to its root (the paths share nothing but the root). */

@@ -9,7 +9,8 @@ import { findingIdentity, identityHash } from '../baseline.js';
 import { catalogue } from '../catalogue.js';
 import type { Rule, Severity } from '../rule.js';
 import { packageVersion, ruleDocOrSummary } from '../rule-docs.js';
-import { messageNamesOperation, operationLabelsOf, relativePath, sortFindings } from './common.js';
+import { messageNamesOperation, operationLabelsOf, sortFindings } from './common.js';
+import { relativePath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
 const LEVEL: Record<Severity, 'error' | 'warning' | 'note'> = { error: 'error', warn: 'warning', info: 'note' };

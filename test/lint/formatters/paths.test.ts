@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
-import { displayPath } from '../../../src/lint/formatters/paths.js';
-import { relativePath } from '../../../src/lint/formatters/common.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { displayPath, relativePath } from '../../../src/lint/formatters/paths.js';
 import { main } from '../../../src/cli/main.js';
 import { bufferIo } from '../../helpers/io.js';
 
@@ -20,5 +22,18 @@ describe('formatters/paths: how a file is named to a person', () => {
     const io = bufferIo(process.cwd());
     assert.equal(await main(['lint', '/dev/null'], io), 2);
     assert.equal(io.err, '/dev/null:1:1: the file is empty — write an OpenAPI document (openapi: 3.1.0, info, paths)\n');
+  });
+
+  it('a config error names the config file the same way', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-paths-'));
+    try {
+      writeFileSync(path.join(dir, 'bad.yaml'), 'rules:\n  no-such-rule: warn\n');
+      const io = bufferIo(process.cwd());
+      assert.equal(await main(['lint', path.resolve('samples/demo-requests/openapi.yaml'), '--config', path.join(dir, 'bad.yaml')], io), 2);
+      // As any file is named (absolute here, where the way up from the checkout reaches the root).
+      assert.ok(io.err.startsWith(`${displayPath(process.cwd(), path.join(dir, 'bad.yaml'))}:2:3: `), io.err);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
