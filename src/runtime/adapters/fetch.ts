@@ -61,9 +61,12 @@ export interface RouteGuard {
    *
    * It reads the body (from a clone, so the validator and the handler still can) before any validator, and runs
    * the guard: a replay or a problem (400, 409, 422, 503) is answered at once, without calling `next()`.
-   * Otherwise it awaits `next()`, records `c.res` as the handler's answer — an error Hono's `onError` turned into a
-   * 5xx is kept for reconciliation, as a 5xx from {@link RouteGuard.wrap} is — and sets `c.res` to it with the
-   * guard's headers (`Idempotent-Replayed`, …). Handlers read the guard's context with `idempotencyOf(c.req.raw)`.
+   * Otherwise it awaits `next()`, records `c.res` as the handler's answer and sets `c.res` to it with the guard's
+   * headers (`Idempotent-Replayed`, …). A thrown error is recorded as what Hono's `onError` answered, as the Express
+   * guard records what the error handler sends: a 5xx is kept for reconciliation, a 4xx (`HTTPException(400)`) is
+   * replayed — where a handler {@link RouteGuard.wrap}ped throws past the guard with no answer, so its key is always
+   * kept. Requests of another method (mounted with `app.use`) pass through unguarded, as the contract is one
+   * method's. Handlers read the guard's context with `idempotencyOf(c.req.raw)`.
    * No one-transaction mode: for it, wrap the handler (`wrap(handler, { transaction: true })`) and validate inside it.
    */
   readonly middleware: (c: MiddlewareContext, next: () => Promise<void>) => Promise<Response | void>;
@@ -146,6 +149,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       return async (request, ...rest) => (await run(request, async () => handler(request, ...rest), transaction)).response;
     },
     async middleware(c, next) {
+      if (c.req.raw.method !== contract.method) return next();
       const { response, invoked } = await run(
         c.req.raw,
         async () => {

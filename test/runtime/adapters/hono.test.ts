@@ -148,6 +148,39 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
     }
   });
 
+  it('mounted with app.use, guards the contract\'s method only: GET, HEAD and OPTIONS on the path pass through', async () => {
+    const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    const app = new Hono();
+    let runs = 0;
+    app.use('/things/:tenant', guard.middleware);
+    app.get('/things/:tenant', (c) => c.json({ tenant: c.req.param('tenant') }));
+    app.on('OPTIONS', '/things/:tenant', (c) => c.body(null, 204, { allow: 'GET, HEAD, POST, OPTIONS' }));
+    app.post('/things/:tenant', validN, (c) => {
+      runs += 1;
+      return c.json({ id: runs }, 201);
+    });
+    const server = await listen(app);
+    try {
+      const read = await fetch(`${server.url}/things/t1`);
+      assert.equal(read.status, 200);
+      assert.equal(read.headers.get('idempotent-replayed'), null);
+      assert.deepEqual(await read.json(), { tenant: 't1' });
+      assert.equal((await fetch(`${server.url}/things/t1`, { method: 'HEAD' })).status, 200);
+      assert.equal((await fetch(`${server.url}/things/t1`, { method: 'OPTIONS' })).status, 204);
+      // The POST is still guarded.
+      const first = await post(`${server.url}/things/t1`, 'used', { n: 1 });
+      assert.equal(first.headers.get('idempotent-replayed'), 'false');
+      await first.body?.cancel();
+      const replay = await post(`${server.url}/things/t1`, 'used', { n: 1 });
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      await replay.body?.cancel();
+      assert.equal((await post(`${server.url}/things/t1`, undefined, { n: 1 })).status, 400);
+      assert.equal(runs, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
   it('wrap after a validator that read the body fails with an error saying to mount the middleware first', async () => {
     const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
     const app = new Hono();
