@@ -27,13 +27,25 @@ export interface LintOptions {
   readonly settings?: Partial<LintSettings>;
 }
 
+/** A finding as a rule reports it, before it is placed (line and column) and merged across operations. */
+type Pending = { ruleId: string; severity: Severity; message: string; messageId: string; at: Location; position?: Position };
+
+/** A rule's `report`: fills the message for its id (an unknown id is the rule's bug) and hands the finding to `add`. */
+function reporter(rule: Rule, severity: Severity, add: (pending: Pending) => void): RuleContext<string>['report'] {
+  const messages = rule.meta.messages as Record<string, string>;
+  return (messageId, at, data) => {
+    const template = messages[messageId];
+    if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
+    add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at });
+  };
+}
+
 /** Lints one loaded document. Findings are sorted by file, line, column, rule, then message. */
 export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] {
   const settings: LintSettings = { ...DEFAULT_LINT_SETTINGS, ...stripUndefined(options.settings ?? {}) };
   const severities = options.severities ?? {};
   // Merge first, place later: a fault in a shared component is reported once per operation that reaches it,
   // and its position is computed once.
-  type Pending = { ruleId: string; severity: Severity; message: string; messageId: string; at: Location; position?: Position };
   const merged = new Map<string, { pending: Pending; operations: Set<string> }>();
   const add = (pending: Pending, operation: string | undefined) => {
     const where = pending.position ? `${pending.position.line}:${pending.position.column}` : '';
@@ -57,7 +69,6 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
   for (const rule of options.rules) {
     const severity = severities[rule.meta.id] ?? rule.meta.severity;
     if (severity === 'off') continue;
-    const messages = rule.meta.messages as Record<string, string>;
     // One context per rule, pointed at each operation in turn (checks are synchronous): a 2,000-operation
     // document would otherwise allocate a context and a closure for every rule × operation pair.
     const ctx: Mutable<RuleContext<string>> = {
@@ -65,11 +76,7 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
       operation: operations[0]!,
       contract: undefined,
       settings,
-      report(messageId, at, data) {
-        const template = messages[messageId];
-        if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
-        add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, name);
-      },
+      report: reporter(rule, severity, (pending) => add(pending, name)),
     };
     active.push({ rule, severity, ctx, scope: rule.operations });
   }
@@ -99,17 +106,12 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
   for (let r = 0; r < active.length; r++) {
     const { rule, severity } = active[r]!;
     if (!rule.checkDocument) continue;
-    const messages = rule.meta.messages as Record<string, string>;
     // Document-level faults (e.g. invalid defaults no operation uses) merge with the same fault found
     // through operations, which add their names.
     rule.checkDocument({
       document: doc,
       settings,
-      report(messageId, at, data) {
-        const template = messages[messageId];
-        if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
-        add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at }, undefined);
-      },
+      report: reporter(rule, severity, (pending) => add(pending, undefined)),
     });
   }
 

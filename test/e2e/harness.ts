@@ -100,6 +100,29 @@ export function appFiles(): AppFiles {
   };
 }
 
+/**
+ * The port a child app prints as `listening PORT` on stdout; rejects when it exits first or says nothing within
+ * 20 s, with its stderr so far.
+ */
+export function listeningPort(child: ChildProcess, exited: Promise<number | string | null>, name: string, stderr: () => string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    let stdout = '';
+    const timer = setTimeout(() => reject(new Error(`${name} did not start within 20 s: ${stderr()}`)), 20_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const match = /listening (\d+)/.exec(stdout);
+      if (match !== null) {
+        clearTimeout(timer);
+        resolve(Number(match[1]));
+      }
+    });
+    void exited.then((how) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${String(how)}) before listening: ${stderr()}`));
+    });
+  });
+}
+
 /** Starts the compiled app of `target` and waits until it listens. */
 export async function startServer(target: Target, files: AppFiles, env: Record<string, string> = {}): Promise<RunningServer> {
   const root = await buildTargets();
@@ -121,22 +144,7 @@ export async function startServer(target: Target, files: AppFiles, env: Record<s
     stderr += chunk.toString();
   });
   const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    let stdout = '';
-    const timer = setTimeout(() => reject(new Error(`${targetName(target)} did not start within 20 s: ${stderr}`)), 20_000);
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const match = /listening (\d+)/.exec(stdout);
-      if (match !== null) {
-        clearTimeout(timer);
-        resolve(Number(match[1]));
-      }
-    });
-    void exited.then((how) => {
-      clearTimeout(timer);
-      reject(new Error(`${targetName(target)} exited (${String(how)}) before listening: ${stderr}`));
-    });
-  });
+  const port = await listeningPort(child, exited, targetName(target), () => stderr);
   return {
     port,
     child,

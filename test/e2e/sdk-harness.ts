@@ -11,6 +11,7 @@ import path from 'node:path';
 import { main } from '../../src/cli/main.js';
 import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
 import { bufferIo } from '../helpers/io.js';
+import { listeningPort } from './harness.js';
 
 /** Where the SDK fixtures (OpenAPI documents and apps) live. */
 export const SDK_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
@@ -172,19 +173,8 @@ export class AppProcess {
     child.stderr!.on('data', (chunk: Buffer) => {
       this.stderr += chunk.toString();
     });
-    this.port = await new Promise<number>((resolve, reject) => {
-      let stdout = '';
-      const timer = setTimeout(() => reject(new Error(`the app did not start: ${this.stderr}`)), 20_000);
-      child.stdout!.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-        const match = /listening (\d+)/.exec(stdout);
-        if (match !== null) {
-          clearTimeout(timer);
-          resolve(Number(match[1]));
-        }
-      });
-      child.once('exit', (how) => reject(new Error(`the app exited (${String(how)}): ${this.stderr}`)));
-    });
+    const exited = new Promise<number | string | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+    this.port = await listeningPort(child, exited, script, () => this.stderr);
   }
 
   /** Stops the app (SIGTERM, waits for the exit) and removes its data directory. */

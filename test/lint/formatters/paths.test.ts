@@ -10,7 +10,7 @@ describe('formatters/paths: how a file is named to a person', () => {
   it('relative to the working directory, also a few levels up; absolute once the way up reaches the root', () => {
     assert.equal(displayPath('/work/api', '/work/api/openapi.yaml'), 'openapi.yaml');
     assert.equal(displayPath('/work/api/sub', '/work/api/openapi.yaml'), '../openapi.yaml');
-    assert.equal(displayPath('/work/api', '/work/shared/specs/a.yaml'), '../shared/specs/a.yaml');
+    assert.equal(displayPath('/work/api', '/work/common/specs/a.yaml'), '../common/specs/a.yaml');
     assert.equal(displayPath('/work/api', '/dev/stdin'), '/dev/stdin', 'not ../../dev/stdin');
     assert.equal(displayPath('/', '/dev/null'), 'dev/null');
     assert.equal(displayPath('/work/api', '/work/api'), '/work/api');
