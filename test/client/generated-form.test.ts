@@ -77,6 +77,7 @@ interface Sent {
   readonly url: string;
   readonly contentType: string | null;
   readonly body: string;
+  readonly key: string | null;
 }
 
 /** The generated module's surface this test uses. */
@@ -92,6 +93,7 @@ function recordingFetch(sent: Sent[]): (url: string | URL | Request, init?: Requ
       url: String(url),
       contentType: new Headers(init.headers).get('content-type'),
       body: init.body === undefined || init.body === null ? '' : String(init.body),
+      key: new Headers(init.headers).get('idempotency-key'),
     });
     const status = String(url).includes('/2010-04-01/') ? 201 : 200;
     return new Response('{"object":"list","data":[],"has_more":false,"url":"/v1/customers"}', { status, headers: { 'content-type': 'application/json', 'request-id': 'req_1' } });
@@ -133,6 +135,7 @@ describe('generated client: form bodies and deepObject queries end to end (Strip
     };
     const list = { expand: ['data.default_source', 'data.sources'], created: { gte: 1700000000 }, limit: 3 };
     assert.equal((await api['postCheckoutSessions']!({ headers: { 'Idempotency-Key': 'k1' }, body: session })).kind, 'completed');
+    assert.equal(ours[0]!.key, 'k1', 'the caller\'s own key is the intent\'s, not replaced by a fresh one');
     assert.equal((await api['getCustomers']!({ query: list })).status, 200);
 
     const theirs: Sent[] = [];

@@ -26,7 +26,7 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     assert.equal(keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 'mine' } }), 'mine');
     assert.equal(keyGiven(place('body', '/ClientToken'), { body: { other: 1 } }), undefined);
     assert.equal(keyGiven(place('query', 'requestId'), { query: { requestId: 'q-1' } }), 'q-1');
-    assert.equal(keyGiven(place('header', 'Idempotency-Key'), { headers: { 'Idempotency-Key': 'h' } }), undefined, 'a header key is the engine\'s');
+    assert.equal(keyGiven(place('header', 'Idempotency-Key'), { headers: { 'Idempotency-Key': 'h' } }), 'h', 'a key header the caller set');
     assert.throws(() => keyGiven(place('body', '/ClientToken'), { body: { ClientToken: 7 } }), /body field \/ClientToken holds the idempotency key: it must be a string/);
   });
 
@@ -63,6 +63,17 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     assert.throws(() => withIntentKey(place('body', '/ClientToken'), { headers: { 'Idempotency-Key': 'k' }, body: {} }, 'k'), /the header Idempotency-Key counts for nothing/);
     assert.throws(() => withIntentKey(place('query', 'requestId'), { headers: { 'x-idempotency-key': 'k' } }, 'k'), TypeError);
     assert.deepEqual(withIntentKey(place('query', 'requestId'), { headers: { 'X-Request-Id': 'r' } }, 'k').query, { requestId: 'k' });
+  });
+
+  it('adopts a key header the caller set (any letter case) as the intent\'s, and refuses another than a given intent\'s', () => {
+    const header = place('header', 'Idempotency-Key');
+    assert.equal(keyGiven(header, { headers: { 'idempotency-key': ' order-42 ' } }), 'order-42', 'as fetch sends it: trimmed');
+    assert.equal(keyGiven(header, { headers: { Accept: 'application/json' } }), undefined);
+    assert.throws(() => keyGiven(header, { headers: { 'Idempotency-Key': 42 } }), /the Idempotency-Key header holds the idempotency key: it must be a non-empty string/);
+    assert.throws(() => keyGiven(header, { headers: { 'Idempotency-Key': '  ' } }), /non-empty string/);
+    const parts = { headers: { 'IDEMPOTENCY-KEY': 'order-42' } };
+    assert.equal(withIntentKey(header, parts, 'order-42'), parts);
+    assert.throws(() => withIntentKey(header, parts, 'other'), /the Idempotency-Key header holds another key than the intent's/);
   });
 
   it('leaves the parts of a header-keyed call as they are', () => {

@@ -1,7 +1,8 @@
 /**
- * A key that travels in the query or the body (AWS's `ClientToken`, Google's `requestId`, Square's
- * `idempotency_key`): read from a call's parts, and written into them, so every attempt of an intent carries it.
- * A header key is the engine's (see `sendIntent`). Used by generated clients.
+ * The key where the contract says it travels — a header, or the query or the body (AWS's `ClientToken`, Google's
+ * `requestId`, Square's `idempotency_key`): read from a call's parts (a key the caller wrote there becomes the
+ * intent's), and for the query and the body written into them, so every attempt of an intent carries it. A header
+ * key is written by the engine (see `sendIntent`). Used by generated clients.
  *
  * This file is copied into users' generated output: it imports nothing outside `runtime/`.
  */
@@ -19,7 +20,7 @@ const KEY_HEADERS = new Set(['idempotency-key', 'x-idempotency-key']);
  * contract's pointer — or `undefined`. Throws `TypeError` when the value there is not a string.
  */
 export function keyGiven(key: ContractKey, parts: RequestParts): string | undefined {
-  if (key.in === 'header') return undefined;
+  if (key.in === 'header') return headerKey(key, parts);
   const value = key.in === 'query' ? ownValue(parts.query, key.name) : fieldAt(parts.body, pointerTokens(key.name));
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string') throw new TypeError(`${placeOf(key)} holds the idempotency key: it must be a string`);
@@ -27,12 +28,34 @@ export function keyGiven(key: ContractKey, parts: RequestParts): string | undefi
 }
 
 /**
- * `parts` with `intentKey` where the contract's key travels (the caller's objects are copied, never changed).
- * Throws `TypeError` when the caller wrote another key there (an intent carries one key on every attempt), or
- * sends an `Idempotency-Key` header, which such an operation ignores.
+ * The key header the caller set (in any letter case; its value as `fetch` sends it, trimmed), or `undefined`. A key
+ * the caller already holds (a retried job, a key stored with the order) must stay the intent's: replaced by a fresh
+ * one, a repeat of the call would be a second intent and a second effect.
+ */
+function headerKey(key: ContractKey, parts: RequestParts): string | undefined {
+  const headers = parts.headers ?? {};
+  const lower = key.name.toLowerCase();
+  const name = Object.keys(headers).find((given) => given.toLowerCase() === lower);
+  const value = name === undefined ? undefined : headers[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' || value.trim() === '') throw new TypeError(`the ${key.name} header holds the idempotency key: it must be a non-empty string`);
+  return value.trim();
+}
+
+/**
+ * `parts` with `intentKey` where the contract's key travels in the query or the body (the caller's objects are
+ * copied, never changed; a header key is the engine's to write). Throws `TypeError` when the caller wrote another
+ * key there or in the key header (an intent carries one key on every attempt), or sends an `Idempotency-Key`
+ * header to an operation keyed in its query or body, which ignores it.
  */
 export function withIntentKey(key: ContractKey, parts: RequestParts, intentKey: string): RequestParts {
-  if (key.in === 'header') return parts;
+  if (key.in === 'header') {
+    const given = headerKey(key, parts);
+    if (given !== undefined && given !== intentKey) {
+      throw new TypeError(`the ${key.name} header holds another key than the intent's: send the intent made with that key, or leave the header out`);
+    }
+    return parts;
+  }
   // A caller moving over from header keys would send the same key header on every retry and believe it dedupes.
   for (const name of Object.keys(parts.headers ?? {})) {
     if (KEY_HEADERS.has(name.toLowerCase())) {
