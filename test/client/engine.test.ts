@@ -117,6 +117,44 @@ describe('client sendIntent', () => {
     });
   }
 
+  it('a refusal whose body breaks off is still a refusal, not retried; a success whose body breaks off is a lost answer', async () => {
+    // Headers, then the connection ends before the Content-Length is reached (the body stream errors).
+    const cut = (status: number, headers: Record<string, string>) =>
+      new Response(
+        new ReadableStream({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode('{"type":"https://idemkit.dev/prob'));
+            controller.error(new TypeError('terminated'));
+          },
+        }),
+        { status, headers: { 'content-type': 'application/problem+json', ...headers } },
+      );
+    const mismatch = await send([cut(422, { 'Idempotency-Problem': 'idempotency-key-reused' })]);
+    assert.ok(mismatch.result.kind === 'rejected' && mismatch.result.reason === 'mismatch', JSON.stringify(mismatch.result));
+    assert.equal(mismatch.rt.seen.length, 1, 'a mismatch is never repeated');
+    const notFound = await send([cut(404, {})]);
+    assert.ok(notFound.result.kind === 'rejected' && notFound.result.reason === 'client-error' && notFound.result.status === 404);
+    assert.equal(notFound.rt.seen.length, 1);
+    const abandoned = await send([cut(409, { 'Idempotency-Problem': 'idempotency-request-abandoned' })]);
+    assert.ok(abandoned.result.kind === 'unknown' && abandoned.result.reason === 'abandoned');
+    const success = await send([cut(201, {}), json(201, created, { 'Idempotent-Replayed': 'true' })]);
+    assert.ok(success.result.kind === 'completed' && success.result.replayed, 'retried with the same key into the replay');
+    assert.deepEqual(keysOf(success.rt), ['demo-key-retry-2020-06-a7f1', 'demo-key-retry-2020-06-a7f1']);
+  });
+
+  it('a 2xx that carries the guard\'s problem header is that state (a contract answering in progress with 202), not a success', async () => {
+    const inProgress = { ...localContract, responses: { ...localContract.responses, inProgress: 202 } };
+    const { rt, result } = await send(
+      [json(202, problem('idempotency-request-in-progress'), { 'Idempotency-Problem': 'idempotency-request-in-progress', 'Retry-After': '1' }), json(201, created, { 'Idempotent-Replayed': 'true' })],
+      inProgress,
+    );
+    assert.ok(result.kind === 'completed' && result.replayed, JSON.stringify(result));
+    assert.equal(rt.seen.length, 2, 'waited, then got the replay');
+    // A 2xx with another value in that header (not one of the guard's problems) is the operation's answer.
+    const other = await send([json(201, created, { 'Idempotency-Problem': 'something-else' })]);
+    assert.equal(other.result.kind, 'completed');
+  });
+
   it('names the reject reason from the problem type', async () => {
     const a = await send([json(422, problem('idempotency-key-reused'))]);
     assert.ok(a.result.kind === 'rejected' && a.result.reason === 'mismatch');

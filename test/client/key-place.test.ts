@@ -44,6 +44,13 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
     assert.deepEqual(withIntentKey(place('body', '/payment/idempotency_key'), { body: { payment: undefined } }, 'k').body, { payment: { idempotency_key: 'k' } }, 'an absent object is made');
   });
 
+  it('refuses a body (or an object on the way to the key) with its own toJSON: JSON.stringify would send what it returns, without the key', () => {
+    const serialised = { amount: 1, toJSON: () => ({ amount: 1 }) };
+    assert.throws(() => withIntentKey(place('body', '/idempotency_key'), { body: serialised }, 'k'), /^TypeError: the body has its own toJSON, which decides what is sent, so the idempotency key at \/idempotency_key would not be/);
+    assert.throws(() => withIntentKey(place('body', '/payment/key'), { body: { payment: serialised } }, 'k'), /the body field \/payment has its own toJSON/);
+    assert.deepEqual(withIntentKey(place('body', '/payment/key'), { body: { payment: { amount: 1 }, meta: serialised } }, 'k').body, { payment: { amount: 1, key: 'k' }, meta: serialised }, 'off the way to the key: sent as it is');
+  });
+
   it('refuses a body that is not an object of fields (a string, an array, a Blob) for a body key', () => {
     for (const body of ['text', [1], new Blob(['x'])]) {
       assert.throws(() => withIntentKey(place('body', '/ClientToken'), { body }, 'k'), /must be an object of fields/);

@@ -246,6 +246,18 @@ function problemType(body: unknown): string {
   return '';
 }
 
+/** The names of the guard's problems, as its `Idempotency-Problem` header and problem `type` URIs end. */
+const GUARD_PROBLEMS = [
+  'idempotency-key-reused',
+  'idempotency-key-missing',
+  'idempotency-key-invalid',
+  'idempotency-request-abandoned',
+  'idempotency-request-expired',
+  'idempotency-request-in-progress',
+  'idempotency-store-unavailable',
+  'idempotency-outcome-unknown',
+] as const;
+
 type Verdict =
   | { readonly act: 'complete' }
   | { readonly act: 'reject'; readonly reason: RejectedResult<unknown>['reason'] }
@@ -259,7 +271,10 @@ type Verdict =
  * by the problem `type` URI of the body.
  */
 function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean, handled: boolean, problem: string | null): Verdict {
-  if (status >= 200 && status < 300) return { act: 'complete' };
+  // A 2xx is the operation's answer, unless the guard names one of its problems on it: a state the contract answers
+  // with a 2xx (lint's state-status-invalid), e.g. in progress as 202, is still that state.
+  const named = !replayed && !handled && problem !== null && GUARD_PROBLEMS.some((name) => problem.trim().endsWith(name));
+  if (status >= 200 && status < 300 && !named) return { act: 'complete' };
   // A replay is the stored answer of the first execution (e.g. a business 409): terminal, whatever its status.
   if (replayed) return { act: 'reject', reason: 'client-error' };
   // `Idempotent-Replayed: false` marks the handler's own first answer (the guard's problems never carry it):
@@ -405,7 +420,16 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         await discardBody(res);
         return unknown('redirect-followed');
       }
-      const body = await readBody(res, options.jsonAnswers);
+      // A body that breaks off after the headers: its status still decides a terminal refusal (a 422 mismatch is not
+      // retried for want of its body); a success or anything retried is treated as the lost answer it is.
+      let body: unknown;
+      let bodyLost: unknown;
+      try {
+        body = await readBody(res, options.jsonAnswers);
+      } catch (error) {
+        if (controller.signal.aborted) throw error;
+        bodyLost = error;
+      }
       const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();
       const replayed = replayHeader === 'true';
       const problem = res.headers.get(PROBLEM_HEADER);
@@ -417,6 +441,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         replayHeader === 'false' ||
         (contract.responses.replayOnFirst === false && !replayed && problem === null && !WAIT_OR_UNKNOWN.has(problemType(body)));
       verdict = classify(contract, res.status, body, replayed, handled, problem);
+      if (bodyLost !== undefined && verdict.act !== 'reject' && verdict.act !== 'unknown') throw bodyLost;
       if (verdict.act === 'complete') {
         return {
           kind: 'completed',

@@ -124,6 +124,11 @@ function setField(body: unknown, tokens: readonly string[], from: number, value:
   if (body !== undefined && !isFields(body)) {
     throw new TypeError(`the body must be an object of fields to carry the idempotency key at ${key.name}`);
   }
+  if (body !== undefined && typeof (body as { toJSON?: unknown }).toJSON === 'function') {
+    // JSON.stringify sends what toJSON returns: a key written beside it would never be sent.
+    const at = from === 0 ? 'the body' : `the body field /${tokens.slice(0, from).map(escapeToken).join('/')}`;
+    throw new TypeError(`${at} has its own toJSON, which decides what is sent, so the idempotency key at ${key.name} would not be: send its fields as a plain object`);
+  }
   const copy: Record<string, unknown> = {};
   if (body !== undefined) {
     for (const name of Object.keys(body)) Object.defineProperty(copy, name, { value: body[name], enumerable: true, writable: true, configurable: true });

@@ -15,7 +15,8 @@ const FORBIDDEN_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
 /**
  * Throws `TypeError` unless `fetch` can send this request: `url` absolute (or, in a page, relative to it), the
  * method allowed, every header name a token and every value free of line breaks, NUL and characters beyond
- * Latin-1. The message names the header, never its value (it may be a key or a credential).
+ * Latin-1. The message names the header, never its value, and a URL without its query (either may hold a key or a
+ * credential).
  */
 export function assertSendable(url: string, method: string, headers: Readonly<Record<string, string>>): void {
   for (const [name, value] of Object.entries(headers)) {
@@ -30,6 +31,8 @@ export function assertSendable(url: string, method: string, headers: Readonly<Re
   try {
     new URL(url, typeof page === 'string' ? page : undefined);
   } catch {
-    throw new TypeError(`the request URL ${JSON.stringify(url)} is not absolute: pass baseUrl as an http(s) URL (a path is only resolved in a web page)`);
+    // Without its query: a key or a credential may travel there (`?requestId=…`), and messages end up in logs.
+    const shown = url.replace(/[?#].*$/s, '');
+    throw new TypeError(`the request URL ${JSON.stringify(shown)} is not absolute: pass baseUrl as an http(s) URL (a path is only resolved in a web page)`);
   }
 }
