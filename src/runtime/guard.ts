@@ -1068,7 +1068,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     type Outcome =
       | { kind: 'existing'; result: ReserveResult }
       | { kind: 'done'; response: GuardResponse; committed: boolean; resultId?: string }
-      | { kind: 'gave-up' };
+      | { kind: 'gave-up' }
+      | { kind: 'commit-late' };
+    // Set by the wait below: bounds the transaction's end (the completion and COMMIT, or the rollback) once the handler returned.
+    let handlerReturned = (): void => {};
     let entered = false;
     let gaveUp = false;
     let handlerFailed = false;
@@ -1089,6 +1092,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         handlerFailed = true;
         throw error;
       }
+      handlerReturned();
       // Transient and 5xx answers roll the business writes back with the reservation: nothing happened, the key is free.
       if (transient.has(response.status) || response.status >= 500) return { commit: false, value: { kind: 'done', response, committed: false } };
       const completion = toStored(response);
@@ -1102,20 +1106,29 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let outcome: Outcome;
     try {
       outcome = await new Promise<Outcome>((resolve, reject) => {
-        // Bound only the wait for the reservation (a lock held by a duplicate, or a dead store), never the handler.
+        // Bound the wait for the reservation (a lock held by a duplicate, or a dead store) and, once the handler has
+        // returned, the wait for the transaction's end (a stalled database, a connection silently gone); never the handler.
         const timer = setTimeout(() => {
           if (!entered) {
             gaveUp = true;
             resolve({ kind: 'gave-up' });
           }
         }, storeTimeoutMs + txWaitMs);
+        let late: ReturnType<typeof setTimeout> | undefined;
+        handlerReturned = () => {
+          late = setTimeout(() => resolve({ kind: 'commit-late' }), storeTimeoutMs);
+        };
+        const settled = (): void => {
+          clearTimeout(timer);
+          if (late !== undefined) clearTimeout(late);
+        };
         work.then(
           (value) => {
-            clearTimeout(timer);
+            settled();
             resolve(value);
           },
           (error: unknown) => {
-            clearTimeout(timer);
+            settled();
             reject(error);
           },
         );
@@ -1137,6 +1150,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // timeout on another connection), so running unguarded would repeat the effect beside it.
       return storeUnavailableResponse(req, prep.recordId).response;
     }
+    // The handler ran and its transaction has not ended within storeTimeoutMs: it may still commit (a retry then
+    // finds the record completed) or roll back (a retry runs the handler again, its writes undone). Unknown, not a hang.
+    if (outcome.kind === 'commit-late') return outcomeUnknown(req, prep.recordId).response;
     if (outcome.kind === 'gave-up') {
       // Never fail open here: the wait may be a duplicate's open transaction holding this very key (a row lock,
       // SQLite's write lock, the connection's queue), so running unguarded would repeat the effect beside it.

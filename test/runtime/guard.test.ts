@@ -1135,6 +1135,40 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('one-transaction mode answers 503 outcome-unknown within storeTimeoutMs when the commit stalls after the handler, instead of hanging', async () => {
+    const inner = new MemoryStore();
+    let releaseCommit: () => void = () => {};
+    const commitDone = new Promise<void>((resolve) => {
+      releaseCommit = resolve;
+    });
+    const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: (input: ReserveInput) => inner.reserve(input),
+      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+        const reserved = await inner.reserve(input);
+        const step = await work(reserved, 'tx');
+        await commitDone; // the database stalls on COMMIT
+        if (step.commit) await inner.complete(input.id, input.token, step.complete);
+        return step.value;
+      },
+    });
+    const guard = createGuard<string>(demoContract(), { store, storeTimeoutMs: 50 });
+    let runs = 0;
+    const started = Date.now();
+    const response = await guard.handle(demoRequest(KEY), async () => { runs += 1; await new Promise((resolve) => setTimeout(resolve, 120)); return jsonResponse(201, { id: 'r1' }); }, { transaction: true });
+    // The handler's own 120 ms are never cut short; the stalled commit after it is.
+    assert.ok(Date.now() - started >= 120);
+    assert.equal(response.status, 503);
+    assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-outcome-unknown`);
+    assert.equal(runs, 1);
+    // The commit lands late: a retry then finds the record completed and replays it, the handler not run again.
+    releaseCommit();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const retry = await guard.handle(demoRequest(KEY), async () => { runs += 1; return jsonResponse(201, { id: 'r2' }); }, { transaction: true });
+    assert.equal(retry.status, 201);
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.equal(runs, 1);
+  });
+
   it('never fails open in one-transaction mode: a reservation that failed while it may have waited for a duplicate answers 503', async () => {
     const inner = new MemoryStore();
     const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
