@@ -486,6 +486,26 @@ describe('client sendOnce', () => {
     assert.equal(rt.seen[0]?.headers['x-request-id'], 'req-1');
   });
 
+  it('with redirect: same-origin (an intent\'s status call, carrying its key) a GET follows no redirect to another origin', async () => {
+    const status = { url: 'http://api.test/v1/demo-requests/r1', method: 'GET', headers: { 'Idempotency-Key': 'the-key' }, body: undefined };
+    const moved = (location: string) => new Response(null, { status: 302, headers: { location } });
+    const away = fakeRuntime([moved('https://elsewhere.test/r1')]);
+    const answer = await sendOnce({ request: status, runtime: away, redirect: 'same-origin' });
+    assert.equal(answer.ok, false);
+    assert.equal(answer.status, 302);
+    assert.equal(answer.headers.get('location'), 'https://elsewhere.test/r1');
+    assert.deepEqual(away.seen.map((r) => [r.url, r.redirect]), [['http://api.test/v1/demo-requests/r1', 'manual']], 'the key never went to elsewhere.test');
+    // To its own origin, any redirect of a GET is followed, the key with it.
+    const home = fakeRuntime([moved('/v2/demo-requests/r1'), json(200, created)]);
+    const followed = await sendOnce({ request: status, runtime: home, redirect: 'same-origin' });
+    assert.equal(followed.status, 200);
+    assert.deepEqual(home.seen.map((r) => [r.url, r.headers['idempotency-key']]), [['http://api.test/v1/demo-requests/r1', 'the-key'], ['http://api.test/v2/demo-requests/r1', 'the-key']]);
+    // By default a GET is sent as fetch sends it, following redirects itself.
+    const plain = fakeRuntime([json(200, created)]);
+    await sendOnce({ request: status, runtime: plain });
+    assert.equal(plain.seen[0]!.redirect, 'follow');
+  });
+
   it('never waits forever: a server that does not answer ends the call at its timeout (default 30 s)', async () => {
     const rt = fakeRuntime(['stall', 'stall']);
     const started = rt.clock;

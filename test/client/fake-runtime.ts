@@ -8,6 +8,8 @@ export interface SeenRequest {
   /** Header names exactly as sent (to catch one header sent twice in different letter case). */
   readonly headerNames: string[];
   readonly body: string | undefined;
+  /** The `redirect` mode the request was sent with. */
+  readonly redirect: RequestRedirect | undefined;
   /** Fake-clock time when the attempt started. */
   readonly at: number;
 }
@@ -51,7 +53,7 @@ export function fakeRuntime(steps: Step[], options: { start?: number; random?: n
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries((init.headers ?? {}) as Record<string, string>)) headers[k.toLowerCase()] = v;
       const headerNames = Object.keys((init.headers ?? {}) as Record<string, string>);
-      const req: SeenRequest = { url, method: String(init.method), headers, headerNames, body: init.body as string | undefined, at: rt.clock };
+      const req: SeenRequest = { url, method: String(init.method), headers, headerNames, body: init.body as string | undefined, redirect: init.redirect, at: rt.clock };
       rt.seen.push(req);
       const step = steps.shift();
       if (step === undefined) throw new Error(`unexpected attempt ${rt.seen.length}`);

@@ -509,10 +509,12 @@ const MAX_REDIRECTS = 20;
  * whole answer is read; a request `fetch` would refuse rejects it with a `TypeError` before anything is sent (see
  * `assertSendable`).
  *
- * A `GET` or `HEAD` follows redirects as `fetch` does. Any other method is sent with `redirect: 'manual'`: a 307 or
- * 308 to the same origin is followed (the same method and body, up to 20 times), and any other redirect is the
- * answer (`ok: false`, its status and `Location`; status 0 where a browser hides it, or where the runtime's `fetch`
- * followed it anyway, then with the URL it landed on as `Location`), never the page it points to.
+ * A `GET` or `HEAD` follows redirects as `fetch` does, unless `redirect` is `same-origin` (the status call of an
+ * intent, which carries its key): then, as for any other method, it is sent with `redirect: 'manual'`. A redirect to
+ * the same origin is followed (a 307 or 308 for a command, any for a GET or HEAD; the same method and body, up to 20
+ * times), and any other redirect is the answer (`ok: false`, its status and `Location`; status 0 where a browser
+ * hides it, or where the runtime's `fetch` followed it anyway, then with the URL it landed on as `Location`), never
+ * the page it points to: the request's headers and body never go to another origin.
  */
 export async function sendOnce<TBody, TError = unknown>(options: {
   readonly request: PreparedRequest;
@@ -523,6 +525,8 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   readonly timeoutMs?: number | undefined;
   /** The document has the operation answer in JSON only: see {@link readBody}. */
   readonly jsonAnswers?: boolean;
+  /** `same-origin`: a GET or HEAD follows no redirect to another origin either (see above). Default `follow`. */
+  readonly redirect?: 'follow' | 'same-origin';
 }): Promise<ApiResponse<TBody, TError>> {
   const { request, runtime: rt } = options;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -535,6 +539,8 @@ export async function sendOnce<TBody, TError = unknown>(options: {
   const headers = given === undefined ? { ...request.headers, [requestIdHeader]: requestId } : request.headers;
   assertSendable(request.url, request.method, headers);
   const safe = request.method === 'GET' || request.method === 'HEAD';
+  // Redirects the fetch follows itself (a GET or HEAD that may go anywhere), else followed here, to the same origin only.
+  const fetchFollows = safe && options.redirect !== 'same-origin';
   // One signal for the caller's abort and the timeout; it also ends a body that stalls after the headers.
   const controller = new AbortController();
   const cancelTimer = rt.setTimer(timeoutMs, () => controller.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')));
@@ -548,10 +554,10 @@ export async function sendOnce<TBody, TError = unknown>(options: {
         method: request.method,
         headers,
         ...(request.body === undefined ? {} : { body: request.body }),
-        redirect: safe ? 'follow' : 'manual',
+        redirect: fetchFollows ? 'follow' : 'manual',
         signal: controller.signal,
       });
-      const redirect = safe || hops >= MAX_REDIRECTS ? undefined : redirectOf(res, url);
+      const redirect = fetchFollows || hops >= MAX_REDIRECTS ? undefined : redirectOf(res, url, safe);
       if (redirect !== undefined && 'follow' in redirect) {
         await discardBody(res);
         url = redirect.follow;
@@ -559,7 +565,7 @@ export async function sendOnce<TBody, TError = unknown>(options: {
       }
       // A command the runtime's fetch followed a redirect for anyway: the redirect is hidden, as a browser hides one
       // (status 0); its Location is where the fetch landed. The page there is not this command's answer.
-      if (!safe && res.redirected) {
+      if (!fetchFollows && res.redirected) {
         await discardBody(res);
         return { ok: false, status: 0, body: undefined as TError, headers: new Headers(res.url === '' ? {} : { location: res.url }), requestId };
       }

@@ -13,13 +13,14 @@ export type Redirect = { readonly follow: string } | { readonly stop: true; read
 
 /**
  * What the answer `res` to a request for `url` means as a redirect, or `undefined` when it is none.
- * A 307 or 308 (which keep the method and body) to `url`'s own origin is followed; every other redirect stops:
+ * A 307 or 308 (which keep the method and body) to `url`'s own origin is followed — any redirect there when the
+ * request is `safe` (a GET or HEAD, which every redirect keeps as it is); every other redirect stops:
  * a 301, 302 or 303 (`fetch` would resend a `POST` as a `GET`), a 307 or 308 to another origin (the request's
  * headers and body would go there), one without a usable `Location`, and one a browser hides (`opaqueredirect`,
  * status 0, under `redirect: 'manual'`). An answer that a `fetch` reached by following redirects anyway
  * (`res.redirected`) is no redirect but the answer of the request it landed on: `undefined`.
  */
-export function redirectOf(res: Response, url: string): Redirect | undefined {
+export function redirectOf(res: Response, url: string, safe = false): Redirect | undefined {
   if (res.type === 'opaqueredirect') return { stop: true, location: undefined };
   if (res.redirected || !REDIRECT.has(res.status)) return undefined;
   const location = res.headers.get('location');
@@ -32,7 +33,7 @@ export function redirectOf(res: Response, url: string): Redirect | undefined {
   } catch {
     return { stop: true, location };
   }
-  if ((res.status === 307 || res.status === 308) && to.origin === from.origin) return { follow: to.href };
+  if ((safe || res.status === 307 || res.status === 308) && to.origin === from.origin) return { follow: to.href };
   return { stop: true, location: to.href };
 }
 

@@ -53,10 +53,15 @@ export interface CallOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
   readonly timeoutMs?: number;
+  /**
+   * `same-origin`: a GET follows no redirect to another origin (its 3xx is the answer), so its headers stay on this
+   * API's origin; set on an intent's status call, which carries the intent's key. Default `follow`, as `fetch`.
+   */
+  readonly redirect?: 'follow' | 'same-origin';
 }
 
 /** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
-export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs' | 'redirect'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -109,6 +114,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -121,6 +127,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -139,7 +146,7 @@ export function createClient(options: ClientOptions) {
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
       checkStatus: (statusInput: T.GetOrderInput, statusCall: CallOptions = {}) =>
-        getOrder(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key } }),
+        getOrder(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key }, redirect: 'same-origin' }),
     });
   }
 
@@ -153,6 +160,7 @@ export function createClient(options: ClientOptions) {
       jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -166,6 +174,7 @@ export function createClient(options: ClientOptions) {
       jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 

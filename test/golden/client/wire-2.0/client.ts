@@ -52,10 +52,15 @@ export interface CallOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
   readonly timeoutMs?: number;
+  /**
+   * `same-origin`: a GET follows no redirect to another origin (its 3xx is the answer), so its headers stay on this
+   * API's origin; set on an intent's status call, which carries the intent's key. Default `follow`, as `fetch`.
+   */
+  readonly redirect?: 'follow' | 'same-origin';
 }
 
 /** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
-export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs' | 'redirect'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -102,6 +107,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -114,6 +120,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -127,6 +134,7 @@ export function createClient(options: ClientOptions) {
       jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -139,6 +147,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -151,6 +160,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -163,6 +173,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 

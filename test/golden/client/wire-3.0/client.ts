@@ -53,10 +53,15 @@ export interface CallOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
   readonly timeoutMs?: number;
+  /**
+   * `same-origin`: a GET follows no redirect to another origin (its 3xx is the answer), so its headers stay on this
+   * API's origin; set on an intent's status call, which carries the intent's key. Default `follow`, as `fetch`.
+   */
+  readonly redirect?: 'follow' | 'same-origin';
 }
 
 /** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
-export interface IntentOptions extends Omit<CallOptions, 'timeoutMs'> {
+export interface IntentOptions extends Omit<CallOptions, 'timeoutMs' | 'redirect'> {
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
@@ -109,6 +114,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -121,6 +127,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -134,6 +141,7 @@ export function createClient(options: ClientOptions) {
       jsonAnswers: true,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -146,6 +154,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -158,6 +167,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -187,6 +197,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
@@ -199,6 +210,7 @@ export function createClient(options: ClientOptions) {
       runtime,
       timeoutMs: call.timeoutMs ?? options.timeoutMs,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
     });
   }
 
