@@ -1070,7 +1070,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       | { kind: 'done'; response: GuardResponse; committed: boolean; resultId?: string }
       | { kind: 'gave-up' }
       | { kind: 'commit-late' };
-    // Set by the wait below: bounds the transaction's end (the completion and COMMIT, or the rollback) once the handler returned.
+    // Set by the wait below: bounds the transaction's end (the completion and COMMIT, or the rollback) once the handler
+    // returned or threw.
     let handlerReturned = (): void => {};
     let entered = false;
     let gaveUp = false;
@@ -1090,6 +1091,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         response = await handler({ reservation, tx, idempotencyKey: prep.key });
       } catch (error) {
         handlerFailed = true;
+        // Its rollback is bounded as a commit is: a stalled database answers outcome-unknown, not a hang.
+        handlerReturned();
         throw error;
       }
       handlerReturned();

@@ -1169,6 +1169,30 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('one-transaction mode bounds the rollback after a thrown handler too: 503 outcome-unknown, not a hang', async () => {
+    const inner = new MemoryStore();
+    const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: (input: ReserveInput) => inner.reserve(input),
+      withReservation: async <T>(input: ReserveInput, work: (r: ReserveResult, tx: string) => Promise<TransactionStep<T>>): Promise<T> => {
+        try {
+          return (await work(await inner.reserve(input), 'tx')).value;
+        } catch (error) {
+          await new Promise((resolve) => setTimeout(resolve, 400)); // the database stalls on ROLLBACK
+          throw error;
+        }
+      },
+    });
+    const guard = createGuard<string>(demoContract(), { store, storeTimeoutMs: 50 });
+    const started = Date.now();
+    const response = await guard.handle(demoRequest(KEY), async () => { throw new Error('handler failed'); }, { transaction: true });
+    assert.ok(Date.now() - started < 300, 'answered before the rollback ended');
+    assert.equal(response.status, 503);
+    assert.equal(problemType(response), `${PROBLEM_BASE}idempotency-outcome-unknown`);
+    // A rollback in time lets the handler's error through, as before.
+    const quick = createGuard<string>(demoContract(), { store: Object.assign(Object.create(inner) as IdempotencyStore, { withReservation: memoryTransaction(inner) }) as TransactionalStore<string>, storeTimeoutMs: 50 });
+    await assert.rejects(quick.handle(demoRequest('another-key'), async () => { throw new Error('handler failed'); }, { transaction: true }), /handler failed/);
+  });
+
   it('never fails open in one-transaction mode: a reservation that failed while it may have waited for a duplicate answers 503', async () => {
     const inner = new MemoryStore();
     const store: TransactionalStore<string> = Object.assign(Object.create(inner) as IdempotencyStore, {
