@@ -7,7 +7,7 @@
  */
 
 /** The name `headers` holds `name` under, in whatever letter case, or `undefined`. */
-export function headerName(headers: Readonly<Record<string, string>>, name: string): string | undefined {
+export function headerName(headers: Readonly<Record<string, unknown>>, name: string): string | undefined {
   const lower = name.toLowerCase();
   return Object.keys(headers).find((given) => given.toLowerCase() === lower);
 }

@@ -8,6 +8,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { textKeyProblem } from '../key.js';
+import { headerName } from './headers.js';
 import type { RequestParts } from './request.js';
 
 type ContractKey = CompiledContract['key'];
@@ -34,8 +35,7 @@ export function keyGiven(key: ContractKey, parts: RequestParts): string | undefi
  */
 function headerKey(key: ContractKey, parts: RequestParts): string | undefined {
   const headers = parts.headers ?? {};
-  const lower = key.name.toLowerCase();
-  const name = Object.keys(headers).find((given) => given.toLowerCase() === lower);
+  const name = headerName(headers, key.name);
   const value = name === undefined ? undefined : headers[name];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'string' || value.trim() === '') throw new TypeError(`the ${key.name} header holds the idempotency key: it must be a non-empty string`);
@@ -89,6 +89,11 @@ function pointerTokens(pointer: string): string[] {
     .map((token) => token.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
+/** The body (`from` 0) or the field at the first `from` tokens, as a message names it. */
+function bodyPlace(tokens: readonly string[], from: number): string {
+  return from === 0 ? 'the body' : `the body field /${tokens.slice(0, from).map(escapeToken).join('/')}`;
+}
+
 function escapeToken(token: string): string {
   return token.replace(/~/g, '~0').replace(/\//g, '~1');
 }
@@ -118,16 +123,14 @@ function fieldAt(body: unknown, tokens: readonly string[]): unknown {
  */
 function setField(body: unknown, tokens: readonly string[], from: number, value: string, key: ContractKey): Record<string, unknown> {
   if (body === null) {
-    const at = from === 0 ? 'the body is null' : `the body field /${tokens.slice(0, from).map(escapeToken).join('/')} is null`;
-    throw new TypeError(`${at}, so it cannot carry the idempotency key at ${key.name}: send an object there, or leave it out`);
+    throw new TypeError(`${bodyPlace(tokens, from)} is null, so it cannot carry the idempotency key at ${key.name}: send an object there, or leave it out`);
   }
   if (body !== undefined && !isFields(body)) {
     throw new TypeError(`the body must be an object of fields to carry the idempotency key at ${key.name}`);
   }
   if (body !== undefined && typeof (body as { toJSON?: unknown }).toJSON === 'function') {
     // JSON.stringify sends what toJSON returns: a key written beside it would never be sent.
-    const at = from === 0 ? 'the body' : `the body field /${tokens.slice(0, from).map(escapeToken).join('/')}`;
-    throw new TypeError(`${at} has its own toJSON, which decides what is sent, so the idempotency key at ${key.name} would not be: send its fields as a plain object`);
+    throw new TypeError(`${bodyPlace(tokens, from)} has its own toJSON, which decides what is sent, so the idempotency key at ${key.name} would not be: send its fields as a plain object`);
   }
   const copy: Record<string, unknown> = {};
   if (body !== undefined) {
