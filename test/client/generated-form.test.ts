@@ -136,6 +136,12 @@ describe('generated client: form bodies and deepObject queries end to end (Strip
     const list = { expand: ['data.default_source', 'data.sources'], created: { gte: 1700000000 }, limit: 3 };
     assert.equal((await api['postCheckoutSessions']!({ headers: { 'Idempotency-Key': 'k1' }, body: session })).kind, 'completed');
     assert.equal(ours[0]!.key, 'k1', 'the caller\'s own key is the intent\'s, not replaced by a fresh one');
+    // A call's header wins over the client's in any letter case, as it does in the same one.
+    const layered: Sent[] = [];
+    const withDefault = module.createClient({ runtime: { fetch: recordingFetch(layered) }, headers: { 'idempotency-key': 'client-43' } } as Parameters<FormClient['createClient']>[0]);
+    await withDefault['postCheckoutSessions']!({ headers: { 'Idempotency-Key': 'call-44' }, body: session });
+    await withDefault['postCheckoutSessions']!({ body: session });
+    assert.deepEqual(layered.map((sent) => sent.key), ['call-44', 'client-43']);
     assert.equal((await api['getCustomers']!({ query: list })).status, 200);
 
     const theirs: Sent[] = [];

@@ -13,15 +13,15 @@ export function headerName(headers: Readonly<Record<string, unknown>>, name: str
 }
 
 /** Sets `name` to `value` in `headers`, replacing a copy of it in any letter case. */
-export function setHeader(headers: Record<string, string>, name: string, value: string): void {
+export function setHeader<V>(headers: Record<string, V>, name: string, value: V): void {
   const given = headerName(headers, name);
   if (given !== undefined) delete headers[given];
   headers[name] = value;
 }
 
 /** The headers of every layer in one record; a later layer's header replaces an earlier one of any letter case. */
-export function mergeHeaders(...layers: readonly (Readonly<Record<string, string>> | undefined)[]): Record<string, string> {
-  const merged: Record<string, string> = {};
+export function mergeHeaders<V = string>(...layers: readonly (Readonly<Record<string, V>> | undefined)[]): Record<string, V> {
+  const merged: Record<string, V> = {};
   for (const layer of layers) {
     for (const [name, value] of Object.entries(layer ?? {})) setHeader(merged, name, value);
   }

@@ -5,6 +5,8 @@ import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
 import { Intent } from './runtime/client/intent.js';
 import { keyGiven, withIntentKey } from './runtime/client/key-place.js';
+import { mergeHeaders } from './runtime/client/headers.js';
+import type { ParamInput } from './runtime/client/params.js';
 import { buildRequest, type RequestParts } from './runtime/client/request.js';
 import { clientBase } from './runtime/client/server.js';
 
@@ -84,7 +86,8 @@ export type UploadResult = IntentResult<T.UploadOk, T.UploadError, UploadStatusC
 
 function parts(input: object, ...headers: (Readonly<Record<string, string>> | undefined)[]): RequestParts {
   const given = input as RequestParts;
-  return { ...given, headers: Object.assign({}, ...headers, given.headers) as Record<string, string> };
+  // One header per name in any letter case, a later layer's winning: the call's over the client's, the input's over both.
+  return { ...given, headers: mergeHeaders<ParamInput | null | undefined>(...headers, given.headers) };
 }
 
 /**
