@@ -155,6 +155,17 @@ describe('client sendIntent', () => {
     assert.equal(other.result.kind, 'completed');
   });
 
+  it('a 408 from a proxy that gave up waiting is retried with the same key; the handler\'s own 408 is its recorded answer', async () => {
+    const proxy = await send([json(408, { title: 'Request Timeout' }), json(201, created, { 'Idempotent-Replayed': 'false' })]);
+    assert.ok(proxy.result.kind === 'completed');
+    assert.deepEqual(keysOf(proxy.rt), ['demo-key-retry-2020-06-a7f1', 'demo-key-retry-2020-06-a7f1']);
+    const own = await send([json(408, { title: 'slow upstream' }, { 'Idempotent-Replayed': 'false' })]);
+    assert.ok(own.result.kind === 'rejected' && own.result.reason === 'client-error');
+    assert.equal(own.rt.seen.length, 1);
+    const unsafe = await send([json(408, { title: 'Request Timeout' })], externalNoKey);
+    assert.ok(unsafe.result.kind === 'unknown' && unsafe.result.reason === 'unsafe-to-retry', 'as a 5xx: the request may have run');
+  });
+
   it('names the reject reason from the problem type', async () => {
     const a = await send([json(422, problem('idempotency-key-reused'))]);
     assert.ok(a.result.kind === 'rejected' && a.result.reason === 'mismatch');

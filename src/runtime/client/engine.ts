@@ -298,7 +298,8 @@ function classify(contract: CompiledContract, status: number, body: unknown, rep
   if (status === r.mismatch) return { act: 'reject', reason: 'mismatch' };
   if (status === r.inProgress) return { act: 'wait' };
   if (status === r.abandoned) return { act: 'unknown', reason: 'abandoned' };
-  if (status >= 500 || status === 429 || contract.transient.includes(status)) return { act: 'retry-if-safe' };
+  // 408: a server or proxy gave up waiting for the request, not the handler's answer (that says `Idempotent-Replayed`).
+  if (status >= 500 || status === 429 || status === 408 || contract.transient.includes(status)) return { act: 'retry-if-safe' };
   return { act: 'reject', reason: 'client-error' };
 }
 
