@@ -147,6 +147,7 @@ export type GuardDecisionName =
   | 'released'
   | 'kept'
   | 'fenced'
+  | 'record-lost'
   | 'rolled-back'
   | 'record-failed';
 
@@ -1015,10 +1016,21 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const input = toStored(sent);
     try {
       const done = await bounded(store.complete(keyId, reservation.token!, input));
-      if (logging) log(
-        { decision: done ? 'completed' : 'fenced', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) },
-        reservation.requestId,
-      );
+      if (logging) {
+        // Refused: another request took the record over (fenced), or the record is gone — a store that lost its data
+        // (Redis restarted without persistence) or someone deleted it; then a retry would run the effect again.
+        const lost = !done && (await bounded(store.get(keyId)).catch(() => null)) === undefined;
+        log(
+          {
+            decision: done ? 'completed' : lost ? 'record-lost' : 'fenced',
+            keyId,
+            state: lost ? 'absent' : 'in_progress',
+            status: sent.status,
+            ...(input.resultId !== undefined ? { resultId: input.resultId } : {}),
+          },
+          reservation.requestId,
+        );
+      }
     } catch {
       if (logging) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
     }

@@ -428,6 +428,20 @@ describe('runtime/guard: states', () => {
     assert.ok(s.events.some((e) => e.decision === 'fenced'));
   });
 
+  it('a completion refused because the record is gone (a store that lost its data) is logged as record-lost, not fenced', async () => {
+    const s = setup();
+    const begun = await s.guard.begin(demoRequest(KEY));
+    assert.equal(begun.kind, 'proceed');
+    if (begun.kind !== 'proceed') return;
+    // Redis restarted without persistence: every record is gone while the handler runs.
+    await s.store.release(begun.reservation.recordId!, begun.reservation.token!);
+    await s.guard.complete(begun.reservation, jsonResponse(201, { id: 'r1' }));
+    const last = s.events.at(-1)!;
+    assert.equal(last.decision, 'record-lost');
+    assert.equal(last.state, 'absent');
+    assert.equal(last.keyId, begun.reservation.recordId);
+  });
+
   it('reconcile "unknown" (or a throwing hook) keeps the record', async () => {
     for (const reconcile of [() => ({ outcome: 'unknown' as const }), () => { throw new Error('provider down'); }]) {
       const s = setup({ reconcile });
