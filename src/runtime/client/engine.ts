@@ -246,18 +246,6 @@ function problemType(body: unknown): string {
   return '';
 }
 
-/** The names of the guard's problems, as its `Idempotency-Problem` header and problem `type` URIs end. */
-const GUARD_PROBLEMS = [
-  'idempotency-key-reused',
-  'idempotency-key-missing',
-  'idempotency-key-invalid',
-  'idempotency-request-abandoned',
-  'idempotency-request-expired',
-  'idempotency-request-in-progress',
-  'idempotency-store-unavailable',
-  'idempotency-outcome-unknown',
-] as const;
-
 type Verdict =
   | { readonly act: 'complete' }
   | { readonly act: 'reject'; readonly reason: RejectedResult<unknown>['reason'] }
@@ -267,24 +255,11 @@ type Verdict =
   | { readonly act: 'unknown'; readonly reason: UnknownReason };
 
 /**
- * Classifies one answer by the contract's state statuses and the guard's problem: named in its header, else
- * by the problem `type` URI of the body.
+ * What one of the guard's problems stands for, named as its `Idempotency-Problem` header or problem `type` URI ends;
+ * `undefined` for any other name. The guard's problem types are stable; they tell apart states that share a status
+ * (e.g. 409, 400).
  */
-function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean, handled: boolean, problem: string | null): Verdict {
-  // A 2xx is the operation's answer, unless the guard names one of its problems on it: a state the contract answers
-  // with a 2xx (lint's state-status-invalid), e.g. in progress as 202, is still that state.
-  const named = !replayed && !handled && problem !== null && GUARD_PROBLEMS.some((name) => problem.trim().endsWith(name));
-  if (status >= 200 && status < 300 && !named) return { act: 'complete' };
-  // A replay is the stored answer of the first execution (e.g. a business 409): terminal, whatever its status.
-  if (replayed) return { act: 'reject', reason: 'client-error' };
-  // `Idempotent-Replayed: false` marks the handler's own first answer (the guard's problems never carry it):
-  // a business 4xx is just as terminal; its 5xx and transient statuses fall through to the retry rules.
-  if (handled && status < 500 && status !== 429 && !contract.transient.includes(status)) return { act: 'reject', reason: 'client-error' };
-  // The handler's own answer (`Idempotent-Replayed: false`) is not the guard's: a problem name in it came from
-  // elsewhere (an upstream service behind a gateway) and must not make an unsafe repeat look safe.
-  const type = handled ? '' : problem !== null && problem !== '' ? problem.trim() : problemType(body);
-  const r = contract.responses;
-  // The guard's problem types are stable; they disambiguate states that share a status (e.g. 409, 400).
+function problemVerdict(type: string): Verdict | undefined {
   if (type.endsWith('idempotency-key-reused')) return { act: 'reject', reason: 'mismatch' };
   if (type.endsWith('idempotency-key-missing')) return { act: 'reject', reason: 'missing-key' };
   if (type.endsWith('idempotency-key-invalid')) return { act: 'reject', reason: 'invalid-key' };
@@ -295,6 +270,27 @@ function classify(contract: CompiledContract, status: number, body: unknown, rep
   if (type.endsWith('idempotency-store-unavailable')) return { act: 'retry' };
   // The handler ran and its outcome is unknown: a repeat is only for effects a repeat cannot duplicate.
   if (type.endsWith('idempotency-outcome-unknown')) return { act: 'retry-if-safe' };
+  return undefined;
+}
+
+/**
+ * Classifies one answer by the contract's state statuses and the guard's problem: named in its header, else
+ * by the problem `type` URI of the body.
+ */
+function classify(contract: CompiledContract, status: number, body: unknown, replayed: boolean, handled: boolean, problem: string | null): Verdict {
+  // A 2xx is the operation's answer, unless the guard names one of its problems on it: a state the contract answers
+  // with a 2xx (lint's state-status-invalid), e.g. in progress as 202, is still that state.
+  if (status >= 200 && status < 300) return (!replayed && !handled && problem !== null ? problemVerdict(problem.trim()) : undefined) ?? { act: 'complete' };
+  // A replay is the stored answer of the first execution (e.g. a business 409): terminal, whatever its status.
+  if (replayed) return { act: 'reject', reason: 'client-error' };
+  // `Idempotent-Replayed: false` marks the handler's own first answer (the guard's problems never carry it):
+  // a business 4xx is just as terminal; its 5xx and transient statuses fall through to the retry rules.
+  if (handled && status < 500 && status !== 429 && !contract.transient.includes(status)) return { act: 'reject', reason: 'client-error' };
+  // The handler's own answer (`Idempotent-Replayed: false`) is not the guard's: a problem name in it came from
+  // elsewhere (an upstream service behind a gateway) and must not make an unsafe repeat look safe.
+  const named = handled ? undefined : problemVerdict(problem !== null && problem !== '' ? problem.trim() : problemType(body));
+  if (named !== undefined) return named;
+  const r = contract.responses;
   if (status === r.mismatch) return { act: 'reject', reason: 'mismatch' };
   if (status === r.inProgress) return { act: 'wait' };
   if (status === r.abandoned) return { act: 'unknown', reason: 'abandoned' };
