@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
 import { formFields } from '../../src/runtime/adapters/common.js';
-import { AppProcess, compileGuardedApps, headerOf, LossyProxy } from './sdk-harness.js';
+import { AppProcess, compileGuardedApps, headerOf, LossyProxy, waitUntil } from './sdk-harness.js';
 
 const PROBLEM = 'https://idemkit.dev/problems/';
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
@@ -26,14 +26,6 @@ interface AppEffect {
 
 async function effectsWith(app: AppProcess, email: string): Promise<AppEffect[]> {
   return (await app.getJson<AppEffect[]>('/test/effects')).filter((effect) => effect.body['email'] === email);
-}
-
-async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 let counter = 0;

@@ -28,7 +28,19 @@ export interface Exchange {
   status?: number;
   retryAfter?: string;
   answeredAt?: number;
+  /** The proxy destroyed the connection when the answer came (the answer after commit was lost). */
   dropped?: boolean;
+  /** The proxy closed the client's connection right after forwarding the request, before any answer. */
+  cut?: boolean;
+}
+
+/** Polls `check` every 20 ms until it holds; throws naming `what` after `ms`. */
+export async function waitUntil(check: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /** A request header of an exchange, by case-insensitive name. */
@@ -38,11 +50,13 @@ export function headerOf(exchange: Exchange, name: string): string | undefined {
 
 /**
  * A loopback TCP proxy that records each HTTP/1.1 request head and answer status, and destroys both sockets
- * instead of forwarding an answer while `dropAnswers > 0`.
+ * instead of forwarding an answer while `dropAnswers > 0`, or closes the client's connection right after
+ * forwarding a request while `cutRequests > 0` (the app keeps running it; its answer is recorded, not sent).
  */
 export class LossyProxy {
   readonly exchanges: Exchange[] = [];
   dropAnswers = 0;
+  cutRequests = 0;
   readonly #sockets = new Set<net.Socket>();
   readonly #server: net.Server;
   port = 0;
@@ -90,6 +104,11 @@ export class LossyProxy {
         pending.push(exchange);
       });
       upstream.write(chunk);
+      if (heads.length > 0 && this.cutRequests > 0) {
+        this.cutRequests -= 1;
+        pending.at(-1)!.cut = true;
+        client.destroy();
+      }
     });
     upstream.on('data', (chunk: Buffer) => {
       const head = /^HTTP\/1\.1 (\d{3})[^\r]*\r\n([\s\S]*?)\r\n\r\n/.exec(chunk.toString('latin1'));
@@ -108,7 +127,7 @@ export class LossyProxy {
           }
         }
       }
-      client.write(chunk);
+      if (!client.destroyed) client.write(chunk);
     });
     client.on('end', () => upstream.end());
     upstream.on('end', () => client.end());
