@@ -126,8 +126,12 @@ export const CLIENT_LOCALS: readonly string[] = [
   'input', 'call', 'contract', 'sent', 'statusInput', 'statusCall',
 ];
 
-/** Globals `schema.ts` uses (`Record`, and the types of binary bodies): a schema of such a name would shadow it there. */
-const SCHEMA_GLOBALS = ['Record', 'Blob', 'ArrayBuffer', 'ArrayBufferView'];
+/**
+ * Globals `schema.ts` uses (`Record`, the types of binary bodies, `PropertyKey` in the key-optional helper): a schema
+ * of such a name would shadow it there. test/generate/client/locals.test.ts reads every global type a generated
+ * `schema.ts` refers to back and fails when one is missing here.
+ */
+export const SCHEMA_GLOBALS: readonly string[] = ['Record', 'Blob', 'ArrayBuffer', 'ArrayBufferView', 'PropertyKey'];
 
 /** Runtime files (under `src/runtime/`) every client needs. */
 export function clientRuntimeFiles(): string[] {

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import ts from 'typescript';
-import { buildClientModel, CLIENT_EXPORTS, CLIENT_LOCALS, generateClient } from '../../../src/generate/client/index.js';
+import { buildClientModel, CLIENT_EXPORTS, CLIENT_LOCALS, generateClient, SCHEMA_GLOBALS } from '../../../src/generate/client/index.js';
 import { writeOutput } from '../../../src/generate/output.js';
 import { loadDocument } from '../../../src/parser/index.js';
 import { contractYaml } from '../../client/contracts.js';
@@ -44,6 +44,65 @@ ${ops.join('\n')}
 ${contracted('createOrder', 'contract')}
 ${contracted('createOther', 'statusInput')}
 `;
+}
+
+/** The globals `schema.ts` uses, whatever the list holds (the client did not compile for Service Catalog's `PropertyKey`). */
+const GLOBAL_NAMES = [...new Set([...SCHEMA_GLOBALS, 'PropertyKey', 'Record', 'Blob'])];
+
+/**
+ * A document whose schemas are named like every global `schema.ts` uses (AWS Service Catalog has a `PropertyKey`),
+ * with a body key (the key-optional helper) and a binary body (`Blob`, `ArrayBuffer`, `ArrayBufferView`).
+ */
+function globalNamedSchemasSpec(): string {
+  const schemas = GLOBAL_NAMES.map((name) => `    ${name}: { type: string, enum: [A, B] }`).join('\n');
+  const fields = GLOBAL_NAMES.map((name) => `        ${name.toLowerCase()}: { $ref: '#/components/schemas/${name}' }`).join('\n');
+  return `openapi: 3.0.3
+info: { title: schemas named like globals, version: '1' }
+servers: [{ url: 'https://api.example.com' }]
+paths:
+  /things:
+    post:
+      operationId: createThing
+      requestBody: { required: true, content: { application/json: { schema: { $ref: '#/components/schemas/CreateThing' } } } }
+      responses: { '201': { description: created, content: { application/json: { schema: { $ref: '#/components/schemas/CreateThing' } } } } }
+      x-idempotency:
+        key: { body: /token, required: true, maxLength: 64 }
+        scope: [global]
+        fingerprint: { include: all }
+        ttl: P1D
+        lease: PT30S
+  /uploads:
+    post:
+      operationId: upload
+      requestBody: { required: true, content: { application/octet-stream: { schema: { type: string, format: binary } } } }
+      responses: { '204': { description: stored } }
+components:
+  schemas:
+${schemas}
+    CreateThing:
+      type: object
+      required: [token]
+      properties:
+        token: { type: string, maxLength: 64 }
+${fields}
+`;
+}
+
+/** Names of the types a module refers to without declaring them (type parameters and its own types left out): the globals it uses. */
+function undeclaredTypeReferences(file: string): Set<string> {
+  const source = ts.createSourceFile(file, ts.sys.readFile(file)!, ts.ScriptTarget.ES2022, true);
+  const declared = new Set<string>();
+  const referenced = new Set<string>();
+  const visit = (node: ts.Node): void => {
+    if ((ts.isTypeAliasDeclaration(node) || ts.isInterfaceDeclaration(node) || ts.isTypeParameterDeclaration(node)) && node.name !== undefined) declared.add(node.name.text);
+    else if (ts.isInferTypeNode(node)) declared.add(node.typeParameter.name.text);
+    else if (ts.isMappedTypeNode(node)) declared.add(node.typeParameter.name.text);
+    else if (ts.isImportSpecifier(node)) declared.add(node.name.text);
+    if (ts.isTypeReferenceNode(node) && ts.isIdentifier(node.typeName)) referenced.add(node.typeName.text);
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return new Set([...referenced].filter((name) => !declared.has(name)));
 }
 
 /** Every name a module declares or imports, in any scope (imports, functions, variables, parameters, types). */
@@ -101,5 +160,34 @@ describe('generate client: operation names never collide with the client\'s own 
     assert.deepEqual(diagnostics, []);
     const methods = buildClientModel(doc).model.operations.map((op) => op.name);
     for (const name of ['contract2', 'sent2', 'statusInput2', 'intent2']) assert.ok(methods.includes(name), `${name} in ${methods.join(', ')}`);
+  });
+
+  it('SCHEMA_GLOBALS holds every global type a generated schema.ts refers to', async () => {
+    const spec = path.join(dir, 'globals.yaml');
+    writeFileSync(spec, globalNamedSchemasSpec());
+    const cases = [spec, ...['kitchen-sink-3.0', 'swagger-2.0', 'e2e', 'wire-2.0', 'wire-3.0'].map((name) => path.join(REPO_ROOT, 'test', 'fixtures', 'client', `${name}.yaml`))];
+    const seen = new Set<string>();
+    for (const [i, file] of cases.entries()) {
+      const out = path.join(dir, `globals-${i}`);
+      await writeOutput(out, generateClient(await loadDocument(file), { source: 'spec.yaml' }));
+      for (const name of undeclaredTypeReferences(path.join(out, 'schema.ts'))) seen.add(name);
+    }
+    assert.ok(seen.has('PropertyKey') && seen.has('Blob'), `the cases reach the key-optional helper and a binary body: ${[...seen].join(', ')}`);
+    assert.deepEqual([...seen].filter((name) => !SCHEMA_GLOBALS.includes(name)), [], 'add these to SCHEMA_GLOBALS');
+  });
+
+  it('schemas named like those globals are renamed, and the client compiles (AWS Service Catalog\'s PropertyKey)', async () => {
+    const spec = path.join(dir, 'globals.yaml');
+    writeFileSync(spec, globalNamedSchemasSpec());
+    const out = path.join(dir, 'globals-compiled');
+    await writeOutput(out, generateClient(await loadDocument(spec), { source: 'globals.yaml' }));
+    const program = ts.createProgram(tsFiles(out), STRICT_COMPILER_OPTIONS);
+    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(out, d.file.fileName) : ''} TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
+    assert.deepEqual(diagnostics, []);
+    const schema = ts.sys.readFile(path.join(out, 'schema.ts'))!;
+    for (const name of GLOBAL_NAMES) {
+      assert.doesNotMatch(schema, new RegExp(`export type ${name}\\b`), `no schema type shadows ${name}`);
+      assert.match(schema, new RegExp(`renamed: the generated code uses the name \`${name}\` itself`));
+    }
   });
 });
