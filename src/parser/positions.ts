@@ -4,6 +4,7 @@
  * YAML positions come from the node ranges of the `yaml` Document the loader already built.
  */
 import type { Position } from './model.js';
+import { escapeRegExp } from './regexp.js';
 
 /** Offsets of a node: where its key starts (for an object member) and where its value starts. */
 export interface NodeOffsets {
@@ -45,17 +46,9 @@ export class LineTable {
   position(offset: number): Position {
     const text = this.text;
     if (!this.loneCr && offset > this.crFreeTo) this.checkLoneCr(offset);
+    if (!this.complete && this.lastStart <= offset) this.extendPast(offset);
     const loneCr = this.loneCr;
     const checkpoints = this.checkpoints;
-    while (!this.complete && this.lastStart <= offset) {
-      const next = loneCr ? nextBreakEnd(text, this.lastStart) : text.indexOf('\n', this.lastStart) + 1;
-      if (next === 0) {
-        this.complete = true;
-        break;
-      }
-      this.lastStart = next;
-      if (this.known++ % LINES_PER_CHECKPOINT === 0) checkpoints.push(this.lastStart);
-    }
     let low = 0;
     let high = checkpoints.length - 1;
     while (low < high) {
@@ -72,6 +65,30 @@ export class LineTable {
       start = next;
     }
     return { line, column: offset - start + 1 };
+  }
+
+  /**
+   * Counts lines on from the last one known until one starts after `offset` (or the text ends), keeping a
+   * checkpoint every {@link LINES_PER_CHECKPOINT} lines. The count runs in locals, written back once: this
+   * loop takes one native search per line of a big file, so a property write per line would be its cost.
+   */
+  private extendPast(offset: number): void {
+    const text = this.text;
+    const loneCr = this.loneCr;
+    const checkpoints = this.checkpoints;
+    let known = this.known;
+    let start = this.lastStart;
+    while (start <= offset) {
+      const next = loneCr ? nextBreakEnd(text, start) : text.indexOf('\n', start) + 1;
+      if (next === 0) {
+        this.complete = true;
+        break;
+      }
+      start = next;
+      if (known++ % LINES_PER_CHECKPOINT === 0) checkpoints.push(start);
+    }
+    this.known = known;
+    this.lastStart = start;
   }
 
   /**
@@ -295,17 +312,15 @@ export class JsonPositionIndex implements PositionIndex {
   /** Offsets of the values of every member named `key`, in text order. */
   private *memberValues(key: string): Generator<number> {
     const text = this.text;
-    const needle = JSON.stringify(key);
-    // A native substring search instead of a scan: in valid JSON the needle is a member name exactly when
-    // `{` or `,` precedes it and `:` follows it (quotes inside strings are escaped).
-    for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
-      let before = at - 1;
+    // A native search instead of a scan: in valid JSON the quoted key followed by `:` is a member name exactly
+    // when `{` or `,` precedes it (quotes inside strings are escaped). A regex, not indexOf: on text full of
+    // quotes it skips ahead on the whole name, three times faster on a 10 MB file.
+    const name = new RegExp(`${escapeRegExp(JSON.stringify(key))}[ \\t\\r\\n]*:`, 'g');
+    for (let found = name.exec(text); found !== null; found = name.exec(text)) {
+      let before = found.index - 1;
       while (before >= 0 && isJsonSpace(text.charCodeAt(before))) before -= 1;
       const opener = text.charCodeAt(before);
-      if (opener !== OPEN_BRACE && opener !== COMMA) continue;
-      const colon = this.skipWhitespace(at + needle.length);
-      if (text.charCodeAt(colon) !== COLON) continue;
-      yield this.skipWhitespace(colon + 1);
+      if (opener === OPEN_BRACE || opener === COMMA) yield this.skipWhitespace(name.lastIndex);
     }
   }
 

@@ -179,6 +179,35 @@ describe('parser positions', () => {
         for (const offset of order) assert.deepEqual(table.position(offset), lines[offset], `offset ${offset}`);
       }
     });
+
+    it('counts columns in UTF-16 units past accented and astral characters, lines after checkpoint boundaries included', () => {
+      // 200 lines (past several checkpoints), each with an accented letter and an emoji (two UTF-16 units).
+      const text = Array.from({ length: 200 }, (_, i) => `é${'x'.repeat(i % 5)}😀:`).join('\n');
+      const colons = [...text.matchAll(/:/g)].map((match) => match.index);
+      const table = new LineTable(text);
+      for (const line of [200, 1, 65, 64, 129, 2]) {
+        assert.deepEqual(table.position(colons[line - 1]!), { line, column: 1 + ((line - 1) % 5) + 2 + 1 }, `line ${line}`);
+      }
+    });
+  });
+
+  describe('JSON members named anywhere in the text', () => {
+    it('counts every member of that name and the names its value holds, whatever the blanks before the colon', () => {
+      const text = '{"a": {"x-idempotency" :\n {"k": 1, "m": {"n": 2}}}, "b": [{"x-idempotency":{"k":1}}], "x-idempotency"\t: 3}';
+      assert.deepEqual(new JsonPositionIndex(text).membersNamed('x-idempotency'), { count: 3, names: 4 });
+    });
+
+    it('does not count the name written as a string value, an array item, or inside another string', () => {
+      const text = '{"a": "x-idempotency", "b": ["x-idempotency", "x-idempotency"], "c": "say \\"x-idempotency\\": no", "x-idempotency": {}}';
+      assert.deepEqual(new JsonPositionIndex(text).membersNamed('x-idempotency'), { count: 1, names: 0 });
+    });
+
+    it('matches a name holding regex characters literally', () => {
+      const text = '{"a.b": {"k": 1}, "axb": {"k": 1}, "(a)": {"k": 1, "l": 2}}';
+      const index = new JsonPositionIndex(text);
+      assert.deepEqual(index.membersNamed('a.b'), { count: 1, names: 1 });
+      assert.deepEqual(index.membersNamed('(a)'), { count: 1, names: 2 });
+    });
   });
 
   describe('line table: a lone CR is a line break (YAML 1.2, editors)', () => {

@@ -1,6 +1,7 @@
 /** Helpers shared by the machine-readable and review formatters (sarif, github, junit, markdown). */
 import path from 'node:path';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
+import { escapeRegExp } from '../../parser/regexp.js';
 import type { BaselineEntry } from '../baseline.js';
 import { findOperationByName, namesOperation } from '../operation-name.js';
 import type { Finding, Rule, Severity } from '../rule.js';
@@ -71,8 +72,4 @@ export function messageNamesOperation(message: string, label: string): boolean {
   if (message.includes(label)) return true;
   const route = /^([A-Z]+ \S+)(?: \(.*\))?$/.exec(label)?.[1];
   return route !== undefined && new RegExp(`(^|[^\\w/{}.-])${escapeRegExp(route)}(?![\\w/{}.-])`).test(message);
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
