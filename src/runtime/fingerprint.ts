@@ -21,12 +21,20 @@ export function canonicalJson(value: unknown): string {
 
 const MAX_DEPTH = 1000;
 
+/** What `JSON.stringify` escapes in a string: `"`, `\\`, control characters and (lone) surrogates, code unit by code unit. */
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** `JSON.stringify(text)`. Most names and values need no escape: quoting them here skips the serialiser's setup. */
+function quote(text: string): string {
+  return ESCAPED.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
 // Builds the text by concatenation (V8 ropes, flattened once when hashed): no parts array, no closures.
 function write(value: unknown, depth: number): string {
   if (depth > MAX_DEPTH) throw new CanonicalJsonError('value nests deeper than 1000 levels');
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value);
+      return quote(value);
     case 'number':
       if (!Number.isFinite(value)) throw new CanonicalJsonError(`${value} has no JSON form`);
       // ECMAScript Number::toString is exactly JCS's number form; JSON.stringify applies it (and maps -0 to 0).
@@ -52,7 +60,7 @@ function write(value: unknown, depth: number): string {
         const name = names[i]!;
         const member = record[name];
         if (member === undefined) continue;
-        out += `${first ? '' : ','}${JSON.stringify(name)}:${write(member, depth + 1)}`;
+        out += `${first ? '' : ','}${quote(name)}:${write(member, depth + 1)}`;
         first = false;
       }
       return `${out}}`;
@@ -301,5 +309,5 @@ export function computeRecordId(scopeValues: readonly unknown[], operationId: st
 /** {@link computeRecordId} of one operation, for a guard to build once: the array's constant text is made here. */
 export function recordIdFor(operationId: string): (scopeValues: readonly unknown[], key: string) => string {
   const operation = `,${JSON.stringify(operationId)},`;
-  return (scopeValues, key) => sha256(`["idemkit-record/v1",${write(scopeValues, 1)}${operation}${JSON.stringify(key)}]`);
+  return (scopeValues, key) => sha256(`["idemkit-record/v1",${write(scopeValues, 1)}${operation}${quote(key)}]`);
 }

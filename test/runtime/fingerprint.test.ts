@@ -31,6 +31,16 @@ describe('runtime/fingerprint: canonicalJson (RFC 8785)', () => {
     assert.deepEqual(names, ['\r', '1', '\u0080', '\u00f6', '\u20ac', '\ud83d\ude00', '\ufb33']);
   });
 
+  it('escapes strings and member names exactly as JSON.stringify, for every UTF-16 code unit', () => {
+    for (let unit = 0; unit <= 0xffff; unit += 1) {
+      const text = `a${String.fromCharCode(unit)}b`;
+      assert.equal(canonicalJson(text), JSON.stringify(text), `U+${unit.toString(16)}`);
+      assert.equal(canonicalJson({ [text]: 1 }), `{${JSON.stringify(text)}:1}`, `name U+${unit.toString(16)}`);
+    }
+    // A surrogate pair is one character, written as is; a lone half is escaped.
+    for (const text of ['\ud83d\ude00', '\ud83d', 'x\ude00', '', 'plain']) assert.equal(canonicalJson(text), JSON.stringify(text));
+  });
+
   it('writes numbers in ECMAScript form', () => {
     const cases: Array<[number, string]> = [
       [0, '0'], [-0, '0'], [1, '1'], [-1.5, '-1.5'], [1e21, '1e+21'], [1e20, '100000000000000000000'],
