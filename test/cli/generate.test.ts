@@ -39,6 +39,31 @@ describe('cli generate', () => {
     assert.equal(io.err, '');
   });
 
+  it('says the local-effect note once for many contracts without an effect, listing their operations one per line', async () => {
+    const op = (name: string) => `  /v1/${name}:
+    post:
+      operationId: ${name}
+      parameters: [{ name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 64 } }]
+      requestBody: { required: true, content: { application/json: { schema: { type: object } } } }
+      responses: { '201': { description: created } }
+      x-idempotency: { key: { header: Idempotency-Key, required: true, maxLength: 64 }, scope: [global], fingerprint: { include: all }, ttl: P1D, lease: PT30S }
+`;
+    const spec = `openapi: 3.0.3\ninfo: { title: many, version: '1' }\npaths:\n${['createA', 'createB', 'createC'].map(op).join('')}`;
+    writeFileSync(path.join(tmp, 'many.yaml'), spec);
+    for (const target of ['server', 'client']) {
+      const io = bufferIo();
+      assert.equal(await main(['generate', target, path.join(tmp, 'many.yaml'), '--out', path.join(tmp, target)], io), 0, io.err);
+      const lines = io.err.split('\n');
+      const notes = lines.filter((line) => line.startsWith('note: '));
+      assert.equal(notes.length, 1, io.err);
+      assert.match(notes[0]!, /^note: 3 operations do not say whether their effect leaves the service \(effect.external\), so they are generated as local effects: /);
+      assert.match(notes[0]!, target === 'server' ? /a 503 from the handler releases its key/ : /the client repeats a 5xx or a lost answer with the same key/);
+      assert.match(notes[0]!, /write effect: \{owner: …, external: true, providerKey: forward\|derived\|none\} on its operation \(or once in the document's x-idempotency defaults\):$/);
+      const listed = lines.slice(lines.indexOf(notes[0]!) + 1, lines.indexOf(notes[0]!) + 4);
+      assert.deepEqual(listed, ['  POST /v1/createA (createA)', '  POST /v1/createB (createB)', '  POST /v1/createC (createC)']);
+    }
+  });
+
   it('warns, at file:line:column, of what lint reports about the document: a contracted path with a fragment matches no route', async () => {
     const spec = readFileSync(DEMO, 'utf8');
     const fragment = spec.replace('  /v1/demo-requests:\n', '  /v1/demo-requests#create:\n');

@@ -136,12 +136,13 @@ async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string
 }
 
 /**
- * A note for each contract that says nothing of its effect's reach (`effect.external`, here or in the document's
- * defaults): it is generated as a local one, which decides what a handler's 5xx does to the key and what the
- * client repeats.
+ * A note on the contracts that say nothing of their effect's reach (`effect.external`, here or in the document's
+ * defaults): they are generated as local ones, which decides what a handler's 5xx does to the key and what the
+ * client repeats. One note per consequence: alone, an operation gets a sentence of its own; several share one,
+ * with the fix said once and their labels listed one per line (a big document would otherwise repeat it for each).
  */
 function localEffectNotes(doc: ApiDocument, target: string, compile: (op: OperationView) => CompiledContract): string[] {
-  const notes: string[] = [];
+  const byConsequence = new Map<string, string[]>();
   for (const op of doc.operations) {
     if (op.contract?.enabled !== true || op.contract.effect?.external !== undefined) continue;
     const transient = compile(op).transient.filter((status) => status >= 500);
@@ -149,10 +150,17 @@ function localEffectNotes(doc: ApiDocument, target: string, compile: (op: Operat
       target === 'server'
         ? `${transient.length > 0 ? `a ${transient.join(' or ')} from the handler releases its key, so a retry runs the handler again, and ` : ''}another 5xx ends its lease at once, so a retry goes to reconciliation`
         : 'the client repeats a 5xx or a lost answer with the same key';
-    notes.push(
-      `${op.label} does not say whether its effect leaves the service (effect.external), so it is generated as a local effect: ${consequence}; ` +
-        'if the handler calls another service, write effect: {owner: …, external: true, providerKey: forward|derived|none}',
-    );
+    const labels = byConsequence.get(consequence);
+    if (labels === undefined) byConsequence.set(consequence, [op.label]);
+    else labels.push(op.label);
   }
-  return notes;
+  const fix = 'write effect: {owner: …, external: true, providerKey: forward|derived|none}';
+  return [...byConsequence].map(([consequence, labels]) =>
+    labels.length === 1
+      ? `${labels[0]!} does not say whether its effect leaves the service (effect.external), so it is generated as a local effect: ${consequence}; ` +
+        `if the handler calls another service, ${fix}`
+      : `${labels.length} operations do not say whether their effect leaves the service (effect.external), so they are generated as local effects: ` +
+        `${consequence}; where a handler calls another service, ${fix} on its operation (or once in the document's x-idempotency defaults):\n` +
+        labels.map((label) => `  ${label}`).join('\n'),
+  );
 }
