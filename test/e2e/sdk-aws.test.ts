@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { CreateScheduleCommand, SchedulerClient, SchedulerServiceException, type CreateScheduleCommandInput } from '@aws-sdk/client-scheduler';
-import { AppProcess, compileGuardedApps, headerOf, LossyProxy, type Exchange } from './sdk-harness.js';
+import { appBehindProxy, compileGuardedApps, headerOf, type Exchange } from './sdk-harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -57,28 +57,11 @@ const tokenOf = (exchange: Exchange): unknown => (JSON.parse(exchange.body) as {
 
 describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken in the JSON body, against the generated guard: Express, SQLite', function () {
   this.timeout(60_000);
-  const app = new AppProcess();
-  let proxy: LossyProxy;
+  const { app, proxy } = appBehindProxy(async (app) =>
+    app.start(await compileGuardedApps([{ spec: 'scheduler.yaml', framework: 'express', gen: 'gen-scheduler', app: 'app-scheduler.ts' }]), 'app-scheduler.js'),
+  );
   const effectsNamed = async (name: string): Promise<ScheduleEffect[]> =>
     (await app.getJson<ScheduleEffect[]>('/test/effects')).filter((effect) => effect.name === name);
-
-  before(async function () {
-    this.timeout(180_000);
-    const root = await compileGuardedApps([{ spec: 'scheduler.yaml', framework: 'express', gen: 'gen-scheduler', app: 'app-scheduler.ts' }]);
-    await app.start(root, 'app-scheduler.js');
-    proxy = new LossyProxy(app.port);
-    await proxy.start();
-  });
-
-  after(async () => {
-    await proxy?.stop();
-    await app.stop();
-  });
-
-  afterEach(function () {
-    if (proxy !== undefined) proxy.dropAnswers = 0;
-    if (this.currentTest?.state === 'failed' && app.stderr !== '') console.error(app.stderr);
-  });
 
   let lostName = '';
   let lostToken = '';
@@ -86,13 +69,13 @@ describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken 
 
   it('lost response after commit: the SDK retries the same signed body with its own ClientToken and resolves with the replay; the handler ran once', async () => {
     const replayed: (string | undefined)[] = [];
-    const scheduler = schedulerFor(proxy.port, 'AKIDALICE', replayed);
+    const scheduler = schedulerFor(proxy().port, 'AKIDALICE', replayed);
     const name = uniqueName('lost');
-    const from = proxy.exchanges.length;
-    proxy.dropAnswers = 1;
+    const from = proxy().exchanges.length;
+    proxy().dropAnswers = 1;
     const output = await scheduler.send(new CreateScheduleCommand(scheduleInput(name)));
 
-    const attempts = proxy.since(from);
+    const attempts = proxy().since(from);
     assert.equal(attempts.length, 2, 'one lost attempt and one retry');
     assert.equal(attempts[0]!.dropped, true);
     assert.equal(attempts[0]!.status, 200, 'the first attempt committed and answered 200 (then the answer was lost)');
@@ -130,7 +113,7 @@ describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken 
   it("the SDK's token is the record's key: the same input sent with it as ClientToken is a replay", async () => {
     assert.notEqual(lostToken, '', 'needs the lost-response test');
     const replayed: (string | undefined)[] = [];
-    const output = await schedulerFor(proxy.port, 'AKIDALICE', replayed).send(new CreateScheduleCommand({ ...scheduleInput(lostName), ClientToken: lostToken }));
+    const output = await schedulerFor(proxy().port, 'AKIDALICE', replayed).send(new CreateScheduleCommand({ ...scheduleInput(lostName), ClientToken: lostToken }));
     assert.deepEqual(replayed, ['true']);
     assert.equal(output.$metadata.requestId, lostRequestId);
     assert.equal((await effectsNamed(lostName)).length, 1, 'the handler did not run again');
@@ -139,9 +122,9 @@ describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken 
   it('a new command (the SDK makes a new ClientToken) is a new intent: the handler runs again', async () => {
     assert.notEqual(lostToken, '', 'needs the lost-response test');
     const replayed: (string | undefined)[] = [];
-    const from = proxy.exchanges.length;
-    const output = await schedulerFor(proxy.port, 'AKIDALICE', replayed).send(new CreateScheduleCommand(scheduleInput(lostName)));
-    const [attempt] = proxy.since(from);
+    const from = proxy().exchanges.length;
+    const output = await schedulerFor(proxy().port, 'AKIDALICE', replayed).send(new CreateScheduleCommand(scheduleInput(lostName)));
+    const [attempt] = proxy().since(from);
     assert.match(tokenOf(attempt!) as string, UUID);
     assert.notEqual(tokenOf(attempt!), lostToken, 'a new token');
     assert.deepEqual(replayed, ['false']);
@@ -152,9 +135,9 @@ describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken 
 
   it('a caller-given ClientToken reused with a different body is a 422 the SDK raises and does not retry', async () => {
     assert.notEqual(lostToken, '', 'needs the lost-response test');
-    const from = proxy.exchanges.length;
+    const from = proxy().exchanges.length;
     const before = (await effectsNamed(lostName)).length;
-    const error = await schedulerFor(proxy.port, 'AKIDALICE')
+    const error = await schedulerFor(proxy().port, 'AKIDALICE')
       .send(new CreateScheduleCommand({ ...scheduleInput(lostName, '{"job":"weekly-report"}'), ClientToken: lostToken }))
       .then(
         () => assert.fail('a reused ClientToken with another body must not succeed'),
@@ -165,7 +148,7 @@ describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken 
     assert.match(error.message, /already used for a different request/);
     assert.equal(error.$metadata.httpStatusCode, 422);
     assert.equal(error.$metadata.attempts, 1);
-    const attempts = proxy.since(from);
+    const attempts = proxy().since(from);
     assert.equal(attempts.length, 1, 'no retry of a 422');
     assert.equal(attempts[0]!.status, 422);
     assert.equal((await effectsNamed(lostName)).length, before, 'the handler did not run for the mismatch');
@@ -174,7 +157,7 @@ describe('a real AWS SDK (client-scheduler CreateSchedule) with its ClientToken 
   it('another access key (principal) with the same ClientToken is another record', async () => {
     assert.notEqual(lostToken, '', 'needs the lost-response test');
     const replayed: (string | undefined)[] = [];
-    await schedulerFor(proxy.port, 'AKIDBOB', replayed).send(new CreateScheduleCommand({ ...scheduleInput(lostName), ClientToken: lostToken }));
+    await schedulerFor(proxy().port, 'AKIDBOB', replayed).send(new CreateScheduleCommand({ ...scheduleInput(lostName), ClientToken: lostToken }));
     assert.deepEqual(replayed, ['false']);
     const effects = await effectsNamed(lostName);
     assert.deepEqual(effects.map((e) => e.principal).sort(), ['AKIDALICE', 'AKIDALICE', 'AKIDBOB']);

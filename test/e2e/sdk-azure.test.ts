@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { CallAutomationClient, type CallAutomationClientOptions, type CreateCallResult } from '@azure/communication-call-automation';
 import Database from 'better-sqlite3';
-import { AppProcess, compileGuardedApps, headerOf, LossyProxy, waitUntil, type Exchange } from './sdk-harness.js';
+import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess, type Exchange } from './sdk-harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -116,29 +116,9 @@ let build: Promise<string> | undefined;
 const buildApp = (): Promise<string> =>
   (build ??= compileGuardedApps([{ spec: 'call-automation.yaml', framework: 'express', gen: 'gen-call-automation', app: 'app-call-automation.ts' }]));
 
-/** An app and its proxy, started before and stopped after a suite. */
-function serve(env: Readonly<Record<string, string>>): { readonly app: AppProcess; proxy: () => LossyProxy } {
-  const app = new AppProcess();
-  let proxy: LossyProxy | undefined;
-  before(async function () {
-    this.timeout(180_000);
-    await app.start(await buildApp(), 'app-call-automation.js', { ACCESS_KEYS, ...env });
-    proxy = new LossyProxy(app.port);
-    await proxy.start();
-  });
-  after(async () => {
-    await proxy?.stop();
-    await app.stop();
-  });
-  afterEach(function () {
-    if (proxy !== undefined) {
-      proxy.dropAnswers = 0;
-      proxy.cutRequests = 0;
-    }
-    if (this.currentTest?.state === 'failed' && app.stderr !== '') console.error(app.stderr);
-  });
-  return { app, proxy: () => proxy! };
-}
+/** The app with its access keys (and `env`) behind the SDK proxy, for a suite. */
+const serve = (env: Readonly<Record<string, string>>): ReturnType<typeof appBehindProxy> =>
+  appBehindProxy(async (app) => app.start(await buildApp(), 'app-call-automation.js', { ACCESS_KEYS, ...env }));
 
 const effectsTo = async (app: AppProcess, target: string): Promise<CallEffect[]> =>
   (await app.getJson<CallEffect[]>('/test/effects')).filter((effect) => JSON.stringify(effect.body['targets']).includes(`"${target}"`));

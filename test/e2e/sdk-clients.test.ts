@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
 import { formFields } from '../../src/runtime/adapters/common.js';
-import { AppProcess, compileGuardedApps, headerOf, LossyProxy, waitUntil } from './sdk-harness.js';
+import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess } from './sdk-harness.js';
 
 const PROBLEM = 'https://idemkit.dev/problems/';
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
@@ -47,26 +47,7 @@ const SERVERS = [
 
 for (const target of SERVERS) describe(`real SDKs that retry with their own keys, against the generated guard: ${target.title}, SQLite`, function () {
   this.timeout(60_000);
-  let app: AppProcess;
-  let proxy: LossyProxy;
-
-  before(async function () {
-    this.timeout(180_000);
-    app = new AppProcess();
-    await app.start(await buildApps(), `${target.app}.js`, target.env);
-    proxy = new LossyProxy(app.port);
-    await proxy.start();
-  });
-
-  after(async () => {
-    await proxy?.stop();
-    await app?.stop();
-  });
-
-  afterEach(function () {
-    if (proxy !== undefined) proxy.dropAnswers = 0;
-    if (this.currentTest?.state === 'failed' && app.stderr !== '') console.error(app.stderr);
-  });
+  const { app, proxy } = appBehindProxy(async (app) => app.start(await buildApps(), `${target.app}.js`, target.env));
 
   /** The guard's log must hold hashed key ids only: never an SDK's raw key. */
   async function assertKeyNotLogged(key: string): Promise<void> {
@@ -78,7 +59,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
 
   describe('stripe-node (form-encoded bodies, stripe-node-retry-<uuid> keys)', () => {
     const stripeFor = (apiKey: string, maxNetworkRetries: number): Stripe =>
-      new Stripe(apiKey, { host: '127.0.0.1', port: proxy.port, protocol: 'http', maxNetworkRetries, telemetry: false });
+      new Stripe(apiKey, { host: '127.0.0.1', port: proxy().port, protocol: 'http', maxNetworkRetries, telemetry: false });
     const STRIPE_KEY = new RegExp(`^stripe-node-retry-${UUID}$`);
     let lostKey = '';
     let lostEmail = '';
@@ -86,11 +67,11 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     it('lost response after commit: the SDK retries with its own key and gets the replay; the handler ran once', async () => {
       const stripe = stripeFor('sk_test_alice', 2);
       const email = uniqueEmail('stripe-lost');
-      const from = proxy.exchanges.length;
-      proxy.dropAnswers = 1;
+      const from = proxy().exchanges.length;
+      proxy().dropAnswers = 1;
       const customer = await stripe.customers.create({ email, name: 'Ada Lovelace', metadata: { order_id: 'ord-1', note: 'first' } });
 
-      const attempts = proxy.since(from);
+      const attempts = proxy().since(from);
       assert.equal(attempts.length, 2, 'one lost attempt and one retry');
       assert.equal(attempts[0]!.dropped, true);
       assert.equal(attempts[0]!.status, 200, 'the first attempt committed and answered 200 (then the answer was lost)');
@@ -117,10 +98,10 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       const stripe = stripeFor('sk_test_alice', 4);
       const email = uniqueEmail('stripe-dup');
       const params = { email, name: 'Grace Hopper', metadata: { order_id: 'ord-2', test_hold_ms: '1200' } };
-      const from = proxy.exchanges.length;
+      const from = proxy().exchanges.length;
       const first = stripe.customers.create(params);
       await waitUntil(async () => (await effectsWith(app, email)).length === 1, 10_000, 'the first execution');
-      const key = headerOf(proxy.since(from)[0]!, 'idempotency-key')!;
+      const key = headerOf(proxy().since(from)[0]!, 'idempotency-key')!;
       assert.match(key, STRIPE_KEY);
       // The same intent sent again while the first is running (e.g. a second worker), with the SDK-made key.
       const second = await stripe.customers.create(params, { idempotencyKey: key });
@@ -129,7 +110,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.equal(second.id, original.id, 'the duplicate ends in the replay of the one result');
       assert.equal(original.lastResponse.headers['idempotent-replayed'], 'false');
       assert.equal(second.lastResponse.headers['idempotent-replayed'], 'true');
-      const duplicates = proxy.since(from).slice(1);
+      const duplicates = proxy().since(from).slice(1);
       assert.ok(duplicates.length >= 2, 'the duplicate was retried');
       assert.equal(duplicates[0]!.status, 409);
       assert.match(duplicates[0]!.retryAfter ?? '', /^[1-9][0-9]*$/, '409 carries Retry-After in seconds');
@@ -141,7 +122,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     it('a changed nested form field under the same key is answered 422 once and not retried by the SDK', async () => {
       assert.notEqual(lostKey, '', 'needs the lost-response test');
       const stripe = stripeFor('sk_test_alice', 3);
-      const from = proxy.exchanges.length;
+      const from = proxy().exchanges.length;
       let outcome: unknown;
       try {
         // Only the nested form field `metadata[order_id]` differs: the contract fingerprints /metadata/order_id.
@@ -149,7 +130,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       } catch (error) {
         outcome = error;
       }
-      const attempts = proxy.since(from);
+      const attempts = proxy().since(from);
       assert.equal(attempts.length, 1, 'no retry of a 422');
       assert.equal(attempts[0]!.status, 422);
       // The app renders the guard's answers in Stripe's error envelope (renderProblem): stripe-node raises a
@@ -174,7 +155,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
   });
 
   describe('orb-billing, a Stainless client (JSON bodies, stainless-node-retry-<uuid> keys, Retry-After honoured)', () => {
-    const orbFor = (apiKey: string, maxRetries: number): Orb => new Orb({ apiKey, baseURL: `http://127.0.0.1:${proxy.port}/orb`, maxRetries });
+    const orbFor = (apiKey: string, maxRetries: number): Orb => new Orb({ apiKey, baseURL: `http://127.0.0.1:${proxy().port}/orb`, maxRetries });
     const STAINLESS_KEY = new RegExp(`^stainless-node-retry-${UUID}$`);
     let lostKey = '';
     let lostEmail = '';
@@ -182,11 +163,11 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     it('lost response after commit: the SDK retries with its own key and gets the replay; the handler ran once', async () => {
       const orb = orbFor('orb_alice', 2);
       const email = uniqueEmail('orb-lost');
-      const from = proxy.exchanges.length;
-      proxy.dropAnswers = 1;
+      const from = proxy().exchanges.length;
+      proxy().dropAnswers = 1;
       const { data, response } = await orb.customers.create({ email, name: 'Ada Lovelace' }).withResponse();
 
-      const attempts = proxy.since(from);
+      const attempts = proxy().since(from);
       assert.equal(attempts.length, 2, 'one lost attempt and one retry');
       assert.equal(attempts[0]!.dropped, true);
       assert.equal(attempts[0]!.status, 201);
@@ -211,10 +192,10 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     it('a concurrent duplicate gets 409 + Retry-After; the SDK waits that long and its retry ends in the replay', async () => {
       const orb = orbFor('orb_alice', 3);
       const email = uniqueEmail('orb-dup');
-      const from = proxy.exchanges.length;
+      const from = proxy().exchanges.length;
       const first = orb.customers.create({ email, name: 'Grace Hopper', metadata: { test_hold_ms: '1200' } }).withResponse();
       await waitUntil(async () => (await effectsWith(app, email)).length === 1, 10_000, 'the first execution');
-      const key = headerOf(proxy.since(from)[0]!, 'idempotency-key')!;
+      const key = headerOf(proxy().since(from)[0]!, 'idempotency-key')!;
       assert.match(key, STAINLESS_KEY);
       // test_hold_ms is excluded from the fingerprint: the duplicate that does not hold is the same payload.
       const second = await orb.customers.create({ email, name: 'Grace Hopper', metadata: { test_hold_ms: '0' } }, { idempotencyKey: key }).withResponse();
@@ -223,7 +204,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.equal(second.data.id, original.data.id, 'the duplicate ends in the replay of the one result');
       assert.equal(original.response.headers.get('idempotent-replayed'), 'false');
       assert.equal(second.response.headers.get('idempotent-replayed'), 'true');
-      const duplicates = proxy.since(from).slice(1);
+      const duplicates = proxy().since(from).slice(1);
       assert.equal(duplicates[0]!.status, 409);
       const retryAfter = Number(duplicates[0]!.retryAfter);
       assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `409 carries Retry-After in seconds (got ${String(duplicates[0]!.retryAfter)})`);
@@ -237,7 +218,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     it('a changed payload under the same key is a 422 error the SDK does not retry', async () => {
       assert.notEqual(lostKey, '', 'needs the lost-response test');
       const orb = orbFor('orb_alice', 3);
-      const from = proxy.exchanges.length;
+      const from = proxy().exchanges.length;
       const error = await orb.customers.create({ email: lostEmail, name: 'Someone Else' }, { idempotencyKey: lostKey }).then(
         () => assert.fail('a mismatch must not succeed'),
         (e: unknown) => e,
@@ -245,7 +226,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.ok(error instanceof Orb.APIError, String(error));
       assert.equal(error.status, 422);
       assert.equal((error.error as { type?: string }).type, `${PROBLEM}idempotency-key-reused`);
-      const attempts = proxy.since(from);
+      const attempts = proxy().since(from);
       assert.equal(attempts.length, 1, 'no retry of a 422');
       assert.equal((await effectsWith(app, lostEmail)).length, 1, 'the handler did not run for the mismatch');
     });
@@ -255,17 +236,17 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       // Another connection holds the database's write lock: every reservation fails (SQLITE_BUSY) until released.
       const holder = new Database(app.databaseFile);
       holder.exec('BEGIN EXCLUSIVE');
-      const from = proxy.exchanges.length;
+      const from = proxy().exchanges.length;
       let released = false;
       try {
         const pending = orbFor('orb_alice', 4).customers.create({ email, name: 'Outage' }).withResponse();
-        await waitUntil(async () => proxy.since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
+        await waitUntil(async () => proxy().since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
         assert.equal((await effectsWith(app, email)).length, 0, 'the handler never ran without a reservation');
         holder.exec('ROLLBACK');
         released = true;
         const { data, response } = await pending;
         assert.equal(response.status, 201);
-        const attempts = proxy.since(from);
+        const attempts = proxy().since(from);
         const outage = attempts.find((e) => e.status === 503)!;
         assert.match(outage.retryAfter ?? '', /^[1-9][0-9]*$/, '503 carries Retry-After');
         assert.ok(new Set(attempts.map((e) => headerOf(e, 'idempotency-key'))).size === 1, 'every attempt carries the one SDK-made key');
@@ -280,7 +261,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
 
     it('a key longer than the contract allows is a 400 the SDK does not retry', async () => {
       const orb = orbFor('orb_alice', 3);
-      const from = proxy.exchanges.length;
+      const from = proxy().exchanges.length;
       const error = await orb.customers.create({ email: uniqueEmail('orb-long'), name: 'X' }, { idempotencyKey: `stainless-node-retry-${'a'.repeat(60)}` }).then(
         () => assert.fail('an over-long key must be refused'),
         (e: unknown) => e,
@@ -288,7 +269,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.ok(error instanceof Orb.APIError);
       assert.equal(error.status, 400);
       assert.equal((error.error as { type?: string }).type, `${PROBLEM}idempotency-key-invalid`);
-      assert.equal(proxy.since(from).length, 1);
+      assert.equal(proxy().since(from).length, 1);
     });
   });
 });

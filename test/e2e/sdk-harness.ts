@@ -16,6 +16,9 @@ import { listeningPort } from './harness.js';
 /** Where the SDK fixtures (OpenAPI documents and apps) live. */
 export const SDK_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
 
+/** Modules of {@link SDK_FIXTURES} the fixture apps share, copied next to them. */
+const SHARED_FIXTURE_MODULES = ['express-test-endpoints.ts'];
+
 /** One request the proxy forwarded, and the answer it saw (unless it dropped it). */
 export interface Exchange {
   readonly method: string;
@@ -164,6 +167,7 @@ export async function compileGuardedApps(apps: readonly GuardedApp[]): Promise<s
     if (code !== 0) throw new Error(`generate server ${app.spec} --framework ${app.framework} exited ${code}: ${io.err}`);
     copyFileSync(path.join(SDK_FIXTURES, app.app), path.join(root, 'src', app.app));
   }
+  for (const shared of SHARED_FIXTURE_MODULES) copyFileSync(path.join(SDK_FIXTURES, shared), path.join(root, 'src', shared));
   const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
   if (diagnostics !== '') throw new Error(`the generated guards and the apps do not compile under tsc --strict:\n${diagnostics}`);
   return root;
@@ -212,4 +216,32 @@ export class AppProcess {
     const response = await fetch(`http://127.0.0.1:${this.port}${urlPath}`);
     return (await response.json()) as T;
   }
+}
+
+/**
+ * An app started before a suite's tests (`start` starts it) with a {@link LossyProxy} in front, both stopped after
+ * them. After each test the proxy forwards everything again, and a failed test prints the app's stderr. Call it in
+ * a `describe`; `proxy()` is there once the suite has started.
+ */
+export function appBehindProxy(start: (app: AppProcess) => Promise<void>): { readonly app: AppProcess; readonly proxy: () => LossyProxy } {
+  const app = new AppProcess();
+  let proxy: LossyProxy | undefined;
+  before(async function () {
+    this.timeout(180_000);
+    await start(app);
+    proxy = new LossyProxy(app.port);
+    await proxy.start();
+  });
+  after(async () => {
+    await proxy?.stop();
+    await app.stop();
+  });
+  afterEach(function () {
+    if (proxy !== undefined) {
+      proxy.dropAnswers = 0;
+      proxy.cutRequests = 0;
+    }
+    if (this.currentTest?.state === 'failed' && app.stderr !== '') console.error(app.stderr);
+  });
+  return { app, proxy: () => proxy! };
 }
