@@ -12,7 +12,7 @@ import { buildClientModel, CLIENT_EXPORTS, CLIENT_LOCALS, generateClient, SCHEMA
 import { writeOutput } from '../../../src/generate/output.js';
 import { loadDocument } from '../../../src/parser/index.js';
 import { contractYaml } from '../../client/contracts.js';
-import { REPO_ROOT, STRICT_COMPILER_OPTIONS, tsFiles } from '../tsc.js';
+import { REPO_ROOT, strictDiagnostics, tsFiles } from '../tsc.js';
 
 /**
  * A document whose operationIds are every reserved name, covering each branch of the client template: contracted
@@ -155,9 +155,7 @@ describe('generate client: operation names never collide with the client\'s own 
     const doc = await loadDocument(spec);
     const out = path.join(dir, 'compiled');
     await writeOutput(out, generateClient(doc, { source: 'colliding.yaml' }));
-    const program = ts.createProgram(tsFiles(out), STRICT_COMPILER_OPTIONS);
-    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(out, d.file.fileName) : ''} TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
-    assert.deepEqual(diagnostics, []);
+    assert.deepEqual(strictDiagnostics(tsFiles(out), out), []);
     const methods = buildClientModel(doc).model.operations.map((op) => op.name);
     for (const name of ['contract2', 'sent2', 'statusInput2', 'intent2']) assert.ok(methods.includes(name), `${name} in ${methods.join(', ')}`);
   });
@@ -181,9 +179,7 @@ describe('generate client: operation names never collide with the client\'s own 
     writeFileSync(spec, globalNamedSchemasSpec());
     const out = path.join(dir, 'globals-compiled');
     await writeOutput(out, generateClient(await loadDocument(spec), { source: 'globals.yaml' }));
-    const program = ts.createProgram(tsFiles(out), STRICT_COMPILER_OPTIONS);
-    const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => `${d.file ? path.relative(out, d.file.fileName) : ''} TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`);
-    assert.deepEqual(diagnostics, []);
+    assert.deepEqual(strictDiagnostics(tsFiles(out), out), []);
     const schema = ts.sys.readFile(path.join(out, 'schema.ts'))!;
     for (const name of GLOBAL_NAMES) {
       assert.doesNotMatch(schema, new RegExp(`export type ${name}\\b`), `no schema type shadows ${name}`);
