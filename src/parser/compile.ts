@@ -66,7 +66,7 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
     fingerprint: {
       include: contract.fingerprint?.include ?? 'all',
       exclude: contract.fingerprint?.exclude ?? [],
-      query: declaredQueryParameters(op, doc),
+      ...queryFingerprint(op, doc),
     },
     ttlMs: ms(contract.ttl, defaults.ttlMs),
     leaseMs: ms(contract.lease, defaults.leaseMs),
@@ -101,13 +101,16 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
 }
 
 /**
- * Names of the query parameters that apply to the operation (path-level ones too), sorted: the query names a
- * request carries them under. An object parameter in the default `form` style with `explode: true` is sent as its
- * own properties (`?status=paid&limit=2` for `filter`), so its properties' names (through `allOf`/`oneOf`/`anyOf`,
- * with `doc` to follow `$ref`s) join its own name, under which it is sent when it holds lists or objects.
+ * The query part of a fingerprint: the names of the query parameters that apply to the operation (path-level ones
+ * too), sorted — the names a request carries them under. An object parameter in the default `form` style with
+ * `explode: true` is sent as its own properties (`?status=paid&limit=2` for `filter`), so its properties' names
+ * (through `allOf`/`oneOf`/`anyOf`, with `doc` to follow `$ref`s) join its own name, under which it is sent when it
+ * holds lists or objects. When such an object is free-form (`additionalProperties`, `patternProperties`, or no
+ * `properties` at all), any name may be one of its members: `queryAll` then says every query parameter counts.
  */
-function declaredQueryParameters(op: OperationView, doc: Pick<ApiDocument, 'deref'> | undefined): string[] {
+function queryFingerprint(op: OperationView, doc: Pick<ApiDocument, 'deref'> | undefined): { query: string[]; queryAll?: true } {
   const names = new Set<string>();
+  let all = false;
   const parameters: { readonly node: Record<string, unknown>; readonly at?: Location }[] =
     op.parameters?.map((parameter) => ({ node: parameter.node, at: parameter.valueAt })) ??
     [op.pathItem.parameters, op.node.parameters].flatMap((list) => (Array.isArray(list) ? list.filter(isPlainObject) : [])).map((node) => ({ node }));
@@ -115,16 +118,23 @@ function declaredQueryParameters(op: OperationView, doc: Pick<ApiDocument, 'dere
     if (node['in'] !== QUERY_PARAMETER || typeof node['name'] !== 'string') continue;
     // The name itself too: an object holding a list or an object is sent under it (`filter[tags][0]=a`).
     names.add(node['name']);
-    for (const member of explodedMembers(node, at, doc)) names.add(member);
+    const exploded = explodedMembers(node, at, doc);
+    for (const member of exploded.names) names.add(member);
+    all ||= exploded.open;
   }
-  return [...names].sort();
+  return { query: [...names].sort(), ...(all ? { queryAll: true as const } : {}) };
 }
 
-/** The property names an exploded `form` object parameter is sent as, or none when it is sent under its own name. */
-function explodedMembers(node: Record<string, unknown>, at: Location | undefined, doc: Pick<ApiDocument, 'deref'> | undefined): string[] {
+/**
+ * The property names an exploded `form` object parameter is sent as (none when it is sent under its own name), and
+ * whether it is open: free-form, so a request may send it under names no schema lists.
+ */
+function explodedMembers(node: Record<string, unknown>, at: Location | undefined, doc: Pick<ApiDocument, 'deref'> | undefined): { names: string[]; open: boolean } {
   const style = node['style'] ?? 'form';
-  if (style !== 'form' || (node['explode'] ?? true) !== true) return [];
+  if (style !== 'form' || (node['explode'] ?? true) !== true) return { names: [], open: false };
   const names = new Set<string>();
+  let object = false;
+  let open = false;
   // Each schema once: `$ref` cycles through the composition keywords would otherwise branch without end.
   const seen = new Set<object>();
   const visit = (schema: unknown, where: Location | undefined, depth: number): void => {
@@ -140,12 +150,15 @@ function explodedMembers(node: Record<string, unknown>, at: Location | undefined
     seen.add(value);
     const type = value['type'];
     if (type !== undefined && type !== 'object' && !(Array.isArray(type) && type.includes('object'))) return;
+    if (type !== undefined || value['properties'] !== undefined || value['additionalProperties'] !== undefined) object = true;
     if (isPlainObject(value['properties'])) for (const name of Object.keys(value['properties'])) names.add(name);
+    const extra = value['additionalProperties'];
+    if ((extra !== undefined && extra !== false) || value['patternProperties'] !== undefined) open = true;
     for (const keyword of ['allOf', 'oneOf', 'anyOf']) {
       const list = value[keyword];
       if (Array.isArray(list)) list.forEach((member, i) => visit(member, place && { file: place.file, pointer: `${place.pointer}/${keyword}/${i}` }, depth + 1));
     }
   };
   visit(node['schema'], at && { file: at.file, pointer: `${at.pointer}/schema` }, 0);
-  return [...names];
+  return { names: [...names], open: open || (object && names.size === 0) };
 }

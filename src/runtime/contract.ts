@@ -84,6 +84,12 @@ export interface CompiledContract {
     readonly exclude: readonly string[];
     /** Declared query parameter names that take part in the fingerprint. */
     readonly query: readonly string[];
+    /**
+     * Set when the operation takes a free-form object in the query (an exploded `form` object parameter with
+     * `additionalProperties`, `patternProperties` or no `properties`): any name a request carries may be one of its
+     * members, so every query parameter of the request takes part, not only those of {@link query}.
+     */
+    readonly queryAll?: true;
   };
   /** Retention of terminal records (replay window), in milliseconds. */
   readonly ttlMs: number;

@@ -415,6 +415,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const recordIdOf = recordIdFor(operation);
   const fingerprintOf = fingerprintFor(operation, contract.fingerprint);
   const fingerprintQuery = contract.fingerprint.query;
+  const fingerprintAllQuery = contract.fingerprint.queryAll === true;
   const R = contract.responses;
   // Lease heartbeats of running handlers (stores with the optional `extend` only), by lease token. One shared
   // ticker renews every lease that is a third through, instead of an interval timer per request.
@@ -683,10 +684,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
     // Null prototype and own members only: a query parameter named `constructor` or `__proto__` is just a name.
     // Without declared parameters, one shared empty map (a null-prototype object is a dictionary: costly to make).
-    const query: Record<string, QueryValue> = fingerprintQuery.length === 0 ? NO_QUERY : (Object.create(null) as Record<string, QueryValue>);
-    for (const name of fingerprintQuery) {
-      const value = queryValue(req.query, name);
-      if (value !== undefined) query[name] = value;
+    const query: Record<string, QueryValue> = fingerprintQuery.length === 0 && !fingerprintAllQuery ? NO_QUERY : (Object.create(null) as Record<string, QueryValue>);
+    if (fingerprintAllQuery) {
+      // A free-form object in the query: any name may be one of its members, so every parameter sent counts.
+      for (const name in req.query) {
+        const value = own(req.query, name);
+        if (value !== undefined) query[name] = value;
+      }
+    } else {
+      for (const name of fingerprintQuery) {
+        const value = queryValue(req.query, name);
+        if (value !== undefined) query[name] = value;
+      }
     }
     const fingerprint = fingerprintOf(req.pathParams, query, req.body);
     return { kind: 'ready', recordId, fingerprint, key: parsed.key };

@@ -107,6 +107,17 @@ describe('compileContract', () => {
     assert.deepEqual(compileContract(op, doc).fingerprint.query, ['after', 'dry', 'expand', 'filter', 'limit', 'meta', 'node', 'page', 'range', 'size', 'status', 'tree']);
   });
 
+  it('fingerprints every query parameter of a request when an exploded form object is free-form, and only the named ones otherwise', async () => {
+    const doc = await loadDocument(fixture('query-styles.yaml'));
+    // `meta` (additionalProperties) is sent as ?anything=…: every name may be one of its members.
+    assert.equal(compileContract(operation(doc, 'createInvoice'), doc).fingerprint.queryAll, true);
+    assert.equal(compileContract(operation(doc, 'createWithBareObject'), doc).fingerprint.queryAll, true, 'an object without properties');
+    assert.equal(compileContract(operation(doc, 'createWithPatterned'), doc).fingerprint.queryAll, true, 'patternProperties');
+    const closed = compileContract(operation(doc, 'createClosed'), doc).fingerprint;
+    assert.equal('queryAll' in closed, false, 'named members, additionalProperties: false, a deepObject sent under its name: not written into generated contracts');
+    assert.deepEqual(closed.query, ['a', 'dry', 'filter', 'limit', 'meta', 'status', 'strict']);
+  });
+
   it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const op = operation(doc, 'usesTrue');

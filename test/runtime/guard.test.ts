@@ -251,6 +251,20 @@ describe('runtime/guard: createGuard', () => {
     const path = await s.guard.handle(demoRequest(KEY, {}, { query: { dryRun: 'true' }, pathParams: { id: '8' } }), s.handler);
     assert.equal(path.status, 422);
   });
+
+  it('fingerprints every query parameter sent when the operation takes a free-form query object (queryAll)', async () => {
+    const contract = demoContract({ fingerprint: { include: 'all', exclude: [], query: ['meta'], queryAll: true } });
+    const s = setup({}, contract);
+    const first = await s.guard.handle(demoRequest(KEY, {}, { query: { colour: 'red', size: ['s', 'm'] } }), s.handler);
+    assert.equal(first.status, 201);
+    const same = await s.guard.handle(demoRequest(KEY, {}, { query: { size: ['s', 'm'], colour: 'red' } }), s.handler);
+    assert.equal(same.headers['idempotent-replayed'], 'true', 'the same members in another order are the same request');
+    for (const query of [{ colour: 'blue', size: ['s', 'm'] }, { colour: 'red', size: ['s'] }, { colour: 'red', size: ['s', 'm'], extra: '1' }, { colour: 'red' }]) {
+      const other = await s.guard.handle(demoRequest(KEY, {}, { query }), s.handler);
+      assert.equal(other.status, 422, `${JSON.stringify(query)} is another payload under the same key`);
+    }
+    assert.equal(s.runs(), 1);
+  });
 });
 
 describe('runtime/guard: states', () => {

@@ -262,7 +262,7 @@ async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<Guar
 
 /** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */
 export function readsQuery(contract: CompiledContract): boolean {
-  return contract.key.in === 'query' || contract.fingerprint.query.length > 0 || contract.scope.some((part) => part.kind === 'query');
+  return contract.key.in === 'query' || contract.fingerprint.query.length > 0 || contract.fingerprint.queryAll === true || contract.scope.some((part) => part.kind === 'query');
 }
 
 /**

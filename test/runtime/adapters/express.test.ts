@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import express from 'express';
 import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
 import { bodyKeyContract, contract, oddPathContract, queryKeyContract } from './fixtures.js';
+import type { CompiledContract } from '../../../src/runtime/contract.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
@@ -167,6 +168,23 @@ describe('runtime/adapters/express', () => {
     assert.equal(other.text, 'Accepted');
     assert.equal((await post(server.port, '/things/t2?mode=text', { key: 'k', user: 'u', body: {} })).text, 'Accepted');
     assert.equal(calls, 2);
+  });
+
+  it('a free-form query object (queryAll): every query parameter sent is part of the payload, over HTTP', async () => {
+    const app = express();
+    const freeForm: CompiledContract = { ...contract, fingerprint: { ...contract.fingerprint, query: ['options'], queryAll: true } };
+    app.post('/things/:tenant', express.json(), createRouteGuard(freeForm, options(new MemoryStore())), (_req, res) => {
+      calls += 1;
+      res.status(201).json({ id: `t${calls}` });
+    });
+    server = await listen(app);
+    const first = await post(server.port, '/things/t1?colour=red&size=s&size=m', { key: 'k', user: 'u', body: {} });
+    assert.equal(first.status, 201);
+    const again = await post(server.port, '/things/t1?size=s&colour=red&size=m', { key: 'k', user: 'u', body: {} });
+    assert.equal(again.headers['idempotent-replayed'], 'true', 'the same parameters in another order');
+    assert.equal((await post(server.port, '/things/t1?colour=blue&size=s&size=m', { key: 'k', user: 'u', body: {} })).status, 422);
+    assert.equal((await post(server.port, '/things/t1?colour=red&size=s&size=m&gift=1', { key: 'k', user: 'u', body: {} })).status, 422);
+    assert.equal(calls, 1);
   });
 
   it('a thrown handler answers 500 through the error handler and keeps the key (no blind retry)', async () => {
