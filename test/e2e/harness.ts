@@ -8,6 +8,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
 import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
@@ -276,4 +277,21 @@ let counter = 0;
 export function unique(prefix: string): string {
   counter += 1;
   return `${prefix}-${process.pid}-${Date.now().toString(36)}-${counter}`;
+}
+
+/**
+ * A SQLite "outage": another connection takes the file's write lock (`BEGIN EXCLUSIVE`), so the app's store gets
+ * SQLITE_BUSY after its busy timeout — what a wedged or full disk looks like to the guard — until `release()`,
+ * which may be called again (a `finally` after an early release).
+ */
+export function holdSqliteWriteLock(file: string): { release(): void } {
+  const holder = new Database(file);
+  holder.exec('BEGIN EXCLUSIVE');
+  return {
+    release: () => {
+      if (!holder.open) return;
+      holder.exec('ROLLBACK');
+      holder.close();
+    },
+  };
 }

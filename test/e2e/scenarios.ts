@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync } from 'node:fs';
-import Database from 'better-sqlite3';
 import {
   appFiles,
   effectsFor,
+  holdSqliteWriteLock,
   post,
   postAndDrop,
   readLines,
@@ -64,22 +64,17 @@ async function retryWhileInProgress(send: () => Promise<Answer>, ms: number): Pr
   }
 }
 
-/**
- * SQLite "outage": another connection holds the database's write lock (BEGIN EXCLUSIVE), so the app's
- * store gets SQLITE_BUSY after its busy timeout — what a wedged or full disk looks like to the guard.
- */
+/** SQLite "outage": {@link holdSqliteWriteLock} from `stop` to `restart`. */
 export function sqliteControl(): StoreControl {
-  let holder: Database.Database | undefined;
+  let lock: { release(): void } | undefined;
   return {
     env: () => ({ SQLITE_BUSY_MS: '400' }),
     async stop(files) {
-      holder = new Database(files.sqlite);
-      holder.exec('BEGIN EXCLUSIVE');
+      lock = holdSqliteWriteLock(files.sqlite);
     },
     async restart() {
-      holder?.exec('ROLLBACK');
-      holder?.close();
-      holder = undefined;
+      lock?.release();
+      lock = undefined;
     },
   };
 }

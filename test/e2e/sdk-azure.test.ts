@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { CallAutomationClient, type CallAutomationClientOptions, type CreateCallResult } from '@azure/communication-call-automation';
-import Database from 'better-sqlite3';
+import { holdSqliteWriteLock } from './harness.js';
 import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess, type Exchange } from './sdk-harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -274,17 +274,14 @@ describe('a real Azure SDK (communication-call-automation createCall) with OASIS
   it('store outage: 503 + Retry-After before the handler; the SDK waits and retries with the same id once the store is back; one effect', async () => {
     const target = newTarget('outage');
     // Another connection holds the database's write lock: every reservation fails (SQLITE_BUSY) until released.
-    const holder = new Database(app.databaseFile);
-    holder.exec('BEGIN EXCLUSIVE');
+    const lock = holdSqliteWriteLock(app.databaseFile);
     const from = proxy().exchanges.length;
-    let released = false;
     try {
       const answer: Answer = {};
       const pending = createCall(callsFor(proxy().port, KEYS.alice), target, answer);
       await waitUntil(async () => proxy().since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
       assert.equal((await effectsTo(app, target)).length, 0, 'the handler never ran without a reservation');
-      holder.exec('ROLLBACK');
-      released = true;
+      lock.release();
       const result = await pending;
       const attempts = proxy().since(from);
       const outage = attempts.find((e) => e.status === 503)!;
@@ -299,8 +296,7 @@ describe('a real Azure SDK (communication-call-automation createCall) with OASIS
       assert.equal(effects.length, 1);
       assert.equal(result.callConnectionProperties.callConnectionId, effects[0]!.callConnectionId);
     } finally {
-      if (!released) holder.exec('ROLLBACK');
-      holder.close();
+      lock.release();
     }
   });
 });

@@ -8,7 +8,7 @@
  * record is written, so the first byte of an answer means "committed"): the lost response of the article.
  */
 import assert from 'node:assert/strict';
-import Database from 'better-sqlite3';
+import { holdSqliteWriteLock } from './harness.js';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
 import { formFields } from '../../src/runtime/adapters/common.js';
@@ -234,16 +234,13 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
     it('store outage: 503 + Retry-After before the handler; the SDK retries with its key once the store is back; one effect', async () => {
       const email = uniqueEmail('orb-outage');
       // Another connection holds the database's write lock: every reservation fails (SQLITE_BUSY) until released.
-      const holder = new Database(app.databaseFile);
-      holder.exec('BEGIN EXCLUSIVE');
+      const lock = holdSqliteWriteLock(app.databaseFile);
       const from = proxy().exchanges.length;
-      let released = false;
       try {
         const pending = orbFor('orb_alice', 4).customers.create({ email, name: 'Outage' }).withResponse();
         await waitUntil(async () => proxy().since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
         assert.equal((await effectsWith(app, email)).length, 0, 'the handler never ran without a reservation');
-        holder.exec('ROLLBACK');
-        released = true;
+        lock.release();
         const { data, response } = await pending;
         assert.equal(response.status, 201);
         const attempts = proxy().since(from);
@@ -254,8 +251,7 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
         assert.equal(effects.length, 1);
         assert.equal(data.id, effects[0]!.id);
       } finally {
-        if (!released) holder.exec('ROLLBACK');
-        holder.close();
+        lock.release();
       }
     });
 
