@@ -31,6 +31,7 @@ describe('runtime/adapters/common', () => {
     assert.equal(readsQuery(contract), true);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] } }), false);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] }, scope: [{ kind: 'query', name: 'tenant' }] }), true);
+    assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [], queryAll: true } }), true, 'a free-form query object: every parameter counts');
     assert.deepEqual({ ...queryFromSearchParams(new URLSearchParams('a=1&b=2&a=3&c=')) }, { a: ['1', '3'], b: '2', c: '' });
     // Object.prototype's names are parameters like any other: no inherited `constructor`, no prototype set.
     const odd = queryFromSearchParams(new URLSearchParams('constructor=a&__proto__=b&__proto__=c'));
