@@ -19,4 +19,7 @@ if (result.error) {
   console.error(`idemkit prepare: could not run ${command}: ${result.error.message}`);
   process.exit(1);
 }
-process.exit(result.status ?? 1);
+if (result.status !== 0) process.exit(result.status ?? 1);
+// Then the bundled CLI, when esbuild is at hand (bundle.mjs leaves the unbundled one in place otherwise).
+const bundled = spawnSync(process.execPath, [path.join(root, 'scripts', 'bundle.mjs')], { cwd: root, stdio: 'inherit' });
+process.exit(bundled.status ?? 1);

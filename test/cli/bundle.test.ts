@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { assertBuilt, bin, root, runBin, runProcess } from './spawn.js';
+
+const run = promisify(execFile);
+
+// A module hook that names every file Node loads as ES module, on stderr.
+const hook = `data:text/javascript,${encodeURIComponent(
+  `import { register } from 'node:module';
+register('data:text/javascript,' + encodeURIComponent('export async function load(url, context, next) { if (url.startsWith("file:")) process.stderr.write("LOADED " + url + "\\\\n"); return next(url, context); }'));`,
+)}`;
+
+/** The files of the package (relative to the root) that `node dist/src/cli/bin.js …argv` loads as ES modules. */
+async function loadedBy(...argv: string[]): Promise<string[]> {
+  const result = await run(process.execPath, ['--import', hook, bin, ...argv], { cwd: root });
+  return result.stderr
+    .split('\n')
+    .filter((line) => line.startsWith('LOADED '))
+    .map((line) => path.relative(root, fileURLToPath(line.slice('LOADED '.length))));
+}
+
+/** The same command run from the TypeScript sources, unbundled. */
+function fromSource(argv: readonly string[]) {
+  return runProcess(process.execPath, ['--import', 'tsx', path.join(root, 'src/cli/bin.ts'), ...argv], { cwd: root });
+}
+
+describe('the bundled CLI (scripts/bundle.mjs)', function () {
+  this.timeout(60_000);
+  before(assertBuilt);
+
+  it('is what the package bin runs: a few bundle files, and no generator code for a lint', async () => {
+    const loaded = await loadedBy('lint', 'samples/demo-requests/openapi.yaml');
+    const ours = loaded.filter((file) => !file.startsWith('node_modules'));
+    assert.equal(ours[0], path.join('dist', 'src', 'cli', 'bin.js'));
+    const rest = ours.slice(1);
+    assert.ok(rest.length > 0 && rest.every((file) => file.startsWith(path.join('dist', 'src', 'bundle') + path.sep)), ours.join('\n'));
+    // yargs and the rest are inside the bundle; only CommonJS packages loaded with require stay in node_modules.
+    assert.ok(!loaded.some((file) => file.includes(`node_modules${path.sep}yargs`)), loaded.join('\n'));
+    assert.ok(rest.length < 30, `${rest.length} bundle files for a lint`);
+    // esbuild names each bundled source in a comment: a lint loads none of the generators or handlebars.
+    for (const file of rest) {
+      const text = readFileSync(path.join(root, file), 'utf8');
+      for (const unwanted of ['// node_modules/handlebars/', '// dist/src/generate/', '// dist/src/lint/scaffold.js', '// dist/src/lint/formatters/sarif.js']) {
+        assert.ok(!text.includes(unwanted), `${file} holds ${unwanted}`);
+      }
+    }
+  });
+
+  it('prints the same help, lint report and rule list as the unbundled sources', async () => {
+    // Help text is laid out by string-width, which the bundle loads on first use (an emoji and CJK widths
+    // here would go wrong if it did not load at all).
+    for (const argv of [['--help'], ['lint', '--help'], ['generate', '--help'], ['lint', 'samples/broken/keys.yaml', 'samples/broken/scope.yaml'], ['lint', '-f', 'sarif', 'samples/broken/responses.yaml'], ['rules'], ['nonsense']]) {
+      const [bundled, source] = await Promise.all([runBin(argv), fromSource(argv)]);
+      assert.equal(bundled.code, source.code, argv.join(' '));
+      assert.equal(bundled.stdout, source.stdout, argv.join(' '));
+      assert.equal(bundled.stderr, source.stderr, argv.join(' '));
+    }
+  });
+
+  it('without esbuild (a git install prepared without devDependencies) leaves the unbundled bin in place', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-bundle-'));
+    try {
+      mkdirSync(path.join(dir, 'scripts'));
+      mkdirSync(path.join(dir, 'dist', 'src', 'cli'), { recursive: true });
+      cpSync(path.join(root, 'scripts', 'bundle.mjs'), path.join(dir, 'scripts', 'bundle.mjs'));
+      const unbundled = "#!/usr/bin/env node\nimport { run } from './run.js';\n\nawait run();\n";
+      writeFileSync(path.join(dir, 'dist', 'src', 'cli', 'bin.js'), unbundled);
+      const result = await runProcess(process.execPath, [path.join(dir, 'scripts', 'bundle.mjs')], { cwd: dir });
+      assert.equal(result.code, 0, result.stderr);
+      assert.match(result.stderr, /esbuild is not installed; the CLI runs unbundled/);
+      assert.equal(readFileSync(path.join(dir, 'dist', 'src', 'cli', 'bin.js'), 'utf8'), unbundled);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
