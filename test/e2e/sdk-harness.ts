@@ -35,6 +35,19 @@ export interface Exchange {
   dropped?: boolean;
   /** The proxy closed the client's connection right after forwarding the request, before any answer. */
   cut?: boolean;
+  /** The status the proxy answered itself in place of the app's answer (a gateway's 502/504; see {@link GatewayError}). */
+  gateway?: number;
+}
+
+/**
+ * An answer a gateway in front of the app gives instead of the app's: `status` (an HTML body, `Connection: close`)
+ * once the app's answer comes (the handler committed; the response is lost as a 5xx) or, with `afterMs`, that long
+ * after the request while the app has not answered yet (a gateway timeout; the app keeps running the request, and
+ * its answer is recorded, not sent).
+ */
+export interface GatewayError {
+  readonly status: number;
+  readonly afterMs?: number;
 }
 
 /** Polls `check` every 20 ms until it holds; throws naming `what` after `ms`. */
@@ -54,12 +67,14 @@ export function headerOf(exchange: Exchange, name: string): string | undefined {
 /**
  * A loopback TCP proxy that records each HTTP/1.1 request head and answer status, and destroys both sockets
  * instead of forwarding an answer while `dropAnswers > 0`, or closes the client's connection right after
- * forwarding a request while `cutRequests > 0` (the app keeps running it; its answer is recorded, not sent).
+ * forwarding a request while `cutRequests > 0` (the app keeps running it; its answer is recorded, not sent), or
+ * answers the next requests itself as a gateway would, one {@link GatewayError} of `gatewayErrors` each.
  */
 export class LossyProxy {
   readonly exchanges: Exchange[] = [];
   dropAnswers = 0;
   cutRequests = 0;
+  gatewayErrors: GatewayError[] = [];
   readonly #sockets = new Set<net.Socket>();
   readonly #server: net.Server;
   port = 0;
@@ -87,9 +102,19 @@ export class LossyProxy {
     const upstream = net.connect(this.upstreamPort, '127.0.0.1');
     this.#sockets.add(client).add(upstream);
     const pending: Exchange[] = [];
+    /** What the gateway does with each pending exchange, if anything. */
+    const gatewayFor = new Map<Exchange, GatewayError>();
+    /** The gateway answered the client itself: nothing more of the app's goes to it, and its leaving ends nothing. */
+    let detached = false;
     const kill = (): void => {
       client.destroy();
       upstream.destroy();
+    };
+    const answerAsGateway = (exchange: Exchange, status: number): void => {
+      exchange.gateway = status;
+      detached = true;
+      const body = `<html><head><title>${status}</title></head><body><center><h1>${status}</h1></center></body></html>\r\n`;
+      client.end(`HTTP/1.1 ${status} ${status === 504 ? 'Gateway Time-out' : 'Bad Gateway'}\r\nContent-Type: text/html\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
     };
     client.on('data', (chunk: Buffer) => {
       // Small test requests: a head never spans two chunks, and no body holds a request line.
@@ -105,6 +130,15 @@ export class LossyProxy {
         const exchange: Exchange = { method: match[1]!, path: match[2]!, headers, body, sentAt: Date.now() };
         this.exchanges.push(exchange);
         pending.push(exchange);
+        const gateway = this.gatewayErrors.shift();
+        if (gateway !== undefined) {
+          gatewayFor.set(exchange, gateway);
+          if (gateway.afterMs !== undefined) {
+            setTimeout(() => {
+              if (exchange.status === undefined && !client.destroyed) answerAsGateway(exchange, gateway.status);
+            }, gateway.afterMs);
+          }
+        }
       });
       upstream.write(chunk);
       if (heads.length > 0 && this.cutRequests > 0) {
@@ -122,6 +156,8 @@ export class LossyProxy {
           exchange.answeredAt = Date.now();
           const retryAfter = /^retry-after: *(.*)$/im.exec(head[2]!)?.[1];
           if (retryAfter !== undefined) exchange.retryAfter = retryAfter.trim();
+          const gateway = gatewayFor.get(exchange);
+          if (gateway !== undefined && exchange.gateway === undefined && !detached) answerAsGateway(exchange, gateway.status);
           if (this.dropAnswers > 0) {
             this.dropAnswers -= 1;
             exchange.dropped = true;
@@ -130,9 +166,11 @@ export class LossyProxy {
           }
         }
       }
-      if (!client.destroyed) client.write(chunk);
+      if (!client.destroyed && !detached) client.write(chunk);
     });
-    client.on('end', () => upstream.end());
+    client.on('end', () => {
+      if (!detached) upstream.end();
+    });
     upstream.on('end', () => client.end());
     client.on('error', kill);
     upstream.on('error', kill);
@@ -240,6 +278,7 @@ export function appBehindProxy(start: (app: AppProcess) => Promise<void>): { rea
     if (proxy !== undefined) {
       proxy.dropAnswers = 0;
       proxy.cutRequests = 0;
+      proxy.gatewayErrors = [];
     }
     if (this.currentTest?.state === 'failed' && app.stderr !== '') console.error(app.stderr);
   });
