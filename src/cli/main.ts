@@ -157,6 +157,9 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
   let active: Command | undefined;
   const parsed = forYargs(argv);
   let parser = yargs(parsed)
+    // idemkit's messages and help are English, so yargs' words around them are too, whatever LANG says: else help
+    // mixes languages, and yargs' translated "not enough arguments" hides the message below that names the fix.
+    .locale('en')
     .scriptName('idemkit')
     .usage('$0 <command> [options]')
     .option('verbose', { type: 'boolean', default: false, describe: 'Show stack traces for internal errors' })

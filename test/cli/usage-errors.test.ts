@@ -53,6 +53,29 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.ok(!existsSync(path.join(dir, 'gen')));
   });
 
+  it('speaks English whatever the locale: idemkit\'s messages, and yargs\' words around them', async () => {
+    const saved = { LC_ALL: process.env['LC_ALL'], LANG: process.env['LANG'] };
+    process.env['LC_ALL'] = 'de_DE.UTF-8';
+    process.env['LANG'] = 'de_DE.UTF-8';
+    try {
+      // yargs has German for "not enough arguments"; idemkit's own message must still be the one shown.
+      assert.deepEqual(await run('lint'), { code: 2, out: '', err: 'name the OpenAPI documents to lint (YAML or JSON)\n' });
+      const help = await run('--help');
+      assert.equal(help.code, 0);
+      assert.match(help.out, /^Commands:$/m);
+      assert.match(help.out, /^Options:$/m);
+      assert.doesNotMatch(help.out, /Kommandos|Optionen|Boolean\]|Anzeigen/);
+      const unknown = await run('lint', 'api.yaml', '--bogus');
+      assert.equal(unknown.code, 2);
+      assert.match(unknown.err, /^Unknown argument: bogus/);
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
   it('says what to name when a command misses its arguments', async () => {
     assert.deepEqual(await run('lint'), { code: 2, out: '', err: 'name the OpenAPI documents to lint (YAML or JSON)\n' });
     assert.deepEqual(await run('init'), { code: 2, out: '', err: 'name the OpenAPI document to scaffold contracts in\n' });
