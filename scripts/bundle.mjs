@@ -41,17 +41,19 @@ const lazyStringWidth = {
       if (args.pluginData?.real) return undefined;
       const real = await build.resolve(args.path, { resolveDir: args.resolveDir, kind: args.kind, importer: args.importer, pluginData: { real: true } });
       if (real.errors.length > 0) return { errors: real.errors };
-      return { path: real.path, namespace: 'lazy-string-width' };
+      // Named relative to the package: esbuild writes the name into the bundle, which must not depend on where it was built.
+      return { path: path.relative(root, real.path).split(path.sep).join('/'), namespace: 'lazy-string-width' };
     });
     build.onLoad({ filter: /.*/, namespace: 'lazy-string-width' }, (args) => ({
+      // `./` + the package-relative name, resolved from the package root (resolveDir).
       contents: [
         'let real;',
         'export default function stringWidth(text, options) {',
-        `  real ??= require(${JSON.stringify(args.path)}).default;`,
+        `  real ??= require(${JSON.stringify(`./${args.path}`)}).default;`,
         '  return real(text, options);',
         '}',
       ].join('\n'),
-      resolveDir: path.dirname(args.path),
+      resolveDir: root,
       loader: 'js',
     }));
   },
@@ -67,8 +69,9 @@ await esbuild.build({
   format: 'esm',
   platform: 'node',
   target: 'node20',
-  // Node's own modules, and the CommonJS packages idemkit loads with `createRequire` (js-yaml, ajv's runtime
-  // parts, handlebars), stay outside: esbuild leaves a `require()` of a computed or CommonJS path as it is.
+  // Every package imported statically or with a literal `import()` is bundled (yargs, handlebars, ajv's parts). What
+  // idemkit loads with `createRequire` (js-yaml and yaml, only for YAML documents; ajv's runtime helpers of the generated
+  // validator) stays a `require()` at run time, resolved from node_modules as before.
   packages: 'bundle',
   chunkNames: '[name]-[hash]',
   // An ESM bundle has no `require`; CommonJS packages pulled in (yargs' helpers) call it for Node built-ins.

@@ -13,7 +13,9 @@ const localTsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const [command, args] = existsSync(localTsc)
   ? [process.execPath, [localTsc, '-p', 'tsconfig.build.json']]
-  : [npm, ['exec', '--yes', '--package=typescript@5.9.3', '--', 'tsc', '-p', 'tsconfig.emit.json']];
+  : // --global=false: the global install's `npm_config_global=true` reaches this child, and `npm exec` in global mode
+    // fails with ENOENT on a cache that has never held this TypeScript (and leaves that cache entry broken).
+    [npm, ['exec', '--global=false', '--yes', '--package=typescript@5.9.3', '--', 'tsc', '-p', 'tsconfig.emit.json']];
 const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' });
 if (result.error) {
   console.error(`idemkit prepare: could not run ${command}: ${result.error.message}`);
