@@ -5,43 +5,22 @@
 //
 // The bundle goes to dist/src/bundle/, the same depth as dist/src/parser/ and the rest, so every path a module
 // finds from its own location (`../../schemas/…`, the package root) is the same from there. dist/src/cli/bin.js,
-// the package's `bin`, is then replaced by a one-line import of the bundle's entry. A git install that prepares
-// without devDependencies fetches esbuild for this step (see prepare.mjs); where esbuild cannot be had, this step
-// says so and leaves tsc's unbundled bin.js, which works the same, only starts slower.
-import { existsSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+// the package's `bin`, is then replaced by a one-line import of the bundle's entry. Without esbuild (a git
+// install that prepared without devDependencies: see prepare.mjs) this step says so and leaves tsc's
+// unbundled bin.js, which works the same, only starts slower.
+import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dist = path.join(root, 'dist', 'src');
 const outdir = path.join(dist, 'bundle');
 const bin = path.join(dist, 'cli', 'bin.js');
 
-/**
- * esbuild's JavaScript API: the devDependency, or with `--esbuild-from-path` the package whose `esbuild` command is first
- * on PATH — prepare.mjs's fallback runs this script under `npm exec --package=esbuild@…`, which puts the command of
- * a fetched esbuild on PATH but does not make it importable from here.
- */
-async function loadEsbuild() {
-  try {
-    return await import('esbuild');
-  } catch {
-    if (!process.argv.includes('--esbuild-from-path')) return undefined;
-  }
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
-    const command = path.join(dir, 'esbuild');
-    if (!existsSync(command)) continue;
-    // node_modules/.bin/esbuild -> node_modules/esbuild/bin/esbuild: the package is two levels up from the real file.
-    const main = path.join(path.dirname(path.dirname(realpathSync(command))), 'lib', 'main.js');
-    if (!existsSync(main)) continue;
-    const loaded = await import(pathToFileURL(main).href);
-    return loaded.default ?? loaded;
-  }
-  return undefined;
-}
-
-const esbuild = await loadEsbuild();
-if (esbuild === undefined) {
+let esbuild;
+try {
+  esbuild = await import('esbuild');
+} catch {
   console.error('idemkit bundle: esbuild is not installed; the CLI runs unbundled from dist/src/cli (slower to start)');
   process.exit(0);
 }

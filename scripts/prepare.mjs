@@ -4,7 +4,7 @@
 // clone with `--global` carried into that install, so no devDependency (no `tsc`) is installed there. Then the pinned
 // TypeScript is fetched and emits without type checking (tsconfig.emit.json: the same JavaScript, checked in CI).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -22,21 +22,6 @@ if (result.error) {
   process.exit(1);
 }
 if (result.status !== 0) process.exit(result.status ?? 1);
-// Then the bundled CLI (scripts/bundle.mjs). Without the devDependencies, the pinned esbuild is fetched like
-// TypeScript; if that fails the CLI stays unbundled — slower to start, the same otherwise — and the install goes on.
-const bundle = path.join(root, 'scripts', 'bundle.mjs');
-if (existsSync(localTsc)) {
-  const bundled = spawnSync(process.execPath, [bundle], { cwd: root, stdio: 'inherit' });
-  process.exit(bundled.status ?? 1);
-}
-const manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
-const esbuildVersion = manifest.devDependencies.esbuild;
-const bundled = spawnSync(
-  npm,
-  ['exec', '--global=false', '--yes', `--package=esbuild@${esbuildVersion}`, '--', 'node', bundle, '--esbuild-from-path'],
-  { cwd: root, stdio: 'inherit', shell: process.platform === 'win32' },
-);
-if (bundled.error || bundled.status !== 0) {
-  console.error(`idemkit prepare: could not bundle the CLI (${bundled.error?.message ?? `exit ${bundled.status}`}); it runs unbundled`);
-}
-process.exit(0);
+// Then the bundled CLI, when esbuild is at hand (bundle.mjs leaves the unbundled one in place otherwise).
+const bundled = spawnSync(process.execPath, [path.join(root, 'scripts', 'bundle.mjs')], { cwd: root, stdio: 'inherit' });
+process.exit(bundled.status ?? 1);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -59,40 +59,6 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
       assert.equal(bundled.code, source.code, argv.join(' '));
       assert.equal(bundled.stdout, source.stdout, argv.join(' '));
       assert.equal(bundled.stderr, source.stderr, argv.join(' '));
-    }
-  });
-
-  it('with --esbuild-from-path, bundles with the esbuild that `npm exec --package=esbuild` puts on PATH', async () => {
-    // prepare.mjs's fallback: the devDependencies (esbuild among them) are not installed, npm exec fetched esbuild
-    // and put its command on PATH. Here: this package's node_modules without esbuild, and its esbuild on PATH.
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-bundle-'));
-    try {
-      mkdirSync(path.join(dir, 'scripts'));
-      mkdirSync(path.join(dir, 'node_modules'));
-      for (const name of readdirSync(path.join(root, 'node_modules'))) {
-        if (name === 'esbuild' || name === '@esbuild' || name === '.bin') continue;
-        symlinkSync(path.join(root, 'node_modules', name), path.join(dir, 'node_modules', name));
-      }
-      cpSync(path.join(root, 'scripts', 'bundle.mjs'), path.join(dir, 'scripts', 'bundle.mjs'));
-      cpSync(path.join(root, 'dist'), path.join(dir, 'dist'), { recursive: true });
-      const unbundled = "#!/usr/bin/env node\nimport { run } from './run.js';\n\nawait run();\n";
-      writeFileSync(path.join(dir, 'dist', 'src', 'cli', 'bin.js'), unbundled);
-      rmSync(path.join(dir, 'dist', 'src', 'bundle'), { recursive: true, force: true });
-      const script = path.join(dir, 'scripts', 'bundle.mjs');
-      const env = { ...process.env, PATH: `${path.join(root, 'node_modules', '.bin')}${path.delimiter}${process.env['PATH'] ?? ''}` };
-      // Without the flag PATH is not looked at.
-      const plain = await run(process.execPath, [script], { cwd: dir, env });
-      assert.match(plain.stderr, /esbuild is not installed/);
-      assert.equal(readFileSync(path.join(dir, 'dist', 'src', 'cli', 'bin.js'), 'utf8'), unbundled);
-      const fromPath = await run(process.execPath, [script, '--esbuild-from-path'], { cwd: dir, env });
-      assert.match(fromPath.stderr, /^idemkit bundle: dist\/src\/bundle \(\d+ files\)$/m);
-      assert.match(readFileSync(path.join(dir, 'dist', 'src', 'cli', 'bin.js'), 'utf8'), /from '\.\.\/bundle\/bin\.js'/);
-      const lint = await runProcess(process.execPath, [path.join(dir, 'dist', 'src', 'cli', 'bin.js'), 'lint', path.join(root, 'samples/broken/keys.yaml')], { cwd: dir });
-      const expected = await runBin(['lint', path.join(root, 'samples/broken/keys.yaml')], { cwd: dir });
-      assert.equal(lint.code, 1);
-      assert.deepEqual(lint, expected);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 
