@@ -89,7 +89,11 @@ writeFileSync(
   [
     '#!/usr/bin/env node',
     '// The bundled CLI (scripts/bundle.mjs): the same code as ./run.js and its imports, in a few files.',
-    "import { run } from '../bundle/bin.js';",
+    "import module from 'node:module';",
+    '',
+    "// Node 22.1+: V8's compiled code kept on disk by Node (see src/cli/bin.ts); before the bundle loads.",
+    'module.enableCompileCache?.();',
+    "const { run } = await import('../bundle/bin.js');",
     'await run();',
     '',
   ].join('\n'),

@@ -62,6 +62,20 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
     }
   });
 
+  it("turns on Node's compile cache where Node has one (module.enableCompileCache, Node 22.1+), bundled or not", async () => {
+    // Node 20 has no enableCompileCache: a preload gives node:module one that says it was called.
+    const preload = `data:text/javascript,${encodeURIComponent("import module from 'node:module'; module.enableCompileCache = () => process.stderr.write('compile cache on\\n');")}`;
+    const bundled = await runProcess(process.execPath, ['--import', preload, bin, 'lint', 'samples/demo-requests/openapi.yaml'], { cwd: root });
+    assert.equal(bundled.code, 0, bundled.stderr);
+    assert.equal(bundled.stderr, 'compile cache on\n');
+    const source = await runProcess(process.execPath, ['--import', 'tsx', '--import', preload, path.join(root, 'src/cli/bin.ts'), 'lint', 'samples/demo-requests/openapi.yaml'], { cwd: root });
+    assert.equal(source.code, 0, source.stderr);
+    assert.equal(source.stderr, 'compile cache on\n');
+    // And without one, nothing is said and the lint runs.
+    const plain = await runBin(['lint', 'samples/demo-requests/openapi.yaml']);
+    assert.deepEqual([plain.code, plain.stderr], [0, '']);
+  });
+
   it('without esbuild (a git install prepared without devDependencies) leaves the unbundled bin in place', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-bundle-'));
     try {
