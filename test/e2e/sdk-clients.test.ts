@@ -1,5 +1,6 @@
 /**
- * Real third-party SDKs against a generated guard (Express, SQLite store) over HTTP on 127.0.0.1.
+ * Real third-party SDKs against a generated guard over HTTP on 127.0.0.1: Express and a fetch handler on SQLite,
+ * Fastify on a real redis-server, the fetch handler on a throw-away PostgreSQL cluster.
  *
  * stripe-node and orb-billing (a Stainless-generated client whose `idempotencyHeader` is `Idempotency-Key`)
  * make their own key before the first attempt (`stripe-node-retry-<uuid>`, 54 characters;
@@ -12,7 +13,8 @@ import { holdSqliteWriteLock } from './harness.js';
 import Orb from 'orb-billing';
 import Stripe from 'stripe';
 import { formFields } from '../../src/runtime/adapters/common.js';
-import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess } from './sdk-harness.js';
+import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess, type GuardedApp } from './sdk-harness.js';
+import { requireBinary, startPostgres, startRedis, type PostgresServer, type RedisServer } from '../helpers/servers.js';
 
 const PROBLEM = 'https://idemkit.dev/problems/';
 const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
@@ -31,23 +33,103 @@ async function effectsWith(app: AppProcess, email: string): Promise<AppEffect[]>
 let counter = 0;
 const uniqueEmail = (who: string): string => `${who}-${process.pid}-${Date.now().toString(36)}-${(counter += 1)}@example.com`;
 
-/** The Express and fetch guards of the SDK fixture, compiled with both apps (one tsc run). */
+/** The guards of the SDK fixture (Express and fetch on SQLite, Fastify on Redis, fetch on PostgreSQL), compiled with their apps (one tsc run). */
 let build: Promise<string> | undefined;
 const buildApps = (): Promise<string> =>
-  (build ??= compileGuardedApps(
-    (['express', 'fetch'] as const).map((framework) => ({ spec: 'sdk.yaml', framework, gen: `gen-${framework}`, app: `app-${framework}.ts` })),
-  ));
+  (build ??= compileGuardedApps([
+    ...(['express', 'fetch'] as const).map((framework): GuardedApp => ({ spec: 'sdk.yaml', framework, gen: `gen-${framework}`, app: `app-${framework}.ts` })),
+    { spec: 'sdk.yaml', framework: 'fastify', store: 'redis', dir: 'redis', gen: 'gen-fastify', app: 'app-fastify.ts' },
+    { spec: 'sdk.yaml', framework: 'fetch', store: 'postgres', dir: 'postgres', gen: 'gen-fetch', app: 'app-fetch.ts' },
+  ]));
+
+/** The store an app's guard runs on: its server (none for SQLite), and a real outage of it. */
+interface StoreUnderTest {
+  readonly title: string;
+  /** Starts the store's server before the app (in a `before` hook); resolves to the app's environment for it. */
+  start(ctx: Mocha.Context): Promise<Record<string, string>>;
+  stop(): Promise<void>;
+  /** What the outage is, for the test's title and comments. */
+  readonly outageTitle: string;
+  /** Takes the store away from the app until `end()` (which may be called again). */
+  outage(app: AppProcess): Promise<{ end(): Promise<void> }>;
+}
+
+const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
+
+function sqliteStore(): StoreUnderTest {
+  return {
+    title: 'SQLite',
+    start: async () => ({}),
+    stop: async () => undefined,
+    outageTitle: "another connection holds the database's write lock",
+    // Every reservation fails (SQLITE_BUSY after the app's 300 ms busy timeout) until released.
+    async outage(app) {
+      const lock = holdSqliteWriteLock(app.databaseFile);
+      return { end: async () => lock.release() };
+    },
+  };
+}
+
+function postgresStore(): StoreUnderTest {
+  let pg: PostgresServer | undefined;
+  return {
+    title: 'PostgreSQL',
+    async start(ctx) {
+      requireBinary(ctx, 'initdb', PG_DIRS);
+      requireBinary(ctx, 'pg_ctl', PG_DIRS);
+      pg = await startPostgres();
+      return { PG_URL: pg.connectionString };
+    },
+    stop: async () => pg?.stop(),
+    outageTitle: 'the PostgreSQL server is killed (immediate shutdown), then restarted',
+    // Every connection is refused until the server is back (crash recovery, same port and data).
+    async outage() {
+      await pg!.kill();
+      return { end: () => pg!.restart() };
+    },
+  };
+}
+
+function redisStore(): StoreUnderTest {
+  let redis: RedisServer | undefined;
+  return {
+    title: 'Redis',
+    async start(ctx) {
+      requireBinary(ctx, 'redis-server');
+      redis = await startRedis();
+      return { REDIS_URL: `redis://127.0.0.1:${redis.port}` };
+    },
+    stop: async () => redis?.stop(),
+    outageTitle: 'redis-server is killed (SIGKILL), then started again on its port',
+    // The app's ioredis client fails fast while the server is away (no offline queue) and reconnects after.
+    async outage() {
+      await redis!.kill();
+      return { end: () => redis!.restart() };
+    },
+  };
+}
 
 /** The servers every SDK scenario runs against. */
 const SERVERS = [
-  { title: 'Express, express.urlencoded({ extended: true })', app: 'app-express', env: {} },
-  { title: "Express, Express 5's default flat express.urlencoded()", app: 'app-express', env: { FORM_PARSER: 'flat' } },
-  { title: 'fetch handler (node:http bridge)', app: 'app-fetch', env: {} },
+  { title: 'Express, express.urlencoded({ extended: true })', app: 'app-express', env: {}, store: sqliteStore() },
+  { title: "Express, Express 5's default flat express.urlencoded()", app: 'app-express', env: { FORM_PARSER: 'flat' }, store: sqliteStore() },
+  { title: 'fetch handler (node:http bridge)', app: 'app-fetch', env: {}, store: sqliteStore() },
+  { title: 'Fastify, a flat form content-type parser (as @fastify/formbody)', app: 'redis/app-fastify', env: {}, store: redisStore() },
+  { title: 'fetch handler (node:http bridge)', app: 'postgres/app-fetch', env: {}, store: postgresStore() },
 ] as const;
 
-for (const target of SERVERS) describe(`real SDKs that retry with their own keys, against the generated guard: ${target.title}, SQLite`, function () {
+for (const target of SERVERS) describe(`real SDKs that retry with their own keys, against the generated guard: ${target.title}, ${target.store.title}`, function () {
   this.timeout(60_000);
-  const { app, proxy } = appBehindProxy(async (app) => app.start(await buildApps(), `${target.app}.js`, target.env));
+  let storeEnv: Record<string, string> = {};
+  // Before the app starts (hooks run in order), after it stopped.
+  before(async function () {
+    this.timeout(120_000);
+    storeEnv = await target.store.start(this);
+  });
+  const { app, proxy } = appBehindProxy(async (app) => app.start(await buildApps(), `${target.app}.js`, { ...target.env, ...storeEnv }));
+  after(async () => {
+    await target.store.stop();
+  });
 
   /** The guard's log must hold hashed key ids only: never an SDK's raw key. */
   async function assertKeyNotLogged(key: string): Promise<void> {
@@ -231,27 +313,26 @@ for (const target of SERVERS) describe(`real SDKs that retry with their own keys
       assert.equal((await effectsWith(app, lostEmail)).length, 1, 'the handler did not run for the mismatch');
     });
 
-    it('store outage: 503 + Retry-After before the handler; the SDK retries with its key once the store is back; one effect', async () => {
+    it(`store outage (${target.store.outageTitle}): 503 + Retry-After before the handler; the SDK retries with its key once the store is back; one effect`, async () => {
       const email = uniqueEmail('orb-outage');
-      // Another connection holds the database's write lock: every reservation fails (SQLITE_BUSY) until released.
-      const lock = holdSqliteWriteLock(app.databaseFile);
+      const outage = await target.store.outage(app);
       const from = proxy().exchanges.length;
       try {
         const pending = orbFor('orb_alice', 4).customers.create({ email, name: 'Outage' }).withResponse();
         await waitUntil(async () => proxy().since(from).some((e) => e.status === 503), 15_000, 'a 503 from the guard');
         assert.equal((await effectsWith(app, email)).length, 0, 'the handler never ran without a reservation');
-        lock.release();
+        await outage.end();
         const { data, response } = await pending;
         assert.equal(response.status, 201);
         const attempts = proxy().since(from);
-        const outage = attempts.find((e) => e.status === 503)!;
-        assert.match(outage.retryAfter ?? '', /^[1-9][0-9]*$/, '503 carries Retry-After');
+        const unavailable = attempts.find((e) => e.status === 503)!;
+        assert.match(unavailable.retryAfter ?? '', /^[1-9][0-9]*$/, '503 carries Retry-After');
         assert.ok(new Set(attempts.map((e) => headerOf(e, 'idempotency-key'))).size === 1, 'every attempt carries the one SDK-made key');
         const effects = await effectsWith(app, email);
         assert.equal(effects.length, 1);
         assert.equal(data.id, effects[0]!.id);
       } finally {
-        lock.release();
+        await outage.end();
       }
     });
 

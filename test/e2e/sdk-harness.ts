@@ -4,7 +4,7 @@
  * records each exchange and can drop an answer after the handler committed (the lost response).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,7 +17,7 @@ import { listeningPort } from './harness.js';
 export const SDK_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
 
 /** Modules of {@link SDK_FIXTURES} the fixture apps share, copied next to them. */
-const SHARED_FIXTURE_MODULES = ['express-test-endpoints.ts'];
+const SHARED_FIXTURE_MODULES = ['express-test-endpoints.ts', 'sdk-store.ts'];
 
 /** One request the proxy forwarded, and the answer it saw (unless it dropped it). */
 export interface Exchange {
@@ -179,33 +179,46 @@ export class LossyProxy {
   }
 }
 
-/** One fixture app to compile: the guard generated from `spec` into `src/<gen>/`, and the app file beside it. */
+/**
+ * One fixture app to compile: the guard generated from `spec` into `src/<dir>/<gen>/`, and the app file beside it
+ * (with the shared fixture modules).
+ */
 export interface GuardedApp {
   /** The OpenAPI document, relative to {@link SDK_FIXTURES}. */
   readonly spec: string;
   readonly framework: 'express' | 'fastify' | 'fetch';
+  /** The store the guard is generated with (default `sqlite`); the app picks it up through `sdk-store.ts`. */
+  readonly store?: 'sqlite' | 'postgres' | 'redis';
   /** The directory the guard is generated into (the app imports `./<gen>/index.js`). */
   readonly gen: string;
-  /** The app's file in {@link SDK_FIXTURES}; compiled to `dist/src/<app>.js`. */
+  /** The app's file in {@link SDK_FIXTURES}; compiled to `dist/src/<dir>/<app>.js`. */
   readonly app: string;
+  /** A subdirectory of `src/` (default none), so one app file can be built against guards of several stores. */
+  readonly dir?: string;
 }
 
 /**
- * Generates each app's guard with the real CLI (SQLite store), copies the apps beside them and compiles all of
- * it in one `tsc --strict` run, in a temp tree removed when the process exits; resolves to that tree's root.
+ * Generates each app's guard with the real CLI (its store, SQLite by default), copies the apps beside them and
+ * compiles all of it in one `tsc --strict` run, in a temp tree removed when the process exits; resolves to that
+ * tree's root.
  */
 export async function compileGuardedApps(apps: readonly GuardedApp[]): Promise<string> {
   const root = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-'));
   process.on('exit', () => rmSync(root, { recursive: true, force: true }));
   writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+  const dirs = new Set<string>();
   for (const app of apps) {
+    const dir = path.join(root, 'src', app.dir ?? '');
+    mkdirSync(dir, { recursive: true });
+    dirs.add(dir);
     const io = bufferIo();
-    const args = ['generate', 'server', path.join(SDK_FIXTURES, app.spec), '--framework', app.framework, '--store', 'sqlite', '--out', path.join(root, 'src', app.gen)];
+    const store = app.store ?? 'sqlite';
+    const args = ['generate', 'server', path.join(SDK_FIXTURES, app.spec), '--framework', app.framework, '--store', store, '--out', path.join(dir, app.gen)];
     const code = await main(args, io);
-    if (code !== 0) throw new Error(`generate server ${app.spec} --framework ${app.framework} exited ${code}: ${io.err}`);
-    copyFileSync(path.join(SDK_FIXTURES, app.app), path.join(root, 'src', app.app));
+    if (code !== 0) throw new Error(`generate server ${app.spec} --framework ${app.framework} --store ${store} exited ${code}: ${io.err}`);
+    copyFileSync(path.join(SDK_FIXTURES, app.app), path.join(dir, app.app));
   }
-  for (const shared of SHARED_FIXTURE_MODULES) copyFileSync(path.join(SDK_FIXTURES, shared), path.join(root, 'src', shared));
+  for (const dir of dirs) for (const shared of SHARED_FIXTURE_MODULES) copyFileSync(path.join(SDK_FIXTURES, shared), path.join(dir, shared));
   const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
   if (diagnostics !== '') throw new Error(`the generated guards and the apps do not compile under tsc --strict:\n${diagnostics}`);
   return root;
@@ -219,7 +232,7 @@ export class AppProcess {
   readonly dataDir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-sdk-run-'));
   #child: ChildProcess | undefined;
 
-  /** The SQLite file the app's store uses. */
+  /** The SQLite file the app's store uses (when it was generated with SQLite). */
   get databaseFile(): string {
     return path.join(this.dataDir, 'idempotency.db');
   }

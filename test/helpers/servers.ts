@@ -139,6 +139,8 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** SIGKILL, as a crash would. */
   kill(): Promise<void>;
+  /** Start it again on the same port after {@link kill} or {@link stop} (empty: there is no persistence). */
+  restart(): Promise<void>;
 }
 
 /** `redis-server` on a free loopback port without persistence. Call {@link requireBinary} first. */
@@ -146,22 +148,41 @@ export async function startRedis(): Promise<RedisServer> {
   const binary = findBinary('redis-server');
   if (binary === undefined) throw new Error('redis-server not found');
   const port = await freePort();
-  // Its own working directory: a test that turns on AOF (CONFIG SET appendonly yes) writes it there, not into the checkout.
-  const dir = mkdtempSync(join(tmpdir(), 'idemkit-redis-'));
-  const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-    stdio: 'ignore',
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-  await waitForRedis(port, 10_000);
-  const signal = async (sig: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null) child.kill(sig);
-    await exited;
-    process.removeListener('exit', killOnExit);
-    rmSync(dir, { recursive: true, force: true });
+  let signal: (sig: NodeJS.Signals) => Promise<void> = async () => undefined;
+  const start = async (): Promise<void> => {
+    // Its own working directory: a test that turns on AOF (CONFIG SET appendonly yes) writes it there, not into the checkout.
+    const dir = mkdtempSync(join(tmpdir(), 'idemkit-redis-'));
+    const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+      stdio: 'ignore',
+    });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const killOnExit = () => child.kill('SIGKILL');
+    process.once('exit', killOnExit);
+    signal = async (sig: NodeJS.Signals) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+      await exited;
+      process.removeListener('exit', killOnExit);
+      rmSync(dir, { recursive: true, force: true });
+    };
+    await waitForRedis(port, 10_000);
   };
-  return { host: '127.0.0.1', port, stop: () => signal('SIGTERM'), kill: () => signal('SIGKILL') };
+  await start();
+  let running = true;
+  const stopWith = async (sig: NodeJS.Signals) => {
+    running = false;
+    await signal(sig);
+  };
+  return {
+    host: '127.0.0.1',
+    port,
+    stop: () => stopWith('SIGTERM'),
+    kill: () => stopWith('SIGKILL'),
+    restart: async () => {
+      if (running) return;
+      await start();
+      running = true;
+    },
+  };
 }
 
 async function waitForRedis(port: number, timeoutMs: number): Promise<void> {
