@@ -5,10 +5,10 @@
 //
 // The bundle goes to dist/src/bundle/, the same depth as dist/src/parser/ and the rest, so every path a module
 // finds from its own location (`../../schemas/…`, the package root) is the same from there. dist/src/cli/bin.js,
-// the package's `bin`, is then replaced by a one-line import of the bundle's entry. Without esbuild (a git
+// the package's `bin`, then imports the bundle's entry instead of ./run.js. Without esbuild (a git
 // install that prepared without devDependencies: see prepare.mjs) this step says so and leaves tsc's
 // unbundled bin.js, which works the same, only starts slower.
-import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -84,18 +84,15 @@ if (!existsSync(path.join(outdir, 'bin.js'))) {
   console.error('idemkit bundle: esbuild wrote no dist/src/bundle/bin.js');
   process.exit(1);
 }
-writeFileSync(
-  bin,
-  [
-    '#!/usr/bin/env node',
-    '// The bundled CLI (scripts/bundle.mjs): the same code as ./run.js and its imports, in a few files.',
-    "import module from 'node:module';",
-    '',
-    "// Node 22.1+: V8's compiled code kept on disk by Node (see src/cli/bin.ts); before the bundle loads.",
-    'module.enableCompileCache?.();',
-    "const { run } = await import('../bundle/bin.js');",
-    'await run();',
-    '',
-  ].join('\n'),
-);
+// tsc's bin.js, with its import of ./run.js pointed at the bundle's entry (all else, the compile cache included, as written in src/cli/bin.ts).
+const unbundledEntry = "import('./run.js')";
+const bundledEntry = "import('../bundle/bin.js')";
+const binText = readFileSync(bin, 'utf8');
+if (!binText.includes(bundledEntry)) {
+  if (!binText.includes(unbundledEntry)) {
+    console.error(`idemkit bundle: dist/src/cli/bin.js has no ${unbundledEntry} to point at the bundle: update scripts/bundle.mjs with src/cli/bin.ts`);
+    process.exit(1);
+  }
+  writeFileSync(bin, binText.replace(unbundledEntry, bundledEntry));
+}
 console.error(`idemkit bundle: dist/src/bundle (${readdirSync(outdir).length} files)`);

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { CallAutomationClient, type CallAutomationClientOptions, type CreateCallResult } from '@azure/communication-call-automation';
 import { holdSqliteWriteLock } from './harness.js';
-import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess, type Exchange } from './sdk-harness.js';
+import { appBehindProxy, assertRetryAfterWaited, compileGuardedApps, headerOf, waitUntil, type AppProcess, type Exchange } from './sdk-harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -284,11 +284,7 @@ describe('a real Azure SDK (communication-call-automation createCall) with OASIS
       lock.release();
       const result = await pending;
       const attempts = proxy().since(from);
-      const outage = attempts.find((e) => e.status === 503)!;
-      const retryAfter = Number(outage.retryAfter);
-      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `503 carries Retry-After in seconds (got ${String(outage.retryAfter)})`);
-      const next = attempts[attempts.indexOf(outage) + 1]!;
-      assert.ok(next.sentAt - outage.answeredAt! >= retryAfter * 1000 - 50, 'the SDK waited the Retry-After before retrying');
+      assertRetryAfterWaited(attempts);
       assert.equal(new Set(attempts.map(requestIdOf)).size, 1, 'every attempt carries the one Repeatability-Request-ID');
       assert.equal(attempts.at(-1)!.status, 201);
       assert.deepEqual(answer, { status: 201, repeatabilityResult: 'accepted', replayed: 'false' });

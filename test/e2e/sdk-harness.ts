@@ -3,6 +3,7 @@
  * `tsc --strict`, start them as child processes on 127.0.0.1, and put a TCP proxy between SDK and app that
  * records each exchange and can drop an answer after the handler committed (the lost response).
  */
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -60,6 +61,21 @@ export async function waitUntil(check: () => Promise<boolean>, ms: number, what:
 }
 
 /** A request header of an exchange, by case-insensitive name. */
+/**
+ * The guard's 503 among `attempts` (a store outage), after checking what an SDK that honours it shows: the 503
+ * carries `Retry-After` in whole seconds and the SDK's next attempt waited that long.
+ */
+export function assertRetryAfterWaited(attempts: readonly Exchange[]): Exchange {
+  const outage = attempts.find((e) => e.status === 503);
+  assert.ok(outage !== undefined, 'a 503 from the guard');
+  const retryAfter = Number(outage.retryAfter);
+  assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `503 carries Retry-After in seconds (got ${String(outage.retryAfter)})`);
+  const next = attempts[attempts.indexOf(outage) + 1];
+  assert.ok(next !== undefined, 'the SDK retried after the 503');
+  assert.ok(next.sentAt - outage.answeredAt! >= retryAfter * 1000 - 50, 'the SDK waited the Retry-After before retrying');
+  return outage;
+}
+
 export function headerOf(exchange: Exchange, name: string): string | undefined {
   return exchange.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
 }

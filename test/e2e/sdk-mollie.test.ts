@@ -17,7 +17,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { createMollieClient, MollieApiError, type MollieClient, type Payment } from '@mollie/api-client';
 import { holdSqliteWriteLock } from './harness.js';
-import { appBehindProxy, compileGuardedApps, headerOf, waitUntil, type AppProcess, type Exchange } from './sdk-harness.js';
+import { appBehindProxy, assertRetryAfterWaited, compileGuardedApps, headerOf, waitUntil, type AppProcess, type Exchange } from './sdk-harness.js';
 
 /** The SDK's own keys: 18 random bytes as base64 (24 characters, `+` and `/` included). */
 const SDK_KEY = /^[A-Za-z0-9+/]{24}$/;
@@ -153,11 +153,7 @@ describe('the official Mollie client (@mollie/api-client) with its own Idempoten
       lock.release();
       const payment = await pending;
       const attempts = proxy().since(from);
-      const outage = attempts.find((e) => e.status === 503)!;
-      const retryAfter = Number(outage.retryAfter);
-      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `503 carries Retry-After in seconds (got ${String(outage.retryAfter)})`);
-      const next = attempts[attempts.indexOf(outage) + 1]!;
-      assert.ok(next.sentAt - outage.answeredAt! >= retryAfter * 1000 - 50, 'the SDK waited the Retry-After before retrying');
+      assertRetryAfterWaited(attempts);
       assert.match(keyOf(attempts[0]!)!, SDK_KEY);
       assert.equal(new Set(attempts.map(keyOf)).size, 1, 'every attempt carries the one Idempotency-Key');
       assert.equal(attempts.at(-1)!.status, 201);
