@@ -77,6 +77,11 @@ await esbuild.build({
   // An ESM bundle has no `require`; CommonJS packages pulled in (yargs' helpers) call it for Node built-ins.
   banner: { js: "import { createRequire as __idemkitRequire } from 'node:module'; const require = __idemkitRequire(import.meta.url);" },
   legalComments: 'none',
+  // `--verbose` stack traces name the built files (dist/src/generate/render.js:198), not the chunks: the bin turns
+  // Node's source-map support on for `--verbose` only. The maps point at dist/, which the package ships, so they
+  // carry no sources of their own.
+  sourcemap: 'linked',
+  sourcesContent: false,
   plugins: [lazyStringWidth],
   logLevel: 'warning',
 });

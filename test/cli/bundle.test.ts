@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,6 +74,29 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
     // And without one, nothing is said and the lint runs.
     const plain = await runBin(['lint', 'samples/demo-requests/openapi.yaml']);
     assert.deepEqual([plain.code, plain.stderr], [0, '']);
+  });
+
+  it('names the built files, not the chunks, in an internal error\'s --verbose stack trace (source maps)', async () => {
+    // A copy of the package with a broken template: an internal error in the generator, not the user's fault.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-bundle-'));
+    try {
+      for (const part of ['dist', 'templates', 'schemas', 'package.json', path.join('src', 'runtime')]) {
+        cpSync(path.join(root, part), path.join(dir, part), { recursive: true });
+      }
+      symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'));
+      writeFileSync(path.join(dir, 'templates', 'server', 'guards.ts.hbs'), '{{#each}}\n');
+      const argv = [path.join(dir, 'dist', 'src', 'cli', 'bin.js'), 'generate', 'server', path.join(root, 'samples/demo-requests/openapi.yaml'), '--out', path.join(dir, 'gen')];
+      const quiet = await runProcess(process.execPath, argv, { cwd: dir });
+      assert.equal(quiet.code, 2);
+      assert.match(quiet.stderr, /^internal error: /);
+      assert.doesNotMatch(quiet.stderr, /\n +at /, 'no stack trace without --verbose');
+      const verbose = await runProcess(process.execPath, [...argv, '--verbose'], { cwd: dir });
+      assert.equal(verbose.code, 2);
+      assert.match(verbose.stderr, /\n +at .*dist[\\/]src[\\/]generate[\\/]render\.js:\d+:\d+/, verbose.stderr);
+      assert.doesNotMatch(verbose.stderr, /bundle[\\/](chunk|bin)[^\s]*\.js/, verbose.stderr);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('without esbuild (a git install prepared without devDependencies) leaves the unbundled bin in place', async () => {
