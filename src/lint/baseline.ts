@@ -6,8 +6,9 @@
  * that operation. A finding that sits outside its operation (a shared component) keeps the pointer inside
  * its file and names every operation it is about, sorted. Edits elsewhere in the file do not disturb it.
  */
-import { createHash } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
@@ -76,9 +77,14 @@ export function findingIdentity(finding: Finding, documents: readonly ApiDocumen
   return { rule: finding.ruleId, file, operation: [...new Set(names)].sort().join(', '), pointer: finding.pointer };
 }
 
+// node:crypto (~15 of Node's internal modules) is loaded on first use: a plain lint never hashes an identity.
+const require = createRequire(import.meta.url);
+let crypto: typeof Crypto | undefined;
+
 /** A short stable hash of an identity (used for SARIF `partialFingerprints`). */
 export function identityHash(identity: FindingIdentity): string {
-  return createHash('sha256').update(identityKey(identity)).digest('hex').slice(0, 32);
+  crypto ??= require('node:crypto') as typeof Crypto;
+  return crypto.createHash('sha256').update(identityKey(identity)).digest('hex').slice(0, 32);
 }
 
 function identityKey(identity: FindingIdentity): string {

@@ -8,7 +8,12 @@
 import { chmodSync, closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { Stats } from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import type * as Crypto from 'node:crypto';
+import { createRequire } from 'node:module';
+
+// node:crypto (~15 of Node's internal modules) is loaded on first use: only a written file needs a temp name.
+const require = createRequire(import.meta.url);
+let crypto: typeof Crypto | undefined;
 
 /** Symbolic links followed before giving up, as the kernel does (ELOOP). */
 const MAX_LINKS = 40;
@@ -66,7 +71,8 @@ export function writeFileAtomic(file: string, text: string): void {
   const dir = path.dirname(target);
   if (target === file) ensureDirectory(dir);
   else if (statIfExists(dir)?.isDirectory() !== true) throw dangling(file, target);
-  const temp = path.join(dir, `.${path.basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+  crypto ??= require('node:crypto') as typeof Crypto;
+  const temp = path.join(dir, `.${path.basename(target)}.${crypto.randomBytes(6).toString('hex')}.tmp`);
   try {
     writeFileSync(temp, text, 'utf8');
     if (mode !== undefined) chmodSync(temp, mode);

@@ -51,6 +51,24 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
     }
   });
 
+  it("a plain lint loads none of node:crypto's modules; --output and SARIF, which need it, still work", async () => {
+    const report = `data:text/javascript,${encodeURIComponent("process.on('exit', () => process.stderr.write(process.moduleLoadList.filter((m) => /crypto/.test(m)).length + ' crypto modules\\n'));")}`;
+    const plain = await runProcess(process.execPath, ['--import', report, bin, 'lint', 'samples/demo-requests/openapi.yaml'], { cwd: root });
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.equal(plain.stderr, '0 crypto modules\n');
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-bundle-'));
+    try {
+      const out = path.join(dir, 'report.sarif');
+      const sarif = await runProcess(process.execPath, ['--import', report, bin, 'lint', 'samples/broken/keys.yaml', '-f', 'sarif', '-o', out], { cwd: root });
+      assert.equal(sarif.code, 1, sarif.stderr);
+      assert.match(sarif.stderr, /^[1-9]\d* crypto modules\n$/);
+      const results = (JSON.parse(readFileSync(out, 'utf8')) as { runs: { results: { partialFingerprints: Record<string, string> }[] }[] }).runs[0]!.results;
+      assert.ok(results.length > 0 && results.every((result) => /^[0-9a-f]{32}$/.test(Object.values(result.partialFingerprints)[0] ?? '')), 'SARIF fingerprints are hashes');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('prints the same help, lint report and rule list as the unbundled sources', async () => {
     // Help text is laid out by string-width, which the bundle loads on first use (an emoji and CJK widths
     // here would go wrong if it did not load at all).
