@@ -70,8 +70,8 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
   });
 
   it('prints the same help, lint report and rule list as the unbundled sources', async () => {
-    // Help text is laid out by string-width, which the bundle loads on first use (an emoji and CJK widths
-    // here would go wrong if it did not load at all).
+    // Help text is laid out by string-width, which the bundle loads on first use: help that came out unwrapped
+    // or not at all would differ here.
     for (const argv of [['--help'], ['lint', '--help'], ['generate', '--help'], ['lint', 'samples/broken/keys.yaml', 'samples/broken/scope.yaml'], ['lint', '-f', 'sarif', 'samples/broken/responses.yaml'], ['rules'], ['nonsense']]) {
       const [bundled, source] = await Promise.all([runBin(argv), fromSource(argv)]);
       assert.equal(bundled.code, source.code, argv.join(' '));

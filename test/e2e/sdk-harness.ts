@@ -60,22 +60,24 @@ export async function waitUntil(check: () => Promise<boolean>, ms: number, what:
   }
 }
 
-/** A request header of an exchange, by case-insensitive name. */
 /**
- * The guard's 503 among `attempts` (a store outage), after checking what an SDK that honours it shows: the 503
- * carries `Retry-After` in whole seconds and the SDK's next attempt waited that long.
+ * The guard's first answer of `status` among `attempts` (503: a store outage; 409: a request in progress), after
+ * checking what an SDK that honours it shows: it carries `Retry-After` in whole seconds and the SDK's next attempt
+ * waited that long.
  */
-export function assertRetryAfterWaited(attempts: readonly Exchange[]): Exchange {
-  const outage = attempts.find((e) => e.status === 503);
-  assert.ok(outage !== undefined, 'a 503 from the guard');
-  const retryAfter = Number(outage.retryAfter);
-  assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `503 carries Retry-After in seconds (got ${String(outage.retryAfter)})`);
-  const next = attempts[attempts.indexOf(outage) + 1];
-  assert.ok(next !== undefined, 'the SDK retried after the 503');
-  assert.ok(next.sentAt - outage.answeredAt! >= retryAfter * 1000 - 50, 'the SDK waited the Retry-After before retrying');
-  return outage;
+export function assertRetryAfterWaited(attempts: readonly Exchange[], status = 503): Exchange {
+  const answer = attempts.find((e) => e.status === status);
+  assert.ok(answer !== undefined, `a ${status} from the guard`);
+  const retryAfter = Number(answer.retryAfter);
+  assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `${status} carries Retry-After in seconds (got ${String(answer.retryAfter)})`);
+  const next = attempts[attempts.indexOf(answer) + 1];
+  assert.ok(next !== undefined, `the SDK retried after the ${status}`);
+  const waited = next.sentAt - answer.answeredAt!;
+  assert.ok(waited >= retryAfter * 1000 - 50, `the SDK waited the Retry-After (${retryAfter} s) before retrying (waited ${waited} ms)`);
+  return answer;
 }
 
+/** A request header of an exchange, by case-insensitive name. */
 export function headerOf(exchange: Exchange, name: string): string | undefined {
   return exchange.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
 }

@@ -119,6 +119,7 @@ describe('the official Mollie client (@mollie/api-client) with its own Idempoten
     const key = keyOf(attempts[0]!)!;
     assert.match(key, SDK_KEY, 'the SDK made a 24-character base64 key');
     assert.equal(keyOf(attempts[1]!), key, 'the retry carries the same Idempotency-Key');
+    assert.ok(attempts[0]!.body.includes(description), 'the proxy saw the JSON body');
     assert.equal(attempts[1]!.body, attempts[0]!.body, 'the retry sends the same body bytes');
     assert.equal(headerOf(attempts[0]!, 'authorization'), `Bearer ${KEYS.alice}`);
     const waited = attempts[1]!.sentAt - attempts[0]!.answeredAt!;
@@ -166,7 +167,7 @@ describe('the official Mollie client (@mollie/api-client) with its own Idempoten
   });
 
   it('a gateway 504 while the handler still runs: the SDK retry meets the in-progress 409 and rejects with an ApiError (it does not retry a 4xx); one effect', async () => {
-    const description = newDescription('hold-ms=3500');
+    const description = newDescription('hold-ms=5000');
     const from = proxy().exchanges.length;
     proxy().gatewayErrors = [{ status: 504, afterMs: 300 }];
     const error = assertApiError(
@@ -273,7 +274,7 @@ describe('the Mollie client against a guard that waits for an in-progress duplic
   const { app, proxy } = serve({ WAIT_IN_PROGRESS_MS: '5000' });
 
   it('a gateway 504 while the handler still runs: the SDK retry waits for the first execution and resolves with its replay; one effect', async () => {
-    const description = newDescription('hold-ms=3500');
+    const description = newDescription('hold-ms=5000');
     const from = proxy().exchanges.length;
     proxy().gatewayErrors = [{ status: 504, afterMs: 300 }];
     const payment = await mollieOn(proxy().port, KEYS.alice).payments.create(order(description));

@@ -1,7 +1,6 @@
 import { describeMultiProcess, describeServerScenarios, sqliteControl } from './scenarios.js';
-import { requireBinary, startPostgres, startRedis, type PostgresServer, type RedisServer } from '../helpers/servers.js';
+import { PG_DIRS, requireBinary, startPostgres, startRedis, type PostgresServer, type RedisServer } from '../helpers/servers.js';
 
-const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
 
 describeServerScenarios({ framework: 'express', store: 'memory' });
 describeServerScenarios({ framework: 'express', store: 'sqlite' }, { durable: sqliteControl(), transactional: true });

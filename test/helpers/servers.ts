@@ -48,7 +48,8 @@ export function freePort(): Promise<number> {
   });
 }
 
-const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
+/** Where Debian's PostgreSQL packages put initdb and pg_ctl (when they are not on PATH). */
+export const PG_DIRS = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
 
 /** A running throw-away PostgreSQL cluster. */
 export interface PostgresServer {

@@ -3,12 +3,11 @@ import pg from 'pg';
 import { createGuard } from '../../../src/runtime/guard.js';
 import { StoreError } from '../../../src/runtime/store.js';
 import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
-import { requireBinary, startPostgres, type PostgresServer } from '../../helpers/servers.js';
+import { PG_DIRS, requireBinary, startPostgres, type PostgresServer } from '../../helpers/servers.js';
 import { bodyJson, demoContract, demoRequest, jsonResponse } from '../fixtures.js';
 import { describeStoreContract, describeTransactionContract } from '../store-contract.js';
 import { reserveFromProcesses } from './multi-process.js';
 
-const PG_DIRS = ['/usr/lib/postgresql/15/bin'];
 
 describe('PostgresStore (real PostgreSQL cluster)', function () {
   this.timeout(120_000);
