@@ -53,15 +53,18 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
 
   it("a plain lint loads none of node:crypto's modules; --output and SARIF, which need it, still work", async () => {
     const report = `data:text/javascript,${encodeURIComponent("process.on('exit', () => process.stderr.write(process.moduleLoadList.filter((m) => /crypto/.test(m)).length + ' crypto modules\\n'));")}`;
+    // As many as Node itself loads (none on Node 20) for a script that does nothing.
+    const bare = await runProcess(process.execPath, ['--import', report, '-e', '0'], { cwd: root });
     const plain = await runProcess(process.execPath, ['--import', report, bin, 'lint', 'samples/demo-requests/openapi.yaml'], { cwd: root });
     assert.equal(plain.code, 0, plain.stderr);
-    assert.equal(plain.stderr, '0 crypto modules\n');
+    assert.equal(plain.stderr, bare.stderr);
+    assert.match(bare.stderr, /^\d+ crypto modules\n$/);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-bundle-'));
     try {
       const out = path.join(dir, 'report.sarif');
       const sarif = await runProcess(process.execPath, ['--import', report, bin, 'lint', 'samples/broken/keys.yaml', '-f', 'sarif', '-o', out], { cwd: root });
       assert.equal(sarif.code, 1, sarif.stderr);
-      assert.match(sarif.stderr, /^[1-9]\d* crypto modules\n$/);
+      assert.ok(Number.parseInt(sarif.stderr, 10) > Number.parseInt(bare.stderr, 10), `${sarif.stderr} after a SARIF lint, ${bare.stderr} bare`);
       const results = (JSON.parse(readFileSync(out, 'utf8')) as { runs: { results: { partialFingerprints: Record<string, string> }[] }[] }).runs[0]!.results;
       assert.ok(results.length > 0 && results.every((result) => /^[0-9a-f]{32}$/.test(Object.values(result.partialFingerprints)[0] ?? '')), 'SARIF fingerprints are hashes');
     } finally {
