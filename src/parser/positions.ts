@@ -172,8 +172,11 @@ const CLOSE_BRACKET = 93;
 const COMMA = 44;
 const COLON = 58;
 
-/** A quote followed by `:`: the end of a member name, or an escaped quote inside a string (see countNames). */
-const NAME_END = /"[ \t\r\n]*:/;
+/**
+ * A quote followed by `:`: the end of a member name, or an escaped quote inside a string (see countNames).
+ * Global: countNames steps from match to match with `lastIndex`.
+ */
+const NAME_END = /"[ \t\r\n]*:/g;
 
 /**
  * From a position outside any string, everything up to and including the next bracket outside strings.
@@ -327,13 +330,23 @@ export class JsonPositionIndex implements PositionIndex {
   /**
    * How many member names are written in the value at `offset` and the values nested in it, or more when a
    * string in it holds an escaped quote followed by `:`. In JSON text that JSON.parse accepted every member
-   * name is a quote followed by `:` (blanks between), so one native split counts them; an escaped quote can
-   * only add to the count, never hide a name, so a parsed value that holds as many names lost none.
+   * name is a quote followed by `:` (blanks between), so a native regex search counts them; an escaped quote
+   * can only add to the count, never hide a name, so a parsed value that holds as many names lost none.
+   * The search runs over the text itself, match to match, and stops at the first match past the value: no
+   * substring and no array of pieces (a 10 MB document's contracts would otherwise be copied and split).
+   * A match that starts inside the value ends inside it, before its closing bracket (quote, blanks, colon).
    */
   private countNames(offset: number): number {
-    const first = this.text.charCodeAt(offset);
+    const text = this.text;
+    const first = text.charCodeAt(offset);
     if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return 0;
-    return this.text.slice(offset, this.skipValue(offset)).split(NAME_END).length - 1;
+    const end = this.skipValue(offset);
+    const nameEnd = NAME_END;
+    nameEnd.lastIndex = offset;
+    let names = 0;
+    while (nameEnd.test(text) && nameEnd.lastIndex <= end) names += 1;
+    nameEnd.lastIndex = 0;
+    return names;
   }
 
   /**
