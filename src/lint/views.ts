@@ -488,6 +488,10 @@ const COMPOSITION_KEYWORDS = ['allOf', ...BRANCH_KEYWORDS] as const;
  * its location. Cycles and broken references are skipped.
  */
 export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Location, withSubtypes = false): Located<Record<string, unknown>>[] {
+  // A schema composed of no others (most of them): itself, without the walk's set of locations seen.
+  const single = deref(doc, schema, at);
+  if (!single || !isObject(single.value)) return [];
+  if (!composed(single.value) && !(withSubtypes && single.value['discriminator'] !== undefined)) return [{ value: single.value, at: single.at }];
   const out: Located<Record<string, unknown>>[] = [];
   const seen = new Set<string>();
   const visit = (value: unknown, where: Location, depth: number): void => {
@@ -510,6 +514,12 @@ export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Locati
   };
   visit(schema, at, 0);
   return out;
+}
+
+/** Whether a schema names others to be composed of (`allOf`, `oneOf`, `anyOf` lists). */
+function composed(node: Record<string, unknown>): boolean {
+  for (let k = 0; k < COMPOSITION_KEYWORDS.length; k++) if (Array.isArray(node[COMPOSITION_KEYWORDS[k]!])) return true;
+  return false;
 }
 
 /**
@@ -566,21 +576,37 @@ function extendersIndex(doc: ApiDocument): ReadonlyMap<string, readonly Located<
   return index;
 }
 
-function typesOf(schema: Record<string, unknown>): string[] | undefined {
+/** Whether a schema has a `type` (a name, or a 3.1 list of names). */
+function hasType(schema: Record<string, unknown>): boolean {
   const type = schema['type'];
-  if (typeof type === 'string') return [type];
-  if (Array.isArray(type)) return type.filter((t): t is string => typeof t === 'string');
-  return undefined;
+  return typeof type === 'string' || Array.isArray(type);
+}
+
+/**
+ * Whether a schema's `type` names `kind` (it is the name, or a list holding it). Read in place, no list of
+ * names built: the pointer views ask this several times of every schema they pass.
+ */
+function typeNames(schema: Record<string, unknown>, kind: string): boolean {
+  const type = schema['type'];
+  if (typeof type === 'string') return type === kind;
+  if (Array.isArray(type)) {
+    for (let i = 0; i < type.length; i++) if (type[i] === kind) return true;
+  }
+  return false;
 }
 
 function mayBe(schema: Record<string, unknown>, kind: 'object' | 'array'): boolean {
-  const types = typesOf(schema);
-  if (types === undefined) {
+  if (!hasType(schema)) {
     // No `type`: infer from the keywords it uses; a keyword-free schema accepts anything.
     if (kind === 'object') return !('items' in schema || 'prefixItems' in schema);
     return !('properties' in schema || 'additionalProperties' in schema);
   }
-  return types.includes(kind);
+  return typeNames(schema, kind);
+}
+
+/** A `$ref` object: `doc.deref` returns anything else as it is. */
+function isReference(value: unknown): boolean {
+  return isObject(value) && typeof value['$ref'] === 'string';
 }
 
 /** How a JSON Pointer into a body resolved against the body's schema. */
@@ -646,16 +672,25 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
     for (let c = 0; c < current.length; c++) {
       const candidate = current[c]!;
       // `true` (or a reference to it) is the schema that accepts anything.
-      if (candidate.value === true || deref(doc, candidate.value, candidate.at)?.value === true) {
+      if (candidate.value === true || (isReference(candidate.value) && deref(doc, candidate.value, candidate.at)?.value === true)) {
         open = true;
         continue;
       }
       const alternatives = schemaAlternatives(doc, candidate.value, candidate.at, true);
-      const objects = alternatives.filter((a) => mayBe(a.value, 'object'));
-      const arrays = alternatives.filter((a) => mayBe(a.value, 'array'));
+      // Plain loops, no closures: this runs for every token of every fingerprint pointer.
+      const objects: Located<Record<string, unknown>>[] = [];
+      const arrays: Located<Record<string, unknown>>[] = [];
+      let typed = false;
+      let containerTyped = false;
+      for (let k = 0; k < alternatives.length; k++) {
+        const alternative = alternatives[k]!.value;
+        if (mayBe(alternative, 'object')) objects.push(alternatives[k]!);
+        if (mayBe(alternative, 'array')) arrays.push(alternatives[k]!);
+        if (hasType(alternative)) typed = true;
+        if (typeNames(alternative, 'object') || typeNames(alternative, 'array')) containerTyped = true;
+      }
       if (arrays.length > 0) array = true;
-      const typed = alternatives.some((a) => typesOf(a.value) !== undefined);
-      if (alternatives.length > 0 && typed && !alternatives.some((a) => typesOf(a.value)?.some((t) => t === 'object' || t === 'array'))) {
+      if (alternatives.length > 0 && typed && !containerTyped) {
         continue; // only scalar types here
       }
       let declaresShape = false;
