@@ -95,8 +95,19 @@ export const effectiveParameters = memo(
 
 /** A declared parameter by location and name (header names compared case-insensitively). */
 export function findParameter(doc: ApiDocument, op: OperationView, where: string, name: string): ParameterView | undefined {
-  const key = parameterKey({ in: where, name });
-  return effectiveParameters(doc, op).find((p) => parameterKey(p) === key);
+  const params = effectiveParameters(doc, op);
+  for (let i = 0; i < params.length; i++) if (sameParameter(params[i]!, where, name)) return params[i];
+  return undefined;
+}
+
+/**
+ * Whether `parameterKey(p)` equals `parameterKey({ in: where, name })`, without joining either key when the
+ * locations are equal (or differ, and neither holds the `:` that could make two joined keys collide).
+ */
+function sameParameter(p: ParameterView, where: string, name: string): boolean {
+  if (p.in === where) return where === 'header' ? p.name.toLowerCase() === name.toLowerCase() : p.name === name;
+  if (!p.in.includes(':') && !where.includes(':')) return false;
+  return parameterKey(p) === parameterKey({ in: where, name });
 }
 
 /** The schema of a parameter: 3.x `schema` (or `content[*].schema`), or the 2.0 parameter itself. */
@@ -139,7 +150,8 @@ export interface RequestBodyView {
 function pickMediaType(content: Record<string, unknown>): string | undefined {
   const types = Object.keys(content);
   return (
-    types.find((t) => t.toLowerCase().split(';')[0]!.trim() === 'application/json') ??
+    // Written exactly so (most documents): no lower-cased copy and split of it to compare.
+    types.find((t) => t === 'application/json' || t.toLowerCase().split(';')[0]!.trim() === 'application/json') ??
     // `+json`, and JSON under other names: AWS's `application/x-amz-json-1.1`, `text/json`.
     types.find((t) => /[/+-]json\b/i.test(t)) ??
     types.find((t) => /x-www-form-urlencoded|multipart\/form-data/i.test(t)) ??
@@ -153,7 +165,8 @@ function pickMediaType(content: Record<string, unknown>): string | undefined {
  */
 export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBodyView | undefined => {
   if (op.node['requestBody'] !== undefined) {
-    const target = deref(doc, op.node['requestBody'], child(op.at, 'requestBody'));
+    const usedAt = child(op.at, 'requestBody');
+    const target = deref(doc, op.node['requestBody'], usedAt);
     if (!target || !isObject(target.value)) return undefined;
     const body = target.value;
     const content = body['content'];
@@ -169,7 +182,7 @@ export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBo
         }
       }
     }
-    return { mediaType, required: body['required'] === true, at: child(op.at, 'requestBody'), valueAt: target.at, schema };
+    return { mediaType, required: body['required'] === true, at: usedAt, valueAt: target.at, schema };
   }
   const params = effectiveParameters(doc, op);
   const bodyParam = params.find((p) => p.in === 'body');
@@ -344,7 +357,7 @@ class DeclaredResponse implements ResponseView {
   }
 }
 
-const responseHeadersCache = new WeakMap<ApiDocument, WeakMap<object, { key: string; headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }> }>>();
+const responseHeadersCache = new WeakMap<ApiDocument, WeakMap<object, { at: Location; headers: ReadonlyMap<string, { readonly name: string; readonly at: Location }> }>>();
 
 function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueAt: Location): ReadonlyMap<string, { readonly name: string; readonly at: Location }> {
   let perDoc = responseHeadersCache.get(doc);
@@ -352,9 +365,10 @@ function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueA
     perDoc = new WeakMap();
     responseHeadersCache.set(doc, perDoc);
   }
-  const key = `${valueAt.file}#${valueAt.pointer}`;
+  // Kept with the location it was read at (a node sits in one file): a shared response is reached through the
+  // one location object its `$ref` resolves to, so most lookups compare no pointer, and build none.
   const cached = perDoc.get(node);
-  if (cached && cached.key === key) return cached.headers;
+  if (cached && (cached.at === valueAt || (cached.at.file === valueAt.file && cached.at.pointer === valueAt.pointer))) return cached.headers;
   const headers = new Map<string, { name: string; at: Location }>();
   const declared = node['headers'];
   if (isObject(declared)) {
@@ -366,7 +380,7 @@ function responseHeaders(doc: ApiDocument, node: Record<string, unknown>, valueA
       headers.set(name.toLowerCase(), { name, at: header ? header.at : headerAt });
     }
   }
-  perDoc.set(node, { key, headers });
+  perDoc.set(node, { at: valueAt, headers });
   return headers;
 }
 
@@ -385,9 +399,17 @@ export function findResponse(doc: ApiDocument, op: OperationView, status: number
 }
 
 /** The declared success responses (`2xx` codes and the `2XX` range). */
-export function successResponses(doc: ApiDocument, op: OperationView): readonly ResponseView[] {
-  return declaredResponses(doc, op).filter((r) => /^2(\d\d|XX)$/i.test(r.status));
-}
+export const successResponses = memo((doc: ApiDocument, op: OperationView): readonly ResponseView[] => {
+  // Two rules ask it of the current operation; a loop, and a list made at its size on the first success.
+  const all = declaredResponses(doc, op);
+  let out: ResponseView[] | undefined;
+  for (let i = 0; i < all.length; i++) {
+    if (!/^2(\d\d|XX)$/i.test(all[i]!.status)) continue;
+    if (out === undefined) out = [all[i]!];
+    else out.push(all[i]!);
+  }
+  return out ?? [];
+});
 
 /** The body schema of a response: 3.x `content` (JSON preferred), 2.0 `schema`. */
 export function responseSchema(doc: ApiDocument, response: ResponseView): Located<Record<string, unknown>> | undefined {
@@ -427,18 +449,19 @@ export interface SecurityView {
 
 /** The effective security of an operation: its own `security` (even `[]`) wins over the document's. */
 export const effectiveSecurity = memo((doc: ApiDocument, op: OperationView): SecurityView => {
-  let source: SecurityView['source'] = 'none';
-  let list: unknown;
-  let at: Location | undefined;
-  if (Array.isArray(op.node['security'])) {
-    source = 'operation';
-    list = op.node['security'];
-    at = child(op.at, 'security');
-  } else if (Array.isArray(doc.root['security'])) {
-    source = 'document';
-    list = doc.root['security'];
-    at = { file: doc.file, pointer: '/security' };
-  }
+  if (Array.isArray(op.node['security'])) return securityView('operation', op.node['security'], child(op.at, 'security'));
+  const list = doc.root['security'];
+  // The document's security, for every operation without its own: read once per document (per list).
+  const cached = documentSecurityCache.get(doc);
+  if (cached !== undefined && cached.list === list) return cached.view;
+  const view = Array.isArray(list) ? securityView('document', list, { file: doc.file, pointer: '/security' }) : securityView('none', undefined, undefined);
+  documentSecurityCache.set(doc, { list, view });
+  return view;
+});
+
+const documentSecurityCache = new WeakMap<ApiDocument, { readonly list: unknown; readonly view: SecurityView }>();
+
+function securityView(source: SecurityView['source'], list: unknown[] | undefined, at: Location | undefined): SecurityView {
   const requirements = Array.isArray(list) ? list.filter(isObject) : [];
   return {
     source,
@@ -447,7 +470,7 @@ export const effectiveSecurity = memo((doc: ApiDocument, op: OperationView): Sec
     secured: requirements.some((r) => Object.keys(r).length > 0),
     anonymousAllowed: requirements.some((r) => Object.keys(r).length === 0),
   };
-});
+}
 
 /**
  * An API key security scheme that applies to the operation (named in one of its effective requirements)
@@ -663,9 +686,12 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
   let prefix = '';
   for (let i = 0; i < tokens.length; i += 1) {
     const token = tokens[i]!;
-    const next: Located<unknown>[] = [];
-    // The declared names only matter when the token does not resolve: collect them then, not per token.
-    const declared: Record<string, unknown>[] = [];
+    // Lists made on their first entry, at their size (an empty list grows to 17 slots on its first push): most
+    // tokens land on one schema. The declared names only matter when the token does not resolve: their objects
+    // are kept (the first one without a list), and read then.
+    let next: Located<unknown>[] | undefined;
+    let declaredFirst: Record<string, unknown> | undefined;
+    let declaredMore: Record<string, unknown>[] | undefined;
     let container = false;
     let open = false;
     let array = false;
@@ -677,32 +703,41 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         continue;
       }
       const alternatives = schemaAlternatives(doc, candidate.value, candidate.at, true);
-      // Plain loops, no closures: this runs for every token of every fingerprint pointer.
-      const objects: Located<Record<string, unknown>>[] = [];
-      const arrays: Located<Record<string, unknown>>[] = [];
+      // Plain loops over the alternatives, no filtered lists or closures: this runs for every token of every
+      // fingerprint pointer. Objects are read first, then arrays, each in the alternatives' order.
+      let objects = 0;
+      let arrays = 0;
+      let arrayItems = false;
       let typed = false;
       let containerTyped = false;
       for (let k = 0; k < alternatives.length; k++) {
         const alternative = alternatives[k]!.value;
-        if (mayBe(alternative, 'object')) objects.push(alternatives[k]!);
-        if (mayBe(alternative, 'array')) arrays.push(alternatives[k]!);
+        if (mayBe(alternative, 'object')) objects += 1;
+        if (mayBe(alternative, 'array')) {
+          arrays += 1;
+          if ('items' in alternative) arrayItems = true;
+        }
         if (hasType(alternative)) typed = true;
         if (typeNames(alternative, 'object') || typeNames(alternative, 'array')) containerTyped = true;
       }
-      if (arrays.length > 0) array = true;
+      if (arrays > 0) array = true;
       if (alternatives.length > 0 && typed && !containerTyped) {
         continue; // only scalar types here
       }
       let declaresShape = false;
-      for (let k = 0; k < objects.length; k++) {
-        const o = objects[k]!;
+      for (let k = 0; k < alternatives.length; k++) {
+        const o = alternatives[k]!;
+        if (!mayBe(o.value, 'object')) continue;
         const props = o.value['properties'];
         if (isObject(props)) {
           declaresShape = true;
-          declared.push(props);
+          if (declaredFirst === undefined) declaredFirst = props;
+          else (declaredMore ??= []).push(props);
           if (Object.hasOwn(props, token)) {
             container = true;
-            next.push({ value: props[token], at: child(o.at, 'properties', token) });
+            const found = { value: props[token], at: child(o.at, 'properties', token) };
+            if (next === undefined) next = [found];
+            else next.push(found);
           }
         }
         const patterns = o.value['patternProperties'];
@@ -717,7 +752,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
             }
             if (matches) {
               container = true;
-              next.push({ value: sub, at: child(o.at, 'patternProperties', source) });
+              (next ??= []).push({ value: sub, at: child(o.at, 'patternProperties', source) });
             }
           }
         }
@@ -726,34 +761,36 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         else if (isObject(extra) && Object.keys(extra).length > 0) {
           declaresShape = true;
           container = true;
-          next.push({ value: extra, at: child(o.at, 'additionalProperties') });
+          (next ??= []).push({ value: extra, at: child(o.at, 'additionalProperties') });
         }
       }
-      if (objects.length > 0 && !declaresShape && arrays.every((a) => !('items' in a.value))) {
+      if (objects > 0 && !declaresShape && !arrayItems) {
         // A free-form object (a map): any member name may exist below it.
         open = true;
       }
       // `-` is not an index: in a JSON Pointer it names the slot after the last item, which never holds a value.
-      if (/^(0|[1-9]\d*)$/.test(token)) {
-        for (let k = 0; k < arrays.length; k++) {
-          const a = arrays[k]!;
+      if (arrays > 0 && /^(0|[1-9]\d*)$/.test(token)) {
+        for (let k = 0; k < alternatives.length; k++) {
+          const a = alternatives[k]!;
+          if (!mayBe(a.value, 'array')) continue;
           const prefixItems = a.value['prefixItems'];
           if (Array.isArray(prefixItems) && Number(token) < prefixItems.length) {
             container = true;
-            next.push({ value: prefixItems[Number(token)], at: child(a.at, 'prefixItems', Number(token)) });
+            (next ??= []).push({ value: prefixItems[Number(token)], at: child(a.at, 'prefixItems', Number(token)) });
           } else if (a.value['items'] !== undefined && typeof a.value['items'] !== 'boolean') {
             container = true;
-            next.push({ value: a.value['items'], at: child(a.at, 'items') });
+            (next ??= []).push({ value: a.value['items'], at: child(a.at, 'items') });
           } else if (!('items' in a.value)) {
             open = true;
           }
         }
       }
     }
-    if (open && next.length === 0) return { ok: true, schema: undefined, open: true };
-    if (next.length === 0) {
+    if (open && next === undefined) return { ok: true, schema: undefined, open: true };
+    if (next === undefined) {
       const known = new Set<string>();
-      for (const props of declared) for (const name of Object.keys(props)) known.add(name);
+      if (declaredFirst !== undefined) for (const name of Object.keys(declaredFirst)) known.add(name);
+      if (declaredMore !== undefined) for (const props of declaredMore) for (const name of Object.keys(props)) known.add(name);
       return {
         ok: false,
         failedToken: i,
@@ -898,6 +935,24 @@ export function readsBodyFields(mediaType: string): boolean {
 
 /** How the operation declares the key of `key` (see {@link KeyDeclaration}). */
 export function keyDeclaration(doc: ApiDocument, op: OperationView, key: KeyPlace): KeyDeclaration {
+  // Two rules (key-header-undeclared, key-unbounded) ask it of the current operation's contract key: once each
+  // (kept for the operation and key last asked only, as the per-operation views are).
+  const last = keyDeclarationCache.get(doc);
+  if (last !== undefined && last.op === op && last.key === key) return last.declaration;
+  const declaration = declareKey(doc, op, key);
+  if (last !== undefined) {
+    last.op = op;
+    last.key = key;
+    last.declaration = declaration;
+  } else {
+    keyDeclarationCache.set(doc, { op, key, declaration });
+  }
+  return declaration;
+}
+
+const keyDeclarationCache = new WeakMap<ApiDocument, { op: OperationView; key: KeyPlace; declaration: KeyDeclaration }>();
+
+function declareKey(doc: ApiDocument, op: OperationView, key: KeyPlace): KeyDeclaration {
   if (key.in !== 'body') {
     const param = findParameter(doc, op, key.in, key.name);
     const name = param?.name ?? key.name;
@@ -1165,10 +1220,9 @@ function bodyKeyField(doc: ApiDocument, schema: Located<Record<string, unknown> 
     const alt = alternatives[a]!;
     const props = alt.value['properties'];
     if (!isObject(props)) continue;
-    const names = Object.keys(props);
-    for (let i = 0; i < names.length; i++) {
-      const name = names[i]!;
-      if (!isKeyFieldName(name)) continue;
+    // `for…in` with an own-key check lists what Object.keys lists, in its order, without a list of the names.
+    for (const name in props) {
+      if (!Object.hasOwn(props, name) || !isKeyFieldName(name)) continue;
       if (isKeyField(name, deref(doc, props[name], alt.at)?.value)) {
         found = name;
         break;

@@ -712,31 +712,37 @@ export function operationParameters(
   node: Record<string, unknown>,
   at: Location,
 ): readonly ParameterView[] {
-  if (!Array.isArray(pathItem.parameters) && !Array.isArray(node.parameters)) return [];
+  const shared = Array.isArray(pathItem.parameters) ? pathItem.parameters : undefined;
+  const own = Array.isArray(node.parameters) ? node.parameters : undefined;
+  // No entries at all (`parameters: []` is common): nothing to merge.
+  if ((shared === undefined || shared.length === 0) && (own === undefined || own.length === 0)) return [];
   const byKey = new Map<string, ParameterView>();
-  const read = (owner: Record<string, unknown>, ownerAt: Location) => {
-    if (!Array.isArray(owner.parameters)) return;
-    owner.parameters.forEach((entry, index) => {
-      const entryAt = { file: ownerAt.file, pointer: appendPointer(ownerAt.pointer, 'parameters', index) };
-      const followed = document.deref(entry, entryAt);
-      if (!followed || !isPlainObject(followed.value)) return;
-      const parameter = followed.value;
-      if (typeof parameter.name !== 'string' || typeof parameter.in !== 'string') return;
-      const key = `${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`;
-      byKey.delete(key); // re-inserted, so an overriding entry keeps its operation-level order
-      byKey.set(key, {
-        name: parameter.name,
-        in: parameter.in,
-        required: parameter.required === true,
-        node: parameter,
-        at: entryAt,
-        valueAt: followed.at,
-      });
-    });
-  };
-  read(pathItem, pathItemAt);
-  read(node, at);
+  if (shared !== undefined) readParameters(document, shared, pathItemAt, byKey);
+  if (own !== undefined) readParameters(document, own, at, byKey);
   return [...byKey.values()];
+}
+
+/** Adds the entries of one `parameters` list to `byKey` (see {@link operationParameters}). */
+function readParameters(document: ApiDocument, list: readonly unknown[], ownerAt: Location, byKey: Map<string, ParameterView>): void {
+  for (let index = 0; index < list.length; index++) {
+    if (!(index in list)) continue; // a hole in a list built in code, as forEach skips it
+    // `parameters` and an index need no escaping: the pointer is joined as is.
+    const entryAt = { file: ownerAt.file, pointer: `${ownerAt.pointer}/parameters/${index}` };
+    const followed = document.deref(list[index], entryAt);
+    if (!followed || !isPlainObject(followed.value)) continue;
+    const parameter = followed.value;
+    if (typeof parameter.name !== 'string' || typeof parameter.in !== 'string') continue;
+    const key = `${parameter.in}\u0000${parameter.in === 'header' ? parameter.name.toLowerCase() : parameter.name}`;
+    byKey.delete(key); // re-inserted, so an overriding entry keeps its operation-level order
+    byKey.set(key, {
+      name: parameter.name,
+      in: parameter.in,
+      required: parameter.required === true,
+      node: parameter,
+      at: entryAt,
+      valueAt: followed.at,
+    });
+  }
 }
 
 /** How many member names a parsed JSON value holds, nested ones included (any depth: no recursion). */
