@@ -79,11 +79,18 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
     }
   }
 
-  const places = KEY_PLACES.filter((place) => key[place] !== undefined);
-  if (places.length > 1) {
+  // The first two places the key names (a loop, no list: most keys name one).
+  let firstPlace: (typeof KEY_PLACES)[number] | undefined;
+  let secondPlace: (typeof KEY_PLACES)[number] | undefined;
+  for (let i = 0; i < KEY_PLACES.length && secondPlace === undefined; i++) {
+    if (key[KEY_PLACES[i]!] === undefined) continue;
+    if (firstPlace === undefined) firstPlace = KEY_PLACES[i]!;
+    else secondPlace = KEY_PLACES[i]!;
+  }
+  if (secondPlace !== undefined) {
     schemaErrors.push({
-      at: at('key', places[1]!),
-      message: `x-idempotency.key names two places for the key (\`${places[0]}\` and \`${places[1]}\`): a request carries it in one — keep one of them`,
+      at: at('key', secondPlace),
+      message: `x-idempotency.key names two places for the key (\`${firstPlace}\` and \`${secondPlace}\`): a request carries it in one — keep one of them`,
     });
   }
   const place = keyPlace(key);
@@ -127,7 +134,12 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   const responses = isPlainObject(source.responses) ? source.responses : {};
   const replay = isPlainObject(responses.replay) ? responses.replay : undefined;
 
-  const states = {} as Record<StateName, StateResponse | undefined>;
+  // The contract's `responses`: the replay, then each state in STATE_NAMES order, written in place (no object of
+  // states to copy in).
+  const answers = {
+    replay: replay ? { header: typeof replay.header === 'string' ? replay.header : 'Idempotent-Replayed', sendOnFirst: replay.sendOnFirst !== false } : undefined,
+  } as { replay: { header: string; sendOnFirst: boolean } | undefined } & Record<StateName, StateResponse | undefined>;
+  const states = answers as Record<StateName, StateResponse | undefined>;
   for (let i = 0; i < STATE_NAMES.length; i++) {
     const name = STATE_NAMES[i]!;
     const state = responses[name];
@@ -136,7 +148,14 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
       continue;
     }
     const status = isPlainObject(state) ? integer(state.status) : integer(state);
-    const response = status === undefined ? undefined : inputs.documentedResponse(status);
+    let response: DocumentedResponse | undefined;
+    if (status !== undefined) {
+      // States share statuses (400 twice, 409 twice): each status is looked up once per contract, and states
+      // with one status share its response.
+      let same = 0;
+      while (same < i && states[STATE_NAMES[same]!]?.status !== status) same += 1;
+      response = same < i ? states[STATE_NAMES[same]!]!.response : inputs.documentedResponse(status);
+    }
     states[name] = response ? { status, response } : { status };
   }
 
@@ -148,7 +167,7 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
       maxLength: integer(key.maxLength),
       pattern,
     },
-    scope: Array.isArray(source.scope) ? source.scope.flatMap(parseScopePart) : undefined,
+    scope: Array.isArray(source.scope) ? scopeParts(source.scope) : undefined,
     fingerprint: readFingerprint(source.fingerprint),
     ttl: duration(source, 'ttl'),
     lease: duration(source, 'lease'),
@@ -176,10 +195,7 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
     transient: Array.isArray(source.transient)
       ? source.transient.filter((status): status is number => Number.isInteger(status))
       : undefined,
-    responses: {
-      replay: replay ? { header: typeof replay.header === 'string' ? replay.header : 'Idempotent-Replayed', sendOnFirst: replay.sendOnFirst !== false } : undefined,
-      ...states,
-    },
+    responses: answers,
     unknownOutcome:
       source.unknownOutcome === 'status-route' || source.unknownOutcome === 'surface' ? source.unknownOutcome : undefined,
     raw,
@@ -244,17 +260,38 @@ const HTTP_OWNED_HEADERS: readonly string[] = ['content-length', 'transfer-encod
 
 /** Parses `principal`, `global`, `header:NAME`, `path:NAME`, `query:NAME`; anything else yields nothing. */
 export function parseScopePart(part: unknown): ScopePart[] {
-  if (typeof part !== 'string') return [];
+  const parsed = scopePart(part);
+  return parsed === undefined ? [] : [parsed];
+}
+
+/** {@link parseScopePart} of one entry, as the part itself or `undefined`. */
+function scopePart(part: unknown): ScopePart | undefined {
+  if (typeof part !== 'string') return undefined;
   const text = part.trim();
-  if (text === 'principal' || text === 'global') return [{ kind: text }];
+  if (text === 'principal' || text === 'global') return { kind: text };
   const match = /^(header|path|query):(.+)$/.exec(text);
-  return match ? [{ kind: match[1] as 'header' | 'path' | 'query', name: match[2]!.trim() }] : [];
+  return match ? { kind: match[1] as 'header' | 'path' | 'query', name: match[2]!.trim() } : undefined;
+}
+
+/** Every entry of a `scope` list parsed (as `flatMap(parseScopePart)`, without a list per entry). */
+function scopeParts(list: readonly unknown[]): ScopePart[] {
+  const out: ScopePart[] = [];
+  for (let i = 0; i < list.length; i++) {
+    if (!(i in list)) continue; // a hole, as flatMap skips it
+    const part = scopePart(list[i]);
+    if (part !== undefined) out.push(part);
+  }
+  return out;
+}
+
+/** The strings of a fingerprint list (none when it is not a list). */
+function pointers(list: unknown): string[] {
+  return Array.isArray(list) ? list.filter((p): p is string => typeof p === 'string') : [];
 }
 
 function readFingerprint(value: unknown): IdempotencyContract['fingerprint'] {
   if (!isPlainObject(value)) return undefined;
   if (value.include === undefined && value.exclude === undefined) return undefined;
-  const pointers = (list: unknown) => (Array.isArray(list) ? list.filter((p): p is string => typeof p === 'string') : []);
   // Only `exclude` given: everything else in the body counts.
   const include = value.include === undefined || value.include === 'all' ? 'all' : pointers(value.include);
   return { include, exclude: pointers(value.exclude) };

@@ -21,7 +21,7 @@ import type {
   ParameterView,
   Position,
 } from './model.js';
-import { appendPointer, lazyChild, parsePointer, valueAt } from './pointer.js';
+import { appendPointer, escapeToken, lazyChild, parsePointer, valueAt } from './pointer.js';
 import { duplicateKeyDocumentError, SourceCache } from './source.js';
 import { summarise } from './summarise.js';
 
@@ -198,8 +198,15 @@ class DocumentLoader implements ApiDocument {
       }
     }
     // Path items written beside the `$ref` are read too, after those of the file it names.
-    const entries: { path: string; item: unknown; base: Location }[] = Object.entries(followed.value as Record<string, unknown>).map(([path, item]) => ({ path, item, base: followed.at }));
-    if (followed.at !== pathsAt) for (const [path, item] of Object.entries(paths)) if (path !== '$ref') entries.push({ path, item, base: pathsAt });
+    const entries: { path: string; item: unknown; base: Location }[] = [];
+    // Object.keys and a loop: no [name, value] pair and no iterator result per path item.
+    const listed = followed.value as Record<string, unknown>;
+    const names = Object.keys(listed);
+    for (let i = 0; i < names.length; i++) entries.push({ path: names[i]!, item: listed[names[i]!], base: followed.at });
+    if (followed.at !== pathsAt) {
+      const beside = Object.keys(paths);
+      for (let i = 0; i < beside.length; i++) if (beside[i] !== '$ref') entries.push({ path: beside[i]!, item: paths[beside[i]!], base: pathsAt });
+    }
     const operationIds = new Map<string, Location>();
     // Misplaced `x-idempotency` of path items and responses, warned after every operation is read: a later
     // operation's contract may `$ref` one (`$ref: '#/paths/~1z/x-idempotency'`), which makes it read.
@@ -210,7 +217,7 @@ class DocumentLoader implements ApiDocument {
       const { path, item: rawItem, base } = entries[e]!;
       // The Paths Object may carry extensions (`x-codegen-contextRoot: /api`): they are not path items.
       if (path.startsWith('x-')) continue;
-      const itemRef: Location = { file: base.file, pointer: appendPointer(base.pointer, path) };
+      const itemRef: Location = { file: base.file, pointer: `${base.pointer}/${escapeToken(path)}` };
       if (!path.startsWith('/')) {
         this.warn(itemRef, `path '${path}' does not start with '/': OpenAPI paths are appended to the server URL, so clients would call \`…${path}\` glued to it — write '/${path}'`);
       }
@@ -228,7 +235,8 @@ class DocumentLoader implements ApiDocument {
         const method = HTTP_METHODS[m]!;
         if (!Object.prototype.hasOwnProperty.call(pathItem, method)) continue;
         const node = pathItem[method];
-        const at: Location = { file: item.at.file, pointer: appendPointer(item.at.pointer, method) };
+        // A method name needs no escaping: the pointer is joined as is.
+        const at: Location = { file: item.at.file, pointer: `${item.at.pointer}/${method}` };
         if (!isPlainObject(node)) {
           this.warn(at, `operation ${method.toUpperCase()} ${path} must be an object`);
           continue;
@@ -356,8 +364,8 @@ class DocumentLoader implements ApiDocument {
     const inputs: ContractInputs = {
       own,
       defaults,
-      // States share statuses (400 twice, 409 twice): resolve each status once per operation.
-      documentedResponse: memoizeByStatus((status) => this.documentedResponse(node, at, status)),
+      // buildContract looks each status up once (states share statuses: 400 twice, 409 twice).
+      documentedResponse: (status) => this.documentedResponse(node, at, status),
     };
     return buildContract(inputs);
   }
@@ -387,7 +395,8 @@ class DocumentLoader implements ApiDocument {
         checked.add(response.value);
         const headers = response.value.headers;
         if (isPlainObject(headers)) {
-          for (const name in headers) this.need(headers[name], lazyChild(response.at, 'headers', name));
+          // Only a `$ref` can be broken: a header written in place needs no location.
+          for (const name in headers) if (isReference(headers[name])) this.need(headers[name], lazyChild(response.at, 'headers', name));
         }
         if (this.version === '2.0') this.needSchema(response.value, response.at);
         else this.needContentSchemas(response.value, response.at, checked);
@@ -407,23 +416,31 @@ class DocumentLoader implements ApiDocument {
 
   /** Warns at each `$ref` among an operation's parameters, request body and responses that leads nowhere. */
   private warnBrokenRefs(node: Record<string, unknown>, at: Location, pathItem: Record<string, unknown>, pathItemAt: Location): void {
-    // Resolved from the owner's location (same file); the entry's own location is built only for a warning.
-    const check = (value: unknown, owner: Location, ...tokens: (string | number)[]) => {
-      if (!isPlainObject(value) || typeof value.$ref !== 'string') return;
-      // A 2.0 shorthand `$ref: Name` here names a parameter or response (the owner's location does not say which).
-      const followed = this.follow(value, owner, tokens[0] === 'parameters' || tokens[0] === 'responses' ? tokens[0] : undefined);
-      // A remote `$ref` is not broken, only out of reach (idemkit never uses the network): not worth a warning here.
-      if (followed.ok || /^https?:/i.test(followed.ref)) return;
-      const refAt = followed.refAt === owner ? { file: owner.file, pointer: appendPointer(owner.pointer, ...tokens) } : followed.refAt;
-      const key = `${refAt.file}#${refAt.pointer}`;
-      if (this.warnedRefs.has(key)) return;
-      this.warnedRefs.add(key);
-      this.warn({ file: refAt.file, pointer: appendPointer(refAt.pointer, '$ref') }, followed.reason);
-    };
-    if (Array.isArray(pathItem.parameters)) pathItem.parameters.forEach((parameter, index) => check(parameter, pathItemAt, 'parameters', index));
-    if (Array.isArray(node.parameters)) node.parameters.forEach((parameter, index) => check(parameter, at, 'parameters', index));
-    check(node.requestBody, at, 'requestBody');
-    if (isPlainObject(node.responses)) for (const code in node.responses) check(node.responses[code], at, 'responses', code);
+    // Plain loops and fixed arguments: this runs for every operation without a contract.
+    const shared = pathItem.parameters;
+    if (Array.isArray(shared)) for (let i = 0; i < shared.length; i++) if (i in shared) this.warnIfBroken(shared[i], pathItemAt, 'parameters', i);
+    const own = node.parameters;
+    if (Array.isArray(own)) for (let i = 0; i < own.length; i++) if (i in own) this.warnIfBroken(own[i], at, 'parameters', i);
+    this.warnIfBroken(node.requestBody, at, 'requestBody', undefined);
+    if (isPlainObject(node.responses)) for (const code in node.responses) this.warnIfBroken(node.responses[code], at, 'responses', code);
+  }
+
+  /**
+   * Warns (once per `$ref`) when `value`, the entry `first`/`second` of the object at `owner`, is a `$ref` that
+   * leads nowhere. Resolved from the owner's location (same file); the entry's own location is built only for a
+   * warning.
+   */
+  private warnIfBroken(value: unknown, owner: Location, first: string, second: string | number | undefined): void {
+    if (!isReference(value)) return;
+    // A 2.0 shorthand `$ref: Name` here names a parameter or response (the owner's location does not say which).
+    const followed = this.follow(value, owner, first === 'parameters' || first === 'responses' ? first : undefined);
+    // A remote `$ref` is not broken, only out of reach (idemkit never uses the network): not worth a warning here.
+    if (followed.ok || /^https?:/i.test(followed.ref)) return;
+    const refAt = followed.refAt === owner ? { file: owner.file, pointer: second === undefined ? appendPointer(owner.pointer, first) : appendPointer(owner.pointer, first, second) } : followed.refAt;
+    const key = `${refAt.file}#${refAt.pointer}`;
+    if (this.warnedRefs.has(key)) return;
+    this.warnedRefs.add(key);
+    this.warn({ file: refAt.file, pointer: appendPointer(refAt.pointer, '$ref') }, followed.reason);
   }
 
   private needContentSchemas(value: unknown, at: Location, checked = this.checked): void {
@@ -436,18 +453,22 @@ class DocumentLoader implements ApiDocument {
   }
 
   private needSchema(owner: Record<string, unknown>, at: Location): void {
-    if (owner.schema !== undefined) this.need(owner.schema, lazyChild(at, 'schema'));
+    // Only a `$ref` can be broken: a schema written in place needs no location.
+    if (isReference(owner.schema)) this.need(owner.schema, lazyChild(at, 'schema'));
   }
 
   private documentedResponse(node: Record<string, unknown>, at: Location, status: number): DocumentedResponse | undefined {
     if (!isPlainObject(node.responses)) return undefined;
     const exact = String(status);
-    const range = `${Math.floor(status / 100)}XX`;
-    const code = Object.prototype.hasOwnProperty.call(node.responses, exact)
-      ? exact
-      : Object.keys(node.responses).find((candidate) => candidate.toUpperCase() === range);
+    // The range (`4XX`) is joined only when the exact code is not documented.
+    let code: string | undefined = exact;
+    if (!Object.prototype.hasOwnProperty.call(node.responses, exact)) {
+      const range = `${Math.floor(status / 100)}XX`;
+      code = Object.keys(node.responses).find((candidate) => candidate.toUpperCase() === range);
+    }
     if (code === undefined) return undefined;
-    const entryAt: Location = { file: at.file, pointer: appendPointer(at.pointer, 'responses', code) };
+    // Its pointer is joined only if a finding or a generator reads it.
+    const entryAt = lazyChild(at, 'responses', code);
     const followed = this.deref(node.responses[code], entryAt);
     return {
       code,
@@ -475,8 +496,9 @@ class DocumentLoader implements ApiDocument {
     for (let i = 0; i < this.contractedHere.length; i++) written.add(this.contractedHere[i]!.node);
     const expected = written.size + (rootHas ? 1 : 0);
     if (members.count === expected) {
-      let names = rootHas ? countNames(this.root['x-idempotency']) : 0;
-      for (const node of written) names += countNames(node['x-idempotency']);
+      const pending: unknown[] = [];
+      let names = rootHas ? countNames(this.root['x-idempotency'], pending) : 0;
+      for (const node of written) names += countNames(node['x-idempotency'], pending);
       if (names === members.names) return;
     }
     const inside = source.duplicateInMembers('x-idempotency');
@@ -547,10 +569,13 @@ class DocumentLoader implements ApiDocument {
     // Cycle check on the targets (concrete pointers), kept only along a chain of `$ref`s: a single hop (by
     // far the most common) builds no key and no set.
     let visited: Set<string> | undefined;
+    // The last `$ref`'s target (cached per `$ref` string): what the chain ends on, returned as it is.
+    let landed: Followed | undefined;
     for (let hop = 0; hop < MAX_REF_HOPS; hop++) {
-      if (!isPlainObject(current) || typeof current.$ref !== 'string') return hop === 0 ? { ok: true, value, at } : { ok: true, value: current, at: where };
+      if (!isPlainObject(current) || typeof current.$ref !== 'string') return landed ?? { ok: true, value, at };
       const target = this.resolveRef(current.$ref, where, hop === 0 ? section : undefined);
       if (!target.ok) return target;
+      landed = target;
       reached?.add(`${target.at.file}#${target.at.pointer}`);
       const next = target.value;
       if (isPlainObject(next) && typeof next.$ref === 'string') {
@@ -745,10 +770,13 @@ function readParameters(document: ApiDocument, list: readonly unknown[], ownerAt
   }
 }
 
-/** How many member names a parsed JSON value holds, nested ones included (any depth: no recursion). */
-function countNames(value: unknown): number {
+/**
+ * How many member names a parsed JSON value holds, nested ones included (any depth: no recursion). `pending` is
+ * the caller's (empty) work list, lent so that counting many values grows one list.
+ */
+function countNames(value: unknown, pending: unknown[]): number {
   let names = 0;
-  const pending: unknown[] = [value];
+  pending.push(value);
   while (pending.length > 0) {
     const node = pending.pop();
     if (node === null || typeof node !== 'object') continue;
@@ -765,12 +793,9 @@ function countNames(value: unknown): number {
   return names;
 }
 
-function memoizeByStatus<T>(lookup: (status: number) => T): (status: number) => T {
-  const cache = new Map<number, T>();
-  return (status) => {
-    if (!cache.has(status)) cache.set(status, lookup(status));
-    return cache.get(status) as T;
-  };
+/** A `$ref` object (anything else is followed no further). */
+function isReference(value: unknown): value is Record<string, unknown> & { $ref: string } {
+  return isPlainObject(value) && typeof value.$ref === 'string';
 }
 
 /**

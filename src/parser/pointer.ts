@@ -64,13 +64,19 @@ class LazyChild implements Location {
   private built: string | undefined;
   constructor(
     private readonly parent: Location,
-    private readonly tokens: readonly (string | number)[],
+    // One or two tokens, held as fields: no list of them per location.
+    private readonly first: string | number,
+    private readonly second: string | number | undefined,
   ) {
     this.file = parent.file;
   }
 
   get pointer(): string {
-    return (this.built ??= appendPointer(this.parent.pointer, ...this.tokens));
+    if (this.built === undefined) {
+      const pointer = `${this.parent.pointer}/${escapeToken(this.first)}`;
+      this.built = this.second === undefined ? pointer : `${pointer}/${escapeToken(this.second)}`;
+    }
+    return this.built;
   }
 
   toJSON(): Location {
@@ -78,7 +84,10 @@ class LazyChild implements Location {
   }
 }
 
-/** The location of a child of `parent`, its pointer joined on first read (see {@link LazyChild}). */
-export function lazyChild(parent: Location, ...tokens: (string | number)[]): Location {
-  return new LazyChild(parent, tokens);
+/**
+ * The location of a child (`first`) or grandchild (`first`, `second`) of `parent`, its pointer joined on first
+ * read (see {@link LazyChild}).
+ */
+export function lazyChild(parent: Location, first: string | number, second?: string | number): Location {
+  return new LazyChild(parent, first, second);
 }

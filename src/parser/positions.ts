@@ -340,7 +340,8 @@ export class JsonPositionIndex implements PositionIndex {
     const text = this.text;
     const first = text.charCodeAt(offset);
     if (first !== OPEN_BRACE && first !== OPEN_BRACKET) return 0;
-    const end = this.skipValue(offset);
+    // Its children's ends are not kept: a position inside a contract is rarely asked for.
+    const end = this.skipValue(offset, false);
     const nameEnd = NAME_END;
     nameEnd.lastIndex = offset;
     let names = 0;
@@ -448,8 +449,11 @@ export class JsonPositionIndex implements PositionIndex {
     return items;
   }
 
-  /** Offset just past the value starting at `i`. */
-  private skipValue(i: number): number {
+  /**
+   * Offset just past the value starting at `i`. With `record`, the ends of a container and of its direct
+   * children are kept for the scans that index it later.
+   */
+  private skipValue(i: number, record = true): number {
     const text = this.text;
     const code = text.charCodeAt(i);
     if (code === QUOTE) return this.skipString(i);
@@ -472,9 +476,10 @@ export class JsonPositionIndex implements PositionIndex {
           if (depth === 2) childStart = j;
         } else {
           depth -= 1;
-          if (depth === 1) this.ends.set(childStart, j + 1);
-          else if (depth === 0) {
-            this.ends.set(i, j + 1);
+          if (depth === 1) {
+            if (record) this.ends.set(childStart, j + 1);
+          } else if (depth === 0) {
+            if (record) this.ends.set(i, j + 1);
             return j + 1;
           }
         }
