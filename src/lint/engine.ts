@@ -30,14 +30,50 @@ export interface LintOptions {
 /** A finding as a rule reports it, before it is placed (line and column) and merged across operations. */
 type Pending = { ruleId: string; severity: Severity; message: string; messageId: string; at: Location; position?: Position };
 
-/** A rule's `report`: fills the message for its id (an unknown id is the rule's bug) and hands the finding to `add`. */
-function reporter(rule: Rule, severity: Severity, add: (pending: Pending) => void): RuleContext<string>['report'] {
+/** A finding as merged across the operations that report it. */
+type Merged = { pending: Pending; operations: Set<string> };
+
+/**
+ * A rule's `report`: fills the message for its id (an unknown id is the rule's bug) and hands the finding to `add`.
+ * A report that repeats the rule's previous one — the same message id, the same location object and equal data
+ * (a shared component reached from operation after operation) — is that finding: it joins it through `again`
+ * without filling the message and joining its key once more.
+ */
+function reporter(rule: Rule, severity: Severity, add: (pending: Pending) => Merged, again: (entry: Merged) => void): RuleContext<string>['report'] {
   const messages = rule.meta.messages as Record<string, string>;
+  let last: Merged | undefined;
+  let lastId: string | undefined;
+  let lastAt: Location | undefined;
+  let lastData: Readonly<Record<string, string | number>> | undefined;
   return (messageId, at, data) => {
     const template = messages[messageId];
     if (template === undefined) throw new InternalError(`rule ${rule.meta.id} reported unknown message id '${messageId}'`);
-    add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at });
+    if (last !== undefined && messageId === lastId && at === lastAt && sameData(data, lastData)) {
+      again(last);
+      return;
+    }
+    last = add({ ruleId: rule.meta.id, severity, message: fill(template, data), messageId, at });
+    lastId = messageId;
+    lastAt = at;
+    lastData = data;
   };
+}
+
+/**
+ * Whether two reports' data fill any template alike: both absent, or two objects with the same own members and
+ * values. The same object twice does not count: a rule may have changed it in between.
+ */
+function sameData(data: Readonly<Record<string, string | number>> | undefined, previous: Readonly<Record<string, string | number>> | undefined): boolean {
+  if (data === undefined || previous === undefined) return data === previous;
+  if (data === previous) return false;
+  let members = 0;
+  for (const name in data) {
+    if (!Object.prototype.hasOwnProperty.call(data, name)) continue;
+    if (!Object.prototype.hasOwnProperty.call(previous, name) || data[name] !== previous[name]) return false;
+    members += 1;
+  }
+  for (const name in previous) if (Object.prototype.hasOwnProperty.call(previous, name)) members -= 1;
+  return members === 0;
 }
 
 /** Lints one loaded document. Findings are sorted by file, line, column, rule, then message. */
@@ -46,8 +82,8 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
   const severities = options.severities ?? {};
   // Merge first, place later: a fault in a shared component is reported once per operation that reaches it,
   // and its position is computed once.
-  const merged = new Map<string, { pending: Pending; operations: Set<string> }>();
-  const add = (pending: Pending, operation: string | undefined) => {
+  const merged = new Map<string, Merged>();
+  const add = (pending: Pending, operation: string | undefined): Merged => {
     const where = pending.position ? `${pending.position.line}:${pending.position.column}` : '';
     const key = `${pending.ruleId}\u0000${pending.at.file}\u0000${pending.at.pointer}\u0000${where}\u0000${pending.message}`;
     let entry = merged.get(key);
@@ -56,6 +92,7 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
       merged.set(key, entry);
     }
     if (operation !== undefined) entry.operations.add(operation);
+    return entry;
   };
 
   const operations = doc.operations;
@@ -76,7 +113,12 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
       operation: operations[0]!,
       contract: undefined,
       settings,
-      report: reporter(rule, severity, (pending) => add(pending, name)),
+      report: reporter(
+        rule,
+        severity,
+        (pending) => add(pending, name),
+        (entry) => entry.operations.add(name),
+      ),
     };
     active.push({ rule, severity, ctx, scope: rule.operations });
   }
@@ -111,7 +153,12 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
     rule.checkDocument({
       document: doc,
       settings,
-      report: reporter(rule, severity, (pending) => add(pending, undefined)),
+      report: reporter(
+        rule,
+        severity,
+        (pending) => add(pending, undefined),
+        () => undefined,
+      ),
     });
   }
 

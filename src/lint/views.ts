@@ -1000,7 +1000,9 @@ export function isUnsafe(op: OperationView, unsafeMethods: readonly string[]): b
   for (let i = 0; i < unsafeMethods.length; i++) {
     // Settings from code, not the checked config, may hold holes or non-strings: they name no method.
     const method = unsafeMethods[i];
-    if (typeof method === 'string' && method.toLowerCase() === op.method) return true;
+    // Lower-cased only when it may match: written as the method is, or as long (a mapping that changes a name's
+    // length leaves a non-ASCII letter, which no method has).
+    if (typeof method === 'string' && (method === op.method || (method.length === op.method.length && method.toLowerCase() === op.method))) return true;
   }
   return false;
 }
