@@ -81,6 +81,30 @@ describe('lint engine', () => {
     assert.equal(findings.length, 6);
   });
 
+  it('merges a report repeated at one location object, and keeps reports with other data apart, even in one data object the rule changes', async () => {
+    const doc = await loadDocument(fixture('defaults.yaml'));
+    const shared = { file: doc.file, pointer: '/info' };
+    const reused: Record<string, string> = { id: '' };
+    // One rule per kind of report, so each rule's reports follow one another, operation after operation.
+    const reporting = (id: string, message: string, data: (operationId: string) => Record<string, string>) =>
+      defineRule({
+        meta: { id, severity: 'info', description: 'test rule', criterion: 'contract', rationale: 'test', messages: { m: message } },
+        check(ctx) {
+          ctx.report('m', shared, data(ctx.operation.operationId!));
+        },
+      });
+    const rules = [
+      reporting('test-same', 'one fault', () => ({ kind: 'shared' })),
+      reporting('test-per', 'fault of {id}', (id) => ({ id })),
+      reporting('test-reused', 'reused {id}', (id) => Object.assign(reused, { id })),
+    ];
+    const findings = lintDocument(doc, { rules });
+    const ids = ['usesTrue', 'overrides', 'optedOut', 'noContract'];
+    const expected = [['one fault', ids], ...ids.map((id) => [`fault of ${id}`, [id]]), ...ids.map((id) => [`reused ${id}`, [id]])];
+    const byMessage = (a: unknown[], b: unknown[]) => (String(a[0]) < String(b[0]) ? -1 : 1);
+    assert.deepEqual(findings.map((finding) => [finding.message, finding.operations]).sort(byMessage), expected.sort(byMessage));
+  });
+
   it('lets severities override the rule, or turn it off', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     assert.deepEqual(
