@@ -32,7 +32,11 @@ export function parsePointer(pointer: string): string[] | undefined {
   return pointer.slice(1).split('/').map(unescapeToken);
 }
 
-/** The location of a child of `at`, e.g. `child(op.at, 'responses', '200')`. */
+/**
+ * The location of a child of `at`, e.g. `child(op.at, 'responses', '200')`, its pointer joined now. The views
+ * locate the nodes they pass through with `lazyChild` instead: most of those locations are never read (only a
+ * finding, or a cache of a shared schema, reads one).
+ */
 export function child(at: Location, ...tokens: (string | number)[]): Location {
   let pointer = at.pointer;
   for (let i = 0; i < tokens.length; i++) pointer += `/${escapePointerToken(tokens[i]!)}`;
@@ -113,14 +117,14 @@ function sameParameter(p: ParameterView, where: string, name: string): boolean {
 /** The schema of a parameter: 3.x `schema` (or `content[*].schema`), or the 2.0 parameter itself. */
 export function parameterSchema(doc: ApiDocument, p: ParameterView): Located<Record<string, unknown>> | undefined {
   if (p.node['schema'] !== undefined) {
-    const target = deref(doc, p.node['schema'], child(p.valueAt, 'schema'));
+    const target = deref(doc, p.node['schema'], lazyChild(p.valueAt, 'schema'));
     return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
   }
   const content = p.node['content'];
   if (isObject(content)) {
     const media = Object.keys(content)[0];
     if (media !== undefined && isObject(content[media])) {
-      const at = child(p.valueAt, 'content', media, 'schema');
+      const at = lazyChild(lazyChild(p.valueAt, 'content', media), 'schema');
       const target = deref(doc, (content[media] as Record<string, unknown>)['schema'], at);
       return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
     }
@@ -165,7 +169,7 @@ function pickMediaType(content: Record<string, unknown>): string | undefined {
  */
 export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBodyView | undefined => {
   if (op.node['requestBody'] !== undefined) {
-    const usedAt = child(op.at, 'requestBody');
+    const usedAt = lazyChild(op.at, 'requestBody');
     const target = deref(doc, op.node['requestBody'], usedAt);
     if (!target || !isObject(target.value)) return undefined;
     const body = target.value;
@@ -176,7 +180,7 @@ export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBo
       mediaType = pickMediaType(content);
       const media = mediaType === undefined ? undefined : content[mediaType];
       if (mediaType !== undefined && isObject(media) && media['schema'] !== undefined) {
-        const schemaTarget = deref(doc, media['schema'], child(target.at, 'content', mediaType, 'schema'));
+        const schemaTarget = deref(doc, media['schema'], lazyChild(lazyChild(target.at, 'content', mediaType), 'schema'));
         if (schemaTarget && (isObject(schemaTarget.value) || typeof schemaTarget.value === 'boolean')) {
           schema = { value: schemaTarget.value as Record<string, unknown> | boolean, at: schemaTarget.at };
         }
@@ -187,7 +191,7 @@ export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBo
   const params = effectiveParameters(doc, op);
   const bodyParam = params.find((p) => p.in === 'body');
   if (bodyParam) {
-    const schemaTarget = deref(doc, bodyParam.node['schema'], child(bodyParam.valueAt, 'schema'));
+    const schemaTarget = deref(doc, bodyParam.node['schema'], lazyChild(bodyParam.valueAt, 'schema'));
     const schema =
       schemaTarget && (isObject(schemaTarget.value) || typeof schemaTarget.value === 'boolean')
         ? { value: schemaTarget.value as Record<string, unknown> | boolean, at: schemaTarget.at }
@@ -420,10 +424,10 @@ export function responseSchema(doc: ApiDocument, response: ResponseView): Locate
     const media = pickMediaType(content);
     if (media === undefined || !isObject(content[media])) return undefined;
     raw = (content[media] as Record<string, unknown>)['schema'];
-    at = child(response.valueAt, 'content', media, 'schema');
+    at = lazyChild(lazyChild(response.valueAt, 'content', media), 'schema');
   } else {
     raw = response.node['schema'];
-    at = child(response.valueAt, 'schema');
+    at = lazyChild(response.valueAt, 'schema');
   }
   if (raw === undefined) return undefined;
   const target = deref(doc, raw, at);
@@ -529,7 +533,7 @@ export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Locati
     for (let k = 0; k < COMPOSITION_KEYWORDS.length; k++) {
       const keyword = COMPOSITION_KEYWORDS[k]!;
       const members = node[keyword];
-      if (Array.isArray(members)) members.forEach((m, i) => visit(m, child(target.at, keyword, i), depth + 1));
+      if (Array.isArray(members)) members.forEach((m, i) => visit(m, lazyChild(target.at, keyword, i), depth + 1));
     }
     if (withSubtypes && node['discriminator'] !== undefined) {
       for (const subtype of discriminatorSubtypes(doc, node, target.at)) visit(subtype.value, subtype.at, depth + 1);
@@ -665,19 +669,51 @@ export function resolveSchemaPointer(doc: ApiDocument, schema: unknown, at: Loca
   // Request bodies share schemas through `$ref`: resolve each (schema, pointer) pair once per document.
   let perDoc = resolutionCache.get(doc);
   if (!perDoc) {
-    perDoc = new Map();
+    perDoc = { byNode: new Map(), byKey: new Map() };
     resolutionCache.set(doc, perDoc);
   }
+  // By the schema object and the location it was first read at (no pointer joined: most body schemas are written
+  // in place, under their operation, and are never named in a finding); at another location (a YAML alias), by
+  // the location's pointer.
+  if (schema !== null && typeof schema === 'object') {
+    const known = perDoc.byNode.get(schema);
+    if (known === undefined) {
+      const result = resolveUncached(doc, schema, at, pointer);
+      perDoc.byNode.set(schema, { at, pointer, result, more: undefined });
+      return result;
+    }
+    if (sameLocation(known.at, at)) {
+      // The first pointer asked is kept beside the location; a map holds the others, made for a second one.
+      if (known.pointer === pointer) return known.result;
+      let result = known.more?.get(pointer);
+      if (result === undefined) {
+        result = resolveUncached(doc, schema, at, pointer);
+        (known.more ??= new Map()).set(pointer, result);
+      }
+      return result;
+    }
+  }
   const key = `${at.file}#${at.pointer}\u0000${pointer}`;
-  let result = perDoc.get(key);
+  let result = perDoc.byKey.get(key);
   if (!result) {
     result = resolveUncached(doc, schema, at, pointer);
-    perDoc.set(key, result);
+    perDoc.byKey.set(key, result);
   }
   return result;
 }
 
-const resolutionCache = new WeakMap<ApiDocument, Map<string, PointerResolution>>();
+const resolutionCache = new WeakMap<
+  ApiDocument,
+  {
+    readonly byNode: Map<object, { readonly at: Location; readonly pointer: string; readonly result: PointerResolution; more: Map<string, PointerResolution> | undefined }>;
+    readonly byKey: Map<string, PointerResolution>;
+  }
+>();
+
+/** Whether two locations are one: the same object (a `$ref`'s cached target), or the same file and pointer. */
+function sameLocation(a: Location, b: Location): boolean {
+  return a === b || (a.file === b.file && a.pointer === b.pointer);
+}
 
 function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointer: string): PointerResolution {
   const tokens = parsePointer(pointer);
@@ -735,7 +771,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
           else (declaredMore ??= []).push(props);
           if (Object.hasOwn(props, token)) {
             container = true;
-            const found = { value: props[token], at: child(o.at, 'properties', token) };
+            const found = { value: props[token], at: lazyChild(o.at, 'properties', token) };
             if (next === undefined) next = [found];
             else next.push(found);
           }
@@ -752,7 +788,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
             }
             if (matches) {
               container = true;
-              (next ??= []).push({ value: sub, at: child(o.at, 'patternProperties', source) });
+              (next ??= []).push({ value: sub, at: lazyChild(o.at, 'patternProperties', source) });
             }
           }
         }
@@ -761,7 +797,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         else if (isObject(extra) && Object.keys(extra).length > 0) {
           declaresShape = true;
           container = true;
-          (next ??= []).push({ value: extra, at: child(o.at, 'additionalProperties') });
+          (next ??= []).push({ value: extra, at: lazyChild(o.at, 'additionalProperties') });
         }
       }
       if (objects > 0 && !declaresShape && !arrayItems) {
@@ -776,10 +812,10 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
           const prefixItems = a.value['prefixItems'];
           if (Array.isArray(prefixItems) && Number(token) < prefixItems.length) {
             container = true;
-            (next ??= []).push({ value: prefixItems[Number(token)], at: child(a.at, 'prefixItems', Number(token)) });
+            (next ??= []).push({ value: prefixItems[Number(token)], at: lazyChild(a.at, 'prefixItems', Number(token)) });
           } else if (a.value['items'] !== undefined && typeof a.value['items'] !== 'boolean') {
             container = true;
-            (next ??= []).push({ value: a.value['items'], at: child(a.at, 'items') });
+            (next ??= []).push({ value: a.value['items'], at: lazyChild(a.at, 'items') });
           } else if (!('items' in a.value)) {
             open = true;
           }
@@ -808,43 +844,55 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
 
 /** A per-document cache keyed by a schema's location (schemas are shared through `$ref`s). */
 function schemaMemo<T>(compute: (doc: ApiDocument, schema: unknown, at: Location) => T): (doc: ApiDocument, schema: unknown, at: Location) => T {
-  const cache = new WeakMap<ApiDocument, Map<string, T>>();
+  const cache = new WeakMap<ApiDocument, { readonly byNode: Map<object, { readonly at: Location; readonly value: T }>; readonly byKey: Map<string, T> }>();
   return (doc, schema, at) => {
     const target = deref(doc, schema, at);
     if (!target) return compute(doc, schema, at);
     let perDoc = cache.get(doc);
     if (!perDoc) {
-      perDoc = new Map();
+      perDoc = { byNode: new Map(), byKey: new Map() };
       cache.set(doc, perDoc);
     }
+    // By the schema object and the location it was first read at, as resolveSchemaPointer caches; at another
+    // location, by its pointer.
+    const node = target.value;
+    if (node !== null && typeof node === 'object') {
+      const known = perDoc.byNode.get(node);
+      if (known === undefined) {
+        const value = compute(doc, node, target.at);
+        perDoc.byNode.set(node, { at: target.at, value });
+        return value;
+      }
+      if (sameLocation(known.at, target.at)) return known.value;
+    }
     const key = `${target.at.file}#${target.at.pointer}`;
-    if (perDoc.has(key)) return perDoc.get(key) as T;
+    if (perDoc.byKey.has(key)) return perDoc.byKey.get(key) as T;
     const result = compute(doc, target.value, target.at);
-    perDoc.set(key, result);
+    perDoc.byKey.set(key, result);
     return result;
   };
 }
 
 /** The required top-level properties of an object schema (through `allOf`; `oneOf`/`anyOf`: required in every branch). */
 export const requiredProperties = schemaMemo((doc: ApiDocument, schema: unknown, at: Location): readonly { readonly name: string; readonly at: Location }[] => {
-  const seen = new Set<string>();
+  // The locations visited, compared as locations: a schema composed of no others joins no pointer for this.
+  const seen: Location[] = [];
   const collect = (value: unknown, where: Location, depth: number): Map<string, Location> => {
     const result = new Map<string, Location>();
     if (depth > MAX_SCHEMA_DEPTH) return result;
     const target = deref(doc, value, where);
     if (!target || !isObject(target.value)) return result;
-    const id = `${target.at.file}#${target.at.pointer}`;
-    if (seen.has(id)) return result;
-    seen.add(id);
+    for (let i = 0; i < seen.length; i++) if (sameLocation(seen[i]!, target.at)) return result;
+    seen.push(target.at);
     const node = target.value;
     if (Array.isArray(node['required'])) {
       node['required'].forEach((name, i) => {
-        if (typeof name === 'string' && !result.has(name)) result.set(name, child(target.at, 'required', i));
+        if (typeof name === 'string' && !result.has(name)) result.set(name, lazyChild(target.at, 'required', i));
       });
     }
     if (Array.isArray(node['allOf'])) {
       node['allOf'].forEach((m, i) => {
-        collect(m, child(target.at, 'allOf', i), depth + 1).forEach((loc, name) => {
+        collect(m, lazyChild(target.at, 'allOf', i), depth + 1).forEach((loc, name) => {
           if (!result.has(name)) result.set(name, loc);
         });
       });
@@ -853,7 +901,7 @@ export const requiredProperties = schemaMemo((doc: ApiDocument, schema: unknown,
       const keyword = BRANCH_KEYWORDS[k]!;
       const branches = node[keyword];
       if (!Array.isArray(branches) || branches.length === 0) continue;
-      const perBranch = branches.map((m, i) => collect(m, child(target.at, keyword, i), depth + 1));
+      const perBranch = branches.map((m, i) => collect(m, lazyChild(target.at, keyword, i), depth + 1));
       perBranch[0]!.forEach((loc, name) => {
         if (perBranch.every((b) => b.has(name)) && !result.has(name)) result.set(name, loc);
       });
@@ -958,7 +1006,7 @@ function declareKey(doc: ApiDocument, op: OperationView, key: KeyPlace): KeyDecl
     const name = param?.name ?? key.name;
     const label = `the ${key.in} parameter \`${name}\``;
     if (!param) return { found: false, required: undefined, requiredAt: undefined, schema: undefined, name, label };
-    const requiredAt = param.node['required'] !== undefined ? child(param.valueAt, 'required') : param.valueAt;
+    const requiredAt = param.node['required'] !== undefined ? lazyChild(param.valueAt, 'required') : param.valueAt;
     return { found: true, required: param.required, requiredAt, schema: parameterSchema(doc, param), name, label };
   }
   const name = key.name;
@@ -981,7 +1029,7 @@ function declareKey(doc: ApiDocument, op: OperationView, key: KeyPlace): KeyDecl
   const fieldName = tokens[tokens.length - 1]!;
   const required = requiredProperties(doc, holder.value, holder.at).some((property) => property.name === fieldName);
   const list = holder.value['required'];
-  return { found: true, required, requiredAt: Array.isArray(list) ? child(holder.at, 'required') : holder.at, schema, name, label };
+  return { found: true, required, requiredAt: Array.isArray(list) ? lazyChild(holder.at, 'required') : holder.at, schema, name, label };
 }
 
 /** A safe read: `GET` (or `HEAD`), which has no effect to repeat. */
