@@ -48,6 +48,7 @@ export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** `doc.deref`, which makes a new object each call: a view may hand it on as its own result. */
 function deref(doc: ApiDocument, value: unknown, at: Location): Located | undefined {
   try {
     return doc.deref(value, at);
@@ -118,7 +119,7 @@ function sameParameter(p: ParameterView, where: string, name: string): boolean {
 export function parameterSchema(doc: ApiDocument, p: ParameterView): Located<Record<string, unknown>> | undefined {
   if (p.node['schema'] !== undefined) {
     const target = deref(doc, p.node['schema'], lazyChild(p.valueAt, 'schema'));
-    return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
+    return target && isObject(target.value) ? (target as Located<Record<string, unknown>>) : undefined;
   }
   const content = p.node['content'];
   if (isObject(content)) {
@@ -126,7 +127,7 @@ export function parameterSchema(doc: ApiDocument, p: ParameterView): Located<Rec
     if (media !== undefined && isObject(content[media])) {
       const at = lazyChild(lazyChild(p.valueAt, 'content', media), 'schema');
       const target = deref(doc, (content[media] as Record<string, unknown>)['schema'], at);
-      return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
+      return target && isObject(target.value) ? (target as Located<Record<string, unknown>>) : undefined;
     }
   }
   // Swagger 2.0 non-body parameters carry type/format/maxLength/pattern on the parameter itself.
@@ -182,7 +183,7 @@ export const requestBody = memo((doc: ApiDocument, op: OperationView): RequestBo
       if (mediaType !== undefined && isObject(media) && media['schema'] !== undefined) {
         const schemaTarget = deref(doc, media['schema'], lazyChild(lazyChild(target.at, 'content', mediaType), 'schema'));
         if (schemaTarget && (isObject(schemaTarget.value) || typeof schemaTarget.value === 'boolean')) {
-          schema = { value: schemaTarget.value as Record<string, unknown> | boolean, at: schemaTarget.at };
+          schema = schemaTarget as Located<Record<string, unknown> | boolean>;
         }
       }
     }
@@ -333,10 +334,9 @@ export const declaredResponses = memo((doc: ApiDocument, op: OperationView): rea
   const responses = op.node['responses'];
   if (!isObject(responses)) return [];
   const out: ResponseView[] = [];
-  const statuses = Object.keys(responses);
-  for (let i = 0; i < statuses.length; i++) {
-    const status = statuses[i]!;
-    if (status.startsWith('x-')) continue;
+  // `for…in` with an own-key check lists what Object.keys lists, in its order, without a list of the codes.
+  for (const status in responses) {
+    if (!Object.hasOwn(responses, status) || status.startsWith('x-')) continue;
     const usedAt = lazyChild(op.at, 'responses', status);
     const target = deref(doc, responses[status], usedAt);
     if (!target || !isObject(target.value)) continue;
@@ -431,7 +431,7 @@ export function responseSchema(doc: ApiDocument, response: ResponseView): Locate
   }
   if (raw === undefined) return undefined;
   const target = deref(doc, raw, at);
-  return target && isObject(target.value) ? { value: target.value, at: target.at } : undefined;
+  return target && isObject(target.value) ? (target as Located<Record<string, unknown>>) : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -518,7 +518,7 @@ export function schemaAlternatives(doc: ApiDocument, schema: unknown, at: Locati
   // A schema composed of no others (most of them): itself, without the walk's set of locations seen.
   const single = deref(doc, schema, at);
   if (!single || !isObject(single.value)) return [];
-  if (!composed(single.value) && !(withSubtypes && single.value['discriminator'] !== undefined)) return [{ value: single.value, at: single.at }];
+  if (!composed(single.value) && !(withSubtypes && single.value['discriminator'] !== undefined)) return [single as Located<Record<string, unknown>>];
   const out: Located<Record<string, unknown>>[] = [];
   const seen = new Set<string>();
   const visit = (value: unknown, where: Location, depth: number): void => {
@@ -1091,17 +1091,24 @@ export function closest(name: string, candidates: Iterable<string>): string | un
 }
 
 function editDistance(a: string, b: string, limit: number): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  // Two rows, swapped after each character of `a` (not a new row per character): a document with many unknown
+  // names asks this of every candidate for each of them.
+  let prev = new Array<number>(b.length + 1);
+  let row = new Array<number>(b.length + 1);
+  for (let j = 0; j <= b.length; j += 1) prev[j] = j;
   for (let i = 1; i <= a.length; i += 1) {
-    const row = [i];
+    row[0] = i;
     let rowMin = i;
+    const code = a.charCodeAt(i - 1);
     for (let j = 1; j <= b.length; j += 1) {
-      const value = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      row.push(value);
+      const value = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (code === b.charCodeAt(j - 1) ? 0 : 1));
+      row[j] = value;
       rowMin = Math.min(rowMin, value);
     }
     if (rowMin >= limit) return limit;
+    const done = prev;
     prev = row;
+    row = done;
   }
   return prev[b.length]!;
 }

@@ -676,6 +676,7 @@ class DocumentLoader implements ApiDocument {
 
   deref(value: unknown, at: Location): { readonly value: unknown; readonly at: Location } | undefined {
     // Not a `$ref` (most nodes the rules ask about): itself, where it is — one object, not follow's and a copy.
+    // A new object each call, never the cached target: the views hand it on as their own result.
     if (!isPlainObject(value) || typeof value.$ref !== 'string') return { value, at };
     const followed = this.follow(value, at);
     return followed.ok ? { value: followed.value, at: followed.at } : undefined;
