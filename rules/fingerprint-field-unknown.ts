@@ -1,6 +1,9 @@
-import { defineRule } from '../src/lint/rule.js';
+import { defineRule, type RuleContext } from '../src/lint/rule.js';
+import type { IdempotencyContract } from '../src/parser/model.js';
 import { bracketPath } from '../src/runtime/form-names.js';
-import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, requestBody, resolveSchemaPointer } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, requestBody, resolveSchemaPointer, type Located } from '../src/lint/views.js';
+
+type MessageId = 'noProperty' | 'notContainer' | 'notIndex' | 'pastEnd' | 'notPointer' | 'noBody';
 
 /** A fingerprint pointer that does not resolve in the request body schema. */
 export default defineRule({
@@ -30,75 +33,85 @@ export default defineRule({
     const contract = activeContract(ctx.contract);
     const fingerprint = contract?.fingerprint;
     if (!contract || !fingerprint) return;
-    const lists: { readonly list: 'include' | 'exclude'; readonly pointers: readonly string[] }[] = [{ list: 'exclude', pointers: fingerprint.exclude }];
-    if (fingerprint.include !== 'all') lists.unshift({ list: 'include', pointers: fingerprint.include });
+    // `include` (unless it is `all`), then `exclude`; plain loops, no list of lists: this runs for every contract.
+    const include = fingerprint.include === 'all' ? undefined : fingerprint.include;
     const body = requestBody(ctx.document, ctx.operation);
     if (!body) {
-      const first = lists.find(({ pointers }) => pointers.length > 0);
+      const first = include !== undefined && include.length > 0 ? 'include' : fingerprint.exclude.length > 0 ? 'exclude' : undefined;
       if (first) {
-        const at = contract.at('fingerprint', first.list);
-        ctx.report('noBody', at, { list: first.list, operation: operationPhrase(ctx.operation, at) });
+        const at = contract.at('fingerprint', first);
+        ctx.report('noBody', at, { list: first, operation: operationPhrase(ctx.operation, at) });
       }
       return;
     }
     // A body without a declared schema cannot be checked (2.0 form fields count as one).
     const schema = fingerprintSchema(ctx.document, ctx.operation);
     if (!schema) return;
-    lists.forEach(({ list, pointers }) => {
-      pointers.forEach((pointer, i) => {
-        const result = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
-        if (result.ok) return;
-        const at = contract.at('fingerprint', list, i);
-        const schemaName = bodySchemaPhrase(ctx.operation, schema.at, at);
-        if (result.reason === 'not-pointer') {
-          ctx.report('notPointer', at, { list, pointer });
-          return;
-        }
-        const token = parsePointer(pointer)![result.failedToken]!;
-        const parent = result.resolvedPrefix === '' ? 'the body' : `\`${result.resolvedPrefix}\``;
-        if (result.reason === 'not-index' && token === '-') {
-          const rest = parsePointer(pointer)!.slice(result.failedToken + 1).map(escapePointerToken);
-          ctx.report('pastEnd', at, { list, pointer, parent, schema: schemaName, suggestion: [`${result.resolvedPrefix}/0`, ...rest].join('/') });
-          return;
-        }
-        if (result.reason === 'not-index') {
-          // The item index is missing (`/lines/sku` → `/lines/0/sku`), or the token walks the schema instead
-          // of the data (`/lines/items/sku` → `/lines/0/sku`): suggest the first of the two that resolves.
-          const tokens = parsePointer(pointer)!.map(escapePointerToken);
-          const candidates = [tokens.slice(result.failedToken), tokens.slice(result.failedToken + 1)].map((rest) =>
-            [`${result.resolvedPrefix}/0`, ...rest].join('/'),
-          );
-          const suggestion = candidates.find((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok) ?? candidates[0]!;
-          ctx.report('notIndex', at, { list, pointer, parent, token, schema: schemaName, suggestion });
-          return;
-        }
-        if (result.reason === 'not-container') {
-          ctx.report('notContainer', at, { list, pointer, parent, token, schema: schemaName });
-          return;
-        }
-        // A form field's bracketed name is nested (`metadata[order_id]` is `/metadata/order_id`): say so.
-        const bracketed = bracketPath(token);
-        if (bracketed) {
-          const after = parsePointer(pointer)!.slice(result.failedToken + 1).map(escapePointerToken);
-          const nested = [result.resolvedPrefix, ...bracketed.map((name, i) => (name === '' && i > 0 ? '0' : escapePointerToken(name))), ...after].join('/');
-          if (resolveSchemaPointer(ctx.document, schema.value, schema.at, nested).ok) {
-            const hint = ` (the guard nests a form field's bracketed name: did you mean \`${nested}\`?)`;
-            ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint });
-            return;
-          }
-        }
-        const near = closest(token, result.known);
-        let suggestion = near === undefined ? undefined : `${result.resolvedPrefix}/${escapePointerToken(near)}`;
-        if (suggestion === undefined) {
-          // The field may sit one level deeper than written (`/card/number` for `/source/card/number`).
-          const rest = pointer.split('/').slice(result.failedToken + 1).join('/');
-          const deeper = result.known
-            .map((name) => `${result.resolvedPrefix}/${escapePointerToken(name)}/${rest}`)
-            .filter((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok);
-          if (deeper.length === 1) suggestion = deeper[0];
-        }
-        ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint: suggestion ? ` (did you mean \`${suggestion}\`?)` : '' });
-      });
-    });
+    if (include !== undefined) for (let i = 0; i < include.length; i++) checkPointer(ctx, contract, schema, 'include', include[i]!, i);
+    const exclude = fingerprint.exclude;
+    for (let i = 0; i < exclude.length; i++) checkPointer(ctx, contract, schema, 'exclude', exclude[i]!, i);
   },
 });
+
+/** Reports the fingerprint pointer at `list`[`i`] when it does not resolve in the body schema. */
+function checkPointer(
+  ctx: RuleContext<MessageId>,
+  contract: IdempotencyContract,
+  schema: Located<Record<string, unknown> | boolean>,
+  list: 'include' | 'exclude',
+  pointer: string,
+  i: number,
+): void {
+  const result = resolveSchemaPointer(ctx.document, schema.value, schema.at, pointer);
+  if (result.ok) return;
+  const at = contract.at('fingerprint', list, i);
+  const schemaName = bodySchemaPhrase(ctx.operation, schema.at, at);
+  if (result.reason === 'not-pointer') {
+    ctx.report('notPointer', at, { list, pointer });
+    return;
+  }
+  const token = parsePointer(pointer)![result.failedToken]!;
+  const parent = result.resolvedPrefix === '' ? 'the body' : `\`${result.resolvedPrefix}\``;
+  if (result.reason === 'not-index' && token === '-') {
+    const rest = parsePointer(pointer)!.slice(result.failedToken + 1).map(escapePointerToken);
+    ctx.report('pastEnd', at, { list, pointer, parent, schema: schemaName, suggestion: [`${result.resolvedPrefix}/0`, ...rest].join('/') });
+    return;
+  }
+  if (result.reason === 'not-index') {
+    // The item index is missing (`/lines/sku` → `/lines/0/sku`), or the token walks the schema instead
+    // of the data (`/lines/items/sku` → `/lines/0/sku`): suggest the first of the two that resolves.
+    const tokens = parsePointer(pointer)!.map(escapePointerToken);
+    const candidates = [tokens.slice(result.failedToken), tokens.slice(result.failedToken + 1)].map((rest) =>
+      [`${result.resolvedPrefix}/0`, ...rest].join('/'),
+    );
+    const suggestion = candidates.find((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok) ?? candidates[0]!;
+    ctx.report('notIndex', at, { list, pointer, parent, token, schema: schemaName, suggestion });
+    return;
+  }
+  if (result.reason === 'not-container') {
+    ctx.report('notContainer', at, { list, pointer, parent, token, schema: schemaName });
+    return;
+  }
+  // A form field's bracketed name is nested (`metadata[order_id]` is `/metadata/order_id`): say so.
+  const bracketed = bracketPath(token);
+  if (bracketed) {
+    const after = parsePointer(pointer)!.slice(result.failedToken + 1).map(escapePointerToken);
+    const nested = [result.resolvedPrefix, ...bracketed.map((name, i) => (name === '' && i > 0 ? '0' : escapePointerToken(name))), ...after].join('/');
+    if (resolveSchemaPointer(ctx.document, schema.value, schema.at, nested).ok) {
+      const hint = ` (the guard nests a form field's bracketed name: did you mean \`${nested}\`?)`;
+      ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint });
+      return;
+    }
+  }
+  const near = closest(token, result.known);
+  let suggestion = near === undefined ? undefined : `${result.resolvedPrefix}/${escapePointerToken(near)}`;
+  if (suggestion === undefined) {
+    // The field may sit one level deeper than written (`/card/number` for `/source/card/number`).
+    const rest = pointer.split('/').slice(result.failedToken + 1).join('/');
+    const deeper = result.known
+      .map((name) => `${result.resolvedPrefix}/${escapePointerToken(name)}/${rest}`)
+      .filter((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok);
+    if (deeper.length === 1) suggestion = deeper[0];
+  }
+  ctx.report('noProperty', at, { list, pointer, parent, token, schema: schemaName, hint: suggestion ? ` (did you mean \`${suggestion}\`?)` : '' });
+}
