@@ -1,6 +1,9 @@
 import { defineRule } from '../src/lint/rule.js';
 import { child, declaredResponses, isUnsafe, keyEvidence, retryExtension } from '../src/lint/views.js';
 
+/** A 5xx status or range; made once (a literal in `check` would make a RegExp object per response). */
+const SERVER_ERROR = /^5(\d\d|XX)$/i;
+
 /** A retry policy on an unsafe operation that has no (enabled) idempotency contract. */
 export default defineRule({
   meta: {
@@ -49,7 +52,7 @@ export default defineRule({
     const responses = declaredResponses(doc, op);
     for (let i = 0; i < responses.length; i++) {
       const response = responses[i]!;
-      if (!/^5(\d\d|XX)$/i.test(response.status)) continue;
+      if (!SERVER_ERROR.test(response.status)) continue;
       const header = response.headers.get('retry-after');
       if (header) {
         ctx.report('retryAfter', header.at, { status: response.status });

@@ -115,6 +115,8 @@ function mayHoldShapeProblems(doc: ApiDocument): boolean {
   });
 }
 
+// Made once: a literal in findLiteral's loop would make a RegExp object per occurrence.
+const WORD_CHARACTER = /\w/;
 const COLON = 58;
 const COMMA = 44;
 const OPEN_BRACKET = 91;
@@ -123,7 +125,7 @@ const OPEN_BRACKET = 91;
 function findLiteral(text: string, needle: string, accept: (before: number, at: number) => boolean): boolean {
   for (let at = text.indexOf(needle); at !== -1; at = text.indexOf(needle, at + needle.length)) {
     // `null` must end there (not `nullable`); a quoted needle ends with its quote.
-    if (needle === 'null' && /\w/.test(text.charAt(at + 4))) continue;
+    if (needle === 'null' && WORD_CHARACTER.test(text.charAt(at + 4))) continue;
     let before = at - 1;
     while (before >= 0 && isSpace(text.charCodeAt(before))) before -= 1;
     if (accept(before < 0 ? -1 : text.charCodeAt(before), at)) return true;

@@ -158,11 +158,21 @@ function pickMediaType(content: Record<string, unknown>): string | undefined {
     // Written exactly so (most documents): no lower-cased copy and split of it to compare.
     types.find((t) => t === 'application/json' || t.toLowerCase().split(';')[0]!.trim() === 'application/json') ??
     // `+json`, and JSON under other names: AWS's `application/x-amz-json-1.1`, `text/json`.
-    types.find((t) => /[/+-]json\b/i.test(t)) ??
-    types.find((t) => /x-www-form-urlencoded|multipart\/form-data/i.test(t)) ??
+    types.find((t) => JSON_LIKE.test(t)) ??
+    types.find((t) => FORM_LIKE.test(t)) ??
     types[0]
   );
 }
+
+// The views' regular expressions are made once: a literal in a function makes a new RegExp object each time it
+// runs, and these run for every operation, response or pointer token.
+const JSON_LIKE = /[/+-]json\b/i;
+const FORM_LIKE = /x-www-form-urlencoded|multipart\/form-data/i;
+const FORM_MEDIA_TYPE = /^\s*(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
+const ITEM_INDEX = /^(0|[1-9]\d*)$/;
+const SUCCESS_STATUS = /^2(\d\d|XX)$/i;
+const XML_MEDIA_TYPE = /(^|[/+])xml$/;
+const MEDIA_MEDIA_TYPE = /^(image|audio|video|font|model)\//;
 
 /**
  * The operation's request body: 3.x `requestBody.content` (JSON preferred, then `+json`, then forms),
@@ -250,7 +260,7 @@ function absoluteRef(at: Location): string {
 }
 
 function isFormMediaType(mediaType: string | undefined): boolean {
-  return mediaType !== undefined && /^\s*(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i.test(mediaType);
+  return mediaType !== undefined && FORM_MEDIA_TYPE.test(mediaType);
 }
 
 /**
@@ -266,7 +276,7 @@ function nestFormFields(fields: readonly { readonly name: string; readonly requi
 } {
   const root: Record<string, unknown> = { type: 'object', properties: {}, required: [] };
   const made = new WeakSet<object>();
-  const isIndex = (token: string | undefined) => token === '' || (token !== undefined && /^(0|[1-9]\d*)$/.test(token));
+  const isIndex = (token: string | undefined) => token === '' || (token !== undefined && ITEM_INDEX.test(token));
   const container = (kind: 'object' | 'array') => {
     const node: Record<string, unknown> = kind === 'object' ? { type: 'object', properties: {}, required: [] } : { type: 'array' };
     made.add(node);
@@ -408,7 +418,7 @@ export const successResponses = memo((doc: ApiDocument, op: OperationView): read
   const all = declaredResponses(doc, op);
   let out: ResponseView[] | undefined;
   for (let i = 0; i < all.length; i++) {
-    if (!/^2(\d\d|XX)$/i.test(all[i]!.status)) continue;
+    if (!SUCCESS_STATUS.test(all[i]!.status)) continue;
     if (out === undefined) out = [all[i]!];
     else out.push(all[i]!);
   }
@@ -805,7 +815,7 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
         open = true;
       }
       // `-` is not an index: in a JSON Pointer it names the slot after the last item, which never holds a value.
-      if (arrays > 0 && /^(0|[1-9]\d*)$/.test(token)) {
+      if (arrays > 0 && ITEM_INDEX.test(token)) {
         for (let k = 0; k < alternatives.length; k++) {
           const a = alternatives[k]!;
           if (!mayBe(a.value, 'array')) continue;
@@ -977,8 +987,9 @@ export interface KeyDeclaration {
  * `text/plain`) and forms; a `text/xml` body (EC2's `ClientToken`) has no fields they can read.
  */
 export function readsBodyFields(mediaType: string): boolean {
+  if (mediaType === 'application/json') return true; // most bodies: no copies to compare
   const type = mediaType.split(';')[0]!.trim().toLowerCase();
-  return !(/(^|[/+])xml$/.test(type) || type === 'application/octet-stream' || /^(image|audio|video|font|model)\//.test(type));
+  return !(XML_MEDIA_TYPE.test(type) || type === 'application/octet-stream' || MEDIA_MEDIA_TYPE.test(type));
 }
 
 /** How the operation declares the key of `key` (see {@link KeyDeclaration}). */

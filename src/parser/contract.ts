@@ -204,6 +204,10 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   };
 }
 
+// Made once: a literal in a function makes a new RegExp object each time it runs.
+const SCOPE_PART = /^(header|path|query):(.+)$/;
+const ITEM_INDEX = /^(0|[1-9]\d*)$/;
+
 /** The members of `key` that each name where the key travels. */
 const KEY_PLACES = ['header', 'query', 'body'] as const;
 
@@ -269,7 +273,7 @@ function scopePart(part: unknown): ScopePart | undefined {
   if (typeof part !== 'string') return undefined;
   const text = part.trim();
   if (text === 'principal' || text === 'global') return { kind: text };
-  const match = /^(header|path|query):(.+)$/.exec(text);
+  const match = SCOPE_PART.exec(text);
   return match ? { kind: match[1] as 'header' | 'path' | 'query', name: match[2]!.trim() } : undefined;
 }
 
@@ -316,7 +320,7 @@ function has(root: unknown, tokens: readonly string[], length = tokens.length): 
   for (let i = 0; i < length; i++) {
     const token = tokens[i]!;
     if (Array.isArray(node)) {
-      if (!/^(0|[1-9]\d*)$/.test(token) || Number(token) >= node.length) return false;
+      if (!ITEM_INDEX.test(token) || Number(token) >= node.length) return false;
       node = node[Number(token)];
     } else if (isPlainObject(node) && Object.prototype.hasOwnProperty.call(node, token)) {
       node = node[token];

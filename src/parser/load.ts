@@ -62,6 +62,12 @@ const METHOD = `(?:${HTTP_METHODS.join('|')})`;
 const PARAMETER_ENTRY = new RegExp(`(?:^|/)(?:${METHOD}|paths/[^/]+)/parameters/\\d+$|^/parameters/[^/]+$`);
 const RESPONSE_ENTRY = new RegExp(`(?:^|/)${METHOD}/responses/[^/]+$|^/responses/[^/]+$`);
 
+// Made once: a literal in a method makes a new RegExp object each time it runs (per path item, per `$ref`).
+const QUERY_OR_FRAGMENT = /[?#]/;
+const REMOTE = /^https?:/i;
+const SHORTHAND = /^[^#/\\.:]+$/;
+const FILE_URL = /^file:/i;
+
 /** Where a Swagger 2.0 `$ref: Name` shorthand looks when its location does not tell. */
 type ShorthandSection = 'parameters' | 'responses';
 
@@ -229,7 +235,7 @@ class DocumentLoader implements ApiDocument {
       const pathItem = item.value;
       if (Object.prototype.hasOwnProperty.call(pathItem, 'x-idempotency')) misplaced.push([item.at, 'on a path item']);
       // Only where a guard would be made from the path: converters write `/#X-Amz-Target=…` keys by the thousand.
-      const queryWarning = /[?#]/.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some((entry) => entry.path === bare)) : undefined;
+      const queryWarning = QUERY_OR_FRAGMENT.test(path) && hasContract(pathItem) ? pathQueryWarning(path, (bare) => entries.some((entry) => entry.path === bare)) : undefined;
       if (queryWarning !== undefined) this.warn(itemRef, queryWarning);
       for (let m = 0; m < HTTP_METHODS.length; m++) {
         const method = HTTP_METHODS[m]!;
@@ -435,7 +441,7 @@ class DocumentLoader implements ApiDocument {
     // A 2.0 shorthand `$ref: Name` here names a parameter or response (the owner's location does not say which).
     const followed = this.follow(value, owner, first === 'parameters' || first === 'responses' ? first : undefined);
     // A remote `$ref` is not broken, only out of reach (idemkit never uses the network): not worth a warning here.
-    if (followed.ok || /^https?:/i.test(followed.ref)) return;
+    if (followed.ok || REMOTE.test(followed.ref)) return;
     const refAt = followed.refAt === owner ? { file: owner.file, pointer: second === undefined ? appendPointer(owner.pointer, first) : appendPointer(owner.pointer, first, second) } : followed.refAt;
     const key = `${refAt.file}#${refAt.pointer}`;
     if (this.warnedRefs.has(key)) return;
@@ -611,7 +617,7 @@ class DocumentLoader implements ApiDocument {
    * exists in the same file; otherwise the `$ref` stays a (missing) file name.
    */
   private expandShorthand(ref: string, from: Location, given?: ShorthandSection): string {
-    if (!/^[^#/\\.:]+$/.test(ref)) return ref;
+    if (!SHORTHAND.test(ref)) return ref;
     const source = this.cache.get(from.file).value;
     const pointer = from.pointer;
     const section = given ?? (PARAMETER_ENTRY.test(pointer) ? 'parameters' : RESPONSE_ENTRY.test(pointer) ? 'responses' : 'definitions');
@@ -625,12 +631,12 @@ class DocumentLoader implements ApiDocument {
     const fragment = hash === -1 ? '' : ref.slice(hash + 1);
     let file = from.file;
     if (filePart !== '') {
-      if (/^https?:/i.test(filePart)) {
+      if (REMOTE.test(filePart)) {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is remote and idemkit never uses the network — save the file next to this one and use a relative path` };
       }
       try {
         const decoded = decodeURIComponent(filePart);
-        file = /^file:/i.test(decoded) ? fileURLToPath(decoded) : isAbsolute(decoded) ? decoded : resolve(dirname(from.file), decoded);
+        file = FILE_URL.test(decoded) ? fileURLToPath(decoded) : isAbsolute(decoded) ? decoded : resolve(dirname(from.file), decoded);
       } catch {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is not a valid reference — write a relative path and/or #/json/pointer` };
       }

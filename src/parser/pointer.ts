@@ -35,13 +35,16 @@ export function appendPointer(pointer: string, ...tokens: readonly (string | num
   return pointer + formatPointer(tokens);
 }
 
+/** An array index token; made once (a literal in valueAt would make a RegExp object per token). */
+const ITEM_INDEX = /^(0|[1-9]\d*)$/;
+
 /** Value at `tokens` inside `root`, or `undefined` (no `$ref` following). */
 export function valueAt(root: unknown, tokens: readonly string[]): unknown {
   let node = root;
   for (let i = 0; i < tokens.length; i++) {
     const token = tokens[i]!;
     if (Array.isArray(node)) {
-      if (!/^(0|[1-9]\d*)$/.test(token)) return undefined;
+      if (!ITEM_INDEX.test(token)) return undefined;
       node = node[Number(token)];
     } else if (node !== null && typeof node === 'object') {
       if (!Object.prototype.hasOwnProperty.call(node, token)) return undefined;
