@@ -363,9 +363,10 @@ class DocumentLoader implements ApiDocument {
     pathItemAt: Location,
     defaults: { value: Record<string, unknown>; at: Location } | undefined,
   ): IdempotencyContract {
-    const own = this.need(node['x-idempotency'], { file: at.file, pointer: appendPointer(at.pointer, 'x-idempotency') }, this.contractTargets);
+    const written: Location = { file: at.file, pointer: `${at.pointer}/x-idempotency` };
+    const own = this.need(node['x-idempotency'], written, this.contractTargets);
     // A contract written in place in the entry file is checked by rejectJsonDuplicates.
-    if (own.at.file !== this.file || own.at.pointer !== appendPointer(at.pointer, 'x-idempotency')) this.rejectDuplicateKeys(own.at, true);
+    if (own.at.file !== this.file || (own.at !== written && own.at.pointer !== written.pointer)) this.rejectDuplicateKeys(own.at, true);
     if (own.value !== false) this.checkNeededRefs(node, at, pathItem, pathItemAt);
     const inputs: ContractInputs = {
       own,
@@ -779,22 +780,24 @@ function readParameters(document: ApiDocument, list: readonly unknown[], ownerAt
 
 /**
  * How many member names a parsed JSON value holds, nested ones included (any depth: no recursion). `pending` is
- * the caller's (empty) work list, lent so that counting many values grows one list.
+ * the caller's work list, lent so that counting many values grows one list: it is used as a stack up to `top`,
+ * never shortened (popping would shrink it, to be grown again by the next value).
  */
 function countNames(value: unknown, pending: unknown[]): number {
   let names = 0;
-  pending.push(value);
-  while (pending.length > 0) {
-    const node = pending.pop();
+  let top = 0;
+  pending[top++] = value;
+  while (top > 0) {
+    const node = pending[--top];
     if (node === null || typeof node !== 'object') continue;
     if (Array.isArray(node)) {
-      for (let i = 0; i < node.length; i++) pending.push(node[i]);
+      for (let i = 0; i < node.length; i++) pending[top++] = node[i];
       continue;
     }
     for (const key in node) {
       if (!Object.prototype.hasOwnProperty.call(node, key)) continue;
       names += 1;
-      pending.push((node as Record<string, unknown>)[key]);
+      pending[top++] = (node as Record<string, unknown>)[key];
     }
   }
   return names;
