@@ -31,8 +31,9 @@ export default defineRule({
       ctx.report('noDeadline', contract.at('retry', 'deadline'));
       return;
     }
-    const flagged = schemaFlagged(contract, contract.at('retry', 'deadline'));
-    if ((retry.deadline.ms === undefined && !flagged) || (retry.deadline.ms ?? 1) <= 0) {
+    // Whether contract-invalid already says the deadline is no duration: asked only of a deadline that did not
+    // parse (locating the field joins its pointer).
+    if ((retry.deadline.ms === undefined && !schemaFlagged(contract, contract.at('retry', 'deadline'))) || (retry.deadline.ms ?? 1) <= 0) {
       ctx.report('invalidDeadline', contract.at('retry', 'deadline'), { value: String(retry.deadline.raw) });
     }
   },

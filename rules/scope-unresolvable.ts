@@ -1,4 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
+import type { IdempotencyContract, Location, OperationView, ScopePart } from '../src/parser/model.js';
 import { activeContract, closest, effectiveParameters, effectiveSecurity, findParameter, formatScopePart, operationPhrase, rawScopeIndex, securityParameter } from '../src/lint/views.js';
 
 /** A scope part that the server cannot evaluate from the declared request. */
@@ -24,33 +25,44 @@ export default defineRule({
     const contract = activeContract(ctx.contract);
     if (!contract?.scope) return;
     const { document: doc, operation: op } = ctx;
-    contract.scope.forEach((part, i) => {
-      // Located only for a finding: most scope parts resolve.
-      const at = () => contract.at('scope', rawScopeIndex(contract.raw, part, i));
-      const operation = () => operationPhrase(op, at());
+    // A loop, and the part located only for a finding (no closures per part: most scope parts resolve).
+    const scope = contract.scope;
+    for (let i = 0; i < scope.length; i++) {
+      if (!(i in scope)) continue; // a hole, as forEach skips it
+      const part = scope[i]!;
       if (part.kind === 'principal') {
         const security = effectiveSecurity(doc, op);
         if (!security.secured) {
           const reason =
             security.source === 'operation'
               ? security.requirements.length === 0
-                ? `${operation()} says \`security: []\``
-                : `the security of ${operation()} names no scheme`
+                ? `${partPhrase(contract, op, part, i)} says \`security: []\``
+                : `the security of ${partPhrase(contract, op, part, i)} names no scheme`
               : security.source === 'document'
                 ? 'the document-level `security` names no scheme'
-                : `neither ${operation()} nor the document declares \`security\``;
-          ctx.report('principalUnsecured', at(), { reason });
+                : `neither ${partPhrase(contract, op, part, i)} nor the document declares \`security\``;
+          ctx.report('principalUnsecured', partAt(contract, part, i), { reason });
         } else if (security.anonymousAllowed) {
-          ctx.report('principalAnonymous', at(), { operation: operation() });
+          ctx.report('principalAnonymous', partAt(contract, part, i), { operation: partPhrase(contract, op, part, i) });
         }
-        return;
+        continue;
       }
-      if (part.kind === 'global') return;
+      if (part.kind === 'global') continue;
       // A header or query API key of a security scheme that applies is declared by the scheme.
-      if (findParameter(doc, op, part.kind, part.name) || securityParameter(doc, op, part.kind, part.name)) return;
+      if (findParameter(doc, op, part.kind, part.name) || securityParameter(doc, op, part.kind, part.name)) continue;
       const declared = effectiveParameters(doc, op).filter((p) => p.in === part.kind).map((p) => p.name);
       const near = closest(part.name, declared);
-      ctx.report('undeclared', at(), { part: formatScopePart(part), where: part.kind, operation: operation(), hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });
-    });
+      ctx.report('undeclared', partAt(contract, part, i), { part: formatScopePart(part), where: part.kind, operation: partPhrase(contract, op, part, i), hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });
+    }
   },
 });
+
+/** Where the scope part at `i` of the parsed scope is written (its entry in the raw `scope` list). */
+function partAt(contract: IdempotencyContract, part: ScopePart, i: number): Location {
+  return contract.at('scope', rawScopeIndex(contract.raw, part, i));
+}
+
+/** How a message about the scope part names the operation (see operationPhrase). */
+function partPhrase(contract: IdempotencyContract, op: OperationView, part: ScopePart, i: number): string {
+  return operationPhrase(op, partAt(contract, part, i));
+}

@@ -1,4 +1,5 @@
 import { defineRule } from '../src/lint/rule.js';
+import type { IdempotencyContract, Location } from '../src/parser/model.js';
 import { activeContract } from '../src/lint/views.js';
 
 /** A state answered with a status that makes clients do the wrong thing. */
@@ -28,18 +29,27 @@ export default defineRule({
   check(ctx) {
     const contract = activeContract(ctx.contract);
     if (!contract) return;
-    const status = (state: 'missingKey' | 'invalidKey' | 'mismatch' | 'inProgress' | 'storeUnavailable') => contract.responses[state]?.status;
-    const at = (state: string) => contract.at('responses', state, 'status');
-    const mismatch = status('mismatch');
-    if (mismatch !== undefined && mismatch >= 200 && mismatch < 300) ctx.report('mismatchSuccess', at('mismatch'), { status: mismatch });
-    else if (mismatch === 409) ctx.report('mismatchConflict', at('mismatch'));
-    const inProgress = status('inProgress');
-    if (inProgress !== undefined && inProgress !== 409) ctx.report('inProgressNotConflict', at('inProgress'), { status: inProgress });
-    for (const state of ['missingKey', 'invalidKey'] as const) {
-      const value = status(state);
-      if (value !== undefined && (value < 400 || value >= 500 || value === 409)) ctx.report('keyError', at(state), { state, status: value });
+    // Read in place, no closures or list per contract: this runs for every contract.
+    const responses = contract.responses;
+    const mismatch = responses.mismatch?.status;
+    if (mismatch !== undefined && mismatch >= 200 && mismatch < 300) ctx.report('mismatchSuccess', statusAt(contract, 'mismatch'), { status: mismatch });
+    else if (mismatch === 409) ctx.report('mismatchConflict', statusAt(contract, 'mismatch'));
+    const inProgress = responses.inProgress?.status;
+    if (inProgress !== undefined && inProgress !== 409) ctx.report('inProgressNotConflict', statusAt(contract, 'inProgress'), { status: inProgress });
+    for (let i = 0; i < KEY_ERROR_STATES.length; i++) {
+      const state = KEY_ERROR_STATES[i]!;
+      const value = responses[state]?.status;
+      if (value !== undefined && (value < 400 || value >= 500 || value === 409)) ctx.report('keyError', statusAt(contract, state), { state, status: value });
     }
-    const store = status('storeUnavailable');
-    if (store !== undefined && (store < 500 || store >= 600)) ctx.report('storeNotServerError', at('storeUnavailable'), { status: store });
+    const store = responses.storeUnavailable?.status;
+    if (store !== undefined && (store < 500 || store >= 600)) ctx.report('storeNotServerError', statusAt(contract, 'storeUnavailable'), { status: store });
   },
 });
+
+/** The states whose answer is a key error. */
+const KEY_ERROR_STATES = ['missingKey', 'invalidKey'] as const;
+
+/** Where a state's status is written. */
+function statusAt(contract: IdempotencyContract, state: string): Location {
+  return contract.at('responses', state, 'status');
+}
