@@ -204,10 +204,17 @@ export function lintDocument(doc: ApiDocument, options: LintOptions): Finding[] 
   }
   // Every finding also carries the display label of each operation it names (`POST /payouts (createPayout)`),
   // so a format can say which operation a finding is about without looking the name up.
-  const labels = new Map<string, string>();
-  for (let index = operations.length - 1; index >= 0; index--) labels.set(names[index]!, operations[index]!.label);
+  // Made on the first finding that names an operation: a clean document needs no label of its 2,000 operations.
+  let labels: Map<string, string> | undefined;
+  const label = (name: string): string => {
+    if (labels === undefined) {
+      labels = new Map();
+      for (let index = operations.length - 1; index >= 0; index--) labels.set(names[index]!, operations[index]!.label);
+    }
+    return labels.get(name) ?? name;
+  };
   const findings = [...placed.values()].map((finding) =>
-    finding.operations.length === 0 ? finding : { ...finding, operationLabels: finding.operations.map((name) => labels.get(name) ?? name) },
+    finding.operations.length === 0 ? finding : { ...finding, operationLabels: finding.operations.map(label) },
   );
   return findings.sort(compareFindings);
 }
