@@ -1,7 +1,7 @@
 import { wrapperMembers } from '../src/runtime/result-id.js';
 import { RESULT_HEADERS } from '../src/runtime/wire.js';
 import { defineRule } from '../src/lint/rule.js';
-import { activeContract, child, isObject, propertyNames, responseSchema, successResponses } from '../src/lint/views.js';
+import { activeContract, child, isObject, propertyNames, responseSchema, successResponses, type ResponseView } from '../src/lint/views.js';
 
 // A property that names the created/affected resource: id, uuid, paymentId, payment_id, orderID, InvoiceID;
 // Twilio's `sid`/`account_sid`/`AccountSid`; AWS's ARNs (`ScheduleArn`, `resource_arn`: its create operations
@@ -41,13 +41,15 @@ export default defineRule({
       ctx.report('noSuccess', isObject(op.node['responses']) ? child(op.at, 'responses') : op.at);
       return;
     }
-    const primary = [...successes].sort((a, b) => a.status.localeCompare(b.status))[0]!;
+    // The first success by status (the first of equals, as a stable sort puts it): a loop, no sorted copy.
+    let primary = successes[0]!;
+    for (let i = 1; i < successes.length; i++) if (successes[i]!.status.localeCompare(primary.status) < 0) primary = successes[i]!;
     // A header that names the result: Location, Content-Location (RFC 9110), Azure's Operation-Location.
-    if (primary.status === '204' || RESULT_HEADERS.some((name) => primary.headers.has(name))) return;
+    if (primary.status === '204' || namesResultHeader(primary)) return;
     const schema = responseSchema(doc, primary);
     if (schema) {
       const names = propertyNames(doc, schema.value, schema.at);
-      if (names.some((p) => RESULT_ID.test(p.name))) return;
+      if (namesResultId(names)) return;
       // The resource wrapped in an envelope (`{data: {…}}`) or alone beside metadata (`{payments: {…}, links}`), as the guard reads it.
       const wrappers = new Set(wrapperMembers(names.map((p) => p.name)));
       for (const envelope of names.filter((p) => wrappers.has(p.name))) {
@@ -60,3 +62,15 @@ export default defineRule({
     ctx.report('noResultId', schema?.at ?? primary.valueAt, { status: primary.status });
   },
 });
+
+/** Whether a response declares a header that names the result (loops, no closures: this runs for every contract). */
+function namesResultHeader(response: ResponseView): boolean {
+  for (let i = 0; i < RESULT_HEADERS.length; i++) if (response.headers.has(RESULT_HEADERS[i]!)) return true;
+  return false;
+}
+
+/** Whether one of the property names names the created resource. */
+function namesResultId(names: readonly { readonly name: string }[]): boolean {
+  for (let i = 0; i < names.length; i++) if (RESULT_ID.test(names[i]!.name)) return true;
+  return false;
+}

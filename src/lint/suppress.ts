@@ -10,7 +10,7 @@ import type { ApiDocument, OperationView } from '../parser/model.js';
 import { suggestionSuffix } from './did-you-mean.js';
 import { operationName } from './operation-name.js';
 import { defineRule } from './rule.js';
-import type { Finding, Rule } from './rule.js';
+import type { Finding, Rule, RuleContext } from './rule.js';
 
 /** The extension that holds a suppression. */
 export const SUPPRESSION_KEY = 'x-idempotency-lint';
@@ -53,39 +53,48 @@ export function createSuppressionRule(knownRuleIds: readonly string[]): Rule {
       },
     },
     check(ctx) {
-      const { operation } = ctx;
-      const raw = operation.node[SUPPRESSION_KEY];
+      // Most operations have no suppression: this runs for every one, so the closures that check one are made in
+      // checkSuppression, not here (a function whose locals a closure captures makes a context per call).
+      const raw = ctx.operation.node[SUPPRESSION_KEY];
       if (raw === undefined) return;
-      const base = operation.at.pointer + '/' + SUPPRESSION_KEY;
-      const at = (...tokens: (string | number)[]) => ({
-        file: operation.at.file,
-        pointer: base + tokens.map((token) => '/' + String(token).replace(/~/g, '~0').replace(/\//g, '~1')).join(''),
-      });
-      const data = { operation: operation.label };
-      if (!isRecord(raw)) {
-        ctx.report('notMapping', at(), data);
-        return;
-      }
-      for (const field of Object.keys(raw)) {
-        if (field !== 'ignore' && field !== 'reason') ctx.report('unknownField', at(field), { ...data, field });
-      }
-      if (!Array.isArray(raw.ignore) || raw.ignore.length === 0) {
-        ctx.report('ignoreMissing', raw.ignore === undefined ? at() : at('ignore'), data);
-      } else {
-        raw.ignore.forEach((id, index) => {
-          if (id === SUPPRESSION_RULE_ID) ctx.report('unsuppressible', at('ignore', index), data);
-          else if (typeof id !== 'string' || !knownRuleIds.includes(id)) {
-            const text = String(id);
-            ctx.report('unknownRule', at('ignore', index), { ...data, id: text, suggestion: suggestionSuffix(text, knownRuleIds) });
-          }
-        });
-      }
-      if (typeof raw.reason !== 'string' || raw.reason.trim() === '') {
-        ctx.report('reasonMissing', raw.reason === undefined ? at() : at('reason'), data);
-      }
+      checkSuppression(ctx, raw, knownRuleIds);
     },
   });
   return rule as Rule;
+}
+
+type SuppressionMessageId = 'notMapping' | 'reasonMissing' | 'ignoreMissing' | 'unknownRule' | 'unsuppressible' | 'unknownField';
+
+/** Reports what is wrong with the suppression `raw` of the context's operation (see {@link createSuppressionRule}). */
+function checkSuppression(ctx: RuleContext<SuppressionMessageId>, raw: unknown, knownRuleIds: readonly string[]): void {
+  const { operation } = ctx;
+  const base = operation.at.pointer + '/' + SUPPRESSION_KEY;
+  const at = (...tokens: (string | number)[]) => ({
+    file: operation.at.file,
+    pointer: base + tokens.map((token) => '/' + String(token).replace(/~/g, '~0').replace(/\//g, '~1')).join(''),
+  });
+  const data = { operation: operation.label };
+  if (!isRecord(raw)) {
+    ctx.report('notMapping', at(), data);
+    return;
+  }
+  for (const field of Object.keys(raw)) {
+    if (field !== 'ignore' && field !== 'reason') ctx.report('unknownField', at(field), { ...data, field });
+  }
+  if (!Array.isArray(raw.ignore) || raw.ignore.length === 0) {
+    ctx.report('ignoreMissing', raw.ignore === undefined ? at() : at('ignore'), data);
+  } else {
+    raw.ignore.forEach((id, index) => {
+      if (id === SUPPRESSION_RULE_ID) ctx.report('unsuppressible', at('ignore', index), data);
+      else if (typeof id !== 'string' || !knownRuleIds.includes(id)) {
+        const text = String(id);
+        ctx.report('unknownRule', at('ignore', index), { ...data, id: text, suggestion: suggestionSuffix(text, knownRuleIds) });
+      }
+    });
+  }
+  if (typeof raw.reason !== 'string' || raw.reason.trim() === '') {
+    ctx.report('reasonMissing', raw.reason === undefined ? at() : at('reason'), data);
+  }
 }
 
 /**
