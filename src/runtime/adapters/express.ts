@@ -412,6 +412,12 @@ function heldDestroy(this: HeldRes, error?: Error): Response {
   return this;
 }
 
+/**
+ * Whether this Node's `writeHead`, given a raw array after `setHeader`, keeps a repeated name (`['Link', '<a>', 'Link',
+ * '<b>']` sends both): Node 22.0.0 and later do (nodejs/node#50394, semver-major); Node 20 lets the last one win.
+ */
+const RAW_ARRAY_KEEPS_REPEATS = Number(process.versions.node.split('.')[0]) >= 22;
+
 function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
   this.statusCode = status;
   let headers = rest[0];
@@ -430,9 +436,15 @@ function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Respo
         if (name) this.appendHeader(String(name), value as string | readonly string[]);
       }
     } else {
-      // As Node does once headers were set: flat pairs through setHeader (the last of a repeated name wins).
+      // As Node does once headers were set: flat pairs only. Node 22 and later replace the headers of those names
+      // and append every pair (a repeated name stays repeated); Node 20 passes each pair to setHeader (the last wins).
       if (headers.length % 2 !== 0) throw new TypeError('writeHead: a headers array holds name, value pairs (its length is odd)');
-      for (let i = 0; i < headers.length; i += 2) if (headers[i]) this.setHeader(String(headers[i]), headers[i + 1] as string);
+      if (RAW_ARRAY_KEEPS_REPEATS) {
+        for (let i = 0; i < headers.length; i += 2) if (headers[i]) this.removeHeader(String(headers[i]));
+        for (let i = 0; i < headers.length; i += 2) if (headers[i]) this.appendHeader(String(headers[i]), headers[i + 1] as string);
+      } else {
+        for (let i = 0; i < headers.length; i += 2) if (headers[i]) this.setHeader(String(headers[i]), headers[i + 1] as string);
+      }
     }
   } else if (headers !== undefined && headers !== null && typeof headers === 'object') {
     for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {

@@ -105,7 +105,7 @@ describe('runtime/adapters/express', () => {
     assert.equal(calls, 1);
   });
 
-  it('sends a raw writeHead array as Node does: a repeated name stays repeated, nested pairs work; after setHeader the last wins', async () => {
+  it('sends a raw writeHead array as Node does: a repeated name stays repeated, nested pairs work; after setHeader as this Node does (Node 22+ keeps a repeat, Node 20 lets the last win)', async () => {
     const app = express();
     app.disable('x-powered-by');
     const guard = createRouteGuard(contract, options(new MemoryStore()));
