@@ -373,6 +373,13 @@ export function describeMultiProcess(target: Target, env: () => Record<string, s
       // ordered by the store's advisory lock).
       servers.push(await startServer(target, files, env()));
       servers.push(...(await Promise.all(Array.from({ length: processes - 1 }, () => startServer(target, files, env())))));
+      // Open every process's PostgreSQL connections before the tests' bursts: the fixture's pool (max 10) opens them
+      // at its first burst otherwise, 40 at once on 4 processes, which on a loaded 2-core machine outlasted the
+      // fixture's 1 s connect and store timeouts (503). /test/rows runs one plain pool query per request (the store
+      // batches the reservations of a turn into one statement, so guarded requests would open only one).
+      if (target.store === 'postgres') {
+        await Promise.all(servers.flatMap((server) => Array.from({ length: 10 }, async () => (await fetch(`http://127.0.0.1:${server.port}/test/rows?topic=warm`)).arrayBuffer())));
+      }
     });
     after(async () => {
       await Promise.all(servers.map((server) => server.stop()));
