@@ -296,34 +296,38 @@ export class RedisStore implements IdempotencyStore {
     return { checked: true, policies, ...(warning !== undefined ? { warning } : {}) };
   }
 
-  async reserve(input: ReserveInput): Promise<ReserveResult> {
-    const reply = await this.#eval(RESERVE, 2, [
-      this.#key(input.id),
-      this.#leases,
-      this.#now(),
-      input.id,
-      input.operation,
-      input.fingerprint,
-      input.token,
-      String(input.leaseMs),
-      String(input.ttlMs),
-    ]);
-    // An integer reply: reserved at that time (a number, or a string with ioredis's `stringNumbers`).
-    if (!Array.isArray(reply)) {
-      const now = Number(reply);
-      return { outcome: 'reserved', now, record: reservedRecord(input, now) };
+  // reserve and complete, once per request each, are not async functions: the reply's own promise, continued
+  // with one .then, is the answer (no async frames around #eval's).
+  reserve(input: ReserveInput): Promise<ReserveResult> {
+    let args: string[];
+    try {
+      args = [this.#key(input.id), this.#leases, this.#now(), input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
+    } catch (error) {
+      return Promise.reject(error);
     }
-    const [now, fields] = reply as [string, string[]];
-    return { outcome: 'existing', now: Number(now), record: toRecord(fields) };
+    return this.#eval(RESERVE, 2, args).then((reply) => {
+      // An integer reply: reserved at that time (a number, or a string with ioredis's `stringNumbers`).
+      if (!Array.isArray(reply)) {
+        const now = Number(reply);
+        return { outcome: 'reserved', now, record: reservedRecord(input, now) };
+      }
+      const [now, fields] = reply as [string, string[]];
+      return { outcome: 'existing', now: Number(now), record: toRecord(fields) };
+    });
   }
 
-  async complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+  complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
     const clocked = this.#clock !== undefined;
-    const args = [this.#key(id), this.#leases];
-    if (clocked) args.push(this.#expiry);
-    args.push(this.#now(), id, token, String(input.response.status), JSON.stringify(input.response.headers), base64(input.response.body), String(input.ttlMs));
-    if (input.resultId !== undefined) args.push(input.resultId);
-    return Number(await this.#eval(COMPLETE, clocked ? 3 : 2, args)) === 1;
+    let args: string[];
+    try {
+      args = [this.#key(id), this.#leases];
+      if (clocked) args.push(this.#expiry);
+      args.push(this.#now(), id, token, String(input.response.status), JSON.stringify(input.response.headers), base64(input.response.body), String(input.ttlMs));
+      if (input.resultId !== undefined) args.push(input.resultId);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.#eval(COMPLETE, clocked ? 3 : 2, args).then(isOne);
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -446,17 +450,26 @@ export class RedisStore implements IdempotencyStore {
    * EVALSHA, loading the script with EVAL the first time the server does not know it. `args` holds the
    * `numKeys` keys, then ARGV.
    */
-  async #eval(script: Script, numKeys: number, args: string[]): Promise<unknown> {
+  #eval(script: Script, numKeys: number, args: string[]): Promise<unknown> {
+    const redis = this.#redis;
+    let sent: Promise<unknown>;
     try {
-      try {
-        return await this.#redis.evalsha(script.sha, numKeys, args);
-      } catch (error) {
-        if (!String((error as Error).message).startsWith('NOSCRIPT')) throw error;
-        return await this.#redis.eval(script.text, numKeys, args);
-      }
+      sent = redis.evalsha(script.sha, numKeys, args);
     } catch (error) {
-      throw wrap(error);
+      return Promise.reject(wrap(error));
     }
+    return sent.then(undefined, (error: unknown) => {
+      if (!String((error as Error | null)?.message).startsWith('NOSCRIPT')) throw wrap(error);
+      let loaded: Promise<unknown>;
+      try {
+        loaded = redis.eval(script.text, numKeys, args);
+      } catch (failure) {
+        throw wrap(failure);
+      }
+      return loaded.then(undefined, (failure: unknown) => {
+        throw wrap(failure);
+      });
+    });
   }
 }
 
@@ -520,6 +533,11 @@ interface Script {
 
 function script(text: string): Script {
   return { text, sha: createHash('sha1').update(text).digest('hex') };
+}
+
+/** Whether a script answered 1 (a number, or a string with ioredis's `stringNumbers`). */
+function isOne(reply: unknown): boolean {
+  return Number(reply) === 1;
 }
 
 /** Base64 of the bytes, read in place (no copy of the body first). */

@@ -440,6 +440,22 @@ describe('RedisStore (real redis-server)', function () {
     assert.equal((await store.reserve({ id: 'a', operation: 'op', fingerprint: 'v1:x', token: 'u', leaseMs: 1000, ttlMs: 5000 })).outcome, 'existing');
   });
 
+  it('rejects with a StoreError, never throws, when the client throws as it sends a script', async () => {
+    // A client that throws instead of rejecting (a wrapper, a closed client of another library): the guard is
+    // told by a rejection, as for any other failure of the store.
+    const throwing = Object.create(redis, { evalsha: { value: () => { throw new TypeError('the client is closed'); } } }) as Redis;
+    const store = new RedisStore(throwing, { prefix: prefix() });
+    let reserving: Promise<unknown> | undefined;
+    let completing: Promise<unknown> | undefined;
+    assert.doesNotThrow(() => {
+      reserving = store.reserve({ id: 'a', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 });
+      completing = store.complete('a', 't', { response: { status: 201, headers: {}, body: bytes('{}') }, ttlMs: 5000 });
+    });
+    const unavailable = (error: unknown) => error instanceof StoreError && error.kind === 'unavailable' && /the client is closed/.test(error.message);
+    await assert.rejects(reserving!, unavailable);
+    await assert.rejects(completing!, unavailable);
+  });
+
   it('refuses a prefix that could break out of its keys', () => {
     assert.throws(() => new RedisStore(redis, { prefix: 'a}{b' }), StoreError);
     assert.throws(() => new RedisStore(redis, { prefix: '' }), StoreError);
