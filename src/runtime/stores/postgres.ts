@@ -30,6 +30,7 @@ import {
   StoreError,
   checkStoreName,
   recordFromRow,
+  reservedRecord,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
@@ -268,7 +269,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
             const row = rows.get(call.input.id);
             // No row: committed by a concurrent reservation after the statement's snapshot; read it as the single call does.
             if (row === undefined) alone(call);
-            else call.resolve(reserveResultOf(row));
+            else call.resolve(reserveResultOf(row, call.input));
           }
         },
         (error: unknown) => {
@@ -417,7 +418,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         db,
       );
       const row = result.rows[0];
-      if (row !== undefined) return reserveResultOf(row);
+      if (row !== undefined) return reserveResultOf(row, input);
       // No row: the conflicting record was committed after the statement's snapshot (a concurrent
       // reservation), so its read could not see it. Read it with a fresh snapshot.
       const existing = await this.#query(this.#sql.existing, [now, input.id], db);
@@ -459,16 +460,18 @@ function named(text: string): Named {
 
 function statements(t: string) {
   // The arbitration both forms of reserve share: a conflicting row is taken over only when it is a completed
-  // record past its retention; the answer is the inserted row (reserved) or the live one read before.
+  // record past its retention; the answer is the live record read before (all of it), or for a reservation only
+  // its id and time: the caller knows every other field it just wrote (reservedRecord), so the row that every
+  // fresh request gets back carries no text the driver would decode for nothing.
   const takeExpiredAndAnswer = `ON CONFLICT (id) DO UPDATE SET
           operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, state = 'in_progress',
           lease_token = EXCLUDED.lease_token, lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at,
           created_at = EXCLUDED.created_at, status = NULL, headers = NULL, body = NULL, result_id = NULL
         WHERE r.state = 'completed' AND r.expires_at <= EXCLUDED.created_at
-        RETURNING r.*)
-      SELECT ins.*, ins.created_at AS now, true AS reserved FROM ins
+        RETURNING r.id, r.created_at)
+      SELECT ins.id, ${RESERVED_NULLS}, ins.created_at AS now, true AS reserved FROM ins
       UNION ALL
-      SELECT cur.*, c.now, false AS reserved FROM cur, c`;
+      SELECT ${RECORD_COLUMNS.map((column) => `cur.${column}`).join(', ')}, c.now, false AS reserved FROM cur, c`;
   const texts = {
     // Inserts (or takes over an expired completed record) and returns it with reserved = true; otherwise
     // returns the existing record with reserved = false. A record that is live in the statement's snapshot
@@ -551,10 +554,26 @@ function valueRows(rows: number, types: readonly string[]): string {
   return Array.from({ length: rows }, (_, j) => `(${types.map((type, k) => `$${2 + types.length * j + k}::${type}`).join(', ')})`).join(', ');
 }
 
-function reserveResultOf(row: Row): ReserveResult {
-  return row.reserved === true
-    ? { outcome: 'reserved', record: toRecord(row), now: Number(row.created_at) }
-    : { outcome: 'existing', record: toRecord(row), now: Number(row.now) };
+/** The record's columns and types, in the order a reservation's answer lists them (`SELECT *` would follow the table's own order). */
+const RECORD_COLUMN_TYPES: readonly (readonly [string, string])[] = [
+  ['id', 'text'], ['operation', 'text'], ['fingerprint', 'text'], ['state', 'text'], ['lease_token', 'text'], ['lease_until', 'bigint'],
+  ['expires_at', 'bigint'], ['created_at', 'bigint'], ['status', 'integer'], ['headers', 'jsonb'], ['body', 'bytea'], ['result_id', 'text'],
+];
+const RECORD_COLUMNS = RECORD_COLUMN_TYPES.map(([column]) => column);
+
+/**
+ * The columns after `id` of a reservation's answer row, named as the existing record's (a UNION's rows take the
+ * first branch's names): NULL, the record being the caller's own, as it wrote it.
+ */
+const RESERVED_NULLS = RECORD_COLUMN_TYPES.slice(1).map(([column, type]) => `NULL::${type} AS ${column}`).join(', ');
+
+/** A reservation's answer: `input` reserved at the row's time (the record exactly as the statement wrote it), or the existing record. */
+function reserveResultOf(row: Row, input: ReserveInput): ReserveResult {
+  if (row.reserved === true) {
+    const now = Number(row.now);
+    return { outcome: 'reserved', record: reservedRecord(input, now), now };
+  }
+  return { outcome: 'existing', record: toRecord(row), now: Number(row.now) };
 }
 
 function limitOf(options: BatchOptions): number {

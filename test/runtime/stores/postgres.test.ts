@@ -171,6 +171,30 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       assert.equal(again!.record.response, undefined);
       assert.equal(stuck!.outcome, 'existing');
       assert.equal(stuck!.record.leaseToken, 'old-2');
+      // A reservation is answered with the record as the batch stored it, also over an expired completed one.
+      assert.deepEqual(await store.get('e-1'), again!.record);
+      assert.deepEqual(await store.get('e-2'), stuck!.record);
+      await pool.query(`DROP TABLE ${name}`);
+    });
+
+    it('answers reservations by column name, whatever the column order of a table made by another migration tool', async () => {
+      const name = table();
+      // The store's columns, types and indexes, in reverse order.
+      await pool.query(`CREATE TABLE ${name} (result_id text, body bytea, headers jsonb, status integer, created_at bigint NOT NULL,
+        expires_at bigint NOT NULL, lease_until bigint NOT NULL, lease_token text NOT NULL,
+        state text NOT NULL CHECK (state IN ('in_progress', 'completed')), fingerprint text NOT NULL, operation text NOT NULL, id text PRIMARY KEY)`);
+      for (const batch of [true, false]) {
+        const store = new PostgresStore(pool, { table: name, batch });
+        const [fresh, other] = await Promise.all([store.reserve(input(`o-${batch}`)), store.reserve(input(`p-${batch}`))]);
+        assert.equal(fresh!.outcome, 'reserved');
+        assert.deepEqual(await store.get(`o-${batch}`), fresh!.record);
+        assert.deepEqual(await store.get(`p-${batch}`), other!.record);
+        await store.complete(`o-${batch}`, `t-o-${batch}`, { response: { status: 201, headers: { etag: '"1"' }, body: new Uint8Array([7]) }, resultId: 'r', ttlMs: 60_000 });
+        const [again] = await Promise.all([store.reserve(input(`o-${batch}`, 'late')), store.reserve(input(`q-${batch}`))]);
+        assert.equal(again!.outcome, 'existing');
+        assert.deepEqual(again!.record, await store.get(`o-${batch}`));
+        assert.deepEqual(again!.record.response, { status: 201, headers: { etag: '"1"' }, body: new Uint8Array([7]) });
+      }
       await pool.query(`DROP TABLE ${name}`);
     });
 
