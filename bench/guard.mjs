@@ -22,9 +22,13 @@
 // power loss can lose the last commits — reservations and completions — and a retry may then run the effect
 // again; a crash of the app process alone loses nothing. The PostgreSQL server here runs with fsync and
 // synchronous_commit off (the disk is not what is measured there), so sqlite-normal is its like-for-like row.
+// And, only when asked for (--stores …,null), `null`: a store that keeps nothing and answers at once (every key
+// fresh, every completion accepted), so the row is the guard's and the Express adapter's own cost without any
+// store I/O — key, record id, fingerprint, response hold and recording, the promises between them — for telling
+// that apart from what a real store's round trips and writes cost. It is not a store to run with.
 // The PostgreSQL pool has 10 connections (PG_POOL_MAX=n changes it) and the store batches (its default; PG_BATCH=0
 // sends every call alone); Redis uses ioredis auto-pipelining (REDIS_AUTO_PIPELINING=0 turns it off).
-// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16,64] [--stores memory,sqlite,sqlite-normal,postgres,redis] [--downstream 2]
+// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16,64] [--stores memory,sqlite,sqlite-normal,postgres,redis[,null]] [--downstream 2]
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -43,7 +47,7 @@ const CONNECTIONS = String(args.connections ?? '16,64').split(',').map(Number);
 if (CONNECTIONS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--connections takes positive integers, e.g. 16,64');
 const STORES = (args.stores ?? 'memory,sqlite,sqlite-normal,postgres,redis').split(',');
 // The store the guard is generated for, per bench store name.
-const GENERATED_STORE = { 'sqlite-normal': 'sqlite' };
+const GENERATED_STORE = { 'sqlite-normal': 'sqlite', null: 'memory' };
 const generatedStore = (store) => GENERATED_STORE[store] ?? store;
 const ROUNDS = Math.max(1, Number(args.rounds ?? 5));
 const WARMUP_MS = 500;
@@ -94,6 +98,28 @@ import { MemoryStore } from './gen/runtime/stores/memory.js';
 const rows = new Map<string, string>();
 export async function makeStore() {
   return { store: new MemoryStore(), write: async (id: string, topic: string) => void rows.set(id, topic) };
+}`,
+  null: `
+// Keeps nothing: the guard's own cost without store I/O (a diagnostic, not a store; see the header).
+import type { CompleteInput, IdempotencyRecord, IdempotencyStore, ReserveInput, ReserveResult } from './gen/runtime/store.js';
+class NullStore implements IdempotencyStore {
+  async reserve(input: ReserveInput): Promise<ReserveResult> {
+    const now = Date.now();
+    const record: IdempotencyRecord = { id: input.id, operation: input.operation, fingerprint: input.fingerprint, state: 'in_progress', leaseToken: input.token, leaseUntil: now + input.leaseMs, expiresAt: now + input.ttlMs, createdAt: now };
+    return { outcome: 'reserved', record, now };
+  }
+  async complete(_id: string, _token: string, _input: CompleteInput): Promise<boolean> { return true; }
+  async release(): Promise<boolean> { return true; }
+  async takeover(): Promise<IdempotencyRecord | undefined> { return undefined; }
+  async extend(): Promise<boolean> { return true; }
+  async get(): Promise<IdempotencyRecord | undefined> { return undefined; }
+  async listAbandoned(): Promise<IdempotencyRecord[]> { return []; }
+  async purgeExpired(): Promise<number> { return 0; }
+  async now(): Promise<number> { return Date.now(); }
+}
+const rows = new Map<string, string>();
+export async function makeStore() {
+  return { store: new NullStore(), write: async (id: string, topic: string) => void rows.set(id, topic) };
 }`,
   sqlite: sqliteModule('FULL'),
   'sqlite-normal': sqliteModule('NORMAL'),
@@ -374,9 +400,10 @@ try {
         ['bareCall', '/bare-call', undefined],
         ['freshCall', '/guarded-call', (r, i, c) => `fresh-call-${run}-${c}-${r}-${i}`],
         ['replay', '/v1/demo-requests', (_r, i) => `replay-${run}-${i % keys}`, 'replay'],
-      ];
+        // The null store keeps nothing to replay: every request of that phase would run the handler.
+      ].filter(([name]) => store !== 'null' || name !== 'replay');
       // Replays: complete one key per connection first, then hit those keys only.
-      for (let c = 0; c < keys; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50, 1);
+      if (store !== 'null') for (let c = 0; c < keys; c += 1) await load(app.port, () => request('/v1/demo-requests', `replay-${run}-${c}`, 'replay'), 50, 1);
       const slices = {};
       const sliceMs = ms / ROUNDS;
       for (let round = -1; round < ROUNDS; round += 1) {
@@ -411,7 +438,8 @@ try {
   rmSync(work, { recursive: true, force: true });
 }
 
-const cell = (r, ref) => `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
+const cell = (r, ref) =>
+  r === undefined ? 'n/a (keeps nothing)'.padEnd(33) : `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 console.log(`guard overhead: Express, ${SECONDS}s per phase in ${ROUNDS} interleaved slices, node ${process.version}`);
 console.log('req/s (ratio to the bare handler of the same kind), p50/p99 ms, app-process CPU µs per request; replays never run the handler');
