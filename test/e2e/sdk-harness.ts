@@ -18,7 +18,7 @@ import { listeningPort } from './harness.js';
 export const SDK_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'real-shapes', 'sdk');
 
 /** Modules of {@link SDK_FIXTURES} the fixture apps share, copied next to them. */
-const SHARED_FIXTURE_MODULES = ['express-test-endpoints.ts', 'sdk-store.ts'];
+const SHARED_FIXTURE_MODULES = ['express-test-endpoints.ts', 'sdk-effects.ts', 'sdk-store.ts'];
 
 /** One request the proxy forwarded, and the answer it saw (unless it dropped it). */
 export interface Exchange {
