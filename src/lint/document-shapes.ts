@@ -101,12 +101,13 @@ export function schemaShapeWarnings(doc: ApiDocument): DocumentWarning[] {
 function mayHoldShapeProblems(doc: ApiDocument): boolean {
   const source = doc.source?.();
   if (!source || source.format !== 'json') return true;
-  const text = source.text;
+  // The escaped text of a big JSON file with non-ASCII characters (its own is made only for positions).
+  const text = source.scanText;
   // Native substring searches, then a look at the neighbours: a regex starting with a class tries every
   // offset of a 10 MB text.
   if (findLiteral(text, 'null', (before) => before === COLON || before === COMMA || before === OPEN_BRACKET)) return true;
   if (doc.version === '3.1') return false;
-  if (text.includes('"null"') || text.includes('\\u')) return true;
+  if (text.includes('"null"') || source.writesUnicodeEscape()) return true;
   return findLiteral(text, '"type"', (_before, at) => {
     let i = skipSpace(text, at + 6);
     if (text.charCodeAt(i) !== COLON) return false;

@@ -12,6 +12,7 @@ import { isKnownKeyHeader } from './key-headers.js';
 import { isPlainObject } from './merge.js';
 import type {
   ApiDocument,
+  DocumentSource,
   DocumentWarning,
   DocumentedResponse,
   IdempotencyContract,
@@ -689,10 +690,9 @@ class DocumentLoader implements ApiDocument {
     return followed.ok ? { value: followed.value, at: followed.at } : undefined;
   }
 
-  source(file: string = this.file): { readonly format: 'json' | 'yaml'; readonly text: string } | undefined {
-    if (!this.cache.has(file)) return undefined;
-    const { format, text } = this.cache.get(file);
-    return { format, text };
+  source(file: string = this.file): DocumentSource | undefined {
+    // The file itself: its text, for a big JSON file with non-ASCII characters, is made only when read.
+    return this.cache.has(file) ? this.cache.get(file) : undefined;
   }
 
   position(at: Location): Position {

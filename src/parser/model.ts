@@ -144,6 +144,20 @@ export interface ParameterView {
 
 export type OpenApiVersion = '2.0' | '3.0' | '3.1';
 
+/** A loaded file's format and text. */
+export interface DocumentSource {
+  readonly format: 'json' | 'yaml';
+  /** The file's text, without a byte-order mark (made on first use for a big JSON file with non-ASCII characters). */
+  readonly text: string;
+  /**
+   * JSON text for searches that need no offsets into the file: `text`, or for a big JSON file with non-ASCII
+   * characters the ASCII text JSON.parse read, each such character a `\u` escape (same members, names and literals).
+   */
+  readonly scanText: string;
+  /** Whether the file's text writes a `\u` escape (`scanText`'s own escapes not counted). */
+  writesUnicodeEscape(): boolean;
+}
+
 /** A loaded document: its raw tree, its operations and lazy `$ref` / position services. */
 export interface ApiDocument {
   /** Absolute path of the entry file. */
@@ -167,7 +181,7 @@ export interface ApiDocument {
   /** Every file loaded so far (the entry file first, then external `$ref` targets), absolute paths. */
   readonly files?: readonly string[];
   /** The format and text of a loaded file (the entry file when omitted), or `undefined` when it is not loaded. */
-  source?(file?: string): { readonly format: 'json' | 'yaml'; readonly text: string } | undefined;
+  source?(file?: string): DocumentSource | undefined;
   /**
    * The first broken `$ref` among those a contract on `operation` would need (parameters, request body and
    * response schemas and headers), as the error loading would stop with once the operation has a contract;

@@ -3,7 +3,8 @@
  * (the `yaml` package is not even loaded for JSON inputs); YAML with `yaml` once, keeping the Document for
  * positions.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { isAscii } from 'node:buffer';
+import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import type * as JsYamlModule from 'js-yaml';
@@ -39,18 +40,67 @@ export interface SourceWarning {
   readonly duplicate?: { readonly key: string; readonly firstOffset: number };
 }
 
+/**
+ * The text of a JSON file read with its non-ASCII characters escaped (see {@link escapedJson}), and what can be
+ * read without making the file's own text.
+ */
+interface EscapedText {
+  /** The file's text with every non-ASCII character written as a `\u` escape: ASCII, what JSON.parse read. */
+  readonly scanText: string;
+  /** Makes the file's own text. */
+  readonly decode: () => string;
+  /** Whether the file's own text writes a `\u` escape. */
+  readonly writesUnicodeEscape: boolean;
+}
+
 /** A parsed file with on-demand positions. */
 export class SourceFile {
-  private readonly lines: LineTable;
+  #text: string | undefined;
+  readonly #escaped: EscapedText | undefined;
+  #lines: LineTable | undefined;
+  #index: PositionIndex | undefined;
+  #scanIndex: JsonPositionIndex | undefined;
+
+  /** `text` is the file's text, or for a JSON file read with escapes, that text's parts (the index is then made on first use). */
   constructor(
     readonly file: string,
     readonly format: 'json' | 'yaml',
-    readonly text: string,
+    text: string | EscapedText,
     readonly value: unknown,
-    private readonly index: PositionIndex,
+    index: PositionIndex | undefined,
     readonly warnings: readonly SourceWarning[] = [],
   ) {
-    this.lines = new LineTable(text);
+    if (typeof text === 'string') this.#text = text;
+    else this.#escaped = text;
+    this.#index = index;
+  }
+
+  /** The file's text, without a byte-order mark. */
+  get text(): string {
+    return (this.#text ??= this.#escaped!.decode());
+  }
+
+  /**
+   * JSON text for searches that need no offsets into the file: {@link text}, or for a big JSON file with
+   * non-ASCII characters the text JSON.parse read, each such character a `\u` escape. Both hold the same
+   * members, names and literals; the escaped one is one byte per character, while the file's own text would be
+   * two throughout (making it costs more than the parse).
+   */
+  get scanText(): string {
+    return this.#escaped?.scanText ?? this.text;
+  }
+
+  /** Whether the file's text writes a `\u` escape ({@link scanText}'s own escapes not counted). */
+  writesUnicodeEscape(): boolean {
+    return this.#escaped?.writesUnicodeEscape ?? this.text.includes('\\u');
+  }
+
+  private get lines(): LineTable {
+    return (this.#lines ??= new LineTable(this.text));
+  }
+
+  private get index(): PositionIndex {
+    return (this.#index ??= new JsonPositionIndex(this.text));
   }
 
   /**
@@ -98,6 +148,8 @@ export class SourceFile {
    * `undefined` for YAML, whose duplicates parseYaml handles).
    */
   membersNamed(key: string): { count: number; names: number } | undefined {
+    // Counts only: the escaped text holds the same members and names.
+    if (this.#escaped !== undefined) return (this.#scanIndex ??= new JsonPositionIndex(this.#escaped.scanText)).membersNamed(key);
     return this.index.membersNamed?.(key);
   }
 
@@ -115,16 +167,17 @@ export class SourceFile {
 
 /** Reads and parses a file synchronously. Throws {@link DocumentError} for unreadable or unparsable files. */
 export function readSource(file: string): SourceFile {
-  let text: string;
+  let bytes: Buffer;
+  let room: number;
   try {
-    if (statSync(file).isDirectory()) {
+    const stats = statSync(file);
+    if (stats.isDirectory()) {
       throw new DocumentError('is a directory, not an OpenAPI file — name the .yaml or .json file', file, '', 1, 1);
     }
     // Read the bytes, then decode: faster than readFileSync's own 'utf8' path on big files (Node 20).
-    const bytes = readFileSync(file);
+    ({ bytes, room } = readBytes(file, stats.isFile() ? stats.size : -1));
     const problem = encodingProblem(bytes);
     if (problem !== undefined) throw new DocumentError(problem, file, '', 1, 1);
-    text = bytes.toString('utf8');
   } catch (error) {
     if (error instanceof DocumentError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
@@ -140,7 +193,150 @@ export function readSource(file: string): SourceFile {
               : `cannot read the file (${code ?? String(error)}) — check the path and permissions`;
     throw new DocumentError(why, file, '', 1, 1);
   }
-  return parseSource(file, text);
+  return (room > 0 ? escapedJson(file, bytes, room) : undefined) ?? parseSource(file, bytes.toString('utf8'));
+}
+
+/** Files from this size on are read with room to escape their non-ASCII characters in place (see escapedJson). */
+const ESCAPE_FROM = 256 * 1024;
+/** That room: ~21,000 non-ASCII bytes' escapes. Never written unless needed, it costs no memory. */
+const ESCAPE_ROOM = 64 * 1024;
+
+/** The file's bytes, and how many bytes after them the buffer has free (`bytes` is a view of its start). */
+function readBytes(file: string, size: number): { bytes: Buffer; room: number } {
+  if (size < ESCAPE_FROM) return { bytes: readFileSync(file), room: 0 };
+  const fd = openSync(file, 'r');
+  try {
+    const buffer = Buffer.allocUnsafeSlow(size + ESCAPE_ROOM);
+    let length = 0;
+    for (;;) {
+      const read = readSync(fd, buffer, length, buffer.length - length, null);
+      if (read === 0) return { bytes: buffer.subarray(0, length), room: buffer.length - length };
+      length += read;
+      // Grown by more than the room while being read: read it again, whole.
+      if (length === buffer.length) return { bytes: readFileSync(file), room: 0 };
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** One run of non-ASCII bytes, as escaped in the parsed text. */
+interface EscapedRun {
+  /** Where its escapes start in the escaped text. */
+  readonly at: number;
+  /** How long they are. */
+  readonly length: number;
+  /** The run decoded: what the file's text holds there. */
+  readonly text: string;
+}
+
+const JSON_SPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+const BACKSLASH_BYTE = 0x5c;
+
+/**
+ * A JSON file with non-ASCII characters, parsed from its bytes with each run of them rewritten in place as
+ * `\u` escapes, in the room `readBytes` left after them. Outside a string a non-ASCII byte is a syntax error,
+ * and inside one an escape means the same characters, so JSON.parse gives the same value; but it reads a
+ * one-byte string, where decoding the file gives a two-byte one throughout for a single `é` (on GitHub's 13 MB
+ * description: 140 non-ASCII bytes, and 26 MB of text to decode and hold instead of 13). The file's own text
+ * is made from the escaped one only when asked for (positions, duplicate-key scans).
+ *
+ * `undefined` — and the bytes untouched — when that does not apply: not JSON by name or start, only ASCII
+ * (decoding it is as cheap), not enough room, or a non-ASCII byte right after a backslash (an invalid escape,
+ * which the rewrite would make valid). Invalid JSON otherwise is parsed again from the file's text, for the
+ * error as it always was.
+ */
+function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | undefined {
+  const ext = extname(file).toLowerCase();
+  if (ext === '.yaml' || ext === '.yml') return undefined;
+  // UTF-8's byte-order mark, which parseSource drops too.
+  const start = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  let first = start;
+  while (first < bytes.length && JSON_SPACE.has(bytes[first]!)) first += 1;
+  if (bytes[first] !== 0x7b && bytes[first] !== 0x5b) return undefined;
+  const body = bytes.subarray(start);
+  if (isAscii(body)) return undefined;
+  const runs = nonAsciiRuns(body);
+  const decoded: string[] = [];
+  const escapes: string[] = [];
+  let grown = 0;
+  for (const [from, to] of runs) {
+    let backslashes = 0;
+    while (from - backslashes - 1 >= 0 && body[from - backslashes - 1] === BACKSLASH_BYTE) backslashes += 1;
+    if (backslashes % 2 === 1) return undefined;
+    const text = body.toString('utf8', from, to);
+    const escape = unicodeEscapes(text);
+    decoded.push(text);
+    escapes.push(escape);
+    grown += escape.length - (to - from);
+  }
+  if (grown > room) return undefined;
+  const writesUnicodeEscape = body.indexOf('\\u') !== -1;
+  // In place, from the end: each byte moves once.
+  const whole = Buffer.from(body.buffer, body.byteOffset, body.length + room);
+  let source = body.length;
+  let target = body.length + grown;
+  for (let k = runs.length - 1; k >= 0; k--) {
+    const [from, to] = runs[k]!;
+    whole.copyWithin(target - (source - to), to, source);
+    target -= source - to + escapes[k]!.length;
+    whole.write(escapes[k]!, target, 'latin1');
+    source = from;
+  }
+  const scanText = whole.toString('latin1', 0, body.length + grown);
+  const escaped: EscapedRun[] = [];
+  let shift = 0;
+  for (let k = 0; k < runs.length; k++) {
+    const [from] = runs[k]!;
+    const escape = escapes[k]!;
+    escaped.push({ at: from + shift, length: escape.length, text: decoded[k]! });
+    shift += escape.length - (runs[k]![1] - from);
+  }
+  const decode = (): string => {
+    const parts: string[] = [];
+    let at = 0;
+    for (const run of escaped) {
+      parts.push(scanText.slice(at, run.at), run.text);
+      at = run.at + run.length;
+    }
+    parts.push(scanText.slice(at));
+    return parts.join('');
+  };
+  let value: unknown;
+  try {
+    value = JSON.parse(scanText);
+  } catch {
+    return parseSource(file, decode());
+  }
+  return new SourceFile(file, 'json', { scanText, decode, writesUnicodeEscape }, value, undefined);
+}
+
+/** The runs of non-ASCII bytes: native checks of 64 KB at a time, a loop only over the chunks that have one. */
+function nonAsciiRuns(bytes: Uint8Array): [number, number][] {
+  const runs: [number, number][] = [];
+  const CHUNK = 64 * 1024;
+  let from = 0;
+  for (let chunk = 0; chunk < bytes.length; chunk += CHUNK) {
+    const end = Math.min(bytes.length, chunk + CHUNK);
+    let i = Math.max(from, chunk);
+    if (i >= end || isAscii(bytes.subarray(i, end))) continue;
+    for (; i < end; i++) {
+      if (bytes[i]! < 0x80) continue;
+      let j = i + 1;
+      while (j < bytes.length && bytes[j]! >= 0x80) j += 1;
+      runs.push([i, j]);
+      from = j;
+      i = j;
+    }
+  }
+  return runs;
+}
+
+/** Each UTF-16 code unit of `text` as a JSON `\uXXXX` escape. */
+function unicodeEscapes(text: string): string {
+  let escaped = '';
+  for (let i = 0; i < text.length; i++) escaped += `\\u${text.charCodeAt(i).toString(16).padStart(4, '0')}`;
+  return escaped;
 }
 
 /** Parses file text as JSON or YAML (by extension, then by content). */

@@ -1,0 +1,152 @@
+/**
+ * Big JSON files with non-ASCII characters are parsed from their bytes with those characters rewritten as `\u`
+ * escapes (one-byte text instead of two-byte), and their own text is made only when asked for. Everything a
+ * user sees must be what decoding the file as UTF-8 gives: values, text, every position, every error.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DocumentError } from '../../src/errors.js';
+import { loadDocument } from '../../src/parser/load.js';
+import { appendPointer } from '../../src/parser/pointer.js';
+import { parseSource, readSource, type SourceFile } from '../../src/parser/source.js';
+import { spot } from './helpers.js';
+
+/** Every JSON Pointer of a value, the root first. */
+function pointers(value: unknown, at = '', out: string[] = []): string[] {
+  out.push(at);
+  if (Array.isArray(value)) value.forEach((item, i) => pointers(item, appendPointer(at, String(i)), out));
+  else if (value !== null && typeof value === 'object') for (const [key, item] of Object.entries(value)) pointers(item, appendPointer(at, key), out);
+  return out;
+}
+
+/** What the file gives when decoded as UTF-8 and parsed as text (the path small files and YAML take). */
+function decoded(file: string): SourceFile {
+  return parseSource(file, readFileSync(file).toString('utf8'));
+}
+
+function errorOf(read: () => unknown): DocumentError {
+  try {
+    read();
+  } catch (error) {
+    assert.ok(error instanceof DocumentError, String(error));
+    return error;
+  }
+  assert.fail('expected a DocumentError');
+}
+
+/** A document of ~600 KB (over the size from which files are read this way): non-ASCII every 50 lines. */
+function bigDocument(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    openapi: '3.0.3',
+    info: { title: 'Démo — “quotes”', version: '1', description: 'naïve café 😀 𝄞 ä' },
+    paths: {
+      '/v1/zahlungen/{id}': {
+        post: {
+          operationId: 'créerZahlung',
+          summary: 'Zahlung anlegen — ü',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string', description: 'Kennung “id”' } }],
+          'x-idempotency': { key: { in: 'header', name: 'Idempotency-Key' }, ttl: 'PT24H' },
+          responses: { '201': { description: 'Angelegt ✓' } },
+        },
+      },
+    },
+    'x-filler': Array.from({ length: 12_000 }, (_, i) => (i % 50 === 0 ? { [`schlüssel-${i}`]: `wert ${i} — é 😀` } : `filler line ${i} plain ascii text`)),
+    ...extra,
+  };
+}
+
+describe('big JSON files with non-ASCII characters', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'idemkit-escaped-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  function write(name: string, content: string | Buffer): string {
+    const file = path.join(dir, name);
+    writeFileSync(file, content);
+    return file;
+  }
+
+  it('gives the value, text and every position that decoding the file gives', () => {
+    for (const [name, text] of [
+      ['pretty.json', JSON.stringify(bigDocument(), null, 2)],
+      ['one-line.json', JSON.stringify(bigDocument())],
+      ['crlf.json', JSON.stringify(bigDocument(), null, 2).replace(/\n/g, '\r\n')],
+      ['bom.json', `\ufeff${JSON.stringify(bigDocument(), null, 1)}`],
+      ['own-escapes.json', JSON.stringify(bigDocument(), null, 2).replace('"Démo', '"\\u00e9t\\u00e9 Démo')],
+    ] as const) {
+      const file = write(name, text);
+      const source = readSource(file);
+      const reference = decoded(file);
+      // The escaped path was taken: what JSON.parse read is ASCII, and is not the file's text.
+      assert.match(source.scanText, /^[\x00-\x7f]*$/, name);
+      assert.notEqual(source.scanText, source.text, name);
+      assert.deepEqual(source.value, reference.value, name);
+      assert.equal(source.text, reference.text, name);
+      assert.equal(source.writesUnicodeEscape(), name === 'own-escapes.json', name);
+      const all = pointers(reference.value);
+      assert.ok(all.length > 12_000, name);
+      for (const pointer of all) assert.deepEqual(source.position(pointer), reference.position(pointer), `${name} ${pointer}`);
+      assert.deepEqual(source.membersNamed('x-idempotency'), reference.membersNamed('x-idempotency'), name);
+    }
+  });
+
+  it('gives the characters decoding gives for bytes that are not UTF-8, and astral characters', () => {
+    const text = Buffer.from(JSON.stringify(bigDocument(), null, 2));
+    const at = text.indexOf('Démo');
+    // A lead byte followed by a non-continuation, and a sequence cut short right before a closing quote.
+    const broken = Buffer.concat([text.subarray(0, at), Buffer.from([0x44, 0xc3, 0x28, 0xf0, 0x9f]), text.subarray(at + 1)]);
+    const end = broken.lastIndexOf('"');
+    const file = write('not-utf8.json', Buffer.concat([broken.subarray(0, end), Buffer.from([0xe2, 0x82]), broken.subarray(end)]));
+    const source = readSource(file);
+    const reference = decoded(file);
+    assert.notEqual(source.scanText, source.text);
+    assert.ok(source.text.includes('\ufffd'));
+    assert.equal(source.text, reference.text);
+    assert.deepEqual(source.value, reference.value);
+    assert.equal((source.value as { info: { description: string } }).info.description, 'naïve café 😀 𝄞 ä');
+  });
+
+  it('reports invalid JSON exactly as decoding the file does', () => {
+    const text = JSON.stringify(bigDocument(), null, 2);
+    for (const [name, content] of [
+      // A non-ASCII character right after a backslash: an invalid escape the rewrite must not make valid.
+      ['backslash.json', text.replace('"Démo', '"D\\émo')],
+      // A non-ASCII character outside a string.
+      ['outside.json', text.replace('"info": {', '"info": ä {')],
+      // A syntax error after the non-ASCII characters: its column counts characters, not escapes.
+      ['after.json', text.replace('"x-filler": [', '"x-filler": [ ,')],
+      ['same-line.json', JSON.stringify(bigDocument()).replace('"paths":{', '"paths":{ ,')],
+    ] as const) {
+      const file = write(name, content);
+      const error = errorOf(() => readSource(file));
+      const expected = errorOf(() => decoded(file));
+      assert.deepEqual({ message: error.message, line: error.line, column: error.column }, { message: expected.message, line: expected.line, column: expected.column }, name);
+    }
+  });
+
+  it('points a duplicate key inside a contract at its line and column', async () => {
+    const text = JSON.stringify(bigDocument(), null, 2).replace('"ttl": "PT24H"', '"ttl": "PT24H", "ttl": "PT1H"');
+    const file = write('duplicate.json', text);
+    await assert.rejects(loadDocument(file), (error: unknown) => {
+      assert.ok(error instanceof DocumentError);
+      assert.equal(error.message, `duplicate key \`ttl\` (first at line ${spot(file, '"ttl": "PT1H"').line}) — keep one`);
+      assert.deepEqual({ line: error.line, column: error.column }, spot(file, '"ttl": "PT1H"', '"ttl": "PT1H"'));
+      return true;
+    });
+  });
+
+  it('leaves YAML-named files, files that do not start like JSON and small files to decoding', () => {
+    const text = JSON.stringify(bigDocument(), null, 2);
+    for (const name of ['named.yaml', 'small.json']) {
+      const file = write(name, name === 'small.json' ? JSON.stringify({ openapi: '3.0.3', info: { title: 'é', version: '1' }, paths: {} }) : text);
+      const source = readSource(file);
+      assert.equal(source.scanText, source.text, name);
+    }
+    const file = write('nbsp.json', `\u00a0${text}`);
+    assert.deepEqual(errorOf(() => readSource(file)).message, errorOf(() => decoded(file)).message);
+  });
+});
