@@ -146,20 +146,30 @@ async function parent() {
 
   const bin = path.join(dist, 'src/cli/bin.js');
   const sample = path.join(root, 'samples/demo-requests/openapi.yaml');
-  const bare = [];
-  const cold = [];
-  for (let i = 0; i < 10; i++) {
-    bare.push(time(() => spawnSync(process.execPath, ['-e', '0'])));
-    cold.push(
-      time(() => {
-        const result = spawnSync(process.execPath, [bin, 'lint', sample], { cwd: root });
-        if (result.status !== 0) throw new Error(`idemkit lint exited ${result.status}: ${result.stdout}${result.stderr}`);
-      }),
+  // NODE_EXTRA_CA_CERTS makes every Node process read and parse that CA bundle before it runs any code (+50 ms
+  // on this sandbox, which sets it for every command). It is the environment's cost, not idemkit's: when it is
+  // set, the cold start is measured both as the environment runs Node and without it, each beside bare node.
+  const environments = [['', process.env]];
+  if (process.env.NODE_EXTRA_CA_CERTS) {
+    const { NODE_EXTRA_CA_CERTS: _extra, ...without } = process.env;
+    environments.push([' without NODE_EXTRA_CA_CERTS', without]);
+  }
+  for (const [label, env] of environments) {
+    const bare = [];
+    const cold = [];
+    for (let i = 0; i < 10; i++) {
+      bare.push(time(() => spawnSync(process.execPath, ['-e', '0'], { env })));
+      cold.push(
+        time(() => {
+          const result = spawnSync(process.execPath, [bin, 'lint', sample], { cwd: root, env });
+          if (result.status !== 0) throw new Error(`idemkit lint exited ${result.status}: ${result.stdout}${result.stderr}`);
+        }),
+      );
+    }
+    console.log(
+      `cold start of \`node dist/src/cli/bin.js lint samples/demo-requests/openapi.yaml\`${label}: median ${median(cold).toFixed(0)} ms of 10 (bare node: ${median(bare).toFixed(0)} ms; goal ≤ 200 ms)`,
     );
   }
-  console.log(
-    `cold start of \`node dist/src/cli/bin.js lint samples/demo-requests/openapi.yaml\`: median ${median(cold).toFixed(0)} ms of 10 (bare node: ${median(bare).toFixed(0)} ms; goal ≤ 200 ms)`,
-  );
 }
 
 function runChild(mode, file) {
