@@ -256,7 +256,9 @@ function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | un
   if (bytes[first] !== 0x7b && bytes[first] !== 0x5b) return undefined;
   const body = bytes.subarray(start);
   if (isAscii(body)) return undefined;
-  const runs = nonAsciiRuns(body);
+  // Each non-ASCII byte grows by at least 1 as an escape (a 3-byte character: 6 for 3).
+  const runs = nonAsciiRuns(body, room);
+  if (runs === undefined) return undefined;
   const decoded: string[] = [];
   const escapes: string[] = [];
   let grown = 0;
@@ -311,25 +313,33 @@ function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | un
   return new SourceFile(file, 'json', { scanText, decode, writesUnicodeEscape }, value, undefined);
 }
 
-/** The runs of non-ASCII bytes: native checks of 64 KB at a time, a loop only over the chunks that have one. */
-function nonAsciiRuns(bytes: Uint8Array): [number, number][] {
+/**
+ * The runs of non-ASCII bytes, found by native checks of halves of ever smaller spans (a loop only over the 256
+ * bytes around each run); `undefined` once they hold more than `limit` bytes, which could not be escaped in place.
+ */
+function nonAsciiRuns(bytes: Uint8Array, limit: number): [number, number][] | undefined {
   const runs: [number, number][] = [];
-  const CHUNK = 64 * 1024;
-  let from = 0;
-  for (let chunk = 0; chunk < bytes.length; chunk += CHUNK) {
-    const end = Math.min(bytes.length, chunk + CHUNK);
-    let i = Math.max(from, chunk);
-    if (i >= end || isAscii(bytes.subarray(i, end))) continue;
-    for (; i < end; i++) {
+  let count = 0;
+  const collect = (from: number, to: number): boolean => {
+    if (isAscii(bytes.subarray(from, to))) return true;
+    if (to - from > 256) {
+      const middle = from + Math.floor((to - from) / 2);
+      return collect(from, middle) && collect(middle, to);
+    }
+    for (let i = from; i < to; i++) {
       if (bytes[i]! < 0x80) continue;
       let j = i + 1;
-      while (j < bytes.length && bytes[j]! >= 0x80) j += 1;
-      runs.push([i, j]);
-      from = j;
+      while (j < to && bytes[j]! >= 0x80) j += 1;
+      // A run cut by a span's end goes on in the next span.
+      const last = runs[runs.length - 1];
+      if (last !== undefined && last[1] === i) last[1] = j;
+      else runs.push([i, j]);
+      count += j - i;
       i = j;
     }
-  }
-  return runs;
+    return count <= limit;
+  };
+  return collect(0, bytes.length) ? runs : undefined;
 }
 
 /** Each UTF-16 code unit of `text` as a JSON `\uXXXX` escape. */

@@ -40,7 +40,8 @@ function errorOf(read: () => unknown): DocumentError {
 function bigDocument(extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     openapi: '3.0.3',
-    info: { title: 'Démo — “quotes”', version: '1', description: 'naïve café 😀 𝄞 ä' },
+    // A long run of 4-byte characters: the search for non-ASCII bytes cuts it into spans, and it must come out whole.
+    info: { title: 'Démo — “quotes”', version: '1', description: 'naïve café 😀 𝄞 ä', 'x-emoji': '😀'.repeat(1_000) },
     paths: {
       '/v1/zahlungen/{id}': {
         post: {
@@ -146,6 +147,11 @@ describe('big JSON files with non-ASCII characters', () => {
       const source = readSource(file);
       assert.equal(source.scanText, source.text, name);
     }
+    // More non-ASCII bytes than the room after them: decoded as a whole, with the same value.
+    const dense = write('dense.json', JSON.stringify(bigDocument({ 'x-dense': 'ä'.repeat(40_000) })));
+    const source = readSource(dense);
+    assert.equal(source.scanText, source.text);
+    assert.deepEqual(source.value, decoded(dense).value);
     const file = write('nbsp.json', `\u00a0${text}`);
     assert.deepEqual(errorOf(() => readSource(file)).message, errorOf(() => decoded(file)).message);
   });
