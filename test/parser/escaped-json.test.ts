@@ -140,6 +140,56 @@ describe('big JSON files with non-ASCII characters', () => {
     });
   });
 
+  it('agrees with decoding on random documents: escapes, backslashes, bytes that are not UTF-8, damaged ends', () => {
+    // mulberry32: the same documents on every run.
+    let seed = 20261201;
+    const random = (): number => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
+    const pieces = ['abc', 'é', '😀', '𝄞', '—', '\u2028', '\ufeff', ' ', '\\\\', '\\"', '\\n', '\\u00e9', '\\ud83d\\ude00']
+      .map((text) => Buffer.from(text))
+      .concat([[0xc3], [0xe2, 0x82], [0xff], [0x80, 0x80], [0xf0, 0x9f, 0x98], [0xed, 0xa0, 0x80]].map((bytes) => Buffer.from(bytes)));
+    // A lone backslash makes an escape of whatever follows (often invalid): in a few documents only, or all would be errors.
+    let loneBackslashes = false;
+    const piece = (): Buffer => (loneBackslashes && random() < 0.01 ? Buffer.from('\\') : pick(pieces));
+    const string = (): Buffer => Buffer.concat([Buffer.from('"'), ...Array.from({ length: Math.floor(random() * 6) }, piece), Buffer.from('"')]);
+    const value = (depth: number): Buffer => {
+      const r = random();
+      if (depth > 3 || r < 0.3) return pick([string, () => Buffer.from(String(Math.floor(random() * 1000))), () => Buffer.from('null')])();
+      const items = Array.from({ length: Math.floor(random() * 5) }, () => (r < 0.65 ? Buffer.concat([string(), Buffer.from(pick([':', ' : ', ':\n'])), value(depth + 1)]) : value(depth + 1)));
+      const [open, close] = r < 0.65 ? ['{', '}'] : ['[', ']'];
+      return Buffer.concat([Buffer.from(open), ...items.flatMap((item, i) => (i === 0 ? [item] : [Buffer.from(pick([',', ',\n'])), item])), Buffer.from(close)]);
+    };
+    let parsed = 0;
+    for (let round = 0; round < 40; round++) {
+      loneBackslashes = random() < 0.15;
+      const members = Array.from({ length: 30 }, () => Buffer.concat([string(), Buffer.from(':'), value(0)]));
+      members.splice(Math.floor(random() * members.length), 0, Buffer.from(`"pad":"${'x'.repeat(270_000)}"`));
+      let bytes = Buffer.concat([Buffer.from(pick(['{', '\ufeff{', ' \n{'])), ...members.flatMap((member, i) => (i === 0 ? [member] : [Buffer.from(',\n'), member])), Buffer.from('}')]);
+      if (random() < 0.1) bytes = Buffer.concat([bytes.subarray(0, Math.floor(bytes.length * random())), pick(pieces)]);
+      const file = write(`random-${round}.json`, bytes);
+      let expected: SourceFile;
+      try {
+        expected = decoded(file);
+      } catch (error) {
+        const got = errorOf(() => readSource(file));
+        assert.ok(error instanceof DocumentError);
+        assert.deepEqual([got.message, got.line, got.column], [error.message, error.line, error.column], `round ${round}`);
+        continue;
+      }
+      const source = readSource(file);
+      parsed += 1;
+      assert.equal(source.text, expected.text, `round ${round}`);
+      assert.deepEqual(source.value, expected.value, `round ${round}`);
+      for (const pointer of pointers(expected.value)) assert.deepEqual(source.position(pointer), expected.position(pointer), `round ${round} ${pointer}`);
+    }
+    assert.ok(parsed >= 5, `${parsed} of 40 random documents parsed`);
+  });
+
   it('leaves YAML-named files, files that do not start like JSON and small files to decoding', () => {
     const text = JSON.stringify(bigDocument(), null, 2);
     for (const name of ['named.yaml', 'small.json']) {
