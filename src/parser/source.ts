@@ -224,8 +224,8 @@ function readBytes(file: string, size: number): { bytes: Buffer; room: number } 
 interface EscapedRun {
   /** Where its escapes start in the escaped text. */
   readonly at: number;
-  /** How long they are. */
-  readonly length: number;
+  /** The escapes: `\uXXXX` for each UTF-16 code unit of `text`. */
+  readonly escapes: string;
   /** The run decoded: what the file's text holds there. */
   readonly text: string;
 }
@@ -259,18 +259,16 @@ function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | un
   // Each non-ASCII byte grows by at least 1 as an escape (a 3-byte character: 6 for 3).
   const runs = nonAsciiRuns(body, room);
   if (runs === undefined) return undefined;
-  const decoded: string[] = [];
-  const escapes: string[] = [];
+  const escaped: EscapedRun[] = [];
   let grown = 0;
   for (const [from, to] of runs) {
     let backslashes = 0;
     while (from - backslashes - 1 >= 0 && body[from - backslashes - 1] === BACKSLASH_BYTE) backslashes += 1;
     if (backslashes % 2 === 1) return undefined;
     const text = body.toString('utf8', from, to);
-    const escape = unicodeEscapes(text);
-    decoded.push(text);
-    escapes.push(escape);
-    grown += escape.length - (to - from);
+    const escapes = unicodeEscapes(text);
+    escaped.push({ at: from + grown, escapes, text });
+    grown += escapes.length - (to - from);
   }
   if (grown > room) return undefined;
   const writesUnicodeEscape = body.indexOf('\\u') !== -1;
@@ -280,26 +278,19 @@ function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | un
   let target = body.length + grown;
   for (let k = runs.length - 1; k >= 0; k--) {
     const [from, to] = runs[k]!;
+    const { escapes } = escaped[k]!;
     whole.copyWithin(target - (source - to), to, source);
-    target -= source - to + escapes[k]!.length;
-    whole.write(escapes[k]!, target, 'latin1');
+    target -= source - to + escapes.length;
+    whole.write(escapes, target, 'latin1');
     source = from;
   }
   const scanText = whole.toString('latin1', 0, body.length + grown);
-  const escaped: EscapedRun[] = [];
-  let shift = 0;
-  for (let k = 0; k < runs.length; k++) {
-    const [from] = runs[k]!;
-    const escape = escapes[k]!;
-    escaped.push({ at: from + shift, length: escape.length, text: decoded[k]! });
-    shift += escape.length - (runs[k]![1] - from);
-  }
   const decode = (): string => {
     const parts: string[] = [];
     let at = 0;
     for (const run of escaped) {
       parts.push(scanText.slice(at, run.at), run.text);
-      at = run.at + run.length;
+      at = run.at + run.escapes.length;
     }
     parts.push(scanText.slice(at));
     return parts.join('');
