@@ -201,9 +201,12 @@ const ESCAPE_FROM = 256 * 1024;
 /** That room: ~21,000 non-ASCII bytes' escapes. Never written unless needed, it costs no memory. */
 const ESCAPE_ROOM = 64 * 1024;
 
+/** Files from this size on are read as before: readFileSync then says what is wrong with a file too big to read. */
+const ESCAPE_UP_TO = 1024 * 1024 * 1024;
+
 /** The file's bytes, and how many bytes after them the buffer has free (`bytes` is a view of its start). */
 function readBytes(file: string, size: number): { bytes: Buffer; room: number } {
-  if (size < ESCAPE_FROM) return { bytes: readFileSync(file), room: 0 };
+  if (size < ESCAPE_FROM || size > ESCAPE_UP_TO) return { bytes: readFileSync(file), room: 0 };
   const fd = openSync(file, 'r');
   try {
     const buffer = Buffer.allocUnsafeSlow(size + ESCAPE_ROOM);
