@@ -4,6 +4,7 @@
  * documents. They never stop a lint; they are returned as document warnings, one per node, for the engine
  * to report as `document-invalid`.
  */
+import { isSpace } from '../parser/json-errors.js';
 import type { ApiDocument, DocumentWarning, Location } from '../parser/model.js';
 import { escapePointerToken, isObject } from './views.js';
 
@@ -139,6 +140,3 @@ function skipSpace(text: string, i: number): number {
   return i;
 }
 
-function isSpace(code: number): boolean {
-  return code === 32 || code === 10 || code === 13 || code === 9;
-}

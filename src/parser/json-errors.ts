@@ -163,6 +163,7 @@ function stringEnd(text: string, i: number): number | { offset: number; unclosed
   return { offset: i, unclosed: true };
 }
 
-function isSpace(code: number): boolean {
+/** JSON's whitespace: space, line feed, carriage return, tab. */
+export function isSpace(code: number): boolean {
   return code === 32 || code === 10 || code === 13 || code === 9;
 }

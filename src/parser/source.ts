@@ -12,7 +12,7 @@ import type * as YamlModule from 'yaml';
 import { DocumentError } from '../errors.js';
 import type { Position } from './model.js';
 import { encodingProblem } from './encoding.js';
-import { describeJsonSyntaxError } from './json-errors.js';
+import { describeJsonSyntaxError, isSpace } from './json-errors.js';
 import { appendPointer, parsePointer } from './pointer.js';
 import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
 import { describeYamlSyntaxError } from './yaml-errors.js';
@@ -233,7 +233,6 @@ interface EscapedRun {
   readonly text: string;
 }
 
-const JSON_SPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
 const BACKSLASH_BYTE = 0x5c;
 
 /**
@@ -255,7 +254,7 @@ function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | un
   // UTF-8's byte-order mark, which parseSource drops too.
   const start = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
   let first = start;
-  while (first < bytes.length && JSON_SPACE.has(bytes[first]!)) first += 1;
+  while (first < bytes.length && isSpace(bytes[first]!)) first += 1;
   if (bytes[first] !== 0x7b && bytes[first] !== 0x5b) return undefined;
   const body = bytes.subarray(start);
   if (isAscii(body)) return undefined;
