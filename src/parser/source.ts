@@ -41,7 +41,7 @@ export interface SourceWarning {
 }
 
 /**
- * The text of a JSON file read with its non-ASCII characters escaped (see {@link escapedJson}), and what can be
+ * The text of a JSON file read with its non-ASCII characters escaped (see {@link escapedText}), and what can be
  * read without making the file's own text.
  */
 interface EscapedText {
@@ -167,17 +167,18 @@ export class SourceFile {
 
 /** Reads and parses a file synchronously. Throws {@link DocumentError} for unreadable or unparsable files. */
 export function readSource(file: string): SourceFile {
-  let bytes: Buffer;
-  let room: number;
+  let text: string | EscapedText;
   try {
     const stats = statSync(file);
     if (stats.isDirectory()) {
       throw new DocumentError('is a directory, not an OpenAPI file — name the .yaml or .json file', file, '', 1, 1);
     }
     // Read the bytes, then decode: faster than readFileSync's own 'utf8' path on big files (Node 20).
-    ({ bytes, room } = readBytes(file, stats.isFile() ? stats.size : -1));
+    const { bytes, room } = readBytes(file, stats.isFile() ? stats.size : -1);
     const problem = encodingProblem(bytes);
     if (problem !== undefined) throw new DocumentError(problem, file, '', 1, 1);
+    // Decoded here: a file too long for one string (ERR_STRING_TOO_LONG) cannot be read, like an unreadable one.
+    text = (room > 0 ? escapedText(file, bytes, room) : undefined) ?? bytes.toString('utf8');
   } catch (error) {
     if (error instanceof DocumentError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
@@ -193,10 +194,10 @@ export function readSource(file: string): SourceFile {
               : `cannot read the file (${code ?? String(error)}) — check the path and permissions`;
     throw new DocumentError(why, file, '', 1, 1);
   }
-  return (room > 0 ? escapedJson(file, bytes, room) : undefined) ?? parseSource(file, bytes.toString('utf8'));
+  return typeof text === 'string' ? parseSource(file, text) : parseEscaped(file, text);
 }
 
-/** Files from this size on are read with room to escape their non-ASCII characters in place (see escapedJson). */
+/** Files from this size on are read with room to escape their non-ASCII characters in place (see escapedText). */
 const ESCAPE_FROM = 256 * 1024;
 /** That room: ~21,000 non-ASCII bytes' escapes. Never written unless needed, it costs no memory. */
 const ESCAPE_ROOM = 64 * 1024;
@@ -236,19 +237,18 @@ interface EscapedRun {
 const BACKSLASH_BYTE = 0x5c;
 
 /**
- * A JSON file with non-ASCII characters, parsed from its bytes with each run of them rewritten in place as
- * `\u` escapes, in the room `readBytes` left after them. Outside a string a non-ASCII byte is a syntax error,
- * and inside one an escape means the same characters, so JSON.parse gives the same value; but it reads a
+ * The text of a JSON file with non-ASCII characters, made from its bytes with each run of them rewritten in place
+ * as `\u` escapes, in the room `readBytes` left after them. Outside a string a non-ASCII byte is a syntax error,
+ * and inside one an escape means the same characters, so JSON.parse gives the same value (see parseEscaped); but it reads a
  * one-byte string, where decoding the file gives a two-byte one throughout for a single `é` (on GitHub's 13 MB
  * description: 140 non-ASCII bytes, and 26 MB of text to decode and hold instead of 13). The file's own text
  * is made from the escaped one only when asked for (positions, duplicate-key scans).
  *
  * `undefined` — and the bytes untouched — when that does not apply: not JSON by name or start, only ASCII
  * (decoding it is as cheap), not enough room, or a non-ASCII byte right after a backslash (an invalid escape,
- * which the rewrite would make valid). Invalid JSON otherwise is parsed again from the file's text, for the
- * error as it always was.
+ * which the rewrite would make valid).
  */
-function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | undefined {
+function escapedText(file: string, bytes: Buffer, room: number): EscapedText | undefined {
   const ext = extname(file).toLowerCase();
   if (ext === '.yaml' || ext === '.yml') return undefined;
   // UTF-8's byte-order mark, which parseSource drops too.
@@ -297,13 +297,18 @@ function escapedJson(file: string, bytes: Buffer, room: number): SourceFile | un
     parts.push(scanText.slice(at));
     return parts.join('');
   };
+  return { scanText, decode, writesUnicodeEscape };
+}
+
+/** Parses what escapedText made; invalid JSON is parsed again from the file's own text, for the error as it always was. */
+function parseEscaped(file: string, escaped: EscapedText): SourceFile {
   let value: unknown;
   try {
-    value = JSON.parse(scanText);
+    value = JSON.parse(escaped.scanText);
   } catch {
-    return parseSource(file, decode());
+    return parseSource(file, escaped.decode());
   }
-  return new SourceFile(file, 'json', { scanText, decode, writesUnicodeEscape }, value, undefined);
+  return new SourceFile(file, 'json', escaped, value, undefined);
 }
 
 /**

@@ -4,7 +4,7 @@
  * user sees must be what decoding the file as UTF-8 gives: values, text, every position, every error.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DocumentError } from '../../src/errors.js';
@@ -188,6 +188,19 @@ describe('big JSON files with non-ASCII characters', () => {
       for (const pointer of pointers(expected.value)) assert.deepEqual(source.position(pointer), expected.position(pointer), `round ${round} ${pointer}`);
     }
     assert.ok(parsed >= 5, `${parsed} of 40 random documents parsed`);
+  });
+
+  it('says a file too long for one string cannot be read, ASCII or not, as it always did', function () {
+    this.timeout(120_000);
+    // Sparse files of 600 MiB (past V8's longest string, ~512 MiB): written in a moment, read as zeros after the
+    // first 10,000 characters (no NUL where the binary-file check looks).
+    for (const name of ['long-ascii.json', 'long-escaped.json']) {
+      const file = write(name, `{"openapi":"3.0.3","x":"${name === 'long-escaped.json' ? 'é' : 'e'}${'a'.repeat(10_000)}`);
+      truncateSync(file, 600 * 1024 * 1024);
+      const error = errorOf(() => readSource(file));
+      assert.equal(error.message, 'cannot read the file (ERR_STRING_TOO_LONG) — check the path and permissions', name);
+      rmSync(file);
+    }
   });
 
   it('leaves YAML-named files, files that do not start like JSON and small files to decoding', () => {
