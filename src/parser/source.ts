@@ -51,15 +51,20 @@ interface EscapedText {
   readonly decode: () => string;
   /** Whether the file's own text writes a `\u` escape. */
   readonly writesUnicodeEscape: boolean;
+  /** The runs of non-ASCII characters, in text order. */
+  readonly runs: readonly EscapedRun[];
+  /** `grown[k]`: how many characters longer the escapes of the runs before run `k` are than what they stand for. */
+  readonly grown: readonly number[];
 }
 
 /** A parsed file with on-demand positions. */
 export class SourceFile {
   #text: string | undefined;
   readonly #escaped: EscapedText | undefined;
+  /** Lines of {@link text} (for {@link positionAt}), and of {@link scanText} (for offsets the index finds). */
   #lines: LineTable | undefined;
+  #scanLines: LineTable | undefined;
   #index: PositionIndex | undefined;
-  #scanIndex: JsonPositionIndex | undefined;
 
   /** `text` is the file's text, or for a JSON file read with escapes, that text's parts (the index is then made on first use). */
   constructor(
@@ -81,10 +86,10 @@ export class SourceFile {
   }
 
   /**
-   * JSON text for searches that need no offsets into the file: {@link text}, or for a big JSON file with
-   * non-ASCII characters the text JSON.parse read, each such character a `\u` escape. Both hold the same
-   * members, names and literals; the escaped one is one byte per character, while the file's own text would be
-   * two throughout (making it costs more than the parse).
+   * JSON text for searches: {@link text}, or for a big JSON file with non-ASCII characters the text JSON.parse
+   * read, each such character a `\u` escape. Both hold the same members, names and literals; the escaped one is
+   * one byte per character, while the file's own text would be two throughout (making it costs more than the
+   * parse). Its offsets differ after an escape on the same line: positions come from {@link position}.
    */
   get scanText(): string {
     return this.#escaped?.scanText ?? this.text;
@@ -99,8 +104,22 @@ export class SourceFile {
     return (this.#lines ??= new LineTable(this.text));
   }
 
+  // The index reads the escaped text when there is one: key names are compared decoded, so it finds the same
+  // members and duplicates; its offsets are the escaped text's, turned into the file's by scanPosition.
   private get index(): PositionIndex {
-    return (this.#index ??= new JsonPositionIndex(this.text));
+    return (this.#index ??= new JsonPositionIndex(this.scanText));
+  }
+
+  /** Line/column in the file of an offset in {@link scanText}: each escape before it on its line counts as the characters it stands for. */
+  private scanPosition(offset: number): Position {
+    const escaped = this.#escaped;
+    if (escaped === undefined) return this.lines.position(offset);
+    const position = (this.#scanLines ??= new LineTable(escaped.scanText)).position(offset);
+    const { runs, grown } = escaped;
+    const lineStart = offset - position.column + 1;
+    const from = firstRunFrom(runs, lineStart);
+    const to = firstRunFrom(runs, offset);
+    return from === to ? position : { line: position.line, column: position.column - (grown[to]! - grown[from]!) };
   }
 
   /**
@@ -116,7 +135,7 @@ export class SourceFile {
       tokens = [];
     }
     const located = this.index.locate(tokens);
-    return this.lines.position(located.keyOffset ?? located.valueOffset);
+    return this.scanPosition(located.keyOffset ?? located.valueOffset);
   }
 
   /**
@@ -126,7 +145,7 @@ export class SourceFile {
   duplicateKey(pointer: string, deep: boolean): { key: string; first: Position; second: Position } | undefined {
     const found = this.index.duplicateKey?.(parsePointer(pointer), deep);
     if (!found) return undefined;
-    return { key: found.key, first: this.lines.position(found.firstOffset), second: this.lines.position(found.secondOffset) };
+    return { key: found.key, first: this.scanPosition(found.firstOffset), second: this.scanPosition(found.secondOffset) };
   }
 
   /**
@@ -138,9 +157,11 @@ export class SourceFile {
     if (this.format !== 'json') return undefined;
     const found = this.index.duplicateKey?.(parsePointer(pointer), false);
     if (!found) return undefined;
-    const held = this.text.indexOf(JSON.stringify(key), found.firstOffset);
+    // The name as the text searched writes it: in the escaped text, its non-ASCII characters as escapes.
+    const quoted = this.#escaped === undefined ? JSON.stringify(key) : asciiEscaped(JSON.stringify(key));
+    const held = this.scanText.indexOf(quoted, found.firstOffset);
     if (held === -1 || held >= (found.firstValueEnd ?? found.secondOffset)) return undefined;
-    return { key: found.key, first: this.lines.position(found.firstOffset), second: this.lines.position(found.secondOffset) };
+    return { key: found.key, first: this.scanPosition(found.firstOffset), second: this.scanPosition(found.secondOffset) };
   }
 
   /**
@@ -148,15 +169,13 @@ export class SourceFile {
    * `undefined` for YAML, whose duplicates parseYaml handles).
    */
   membersNamed(key: string): { count: number; names: number } | undefined {
-    // Counts only: the escaped text holds the same members and names.
-    if (this.#escaped !== undefined) return (this.#scanIndex ??= new JsonPositionIndex(this.#escaped.scanText)).membersNamed(key);
     return this.index.membersNamed?.(key);
   }
 
   /** The first key written twice inside the value of any member named `key` (JSON only). */
   duplicateInMembers(key: string): { key: string; first: Position; second: Position } | undefined {
     const dup = this.index.duplicateInMembers?.(key);
-    return dup && { key: dup.key, first: this.lines.position(dup.firstOffset), second: this.lines.position(dup.secondOffset) };
+    return dup && { key: dup.key, first: this.scanPosition(dup.firstOffset), second: this.scanPosition(dup.secondOffset) };
   }
 
   /** Line/column of a character offset. */
@@ -297,7 +316,26 @@ function escapedText(file: string, bytes: Buffer, room: number): EscapedText | u
     parts.push(scanText.slice(at));
     return parts.join('');
   };
-  return { scanText, decode, writesUnicodeEscape };
+  const longer = [0];
+  for (const run of escaped) longer.push(longer[longer.length - 1]! + run.escapes.length - run.text.length);
+  return { scanText, decode, writesUnicodeEscape, runs: escaped, grown: longer };
+}
+
+/** The index of the first run at or after `offset` of the escaped text (`runs.length` when none is). */
+function firstRunFrom(runs: readonly EscapedRun[], offset: number): number {
+  let low = 0;
+  let high = runs.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (runs[middle]!.at < offset) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** `text` with each non-ASCII character written as escapedText writes it. */
+function asciiEscaped(text: string): string {
+  return text.replace(/[^\x00-\x7f]+/g, unicodeEscapes);
 }
 
 /** Parses what escapedText made; invalid JSON is parsed again from the file's own text, for the error as it always was. */

@@ -203,6 +203,16 @@ describe('big JSON files with non-ASCII characters', () => {
     }
   });
 
+  it('finds a key written twice whose dropped value held a member with a non-ASCII name, where decoding finds it', () => {
+    const text = JSON.stringify(bigDocument(), null, 2).replace('"x-filler": [', '"x-zwei": { "schlüssel": 1 },\n  "x-zwei": { "ändern": 2 },\n  "x-filler": [');
+    const file = write('dropping.json', text);
+    const source = readSource(file);
+    assert.notEqual(source.scanText, source.text);
+    const reference = decoded(file);
+    for (const name of ['schlüssel', 'ändern', 'x-zwei']) assert.deepEqual(source.duplicateKeyDropping('', name), reference.duplicateKeyDropping('', name), name);
+    assert.deepEqual(source.duplicateKeyDropping('', 'schlüssel'), { key: 'x-zwei', first: spot(file, '"schlüssel"', '"x-zwei"'), second: spot(file, '"ändern"', '"x-zwei"') });
+  });
+
   it('leaves YAML-named files, files that do not start like JSON and small files to decoding', () => {
     const text = JSON.stringify(bigDocument(), null, 2);
     for (const name of ['named.yaml', 'small.json']) {
