@@ -102,7 +102,7 @@ export function schemaShapeWarnings(doc: ApiDocument): DocumentWarning[] {
 function mayHoldShapeProblems(doc: ApiDocument): boolean {
   const source = doc.source?.();
   if (!source || source.format !== 'json') return true;
-  // The escaped text of a big JSON file with non-ASCII characters (its own is made only for positions).
+  // The escaped text of a big JSON file with non-ASCII characters (its own two-byte text is not made for this).
   const text = source.scanText;
   // Native substring searches, then a look at the neighbours: a regex starting with a class tries every
   // offset of a 10 MB text.

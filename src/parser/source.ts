@@ -261,7 +261,7 @@ const BACKSLASH_BYTE = 0x5c;
  * and inside one an escape means the same characters, so JSON.parse gives the same value (see parseEscaped); but it reads a
  * one-byte string, where decoding the file gives a two-byte one throughout for a single `é` (on GitHub's 13 MB
  * description: 140 non-ASCII bytes, and 26 MB of text to decode and hold instead of 13). The file's own text
- * is made from the escaped one only when asked for (positions, duplicate-key scans).
+ * is made from the escaped one only when asked for: positions are read off the escaped text (see scanPosition).
  *
  * `undefined` — and the bytes untouched — when that does not apply: not JSON by name or start, only ASCII
  * (decoding it is as cheap), not enough room, or a non-ASCII byte right after a backslash (an invalid escape,
