@@ -77,6 +77,27 @@ paths:
         '201': { description: created, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
       x-idempotency:
         effect: { owner: uploads, external: false }
+  # Shaped like AWS's documents, which tell operations on one path apart after a '#', and like those that write a query into the path.
+  /lenses/{LensAlias}#ClientRequestToken:
+    delete:
+      operationId: deleteLens
+      parameters:
+        - { name: LensAlias, in: path, required: true, schema: { type: string } }
+        - { name: ClientRequestToken, in: query, required: true, schema: { type: string } }
+        - { name: LensStatus, in: query, required: true, schema: { type: string } }
+      responses:
+        '200': { description: deleted, content: { application/json: { schema: { $ref: '#/components/schemas/Order' } } } }
+      x-idempotency:
+        key: { query: ClientRequestToken }
+        effect: { owner: lenses, external: false }
+  /current/airquality?city={city}:
+    get:
+      operationId: getAirQuality
+      parameters:
+        - { name: city, in: path, required: true, schema: { type: string } }
+        - { name: key, in: query, required: true, schema: { type: string } }
+      responses:
+        '200': { description: ok, content: { application/json: { schema: { type: object } } } }
   /pings:
     post:
       operationId: ping
@@ -111,6 +132,8 @@ interface HttpClientModule {
     upload(input: { body: unknown }, call?: Call): Promise<IntentResult<Order, unknown, undefined>>;
     getOrder(input: { path: { id: string } }, call?: Call): Promise<ApiResponse<Order>>;
     ping(input?: { body?: unknown }, call?: Call): Promise<ApiResponse<object>>;
+    deleteLens(input: { path: { LensAlias: string }; query: { LensStatus: string; ClientRequestToken?: string } }, call?: Call): Promise<IntentResult<Order, unknown, undefined>>;
+    getAirQuality(input: { path: { city: string }; query: { key: string } }, call?: Call): Promise<ApiResponse<object>>;
   };
 }
 
@@ -282,6 +305,27 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(sent.length, 3);
       assert.deepEqual(sent, [[result.intent.key], [result.intent.key], [result.intent.key]], 'one key, sent once per attempt');
       assert.deepEqual(result.intent.requestIds, [result.intent.key, result.intent.key, result.intent.key]);
+    });
+  });
+
+  describe('what a path template writes after the path', () => {
+    it("a fragment (AWS's `#ClientRequestToken`) is never sent: the query, the key in it, reaches the server on every attempt", async () => {
+      const server = await serve((_req, res) => (server.arrivals.length < 2 ? answer(res, 503, { title: 'busy' }, { 'retry-after': '0' }) : answer(res, 200, { id: 'l-1' })));
+      const result = await client(server).deleteLens({ path: { LensAlias: 'lens 1' }, query: { LensStatus: 'ALL' } });
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      const key = encodeURIComponent(result.intent.key);
+      assert.deepEqual(
+        server.arrivals.map((a) => `${a.method} ${a.path}`),
+        [`DELETE /api/lenses/lens%201?LensStatus=ALL&ClientRequestToken=${key}`, `DELETE /api/lenses/lens%201?LensStatus=ALL&ClientRequestToken=${key}`],
+      );
+    });
+
+    it("a query written in the template is sent with the call's, joined by &: no second '?' inside a value", async () => {
+      const server = await serve((_req, res) => answer(res, 200, {}));
+      const result = await client(server).getAirQuality({ path: { city: 'Saint-Étienne & co' }, query: { key: 'K' } });
+      assert.equal(result.ok, true, JSON.stringify(result));
+      assert.equal(server.arrivals[0]!.path, '/api/current/airquality?city=Saint-%C3%89tienne%20%26%20co&key=K');
+      assert.deepEqual([...new URL(server.arrivals[0]!.path, 'http://h').searchParams], [['city', 'Saint-Étienne & co'], ['key', 'K']]);
     });
   });
 

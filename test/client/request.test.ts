@@ -34,6 +34,30 @@ describe('client buildRequest', () => {
     assert.equal(buildRequest('http://h', 'GET', '/v1', { query: { constructor: ['a', 'b'], toString: ['c', 'd'] } }).url, 'http://h/v1?constructor=a&constructor=b&toString=c&toString=d');
   });
 
+  it("never sends a template's fragment, which would take the query with it (AWS's `/#Action=…`, `/lenses/{id}#ClientRequestToken`)", () => {
+    const lens = buildRequest('https://wellarchitected.example.com', 'DELETE', '/lenses/{LensAlias}#ClientRequestToken&LensStatus', {
+      path: { LensAlias: 'lens 1' },
+      query: { ClientRequestToken: 'k-1', LensStatus: 'ALL' },
+    });
+    assert.equal(lens.url, 'https://wellarchitected.example.com/lenses/lens%201?ClientRequestToken=k-1&LensStatus=ALL');
+    const root = buildRequest('https://ec2.example.com/?v=1', 'POST', '/#Action=DescribeInstances', { query: { Action: 'DescribeInstances' } });
+    assert.equal(root.url, 'https://ec2.example.com/?v=1&Action=DescribeInstances');
+    assert.equal(buildRequest('http://h', 'GET', '/#X-Amz-Target=Svc.Op', {}).url, 'http://h/');
+  });
+
+  it("sends a template's own query with the call's, joined by & and its values percent-encoded, so a value adds no pair", () => {
+    const r = buildRequest('http://h/api?key=K', 'GET', '/current/airquality?city={city}&country={country}', {
+      path: { city: 'Paris', country: 'FR&x=1?' },
+      query: { state: 'IDF' },
+    });
+    assert.equal(r.url, 'http://h/api/current/airquality?key=K&city=Paris&country=FR%26x%3D1%3F&state=IDF');
+    const pairs = [...new URL(r.url).searchParams];
+    assert.deepEqual(pairs, [['key', 'K'], ['city', 'Paris'], ['country', 'FR&x=1?'], ['state', 'IDF']]);
+    // The call's value of a name the template writes is the one sent.
+    assert.equal(buildRequest('http://h', 'GET', '/search?type=all', { query: { type: 'user' } }).url, 'http://h/search?type=user');
+    assert.equal(buildRequest('http://h', 'GET', '/search?', {}).url, 'http://h/search');
+  });
+
   it('sends text and bytes as they are for non-JSON media types; bytes are copied, so a retry sends what the call was given', () => {
     const text = buildRequest('http://h', 'POST', '/n', { body: 'plain "text"' }, { mediaType: 'text/plain' });
     assert.equal(text.body, 'plain "text"');

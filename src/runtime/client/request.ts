@@ -33,7 +33,8 @@ export interface RequestFormat {
 
 /**
  * Fills `{name}` segments of `pathTemplate` and appends it to `baseUrl` (before a query `baseUrl` has, whose pairs are
- * kept unless the call sets a query parameter of the same name), appends the query, writes cookie parameters, and encodes the body for the operation's request
+ * kept unless the call sets a query parameter of the same name), appends the query (after pairs the template writes
+ * itself; a fragment in the template is not sent), writes cookie parameters, and encodes the body for the operation's request
  * media type (default `application/json`; see `encodeBody`). Parameters are written in their
  * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
  * Throws `TypeError` when a path parameter is missing, a form body is not an object of fields, or a value cannot
@@ -42,11 +43,13 @@ export interface RequestFormat {
  */
 export function buildRequest(baseUrl: string, method: string, pathTemplate: string, parts: RequestParts, format: RequestFormat = {}): PreparedRequest {
   const formats = format.params ?? {};
-  const path = pathTemplate.replace(/\{([^}]+)\}/g, (_whole, name: string) => {
+  const filled = withoutFragment(pathTemplate).replace(/\{([^}]+)\}/g, (_whole, name: string) => {
     const value = parts.path !== undefined && Object.hasOwn(parts.path, name) ? parts.path[name] : undefined;
     if (value === undefined) throw new TypeError(`path parameter "${name}" is missing`);
     return expand(name, value, formatOf(formats.path, name) ?? SIMPLE_DEFAULT, percentEncode, URL_DELIMITER);
   });
+  // Values are percent-encoded (`?`, `&` and `=` too), so the first `?` is the template's own.
+  const { url: path, query: fixedQuery } = splitPathQuery(filled);
   const query: string[] = [];
   for (const [name, value] of Object.entries(parts.query ?? {})) {
     // `null` (a nullable parameter left empty) is sent like an absent one.
@@ -79,7 +82,26 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   }
   // One `/` between them, whether or not the document's path starts with one (`business-accounts/{id}` happens).
   const base = splitQuery(baseUrl);
-  const pairs = base.query.length === 0 ? query : mergeQuery(base.query, query);
+  const pairs = base.query.length === 0 && fixedQuery.length === 0 ? query : mergeQuery(base.query, fixedQuery, query);
   const url = base.url + (path.startsWith('/') ? '' : '/') + path + (pairs.length === 0 ? '' : `?${pairs.join('&')}`);
   return body === undefined ? { url, method, headers } : { url, method, headers, body };
+}
+
+/**
+ * Documents write what tells two operations on one path apart after the path. A fragment (AWS's
+ * `/#Action=DescribeInstances`, `/lenses/{LensAlias}#ClientRequestToken`) is never sent: `fetch` would drop it,
+ * and the query written after it with it. A query in the template (`/current/airquality?city={city}`) is sent, its
+ * pairs joined to the call's with `&` (see {@link splitPathQuery}): a second `?` would end up inside a value.
+ */
+function withoutFragment(pathTemplate: string): string {
+  // `{#x}` (an RFC 6570 expansion) is a parameter's name here, not a fragment.
+  const hash = pathTemplate.search(/(?<!\{)#/);
+  return hash < 0 ? pathTemplate : pathTemplate.slice(0, hash);
+}
+
+/** A filled path template's path, and the query pairs it writes itself. */
+function splitPathQuery(filled: string): { url: string; query: string[] } {
+  const question = filled.indexOf('?');
+  if (question < 0) return { url: filled, query: [] };
+  return { url: filled.slice(0, question), query: filled.slice(question + 1).split('&').filter((pair) => pair !== '') };
 }
