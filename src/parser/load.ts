@@ -810,18 +810,23 @@ function isReference(value: unknown): value is Record<string, unknown> & { $ref:
 
 /**
  * The warning for a path template that holds a query (`/receipts?before={before}`, RFC 6570's `/search{?q}`) or a
- * fragment, or `undefined`: servers route on the path alone, so a guard made from it matches no route. `written`
- * tells whether the document has a path, to say when the path without its query is already one of them.
+ * fragment, or `undefined`. Requests carry the path alone: generated guards match the route of the path without
+ * what follows it, and generated clients send no fragment. `written` tells whether the document has a path, to
+ * say when the path alone is already one of them.
  */
 function pathQueryWarning(path: string, written: (path: string) => boolean): string | undefined {
   let cut = path.search(/[?#]/);
   if (cut === -1) return undefined;
   const expansion = cut > 0 && path[cut - 1] === '{';
   if (expansion) cut -= 1;
-  const what = expansion ? 'query expansion' : path[cut] === '#' ? 'fragment' : 'query string';
   const bare = path.slice(0, cut);
+  if (!expansion && path[cut] === '#') {
+    const also = written(bare) ? `, which the document also has,` : '';
+    return `path '${path}' holds a fragment, which no request carries: generated guards match the route of '${bare}'${also} and generated clients call it — if the fragment tells this operation apart from another of the same method there (AWS's \`#Action=…\`), give each its own path or mount each guard on its own handler, never both through one route`;
+  }
+  const what = expansion ? 'query expansion' : 'query string';
   const fix = written(bare) ? `move its operations to '${bare}', which the document already has,` : `write '${bare}'`;
-  return `path '${path}' holds a ${what}: a path template is the path alone, and servers route on the path without its query, so a guard made from '${path}' matches no route — ${fix} and declare each query value as an \`in: query\` parameter`;
+  return `path '${path}' holds a ${what}: a path template is the path alone, so generated guards match the route of '${bare}' and read no parameter from its query — ${fix} and declare each query value as an \`in: query\` parameter`;
 }
 
 /** Whether an operation of a path item carries an `x-idempotency` contract that is not switched off. */

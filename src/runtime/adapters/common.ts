@@ -67,6 +67,9 @@ interface TemplateSegment {
   readonly names: readonly string[];
 }
 
+/** A fragment or query written after a path template's path (not `{?x}` or `{#x}`, RFC 6570 expansions). */
+const AFTER_PATH = /(?<!\{)[?#][^]*$/;
+
 /**
  * Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work; one
  * trailing slash is ignored). Linear in the path: the template's segments are compared with the path's last
@@ -75,8 +78,11 @@ interface TemplateSegment {
  * backtracking that made such a RegExp cubic on a long path that does not match.
  */
 export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
+  // What a document writes after the path (AWS's `/lenses/{LensAlias}#ClientRequestToken`, a `?city={city}`) never
+  // reaches the server's path: the path is matched without it.
+  const path = template.replace(AFTER_PATH, '');
   // An OpenAPI path starts with '/'; one that does not is matched as if it did (whole segments, never a suffix of one).
-  const segments: TemplateSegment[] = (template.startsWith('/') ? template : `/${template}`)
+  const segments: TemplateSegment[] = (path.startsWith('/') ? path : `/${path}`)
     .split('/')
     .slice(1)
     .map((segment) => {

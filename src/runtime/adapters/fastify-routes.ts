@@ -36,7 +36,9 @@ export interface ContractRoutes {
 
 /** The routes of a contract with `method` and `path`, under the API's `basePaths`, for a router that does or does not tell case apart. */
 export function contractRoutes(method: string, path: string, basePaths: readonly string[], caseSensitive: boolean): ContractRoutes {
-  const relative = path.startsWith('/') ? path : `/${path}`;
+  // A fragment or query a document writes after the path (AWS's `/#Action=…`) is no part of a route's URL.
+  const bare = path.replace(/(?<!\{)[?#][^]*$/, '');
+  const relative = bare.startsWith('/') ? bare : `/${bare}`;
   const bases = [...new Set(basePaths.map(normaliseBasePath))].filter((base) => base !== '');
   const paths = [relative, ...bases.map((base) => base + relative)];
   const shapes = new Set(paths.map((full) => fold(contractShape(full), caseSensitive)));

@@ -212,6 +212,19 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
     assert.deepEqual(operations, { '/x': 'byId', '/v1/x': 'byId', '/v1/users/5': 'none', '/v2/x': 'none' });
   });
 
+  it("a fragment or query a document writes after the path (AWS's `/lenses/{LensAlias}#ClientRequestToken`, `/current?city={city}`) is no part of the route: the route of the path alone is guarded", async () => {
+    await app.register(idempotencyPlugin([guardFor('/lenses/{LensAlias}#ClientRequestToken', 'deleteLens', 'DELETE'), guardFor('/current?city={city}', 'current')]));
+    app.delete('/lenses/:LensAlias', handler('lens'));
+    app.post('/current', handler('current'));
+    assert.equal(await readiness(app), 'ready');
+    const lens = await app.inject({ method: 'DELETE', url: '/lenses/l-1', headers: { 'idempotency-key': 'k-1', 'x-user': 'u' } });
+    assert.equal(lens.json().operation, 'deleteLens');
+    const again = await app.inject({ method: 'DELETE', url: '/lenses/l-1', headers: { 'idempotency-key': 'k-1', 'x-user': 'u' } });
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal((await app.inject({ method: 'POST', url: '/current?city=Paris', headers: { 'idempotency-key': 'k-2', 'x-user': 'u' }, payload: {} })).json().operation, 'current');
+    assert.deepEqual(calls, { lens: 1, current: 1 });
+  });
+
   it('a root contract (/) is served at its base path, and below the scope the plugin is registered in, with or without the trailing slash, and by no other route', async () => {
     await app.register(idempotencyPlugin([guardFor('/', 'rootCreate', 'POST', ['/v1'])]));
     app.post('/v1', handler('v1'));

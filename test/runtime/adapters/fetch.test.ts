@@ -51,6 +51,10 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(match('/things/a/other/b'), undefined);
     assert.deepEqual(pathMatcher('/a.b/{x}')('/a.b/1'), { x: '1' });
     assert.equal(pathMatcher('/a.b/{x}')('/aXb/1'), undefined);
+    // What a document writes after the path (AWS's fragments, a query) never reaches the server's path.
+    assert.deepEqual(pathMatcher('/lenses/{LensAlias}#ClientRequestToken&LensStatus')('/lenses/l%201'), { LensAlias: 'l 1' });
+    assert.deepEqual(pathMatcher('/#Action=DescribeInstances')('/'), {});
+    assert.deepEqual(pathMatcher('/current/airquality?city={city}')('/current/airquality'), {});
   });
 
   it('wraps a handler with the same signature; the handler still reads the body; extra arguments pass through', async () => {
