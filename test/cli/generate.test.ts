@@ -112,7 +112,12 @@ describe('cli generate', () => {
     const unscoped = bufferIo(tmp);
     assert.equal(await main(['lint', 'open.yaml'], unscoped), 1);
     assert.match(unscoped.out, /scope-missing/);
-    assert.equal(await main(['generate', 'server', 'open.yaml', '--out', 'open'], bufferIo(tmp)), 0);
+    const openGenerated = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'open.yaml', '--out', 'open'], openGenerated), 0, openGenerated.err);
+    // Said, not silent: each such contract is a note at its line, with why the guard was made anyway.
+    const openNotes = openGenerated.err.split('\n').filter((line) => line.includes('(scope-missing)'));
+    assert.ok(openNotes.length > 0, openGenerated.err);
+    for (const note of openNotes) assert.match(note, /^note: open\.yaml:\d+:\d+: .*\(scope-missing\); generated anyway: the operation names no security, so every caller shares its keys/);
 
     // A contract lint finds other errors in (undocumented state responses) is generated: those do not change the guard.
     const demo = readFileSync(DEMO, 'utf8').replace("        '422': { $ref: '#/components/responses/Problem' }\n", '');
@@ -127,6 +132,20 @@ describe('cli generate', () => {
     writeFileSync(path.join(tmp, 'accept.yaml'), 'rules:\n  scope-missing: warn\n  scope-too-wide: off\n');
     const accepted = bufferIo(tmp);
     assert.equal(await main(['generate', 'server', scope, '--store', 'memory', '--out', 'out', '--config', 'accept.yaml'], accepted), 0, accepted.err);
+    // The rule set to warn is accepted aloud; the one set to off is not reported at all.
+    assert.match(accepted.err, /^note: .*samples\/broken\/scope\.yaml:\d+:\d+: no key `scope`: .*\(scope-missing\); generated anyway: the lint config sets scope-missing to warn$/m);
+    assert.doesNotMatch(accepted.err, /scope-too-wide/);
+    // A suppression on the operation is accepting it too, with its reason said.
+    const suppressedSpec = readFileSync(scope, 'utf8').replace(
+      '      operationId: createTicket\n',
+      '      operationId: createTicket\n      x-idempotency-lint: { ignore: [scope-missing], reason: "one tenant; the batch service is the only caller" }\n',
+    );
+    assert.notEqual(suppressedSpec, readFileSync(scope, 'utf8'));
+    writeFileSync(path.join(tmp, 'suppressed.yaml'), suppressedSpec);
+    writeFileSync(path.join(tmp, 'wide-off.yaml'), 'rules:\n  scope-too-wide: off\n');
+    const suppressed = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'suppressed.yaml', '--store', 'memory', '--out', 'out3', '--config', 'wide-off.yaml'], suppressed), 0, suppressed.err);
+    assert.match(suppressed.err, /^note: suppressed\.yaml:\d+:\d+: .*\(scope-missing\); generated anyway: suppressed on the operation \(one tenant; the batch service is the only caller\)$/m);
     assert.match(readFileSync(path.join(tmp, 'out', 'guards.ts'), 'utf8'), /createTicket/);
     // The client is generated anyway: it is made for an API as it is, often someone else's.
     assert.equal(await main(['generate', 'client', scope, '--out', 'client'], bufferIo(tmp)), 0);

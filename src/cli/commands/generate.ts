@@ -67,8 +67,10 @@ export const generateCommand: Command = {
       import('../../generate/server.js'),
     ]);
     const doc = await loadDocument(specFile);
+    let acceptedRisks: readonly Accepted[] = [];
     if (target === 'server') {
-      const unsafe = await unsafeContracts(doc, io.cwd, args['config'] === undefined ? undefined : String(args['config']));
+      const { refused: unsafe, accepted } = await unsafeContracts(doc, io.cwd, args['config'] === undefined ? undefined : String(args['config']));
+      acceptedRisks = accepted;
       if (unsafe.length > 0) {
         for (const finding of unsafe) io.stderr(`error: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId})\n`);
         io.stderr(
@@ -102,6 +104,10 @@ export const generateCommand: Command = {
     await writeOutput(outDir, files);
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
+    // What the guards were made with anyway, so that accepting a risk is never silent.
+    for (const { finding, why } of acceptedRisks) {
+      io.stderr(`note: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId}); generated anyway: ${why}\n`);
+    }
     return 0;
   },
 };
@@ -116,11 +122,19 @@ export const generateCommand: Command = {
  */
 const GUARD_SAFETY_RULES: ReadonlySet<string> = new Set(['scope-missing', 'scope-too-wide', 'ttl-invalid', 'ttl-below-retry-budget', 'lease-exceeds-ttl']);
 
+/** A finding of {@link GUARD_SAFETY_RULES} that does not stop `generate server`, and why. */
+interface Accepted {
+  readonly finding: Finding;
+  readonly why: string;
+}
+
 /**
- * The error findings of {@link GUARD_SAFETY_RULES} on `doc`, under the lint config that applies to it (its rule
- * levels and the document's suppressions count, as in `idemkit lint`), in report order (the engine's).
+ * The findings of {@link GUARD_SAFETY_RULES} on `doc`, under the lint config that applies to it (its rule levels and
+ * the document's suppressions count, as in `idemkit lint`), in report order (the engine's): the errors that refuse
+ * the guard, and those accepted — set to `warn` in the config, suppressed with a reason, or `scope-missing` on an
+ * operation without security — which are said as notes.
  */
-async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string | undefined): Promise<readonly Finding[]> {
+async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string | undefined): Promise<{ refused: readonly Finding[]; accepted: readonly Accepted[] }> {
   const [{ catalogue }, { createConfigResolver, lintWithConfig }, { effectiveSecurity }] = await Promise.all([
     import('../../lint/catalogue.js'),
     import('../../lint/pipeline.js'),
@@ -130,9 +144,16 @@ async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string
   const config = createConfigResolver({ cwd, ...(configFile === undefined ? {} : { configFile }), knownRuleIds: all.map((rule) => rule.meta.id) })(doc.file);
   const rules = all.filter((rule) => GUARD_SAFETY_RULES.has(rule.meta.id));
   const secured = new Set(doc.operations.filter((op) => effectiveSecurity(doc, op).secured).map((op) => op.label));
-  return lintWithConfig(doc, rules, config)
-    .filter((finding) => finding.severity === 'error' && finding.suppressed === undefined)
-    .filter((finding) => finding.ruleId !== 'scope-missing' || (finding.operationLabels ?? []).some((label) => secured.has(label)));
+  const refused: Finding[] = [];
+  const accepted: Accepted[] = [];
+  for (const finding of lintWithConfig(doc, rules, config)) {
+    if (finding.suppressed !== undefined) accepted.push({ finding, why: `suppressed on the operation (${finding.suppressed.reason})` });
+    else if (finding.severity !== 'error') accepted.push({ finding, why: `the lint config sets ${finding.ruleId} to ${finding.severity}` });
+    else if (finding.ruleId === 'scope-missing' && !(finding.operationLabels ?? []).some((label) => secured.has(label))) {
+      accepted.push({ finding, why: 'the operation names no security, so every caller shares its keys (as `scope: [global]` says); give it a scope if callers are told apart another way' });
+    } else refused.push(finding);
+  }
+  return { refused, accepted };
 }
 
 /**
