@@ -448,5 +448,10 @@ describe('runtime/adapters/fastify: idempotencyPlugin route matching', () => {
       () => idempotencyPlugin([guardFor('/charges/{id}', 'a'), guardFor('/charges/{chargeId}', 'b'), guardFor('/charges/{id}', 'c', 'PUT')]),
       /the guards of b \(POST \/charges\/\{chargeId\}\) and a \(POST \/charges\/\{id\}\) would match the same routes/,
     );
+    // Two operations a document tells apart only after the path (AWS's `#X-Amz-Target=…`) are one route: refused too.
+    assert.throws(
+      () => idempotencyPlugin([guardFor('/#X-Amz-Target=Svc.CreateTable', 'createTable'), guardFor('/#X-Amz-Target=Svc.ImportTable', 'importTable')]),
+      /the guards of importTable \(POST \/#X-Amz-Target=Svc\.ImportTable\) and createTable \(POST \/#X-Amz-Target=Svc\.CreateTable\) would match the same routes/,
+    );
   });
 });
