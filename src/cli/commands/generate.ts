@@ -147,6 +147,8 @@ async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string
   const refused: Finding[] = [];
   const accepted: Accepted[] = [];
   for (const finding of lintWithConfig(doc, rules, config)) {
+    // The engine adds the document's own warnings (`document-invalid`): generate prints those as warnings already.
+    if (!GUARD_SAFETY_RULES.has(finding.ruleId)) continue;
     if (finding.suppressed !== undefined) accepted.push({ finding, why: `suppressed on the operation (${finding.suppressed.reason})` });
     else if (finding.severity !== 'error') accepted.push({ finding, why: `the lint config sets ${finding.ruleId} to ${finding.severity}` });
     else if (finding.ruleId === 'scope-missing' && !(finding.operationLabels ?? []).some((label) => secured.has(label))) {
