@@ -115,3 +115,11 @@ export interface CompiledContract {
   readonly unknownOutcome: 'status-route' | 'surface';
 }
 
+/**
+ * The path of a contract's path template as requests carry it: without a fragment or query the document writes after
+ * it (AWS's `/lenses/{LensAlias}#ClientRequestToken`, `/#Action=…`, a `?city={city}`), which no route holds. `{?x}` and
+ * `{#x}` (RFC 6570 expansions) are a parameter's name, not cut.
+ */
+export function routePath(template: string): string {
+  return template.replace(/(?<!\{)[?#][^]*$/, '');
+}

@@ -2,7 +2,7 @@
  * What the framework adapters share: the options every route guard takes and small request helpers.
  * Imports `../guard.js`, `../multipart.js` and Node built-ins; copied into users' generated code with the adapter.
  */
-import type { CompiledContract } from '../contract.js';
+import { routePath, type CompiledContract } from '../contract.js';
 import type { GuardOptions, GuardResponse } from '../guard.js';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
@@ -67,9 +67,6 @@ interface TemplateSegment {
   readonly names: readonly string[];
 }
 
-/** A fragment or query written after a path template's path (not `{?x}` or `{#x}`, RFC 6570 expansions). */
-const AFTER_PATH = /(?<!\{)[?#][^]*$/;
-
 /**
  * Compiles an OpenAPI path template into a matcher for the end of a URL path (so mount prefixes work; one
  * trailing slash is ignored). Linear in the path: the template's segments are compared with the path's last
@@ -78,9 +75,7 @@ const AFTER_PATH = /(?<!\{)[?#][^]*$/;
  * backtracking that made such a RegExp cubic on a long path that does not match.
  */
 export function pathMatcher(template: string): (pathname: string) => Record<string, string> | undefined {
-  // What a document writes after the path (AWS's `/lenses/{LensAlias}#ClientRequestToken`, a `?city={city}`) never
-  // reaches the server's path: the path is matched without it.
-  const path = template.replace(AFTER_PATH, '');
+  const path = routePath(template);
   // An OpenAPI path starts with '/'; one that does not is matched as if it did (whole segments, never a suffix of one).
   const segments: TemplateSegment[] = (path.startsWith('/') ? path : `/${path}`)
     .split('/')

@@ -6,8 +6,9 @@
  * operation. Path parameters match by position, whatever their names; a trailing slash is ignored; letter
  * case counts as the router counts it.
  *
- * Imports nothing; copied into users' generated code.
+ * Imports only `../contract.js`; copied into users' generated code.
  */
+import { routePath } from '../contract.js';
 
 /** A route as Fastify's `onRoute` hook reports it. */
 export interface RouteAddress {
@@ -36,8 +37,7 @@ export interface ContractRoutes {
 
 /** The routes of a contract with `method` and `path`, under the API's `basePaths`, for a router that does or does not tell case apart. */
 export function contractRoutes(method: string, path: string, basePaths: readonly string[], caseSensitive: boolean): ContractRoutes {
-  // A fragment or query a document writes after the path (AWS's `/#Action=…`) is no part of a route's URL.
-  const bare = path.replace(/(?<!\{)[?#][^]*$/, '');
+  const bare = routePath(path);
   const relative = bare.startsWith('/') ? bare : `/${bare}`;
   const bases = [...new Set(basePaths.map(normaliseBasePath))].filter((base) => base !== '');
   const paths = [relative, ...bases.map((base) => base + relative)];
