@@ -30,7 +30,8 @@
 // store I/O — key, record id, fingerprint, response hold and recording, the promises between them — for telling
 // that apart from what a real store's round trips and writes cost. It is not a store to run with.
 // The PostgreSQL pool has 10 connections (PG_POOL_MAX=n changes it) and the store batches (its default; PG_BATCH=0
-// sends every call alone); Redis uses ioredis auto-pipelining (REDIS_AUTO_PIPELINING=0 turns it off).
+// sends every call alone); Redis uses ioredis auto-pipelining (REDIS_AUTO_PIPELINING=0 turns it off) and the store
+// batches (its default: the reservations and completions of one turn in one script; REDIS_BATCH=0 sends each alone).
 // Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16,64] [--stores memory,sqlite,sqlite-normal,postgres,redis[,null]] [--downstream 2]
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -144,7 +145,7 @@ export async function makeStore() {
   // bare write handler and the guard alike.
   const redis = new Redis(process.env['REDIS_URL']!, { enableAutoPipelining: process.env['REDIS_AUTO_PIPELINING'] !== '0' });
   await new Promise<void>((resolve) => redis.once('ready', () => resolve()));
-  return { store: new RedisStore(redis), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)) };
+  return { store: new RedisStore(redis, { batch: process.env['REDIS_BATCH'] !== '0' }), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)) };
 }`,
 };
 

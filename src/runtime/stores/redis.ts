@@ -10,7 +10,9 @@
  * ```
  *
  * Every operation that checks and writes is one Lua script (atomic on the server): reserve, fenced
- * complete, fenced release, takeover, lease extension, purge. Time is the server's (`TIME`) unless a `clock` is
+ * complete, fenced release, takeover, lease extension, purge. Batching (default): the reservations and completions
+ * that concurrent requests ask for within one turn of the event loop go to the server as one script, which runs
+ * each call as its own script would, one after the other (see {@link RedisStoreOptions.batch}). Time is the server's (`TIME`) unless a `clock` is
  * injected. Layout, all under one hash tag so a script's keys share a Cluster slot:
  * `{prefix}:r:<id>` (hash: the record), `{prefix}:leases` (sorted set of `in_progress` ids by lease end).
  * A completed record gets a Redis TTL of its retention, from the same server clock as its `expiresAt`, so
@@ -52,7 +54,31 @@ export interface RedisStoreOptions {
    * {@link RedisStore.verify} yourself to see it.
    */
   readonly onWarning?: (message: string) => void;
+  /**
+   * Batch the reservations and completions asked for within one event-loop turn into one script of up to 32 calls
+   * (default true), run one after the other on the server as their single scripts would. Concurrent requests then
+   * share a round trip and a script, which cuts the app's and the server's CPU per request; a call alone in its
+   * turn runs its own script, one turn later. A call whose command fails (a key of another type under the prefix)
+   * fails alone. `false`: every call is its own script, sent at once.
+   */
+  readonly batch?: boolean;
 }
+
+/** A reservation or completion waiting for the next batch (see {@link RedisStoreOptions.batch}). */
+interface Queued {
+  /** The call's record key. */
+  readonly key: string;
+  /** Its part of the batch's ARGV: its kind, then its fields. */
+  readonly args: readonly string[];
+  /** Settles the call with its reply in the batch. */
+  readonly settle: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+  /** Runs the call as its own script instead, settling it. */
+  readonly alone: () => void;
+}
+
+/** Most calls in one batch script; a larger turn goes as several. */
+const MAX_BATCH_CALLS = 32;
 
 /** What {@link RedisStore.verify} found out about the server's eviction settings. */
 export interface RedisVerifyResult {
@@ -77,42 +103,90 @@ if not now then
 end
 `;
 
+// The two calls of every request, as Lua functions: the single scripts below call one, BATCH calls them in turn.
 // Times are written as whole numbers ('%.0f': exact for any double; '%d' would overflow a 32-bit build's long).
 
-// KEYS: record, leases. ARGV: now, id, operation, fingerprint, token, leaseMs, ttlMs.
 // A reservation answers only the time, as an integer: the caller knows every field it just wrote (no
 // HGETALL, the smallest reply). Otherwise {time, the record's fields}.
-const RESERVE = script(`${NOW}
-local r = redis.call('HMGET', KEYS[1], 'state', 'expires_at')
-if r[1] and not (r[1] == 'completed' and tonumber(r[2]) <= now) then
-  return {string.format('%.0f', now), redis.call('HGETALL', KEYS[1])}
+const RESERVE_FN = `
+local function reserve(key, leases, now, id, operation, fingerprint, token, lease_ms, ttl_ms)
+  local r = redis.call('HMGET', key, 'state', 'expires_at')
+  if r[1] and not (r[1] == 'completed' and tonumber(r[2]) <= now) then
+    return {string.format('%.0f', now), redis.call('HGETALL', key)}
+  end
+  if r[1] then redis.call('DEL', key) end
+  local lease_until = string.format('%.0f', now + lease_ms)
+  redis.call('HSET', key, 'id', id, 'operation', operation, 'fingerprint', fingerprint, 'state', 'in_progress',
+    'lease_token', token, 'lease_until', lease_until, 'expires_at', string.format('%.0f', now + ttl_ms),
+    'created_at', string.format('%.0f', now))
+  redis.call('ZADD', leases, lease_until, id)
+  return now
 end
-if r[1] then redis.call('DEL', KEYS[1]) end
-local lease_until = string.format('%.0f', now + ARGV[6])
-redis.call('HSET', KEYS[1], 'id', ARGV[2], 'operation', ARGV[3], 'fingerprint', ARGV[4], 'state', 'in_progress',
-  'lease_token', ARGV[5], 'lease_until', lease_until, 'expires_at', string.format('%.0f', now + ARGV[7]),
-  'created_at', string.format('%.0f', now))
-redis.call('ZADD', KEYS[2], lease_until, ARGV[2])
-return now
+`;
+
+// The record's Redis TTL (its retention, from the same server clock as expires_at) removes it; an injected clock
+// is not Redis's, so then (expiry given) the completion is also indexed by expiry for purgeExpired. Answers 1 or 0.
+const COMPLETE_FN = `
+local function complete(key, leases, expiry, now, id, token, status, headers, body, ttl_ms, result_id)
+  local r = redis.call('HMGET', key, 'state', 'lease_token')
+  if r[1] ~= 'in_progress' or r[2] ~= token then
+    return 0
+  end
+  local expires_at = string.format('%.0f', now + ttl_ms)
+  local fields = {'state', 'completed', 'status', status, 'headers', headers, 'body', body, 'expires_at', expires_at}
+  if result_id then fields[11] = 'result_id'; fields[12] = result_id end
+  redis.call('HSET', key, unpack(fields))
+  redis.call('ZREM', leases, id)
+  if expiry then redis.call('ZADD', expiry, expires_at, id) end
+  redis.call('PEXPIRE', key, ttl_ms)
+  return 1
+end
+`;
+
+// KEYS: record, leases. ARGV: now, id, operation, fingerprint, token, leaseMs, ttlMs.
+const RESERVE = script(`${NOW}${RESERVE_FN}
+return reserve(KEYS[1], KEYS[2], now, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 `);
 
 // KEYS: record, leases, and the expiry index only with an injected clock.
 // ARGV: now, id, token, status, headers, body (base64), ttlMs, and the result id when there is one.
-// The record's Redis TTL (its retention, from the same server clock as expires_at) removes it; an injected clock
-// is not Redis's, so then the completion is also indexed by expiry for purgeExpired.
-const COMPLETE = script(`${NOW}
-local r = redis.call('HMGET', KEYS[1], 'state', 'lease_token')
-if r[1] ~= 'in_progress' or r[2] ~= ARGV[3] then
-  return 0
+const COMPLETE = script(`${NOW}${COMPLETE_FN}
+return complete(KEYS[1], KEYS[2], KEYS[3], now, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+`);
+
+// The reservations and completions of one event-loop turn (see RedisStoreOptions.batch), one after the other in
+// the order they were asked for, each exactly as its single script runs it, under one time reading.
+// KEYS: leases, expiry, then each call's record. ARGV: now, then each call's fields after its kind:
+//   'r' id, operation, fingerprint, token, leaseMs, ttlMs;
+//   'c' id, token, status, headers, body (base64), ttlMs — 'C' the same and the result id.
+// Answers one reply per call, in order; a call whose command failed (a key of another type under the prefix)
+// answers its error in its place, and the calls after it still run. The expiry index is written only with an
+// injected clock, as COMPLETE does.
+const BATCH = script(`${NOW}${RESERVE_FN}${COMPLETE_FN}
+local expiry = nil
+if ARGV[1] ~= '' then expiry = KEYS[2] end
+local out = {}
+local a = 2
+for i = 3, #KEYS do
+  local kind = ARGV[a]
+  local ok, reply
+  if kind == 'r' then
+    ok, reply = pcall(reserve, KEYS[i], KEYS[1], now, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
+    a = a + 7
+  else
+    local result_id = nil
+    if kind == 'C' then result_id = ARGV[a + 7] end
+    ok, reply = pcall(complete, KEYS[i], KEYS[1], expiry, now, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], result_id)
+    if kind == 'C' then a = a + 8 else a = a + 7 end
+  end
+  if ok then
+    out[i - 2] = reply
+  else
+    if type(reply) == 'table' and reply.err then reply = reply.err end
+    out[i - 2] = redis.error_reply(tostring(reply))
+  end
 end
-local expires_at = string.format('%.0f', now + ARGV[7])
-local fields = {'state', 'completed', 'status', ARGV[4], 'headers', ARGV[5], 'body', ARGV[6], 'expires_at', expires_at}
-if ARGV[8] then fields[11] = 'result_id'; fields[12] = ARGV[8] end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('ZREM', KEYS[2], ARGV[2])
-if KEYS[3] then redis.call('ZADD', KEYS[3], expires_at, ARGV[2]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-return 1
+return out
 `);
 
 // KEYS: record, leases. ARGV: now, id, token.
@@ -223,6 +297,9 @@ export class RedisStore implements IdempotencyStore {
   readonly #serverRecordPrefix: string;
   readonly #leases: string;
   readonly #expiry: string;
+  readonly #batch: boolean;
+  #queue: Queued[] = [];
+  #flushScheduled = false;
 
   constructor(redis: RedisClient, options: RedisStoreOptions = {}) {
     this.#redis = redis;
@@ -233,6 +310,7 @@ export class RedisStore implements IdempotencyStore {
     this.#serverRecordPrefix = (redis.options.keyPrefix ?? '') + this.#recordPrefix;
     this.#leases = `{${prefix}}:leases`;
     this.#expiry = `{${prefix}}:expiry`;
+    this.#batch = options.batch ?? true;
   }
 
   /**
@@ -299,35 +377,117 @@ export class RedisStore implements IdempotencyStore {
   // reserve and complete, once per request each, are not async functions: the reply's own promise, continued
   // with one .then, is the answer (no async frames around #eval's).
   reserve(input: ReserveInput): Promise<ReserveResult> {
+    if (!this.#batch) return this.#reserveAlone(input);
+    return new Promise<ReserveResult>((resolve, reject) => {
+      const args = ['r', input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
+      this.#enqueue({
+        key: this.#key(input.id),
+        args,
+        settle: (reply) => resolve(reserveResultOf(reply, input)),
+        reject,
+        alone: () => this.#reserveAlone(input).then(resolve, reject),
+      });
+    });
+  }
+
+  complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+    // Encoded now, whenever the script runs, so the caller may reuse its body buffer: status, headers, body, ttlMs.
+    let fields: string[];
+    try {
+      const r = input.response;
+      fields = [String(r.status), JSON.stringify(r.headers), base64(r.body), String(input.ttlMs)];
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const resultId = input.resultId;
+    if (!this.#batch) return this.#completeAlone(id, token, fields, resultId);
+    return new Promise<boolean>((resolve, reject) => {
+      const args = [resultId === undefined ? 'c' : 'C', id, token, ...fields];
+      if (resultId !== undefined) args.push(resultId);
+      this.#enqueue({ key: this.#key(id), args, settle: (reply) => resolve(isOne(reply)), reject, alone: () => this.#completeAlone(id, token, fields, resultId).then(resolve, reject) });
+    });
+  }
+
+  #reserveAlone(input: ReserveInput): Promise<ReserveResult> {
     let args: string[];
     try {
       args = [this.#key(input.id), this.#leases, this.#now(), input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
     } catch (error) {
       return Promise.reject(error);
     }
-    return this.#eval(RESERVE, 2, args).then((reply) => {
-      // An integer reply: reserved at that time (a number, or a string with ioredis's `stringNumbers`).
-      if (!Array.isArray(reply)) {
-        const now = Number(reply);
-        return { outcome: 'reserved', now, record: reservedRecord(input, now) };
-      }
-      const [now, fields] = reply as [string, string[]];
-      return { outcome: 'existing', now: Number(now), record: toRecord(fields) };
-    });
+    return this.#eval(RESERVE, 2, args).then((reply) => reserveResultOf(reply, input));
   }
 
-  complete(id: string, token: string, input: CompleteInput): Promise<boolean> {
+  /** COMPLETE with `fields` encoded by {@link RedisStore.complete}: status, headers, body, ttlMs. */
+  #completeAlone(id: string, token: string, fields: readonly string[], resultId: string | undefined): Promise<boolean> {
     const clocked = this.#clock !== undefined;
     let args: string[];
     try {
       args = [this.#key(id), this.#leases];
       if (clocked) args.push(this.#expiry);
-      args.push(this.#now(), id, token, String(input.response.status), JSON.stringify(input.response.headers), base64(input.response.body), String(input.ttlMs));
-      if (input.resultId !== undefined) args.push(input.resultId);
+      args.push(this.#now(), id, token, ...fields);
+      if (resultId !== undefined) args.push(resultId);
     } catch (error) {
       return Promise.reject(error);
     }
     return this.#eval(COMPLETE, clocked ? 3 : 2, args).then(isOne);
+  }
+
+  #enqueue(call: Queued): void {
+    this.#queue.push(call);
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    // After the poll phase: every request whose I/O arrived in this turn has asked by then.
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      const calls = this.#queue;
+      this.#queue = [];
+      for (let start = 0; start < calls.length; start += MAX_BATCH_CALLS) this.#runBatch(calls.slice(start, start + MAX_BATCH_CALLS));
+    });
+  }
+
+  /**
+   * One turn's calls (at most {@link MAX_BATCH_CALLS}) in one BATCH script; a call alone runs its own script. When
+   * the script fails as a whole (the connection, the server refusing it, a reply of another shape) each call runs
+   * on its own, as it would have without batching: a reservation the script did make is then found as `existing`
+   * under the call's own token, which the guard takes for its own.
+   */
+  #runBatch(calls: readonly Queued[]): void {
+    if (calls.length === 1) return calls[0]!.alone();
+    let args: string[];
+    try {
+      args = [this.#leases, this.#expiry];
+      for (const call of calls) args.push(call.key);
+      args.push(this.#now());
+      for (const call of calls) for (const arg of call.args) args.push(arg);
+    } catch (error) {
+      for (const call of calls) call.reject(error);
+      return;
+    }
+    this.#eval(BATCH, 2 + calls.length, args).then(
+      (reply) => {
+        if (!Array.isArray(reply) || reply.length !== calls.length) {
+          for (const call of calls) call.alone();
+          return;
+        }
+        for (let i = 0; i < calls.length; i += 1) {
+          const call = calls[i]!;
+          const one: unknown = reply[i];
+          if (one instanceof Error) {
+            call.reject(wrap(one));
+            continue;
+          }
+          try {
+            call.settle(one);
+          } catch (error) {
+            call.reject(wrap(error));
+          }
+        }
+      },
+      () => {
+        for (const call of calls) call.alone();
+      },
+    );
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -533,6 +693,16 @@ interface Script {
 
 function script(text: string): Script {
   return { text, sha: createHash('sha1').update(text).digest('hex') };
+}
+
+/** A reservation's reply: the time it reserved at (an integer, or a string with ioredis's `stringNumbers`), or {time, the existing record's fields}. */
+function reserveResultOf(reply: unknown, input: ReserveInput): ReserveResult {
+  if (!Array.isArray(reply)) {
+    const now = Number(reply);
+    return { outcome: 'reserved', now, record: reservedRecord(input, now) };
+  }
+  const [now, fields] = reply as [string, string[]];
+  return { outcome: 'existing', now: Number(now), record: toRecord(fields) };
 }
 
 /** Whether a script answered 1 (a number, or a string with ioredis's `stringNumbers`). */

@@ -62,15 +62,16 @@ describe('RedisStore (real redis-server)', function () {
     return JSON.stringify(out, (k, v) => (k === 'body' && typeof v === 'string' ? Buffer.from(v, 'base64').toString('latin1') : v));
   }
 
-  for (const [name, client] of [
-    ['redis', () => redis],
-    ['redis (ioredis enableAutoPipelining)', () => pipelined],
-    ['redis (ioredis stringNumbers)', () => stringNumbers],
-    ['redis (ioredis keyPrefix)', () => keyPrefixed],
+  for (const [name, client, batch] of [
+    ['redis (batch: true by default, the calls of one turn in one script)', () => redis, undefined],
+    ['redis (batch: false, every call its own script)', () => redis, false],
+    ['redis (ioredis enableAutoPipelining)', () => pipelined, undefined],
+    ['redis (ioredis stringNumbers)', () => stringNumbers, undefined],
+    ['redis (ioredis keyPrefix)', () => keyPrefixed, undefined],
   ] as const) {
     describeStoreContract(name, async (clock) => {
       const p = prefix();
-      const store = new RedisStore(client(), { prefix: p, clock });
+      const store = new RedisStore(client(), { prefix: p, clock, ...(batch !== undefined ? { batch } : {}) });
       await store.migrate();
       return {
         store,
@@ -82,6 +83,140 @@ describe('RedisStore (real redis-server)', function () {
       };
     });
   }
+
+  describe('batching (calls of one event-loop turn in one script)', () => {
+    const reserveInput = (id: string, token = `t-${id}`) => ({ id, operation: 'op', fingerprint: `v1:${id}`, token, leaseMs: 60_000, ttlMs: 600_000 });
+    /** How many scripts the server ran (EVALSHA and EVAL calls) since `CONFIG RESETSTAT`. */
+    async function scriptsRun(): Promise<number> {
+      const info = await redis.info('commandstats');
+      let calls = 0;
+      for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1]);
+      return calls;
+    }
+    /** Runs a batch of two first, so the batch script is loaded and the counts below hold no NOSCRIPT round. */
+    async function warm(store: RedisStore): Promise<void> {
+      await Promise.all([store.reserve(reserveInput('warm-1')), store.reserve(reserveInput('warm-2'))]);
+      await redis.config('RESETSTAT');
+    }
+
+    for (const [name, client] of [
+      ['', () => redis],
+      [' (ioredis stringNumbers)', () => stringNumbers],
+      [' (ioredis keyPrefix)', () => keyPrefixed],
+    ] as const) {
+      it(`reserves 35 calls of one turn in two scripts, each as alone: one winner per id, the duplicates of an id see it${name}`, async () => {
+        const store = new RedisStore(client(), { prefix: prefix() });
+        await warm(store);
+        const ids = Array.from({ length: 30 }, (_, i) => `b-${String(i).padStart(2, '0')}`);
+        const calls = [...ids.map((id) => reserveInput(id)), ...Array.from({ length: 5 }, (_, i) => reserveInput('b-07', `dup-${i}`))];
+        const results = await Promise.all(calls.map((input) => store.reserve(input)));
+        // 35 calls: one script of 32 and one of 3, all in one turn.
+        assert.equal(await scriptsRun(), 2);
+        for (const [i, result] of results.entries()) {
+          const input = calls[i]!;
+          assert.deepEqual(result.record, await store.get(input.id), input.id);
+          if (i < 30) {
+            assert.equal(result.outcome, 'reserved', input.id);
+            assert.equal(result.record.leaseToken, input.token);
+          } else {
+            // b-07 came first in the turn: every duplicate after it found that reservation.
+            assert.equal(result.outcome, 'existing', input.token);
+            assert.equal(result.record.leaseToken, 't-b-07');
+          }
+        }
+      });
+    }
+
+    it('completes in a batch byte-exact, each completion fenced by its own token, in the order asked, with reservations in between', async () => {
+      const p = prefix();
+      const store = new RedisStore(redis, { prefix: p });
+      for (const id of ['c-1', 'c-2', 'c-3']) await store.reserve(reserveInput(id));
+      await warm(store);
+      const every = new Uint8Array(256).map((_, i) => i);
+      const headers = { 'content-type': 'application/octet-stream', location: '/x/1' };
+      const [one, two, stale, missing, fresh, replay] = await Promise.all([
+        store.complete('c-1', 't-c-1', { response: { status: 201, headers, body: every }, resultId: 'r-1', ttlMs: 60_000 }),
+        store.complete('c-2', 't-c-2', { response: { status: 200, headers: {}, body: new Uint8Array() }, ttlMs: 60_000 }),
+        store.complete('c-3', 'stale', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
+        store.complete('missing', 't-x', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
+        store.reserve(reserveInput('n-1')),
+        // After c-1's completion in the same turn: it finds the completed record.
+        store.reserve(reserveInput('c-1', 'again')),
+      ]);
+      assert.equal(await scriptsRun(), 1);
+      assert.deepEqual([one, two, stale, missing], [true, true, false, false]);
+      const c1 = await store.get('c-1');
+      assert.equal(c1?.state, 'completed');
+      assert.deepEqual(c1?.response, { status: 201, headers, body: every });
+      assert.equal(c1?.resultId, 'r-1');
+      const c2 = await store.get('c-2');
+      assert.deepEqual(c2?.response, { status: 200, headers: {}, body: new Uint8Array() });
+      assert.equal(c2?.resultId, undefined);
+      assert.equal((await store.get('c-3'))?.state, 'in_progress');
+      assert.equal(await store.get('missing'), undefined);
+      assert.equal(fresh.outcome, 'reserved');
+      assert.equal(replay.outcome, 'existing');
+      assert.deepEqual(replay.record, c1);
+      // Completed records left the lease index; the in_progress ones are in it.
+      assert.deepEqual((await redis.zrange(`{${p}}:leases`, '0', '-1')).sort(), ['c-3', 'n-1', 'warm-1', 'warm-2']);
+    });
+
+    it('a call whose command fails fails alone: the other calls of its script are answered', async () => {
+      const p = prefix();
+      const store = new RedisStore(redis, { prefix: p });
+      await warm(store);
+      await redis.set(`{${p}}:r:bad`, 'a string where a record would be');
+      const settled = await Promise.allSettled<unknown>([
+        store.reserve(reserveInput('ok-1')),
+        store.reserve(reserveInput('bad')),
+        store.complete('bad', 't-bad', { response: { status: 201, headers: {}, body: bytes('{}') }, ttlMs: 60_000 }),
+        store.reserve(reserveInput('ok-2')),
+      ]);
+      assert.equal(await scriptsRun(), 1);
+      for (const ok of [settled[0]!, settled[3]!]) {
+        assert.equal(ok.status, 'fulfilled');
+        assert.equal(((ok as PromiseFulfilledResult<unknown>).value as { outcome: string }).outcome, 'reserved');
+      }
+      for (const failed of [settled[1]!, settled[2]!]) {
+        assert.equal(failed.status, 'rejected');
+        const error = (failed as PromiseRejectedResult).reason as unknown;
+        assert.ok(error instanceof StoreError && error.kind === 'unavailable' && /WRONGTYPE/.test(error.message), String(error));
+      }
+      assert.equal(await redis.get(`{${p}}:r:bad`), 'a string where a record would be');
+    });
+
+    it('when its script fails as a whole, runs each call on its own', async () => {
+      // A client whose batch scripts (more than the 3 keys of a single call) fail: refused by a proxy, say.
+      const refusing = Object.create(redis, {
+        evalsha: { value: (sha: string, keys: number, args: string[]) => (keys > 3 ? Promise.reject(new ReplyError('ERR refused by a proxy')) : redis.evalsha(sha, keys, args)) },
+      }) as Redis;
+      const store = new RedisStore(refusing, { prefix: prefix() });
+      const reserved = await Promise.all([store.reserve(reserveInput('f-1')), store.reserve(reserveInput('f-2')), store.reserve(reserveInput('f-1', 'late'))]);
+      assert.deepEqual(reserved.map((r) => [r.outcome, r.record.leaseToken]), [['reserved', 't-f-1'], ['reserved', 't-f-2'], ['existing', 't-f-1']]);
+      const completed = await Promise.all(['f-1', 'f-2'].map((id) => store.complete(id, `t-${id}`, { response: { status: 201, headers: {}, body: bytes(id) }, ttlMs: 60_000 })));
+      assert.deepEqual(completed, [true, true]);
+      assert.deepEqual((await store.get('f-2'))?.response?.body, bytes('f-2'));
+    });
+
+    it('when the reply of a script that ran is lost, each call runs again on its own and the guard takes its own reservation: one run per key', async () => {
+      // The script ran on the server, then the connection failed before its reply came back.
+      const losing = Object.create(redis, {
+        evalsha: { value: (sha: string, keys: number, args: string[]) => redis.evalsha(sha, keys, args).then((reply) => (keys > 3 ? Promise.reject(new Error('read ECONNRESET')) : reply)) },
+      }) as Redis;
+      const guard = createGuard(demoContract(), { store: new RedisStore(losing, { prefix: prefix() }) });
+      const runs = new Map<string, number>();
+      const keys = ['k-1', 'k-2', 'k-3', 'k-4'];
+      const responses = await Promise.all(keys.map((key) => guard.handle(demoRequest(key), async () => {
+        runs.set(key, (runs.get(key) ?? 0) + 1);
+        return jsonResponse(201, { key });
+      })));
+      assert.deepEqual(responses.map((r) => r.status), [201, 201, 201, 201]);
+      assert.deepEqual([...runs.values()], [1, 1, 1, 1]);
+      // And the results were recorded: the same keys again are replays.
+      const again = await Promise.all(keys.map((key) => guard.handle(demoRequest(key), async () => jsonResponse(500, {}))));
+      assert.deepEqual(again.map((r) => [r.status, r.headers['idempotent-replayed']]), keys.map(() => [201, 'true']));
+    });
+  });
 
   it('uses the server TIME when no clock is injected', async () => {
     const store = new RedisStore(redis, { prefix: prefix() });
