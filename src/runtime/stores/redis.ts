@@ -58,8 +58,9 @@ export interface RedisStoreOptions {
    * Batch the reservations and completions asked for within one event-loop turn into one script of up to 32 calls
    * (default true), run one after the other on the server as their single scripts would. Concurrent requests then
    * share a round trip and a script, which cuts the app's and the server's CPU per request; a call alone in its
-   * turn runs its own script, one turn later. A call whose command fails (a key of another type under the prefix)
-   * fails alone. `false`: every call is its own script, sent at once.
+   * turn runs its own script, one turn later. A call whose command fails in the batch (READONLY after a failover,
+   * a key of another type under the prefix) runs again on its own, so it fails or succeeds as it would have alone
+   * (ioredis's `reconnectOnError` sees its error). `false`: every call is its own script, sent at once.
    */
   readonly batch?: boolean;
 }
@@ -155,33 +156,45 @@ return complete(KEYS[1], KEYS[2], KEYS[3], now, ARGV[2], ARGV[3], ARGV[4], ARGV[
 `);
 
 // The reservations and completions of one event-loop turn (see RedisStoreOptions.batch), one after the other in
-// the order they were asked for, each exactly as its single script runs it, under one time reading.
-// KEYS: leases, expiry, then each call's record. ARGV: now, then each call's fields after its kind:
+// the order they were asked for, each exactly as its single script runs it.
+// KEYS: leases, expiry, then each call's record. ARGV: each call's kind, its time (the injected clock's reading
+// when it was asked for, or '' for the server's TIME, read once for the script), then its fields:
 //   'r' id, operation, fingerprint, token, leaseMs, ttlMs;
 //   'c' id, token, status, headers, body (base64), ttlMs — 'C' the same and the result id.
-// Answers one reply per call, in order; a call whose command failed (a key of another type under the prefix)
-// answers its error in its place, and the calls after it still run. The expiry index is written only with an
-// injected clock, as COMPLETE does.
-const BATCH = script(`${NOW}${RESERVE_FN}${COMPLETE_FN}
-local expiry = nil
-if ARGV[1] ~= '' then expiry = KEYS[2] end
+// Answers one reply per call, in order; a call whose command failed (READONLY after a failover, a key of another
+// type under the prefix) answers its error in its place, and the calls after it still run. The expiry index is
+// written only for a completion timed by an injected clock, as COMPLETE does.
+const BATCH = script(`${RESERVE_FN}${COMPLETE_FN}
+local server_now = nil
 local out = {}
-local a = 2
+local a = 1
 for i = 3, #KEYS do
   local kind = ARGV[a]
+  local now = tonumber(ARGV[a + 1])
+  local expiry = nil
+  if now then
+    expiry = KEYS[2]
+  else
+    if not server_now then
+      local t = redis.call('TIME')
+      server_now = t[1] * 1000 + math.floor(t[2] / 1000)
+    end
+    now = server_now
+  end
   local ok, reply
   if kind == 'r' then
-    ok, reply = pcall(reserve, KEYS[i], KEYS[1], now, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
-    a = a + 7
+    ok, reply = pcall(reserve, KEYS[i], KEYS[1], now, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7])
+    a = a + 8
   else
     local result_id = nil
-    if kind == 'C' then result_id = ARGV[a + 7] end
-    ok, reply = pcall(complete, KEYS[i], KEYS[1], expiry, now, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], result_id)
-    if kind == 'C' then a = a + 8 else a = a + 7 end
+    if kind == 'C' then result_id = ARGV[a + 8] end
+    ok, reply = pcall(complete, KEYS[i], KEYS[1], expiry, now, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], result_id)
+    if kind == 'C' then a = a + 9 else a = a + 8 end
   end
   if ok then
     out[i - 2] = reply
   else
+    -- A string on Redis 7.0; an error table ({err = …}) where redis.call raises one.
     if type(reply) == 'table' and reply.err then reply = reply.err end
     out[i - 2] = redis.error_reply(tostring(reply))
   end
@@ -379,13 +392,15 @@ export class RedisStore implements IdempotencyStore {
   reserve(input: ReserveInput): Promise<ReserveResult> {
     if (!this.#batch) return this.#reserveAlone(input);
     return new Promise<ReserveResult>((resolve, reject) => {
-      const args = ['r', input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
+      // An injected clock is read now, when the call is made, as the single call does.
+      const now = this.#now();
+      const args = ['r', now, input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
       this.#enqueue({
         key: this.#key(input.id),
         args,
         settle: (reply) => resolve(reserveResultOf(reply, input)),
         reject,
-        alone: () => this.#reserveAlone(input).then(resolve, reject),
+        alone: () => this.#reserveAlone(input, now).then(resolve, reject),
       });
     });
   }
@@ -402,30 +417,32 @@ export class RedisStore implements IdempotencyStore {
     const resultId = input.resultId;
     if (!this.#batch) return this.#completeAlone(id, token, fields, resultId);
     return new Promise<boolean>((resolve, reject) => {
-      const args = [resultId === undefined ? 'c' : 'C', id, token, ...fields];
+      const now = this.#now();
+      const args = [resultId === undefined ? 'c' : 'C', now, id, token, ...fields];
       if (resultId !== undefined) args.push(resultId);
-      this.#enqueue({ key: this.#key(id), args, settle: (reply) => resolve(isOne(reply)), reject, alone: () => this.#completeAlone(id, token, fields, resultId).then(resolve, reject) });
+      this.#enqueue({ key: this.#key(id), args, settle: (reply) => resolve(isOne(reply)), reject, alone: () => this.#completeAlone(id, token, fields, resultId, now).then(resolve, reject) });
     });
   }
 
-  #reserveAlone(input: ReserveInput): Promise<ReserveResult> {
+  /** RESERVE, at `now` (the injected clock's reading when the call was made; by default read now). */
+  #reserveAlone(input: ReserveInput, now?: string): Promise<ReserveResult> {
     let args: string[];
     try {
-      args = [this.#key(input.id), this.#leases, this.#now(), input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
+      args = [this.#key(input.id), this.#leases, now ?? this.#now(), input.id, input.operation, input.fingerprint, input.token, String(input.leaseMs), String(input.ttlMs)];
     } catch (error) {
       return Promise.reject(error);
     }
     return this.#eval(RESERVE, 2, args).then((reply) => reserveResultOf(reply, input));
   }
 
-  /** COMPLETE with `fields` encoded by {@link RedisStore.complete}: status, headers, body, ttlMs. */
-  #completeAlone(id: string, token: string, fields: readonly string[], resultId: string | undefined): Promise<boolean> {
+  /** COMPLETE with `fields` encoded by {@link RedisStore.complete} (status, headers, body, ttlMs), at `now` as {@link RedisStore.#reserveAlone}. */
+  #completeAlone(id: string, token: string, fields: readonly string[], resultId: string | undefined, now?: string): Promise<boolean> {
     const clocked = this.#clock !== undefined;
     let args: string[];
     try {
       args = [this.#key(id), this.#leases];
       if (clocked) args.push(this.#expiry);
-      args.push(this.#now(), id, token, ...fields);
+      args.push(now ?? this.#now(), id, token, ...fields);
       if (resultId !== undefined) args.push(resultId);
     } catch (error) {
       return Promise.reject(error);
@@ -454,16 +471,9 @@ export class RedisStore implements IdempotencyStore {
    */
   #runBatch(calls: readonly Queued[]): void {
     if (calls.length === 1) return calls[0]!.alone();
-    let args: string[];
-    try {
-      args = [this.#leases, this.#expiry];
-      for (const call of calls) args.push(call.key);
-      args.push(this.#now());
-      for (const call of calls) for (const arg of call.args) args.push(arg);
-    } catch (error) {
-      for (const call of calls) call.reject(error);
-      return;
-    }
+    const args = [this.#leases, this.#expiry];
+    for (const call of calls) args.push(call.key);
+    for (const call of calls) for (const arg of call.args) args.push(arg);
     this.#eval(BATCH, 2 + calls.length, args).then(
       (reply) => {
         if (!Array.isArray(reply) || reply.length !== calls.length) {
@@ -474,7 +484,10 @@ export class RedisStore implements IdempotencyStore {
           const call = calls[i]!;
           const one: unknown = reply[i];
           if (one instanceof Error) {
-            call.reject(wrap(one));
+            // Run on its own: the same error then reaches the client as a reply of its own, where ioredis's
+            // reconnectOnError follows a failover (READONLY) and resends, as it does for a call never batched.
+            // Safe to run again: a write refused (READONLY, OOM) is refused at the call's first write.
+            call.alone();
             continue;
           }
           try {

@@ -93,8 +93,10 @@ describe('RedisStore (real redis-server)', function () {
       for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1]);
       return calls;
     }
-    /** Runs a batch of two first, so the batch script is loaded and the counts below hold no NOSCRIPT round. */
+    /** Runs each script once first (a call alone, then a batch of two), so the counts below hold no NOSCRIPT round. */
     async function warm(store: RedisStore): Promise<void> {
+      await store.reserve(reserveInput('warm-0'));
+      await store.complete('warm-0', 't-warm-0', { response: { status: 201, headers: {}, body: bytes('{}') }, ttlMs: 60_000 });
       await Promise.all([store.reserve(reserveInput('warm-1')), store.reserve(reserveInput('warm-2'))]);
       await redis.config('RESETSTAT');
     }
@@ -127,41 +129,120 @@ describe('RedisStore (real redis-server)', function () {
       });
     }
 
-    it('completes in a batch byte-exact, each completion fenced by its own token, in the order asked, with reservations in between', async () => {
-      const p = prefix();
-      const store = new RedisStore(redis, { prefix: p });
-      for (const id of ['c-1', 'c-2', 'c-3']) await store.reserve(reserveInput(id));
-      await warm(store);
-      const every = new Uint8Array(256).map((_, i) => i);
-      const headers = { 'content-type': 'application/octet-stream', location: '/x/1' };
-      const [one, two, stale, missing, fresh, replay] = await Promise.all([
-        store.complete('c-1', 't-c-1', { response: { status: 201, headers, body: every }, resultId: 'r-1', ttlMs: 60_000 }),
-        store.complete('c-2', 't-c-2', { response: { status: 200, headers: {}, body: new Uint8Array() }, ttlMs: 60_000 }),
-        store.complete('c-3', 'stale', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
-        store.complete('missing', 't-x', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
-        store.reserve(reserveInput('n-1')),
-        // After c-1's completion in the same turn: it finds the completed record.
-        store.reserve(reserveInput('c-1', 'again')),
-      ]);
-      assert.equal(await scriptsRun(), 1);
-      assert.deepEqual([one, two, stale, missing], [true, true, false, false]);
-      const c1 = await store.get('c-1');
-      assert.equal(c1?.state, 'completed');
-      assert.deepEqual(c1?.response, { status: 201, headers, body: every });
-      assert.equal(c1?.resultId, 'r-1');
-      const c2 = await store.get('c-2');
-      assert.deepEqual(c2?.response, { status: 200, headers: {}, body: new Uint8Array() });
-      assert.equal(c2?.resultId, undefined);
-      assert.equal((await store.get('c-3'))?.state, 'in_progress');
-      assert.equal(await store.get('missing'), undefined);
-      assert.equal(fresh.outcome, 'reserved');
-      assert.equal(replay.outcome, 'existing');
-      assert.deepEqual(replay.record, c1);
-      // Completed records left the lease index; the in_progress ones are in it.
-      assert.deepEqual((await redis.zrange(`{${p}}:leases`, '0', '-1')).sort(), ['c-3', 'n-1', 'warm-1', 'warm-2']);
+    for (const [name, client] of [
+      ['', () => redis],
+      [' (ioredis stringNumbers)', () => stringNumbers],
+      [' (ioredis keyPrefix)', () => keyPrefixed],
+    ] as const) {
+      it(`completes in a batch byte-exact, each completion fenced by its own token, in the order asked, with reservations in between${name}`, async () => {
+        const p = prefix();
+        const store = new RedisStore(client(), { prefix: p });
+        for (const id of ['c-1', 'c-2', 'c-3']) await store.reserve(reserveInput(id));
+        await warm(store);
+        const every = new Uint8Array(256).map((_, i) => i);
+        const headers = { 'content-type': 'application/octet-stream', location: '/x/1' };
+        const [one, two, stale, missing, fresh, replay] = await Promise.all([
+          store.complete('c-1', 't-c-1', { response: { status: 201, headers, body: every }, resultId: 'r-1', ttlMs: 60_000 }),
+          store.complete('c-2', 't-c-2', { response: { status: 200, headers: {}, body: new Uint8Array() }, ttlMs: 60_000 }),
+          store.complete('c-3', 'stale', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
+          store.complete('missing', 't-x', { response: { status: 201, headers: {}, body: every }, ttlMs: 60_000 }),
+          store.reserve(reserveInput('n-1')),
+          // After c-1's completion in the same turn: it finds the completed record.
+          store.reserve(reserveInput('c-1', 'again')),
+        ]);
+        assert.equal(await scriptsRun(), 1);
+        assert.deepEqual([one, two, stale, missing], [true, true, false, false]);
+        const c1 = await store.get('c-1');
+        assert.equal(c1?.state, 'completed');
+        assert.deepEqual(c1?.response, { status: 201, headers, body: every });
+        assert.equal(c1?.resultId, 'r-1');
+        const c2 = await store.get('c-2');
+        assert.deepEqual(c2?.response, { status: 200, headers: {}, body: new Uint8Array() });
+        assert.equal(c2?.resultId, undefined);
+        assert.equal((await store.get('c-3'))?.state, 'in_progress');
+        assert.equal(await store.get('missing'), undefined);
+        assert.equal(fresh.outcome, 'reserved');
+        assert.equal(replay.outcome, 'existing');
+        assert.deepEqual(replay.record, c1);
+        // Completed records left the lease index (and got their Redis TTL); the in_progress ones are in it.
+        const keyPrefix = client().options.keyPrefix ?? '';
+        assert.deepEqual((await redis.zrange(`${keyPrefix}{${p}}:leases`, '0', '-1')).sort(), ['c-3', 'n-1', 'warm-1', 'warm-2']);
+        assert.ok((await redis.pttl(`${keyPrefix}{${p}}:r:c-2`)) > 0);
+      });
+    }
+
+    it('with an injected clock: each call timed when it was asked for, and batched completions indexed by expiry and purged', async () => {
+      let t = 1_000_000;
+      const store = new RedisStore(redis, { prefix: prefix(), clock: () => t });
+      const reserving = [store.reserve(reserveInput('k-1')), store.reserve(reserveInput('k-2'))];
+      t = 2_000_000; // before the turn ends and the batch goes
+      const reserved = await Promise.all(reserving);
+      assert.deepEqual(reserved.map((r) => [r.outcome, r.now, r.record.createdAt]), [['reserved', 1_000_000, 1_000_000], ['reserved', 1_000_000, 1_000_000]]);
+      assert.equal((await store.get('k-1'))?.createdAt, 1_000_000);
+      t = 3_000_000;
+      const completing = ['k-1', 'k-2'].map((id) => store.complete(id, `t-${id}`, { response: { status: 201, headers: {}, body: bytes(id) }, ttlMs: 1000 }));
+      t = 9_000_000;
+      assert.deepEqual(await Promise.all(completing), [true, true]);
+      assert.equal((await store.get('k-2'))?.expiresAt, 3_001_000);
+      // Not Redis's clock, so the TTL does not remove them: purgeExpired does, from the expiry index.
+      assert.equal(await store.purgeExpired(), 2);
+      assert.equal(await store.get('k-1'), undefined);
     });
 
-    it('a call whose command fails fails alone: the other calls of its script are answered', async () => {
+    it('a call refused with READONLY in the script (a failover) is resent by ioredis reconnectOnError and succeeds, as one never batched', async () => {
+      const servers = [await startRedis(), await startRedis()] as const;
+      const admins = servers.map((server) => new Redis({ host: server.host, port: server.port, lazyConnect: true }));
+      for (const admin of admins) admin.on('error', () => undefined);
+      await Promise.all(admins.map((admin) => admin.connect()));
+      const [ours, other] = admins as [Redis, Redis];
+      /** Makes `admin`'s server a replica of the other one (its data replaced by the other's), once in sync. */
+      const demote = async (admin: Redis, of: RedisServer): Promise<void> => {
+        await admin.replicaof(of.host, String(of.port));
+        for (let i = 0; i < 400 && !(await admin.info('replication')).includes('master_link_status:up'); i += 1) await sleep(25);
+      };
+      let hooked = 0;
+      // The documented ioredis failover recipe: on READONLY reconnect and resend the command (here the endpoint's
+      // server is promoted, as a failover moves the endpoint to the new primary).
+      const client = new Redis({
+        host: servers[0].host,
+        port: servers[0].port,
+        lazyConnect: true,
+        reconnectOnError: (error) => {
+          if (!error.message.startsWith('READONLY')) return false;
+          hooked += 1;
+          void ours.replicaof('NO', 'ONE');
+          return 2;
+        },
+      });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        const store = new RedisStore(client, { prefix: prefix() });
+        await store.reserve(reserveInput('w-0'));
+        await store.complete('w-0', 't-w-0', { response: { status: 201, headers: {}, body: bytes('{}') }, ttlMs: 60_000 });
+        await Promise.all([store.reserve(reserveInput('w-1')), store.reserve(reserveInput('w-2'))]); // every script loaded
+        await demote(ours, servers[1]);
+        const reserved = await Promise.all(['a', 'b', 'c', 'd'].map((id) => store.reserve(reserveInput(id))));
+        assert.deepEqual(reserved.map((r) => r.outcome), ['reserved', 'reserved', 'reserved', 'reserved']);
+        assert.ok(hooked >= 1, 'reconnectOnError saw READONLY');
+        // Completions, sent as the answers go: one refused would leave its key in progress. The records move to
+        // the other server and back, so that ours is a replica holding them.
+        await demote(other, servers[0]);
+        await other.replicaof('NO', 'ONE');
+        await demote(ours, servers[1]);
+        hooked = 0;
+        const completed = await Promise.all(['a', 'b', 'c', 'd'].map((id) => store.complete(id, `t-${id}`, { response: { status: 201, headers: {}, body: bytes(id) }, ttlMs: 60_000 })));
+        assert.deepEqual(completed, [true, true, true, true]);
+        assert.ok(hooked >= 1, 'reconnectOnError saw READONLY');
+        for (const id of ['a', 'b', 'c', 'd']) assert.equal((await store.get(id))?.state, 'completed');
+      } finally {
+        client.disconnect();
+        for (const admin of admins) admin.disconnect();
+        for (const server of servers) await server.stop();
+      }
+    });
+
+    it('a call whose command fails in the script runs again on its own, failing alone: the other calls of its script are answered', async () => {
       const p = prefix();
       const store = new RedisStore(redis, { prefix: p });
       await warm(store);
@@ -172,7 +253,8 @@ describe('RedisStore (real redis-server)', function () {
         store.complete('bad', 't-bad', { response: { status: 201, headers: {}, body: bytes('{}') }, ttlMs: 60_000 }),
         store.reserve(reserveInput('ok-2')),
       ]);
-      assert.equal(await scriptsRun(), 1);
+      // The batch, then each failed call on its own.
+      assert.equal(await scriptsRun(), 3);
       for (const ok of [settled[0]!, settled[3]!]) {
         assert.equal(ok.status, 'fulfilled');
         assert.equal(((ok as PromiseFulfilledResult<unknown>).value as { outcome: string }).outcome, 'reserved');
