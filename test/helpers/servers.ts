@@ -144,8 +144,8 @@ export interface RedisServer {
   restart(): Promise<void>;
 }
 
-/** `redis-server` on a free loopback port without persistence. Call {@link requireBinary} first. */
-export async function startRedis(): Promise<RedisServer> {
+/** `redis-server` on a free loopback port without persistence, with `extraArgs` after its own. Call {@link requireBinary} first. */
+export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
   const binary = findBinary('redis-server');
   if (binary === undefined) throw new Error('redis-server not found');
   const port = await freePort();
@@ -153,7 +153,7 @@ export async function startRedis(): Promise<RedisServer> {
   const start = async (): Promise<void> => {
     // Its own working directory: a test that turns on AOF (CONFIG SET appendonly yes) writes it there, not into the checkout.
     const dir = mkdtempSync(join(tmpdir(), 'idemkit-redis-'));
-    const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+    const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs], {
       stdio: 'ignore',
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -184,6 +184,46 @@ export async function startRedis(): Promise<RedisServer> {
       running = true;
     },
   };
+}
+
+/** A running throw-away Redis Cluster: its masters, each a {@link RedisServer}. */
+export interface RedisCluster {
+  readonly nodes: readonly RedisServer[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster of `size` masters (no replicas) on free loopback ports, each with its own cluster bus port, its
+ * slots spread by `redis-cli --cluster create`; resolves once every node says `cluster_state:ok`. Needs
+ * `redis-server` and `redis-cli` (Debian's redis-server package brings both).
+ */
+export async function startRedisCluster(size = 3): Promise<RedisCluster> {
+  const cli = findBinary('redis-cli');
+  if (cli === undefined) throw new Error('redis-cli not found');
+  const nodes: RedisServer[] = [];
+  const stop = async (): Promise<void> => {
+    for (const node of nodes) await node.stop();
+  };
+  try {
+    for (let i = 0; i < size; i += 1) {
+      // The bus port asked for as well: the default (port + 10000) may be taken, or past 65535.
+      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(await freePort())]));
+    }
+    await run(cli, ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
+    const deadline = Date.now() + 30_000;
+    for (const node of nodes) {
+      for (;;) {
+        const { stdout } = await run(cli, ['-p', String(node.port), 'cluster', 'info']);
+        if (stdout.includes('cluster_state:ok')) break;
+        if (Date.now() > deadline) throw new Error(`Redis Cluster node ${node.port} did not reach cluster_state:ok`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { nodes, stop };
 }
 
 async function waitForRedis(port: number, timeoutMs: number): Promise<void> {
