@@ -481,16 +481,16 @@ const goalRows = rows.filter((row) => !row.skipped && GOAL[row.store] !== undefi
 if (goalRows.length > 0) {
   console.log('\ngoal: fresh keys at ≥ 0.85 of the bare handler\'s req/s on SQLite, ≥ 0.75 on PostgreSQL and Redis');
   console.log('each: the ratio of the whole phase, met or not, then (lowest–highest) of the rounds\' own ratios');
-  console.log('store         | conns | goal | fresh no-op           | fresh write           | fresh write + call    | replay (of bare no-op)');
+  console.log('store         | conns | goal | fresh no-op            | fresh write            | fresh write + call     | replay (of bare no-op)');
   const mark = (r, ref, goal, rounds) => {
     const range = rounds === undefined || rounds.length === 0 ? '' : ` (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})`;
-    return `${fmt(r.rps / ref.rps, 2)} ${r.rps / ref.rps >= goal ? 'met' : 'not'}${range}`;
+    return `${fmt(r.rps / ref.rps, 3)} ${r.rps / ref.rps >= goal ? 'met' : 'not'}${range}`;
   };
   for (const row of goalRows) {
     const goal = GOAL[row.store];
     const s = row.spread;
     console.log(
-      `${row.store.padEnd(13)} | ${String(row.connections).padStart(5)} | ${goal.toFixed(2)} | ${mark(row.fresh, row.bare, goal, s.fresh).padEnd(21)} | ${mark(row.freshWrite, row.bareWrite, goal, s.freshWrite).padEnd(21)} | ${mark(row.freshCall, row.bareCall, goal, s.freshCall).padEnd(21)} | ${mark(row.replay, row.bare, goal, s.replay)}`,
+      `${row.store.padEnd(13)} | ${String(row.connections).padStart(5)} | ${goal.toFixed(2)} | ${mark(row.fresh, row.bare, goal, s.fresh).padEnd(22)} | ${mark(row.freshWrite, row.bareWrite, goal, s.freshWrite).padEnd(22)} | ${mark(row.freshCall, row.bareCall, goal, s.freshCall).padEnd(22)} | ${mark(row.replay, row.bare, goal, s.replay)}`,
     );
   }
 }

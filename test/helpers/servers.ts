@@ -144,11 +144,14 @@ export interface RedisServer {
   restart(): Promise<void>;
 }
 
-/** `redis-server` on a free loopback port without persistence, with `extraArgs` after its own. Call {@link requireBinary} first. */
-export async function startRedis(extraArgs: readonly string[] = []): Promise<RedisServer> {
+/**
+ * `redis-server` on a free loopback port (or `port`) without persistence, with `extraArgs` after its own. Call
+ * {@link requireBinary} first.
+ */
+export async function startRedis(extraArgs: readonly string[] = [], port?: number): Promise<RedisServer> {
   const binary = findBinary('redis-server');
   if (binary === undefined) throw new Error('redis-server not found');
-  const port = await freePort();
+  port ??= await freePort();
   let signal: (sig: NodeJS.Signals) => Promise<void> = async () => undefined;
   const start = async (): Promise<void> => {
     // Its own working directory: a test that turns on AOF (CONFIG SET appendonly yes) writes it there, not into the checkout.
@@ -193,7 +196,7 @@ export interface RedisCluster {
 }
 
 /**
- * A Redis Cluster of `size` masters (no replicas) on free loopback ports, each with its own cluster bus port, its
+ * A Redis Cluster of `size` masters (no replicas) on free loopback ports (each with its bus port free too), its
  * slots spread by `redis-cli --cluster create`; resolves once every node says `cluster_state:ok`. Needs
  * `redis-server` and `redis-cli` (Debian's redis-server package brings both).
  */
@@ -205,10 +208,7 @@ export async function startRedisCluster(size = 3): Promise<RedisCluster> {
     for (const node of nodes) await node.stop();
   };
   try {
-    for (let i = 0; i < size; i += 1) {
-      // The bus port asked for as well: the default (port + 10000) may be taken, or past 65535.
-      nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-port', String(await freePort())]));
-    }
+    for (let i = 0; i < size; i += 1) nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf'], await clusterPort()));
     await run(cli, ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
     const deadline = Date.now() + 30_000;
     for (const node of nodes) {
@@ -224,6 +224,26 @@ export async function startRedisCluster(size = 3): Promise<RedisCluster> {
     throw error;
   }
   return { nodes, stop };
+}
+
+/**
+ * A free port whose cluster bus port (port + 10000, as every Redis version takes it; Redis 7's `--cluster-port`
+ * would free us from it, but Redis 6 has none) is free too.
+ */
+async function clusterPort(): Promise<number> {
+  for (let attempt = 0; attempt < 100; attempt += 1) {
+    const port = await freePort();
+    if (port + 10_000 <= 65_535 && (await portFree(port + 10_000))) return port;
+  }
+  throw new Error('found no free port whose cluster bus port (port + 10000) is free too');
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
 }
 
 async function waitForRedis(port: number, timeoutMs: number): Promise<void> {

@@ -57,10 +57,10 @@ export interface RedisStoreOptions {
   /**
    * Batch the reservations and completions asked for within one event-loop turn into one script of up to 32 calls
    * (default true), run one after the other on the server as their single scripts would. Concurrent requests then
-   * share a round trip and a script, which cuts the app's and the server's CPU per request; a call alone in its
+   * share a round trip and a script, which cuts the app's CPU per request (and the server's, under load); a call alone in its
    * turn runs its own script, one turn later. A call whose command fails in the batch (READONLY after a failover,
-   * a key of another type under the prefix) runs again on its own, so it fails or succeeds as it would have alone
-   * (ioredis's `reconnectOnError` sees its error). `false`: every call is its own script, sent at once.
+   * a key of another type under the prefix) runs again on its own, so ioredis's `reconnectOnError` sees its error
+   * as for a call never batched. `false`: every call is its own script, sent at once.
    */
   readonly batch?: boolean;
 }
@@ -74,8 +74,8 @@ interface Queued {
   /** Settles the call with its reply in the batch. */
   readonly settle: (reply: unknown) => void;
   readonly reject: (error: unknown) => void;
-  /** Runs the call as its own script instead, settling it. */
-  readonly alone: () => void;
+  /** Runs the call as its own script instead, settling it; `retried` when its batch may already have run it. */
+  readonly alone: (retried: boolean) => void;
 }
 
 /** Most calls in one batch script; a larger turn goes as several. */
@@ -400,6 +400,8 @@ export class RedisStore implements IdempotencyStore {
         args,
         settle: (reply) => resolve(reserveResultOf(reply, input)),
         reject,
+        // Run again after its batch, a reservation that landed is found `existing` under the call's own token,
+        // which the guard takes for its own.
         alone: () => this.#reserveAlone(input, now).then(resolve, reject),
       });
     });
@@ -420,7 +422,13 @@ export class RedisStore implements IdempotencyStore {
       const now = this.#now();
       const args = [resultId === undefined ? 'c' : 'C', now, id, token, ...fields];
       if (resultId !== undefined) args.push(resultId);
-      this.#enqueue({ key: this.#key(id), args, settle: (reply) => resolve(isOne(reply)), reject, alone: () => this.#completeAlone(id, token, fields, resultId, now).then(resolve, reject) });
+      const alone = (retried: boolean): void => {
+        const done = this.#completeAlone(id, token, fields, resultId, now);
+        // Run again after a batch whose reply was lost, a completion that landed finds its record completed: under
+        // its own token (nobody else holds it), that is this call's completion, not a fenced one.
+        (retried ? done.then((ok) => ok || this.#completedUnder(id, token)) : done).then(resolve, reject);
+      };
+      this.#enqueue({ key: this.#key(id), args, settle: (reply) => resolve(isOne(reply)), reject, alone });
     });
   }
 
@@ -450,6 +458,14 @@ export class RedisStore implements IdempotencyStore {
     return this.#eval(COMPLETE, clocked ? 3 : 2, args).then(isOne);
   }
 
+  /** Whether the record is completed under `token`; false when it cannot be read. */
+  #completedUnder(id: string, token: string): Promise<boolean> {
+    return this.get(id).then(
+      (record) => record?.state === 'completed' && record.leaseToken === token,
+      () => false,
+    );
+  }
+
   #enqueue(call: Queued): void {
     this.#queue.push(call);
     if (this.#flushScheduled) return;
@@ -470,14 +486,14 @@ export class RedisStore implements IdempotencyStore {
    * under the call's own token, which the guard takes for its own.
    */
   #runBatch(calls: readonly Queued[]): void {
-    if (calls.length === 1) return calls[0]!.alone();
+    if (calls.length === 1) return calls[0]!.alone(false);
     const args = [this.#leases, this.#expiry];
     for (const call of calls) args.push(call.key);
     for (const call of calls) for (const arg of call.args) args.push(arg);
     this.#eval(BATCH, 2 + calls.length, args).then(
       (reply) => {
         if (!Array.isArray(reply) || reply.length !== calls.length) {
-          for (const call of calls) call.alone();
+          for (const call of calls) call.alone(true);
           return;
         }
         for (let i = 0; i < calls.length; i += 1) {
@@ -486,8 +502,9 @@ export class RedisStore implements IdempotencyStore {
           if (one instanceof Error) {
             // Run on its own: the same error then reaches the client as a reply of its own, where ioredis's
             // reconnectOnError follows a failover (READONLY) and resends, as it does for a call never batched.
-            // Safe to run again: a write refused (READONLY, OOM) is refused at the call's first write.
-            call.alone();
+            // Safe to run again: READONLY and OOM refuse the call's first write, so it wrote nothing; a call that
+            // failed further on (a key of another type at the lease index) finds its own record, as above.
+            call.alone(true);
             continue;
           }
           try {
@@ -498,7 +515,7 @@ export class RedisStore implements IdempotencyStore {
         }
       },
       () => {
-        for (const call of calls) call.alone();
+        for (const call of calls) call.alone(true);
       },
     );
   }

@@ -86,22 +86,44 @@ describe('RedisStore on a Redis Cluster (3 real masters, ioredis Cluster)', func
     assert.deepEqual(result.policies, ['noeviction', 'noeviction', 'noeviction']);
   });
 
-  it('keeps each prefix on one master, prefixes on different masters, with batches of 35 calls in one turn', async () => {
+  /** Scripts (EVALSHA and EVAL calls) each master ran since its last `CONFIG RESETSTAT`, by port. */
+  async function scriptsRun(): Promise<Map<number, number>> {
+    const counts = new Map<number, number>();
+    for (const node of client.nodes('master')) {
+      let calls = 0;
+      for (const match of (await node.info('commandstats')).matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)) calls += Number(match[1]);
+      counts.set(node.options.port!, calls);
+    }
+    return counts;
+  }
+
+  it('batches on the master of each prefix: 35 calls of one turn in two scripts there, prefixes on different masters', async () => {
+    const prefixes = await prefixesOnEveryMaster(1);
+    const stores = new Map([...prefixes].map(([port, [p]]) => [port, new RedisStore(client, { prefix: p! })]));
+    // Every script loaded on every master (a call alone, then a batch), then the counts start.
+    for (const store of stores.values()) {
+      await store.reserve({ id: 'warm-0', operation: 'op', fingerprint: 'v1:w', token: 't', leaseMs: 60_000, ttlMs: 600_000 });
+      await store.complete('warm-0', 't', { response: { status: 201, headers: {}, body: new Uint8Array() }, ttlMs: 600_000 });
+      await Promise.all(['warm-1', 'warm-2'].map((id) => store.reserve({ id, operation: 'op', fingerprint: 'v1:w', token: 't', leaseMs: 60_000, ttlMs: 600_000 })));
+    }
+    for (const node of client.nodes('master')) await node.config('RESETSTAT');
+    const reserving = [...stores.values()].map((store) =>
+      Promise.all(Array.from({ length: 35 }, (_, i) => store.reserve({ id: `k-${i}`, operation: 'op', fingerprint: `v1:k-${i}`, token: `t-k-${i}`, leaseMs: 60_000, ttlMs: 600_000 }))),
+    );
+    for (const reserved of await Promise.all(reserving)) assert.deepEqual(new Set(reserved.map((r) => r.outcome)), new Set(['reserved']));
+    // One script of 32 calls and one of 3 on each master, for the prefix it holds.
+    assert.deepEqual([...(await scriptsRun()).values()], [2, 2, 2]);
     await Promise.all(
-      [...(await prefixesOnEveryMaster(1))].map(async ([port, [p]]) => {
-        const store = new RedisStore(client, { prefix: p! });
+      [...stores].map(async ([port, store]) => {
+        const p = prefixes.get(port)![0]!;
         const ids = Array.from({ length: 35 }, (_, i) => `k-${i}`);
-        const reserved = await Promise.all(ids.map((id) => store.reserve({ id, operation: 'op', fingerprint: `v1:${id}`, token: `t-${id}`, leaseMs: 60_000, ttlMs: 600_000 })));
-        assert.deepEqual(new Set(reserved.map((r) => r.outcome)), new Set(['reserved']));
         const completed = await Promise.all(ids.map((id) => store.complete(id, `t-${id}`, { response: { status: 201, headers: {}, body: new TextEncoder().encode(id) }, ttlMs: 600_000 })));
         assert.ok(completed.every(Boolean));
         const again = await Promise.all(ids.map((id) => store.reserve({ id, operation: 'op', fingerprint: `v1:${id}`, token: 'late', leaseMs: 60_000, ttlMs: 600_000 })));
         assert.deepEqual(again.map((r) => [r.outcome, r.record.state, new TextDecoder().decode(r.record.response?.body)]), ids.map((id) => ['existing', 'completed', id]));
-        // Every key of the prefix is on its one master.
-        const keys = await keysOf(p!);
-        assert.equal(keys.length, 35);
+        // The records (and the lease index, now empty) are on the master that holds the prefix's slot.
         const master = client.nodes('master').find((node) => node.options.port === port)!;
-        assert.equal((await master.keys(`*{${p}}:*`)).length, 35);
+        assert.equal((await master.keys(`{${p}}:r:*`)).length, 38);
       }),
     );
   });

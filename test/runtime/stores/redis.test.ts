@@ -190,7 +190,8 @@ describe('RedisStore (real redis-server)', function () {
     });
 
     it('a call refused with READONLY in the script (a failover) is resent by ioredis reconnectOnError and succeeds, as one never batched', async () => {
-      const servers = [await startRedis(), await startRedis()] as const;
+      // No diskless-sync delay (5 s by default in Redis 7): a replica is in sync as soon as it can be.
+      const servers = [await startRedis(['--repl-diskless-sync-delay', '0']), await startRedis(['--repl-diskless-sync-delay', '0'])] as const;
       const admins = servers.map((server) => new Redis({ host: server.host, port: server.port, lazyConnect: true }));
       for (const admin of admins) admin.on('error', () => undefined);
       await Promise.all(admins.map((admin) => admin.connect()));
@@ -198,7 +199,8 @@ describe('RedisStore (real redis-server)', function () {
       /** Makes `admin`'s server a replica of the other one (its data replaced by the other's), once in sync. */
       const demote = async (admin: Redis, of: RedisServer): Promise<void> => {
         await admin.replicaof(of.host, String(of.port));
-        for (let i = 0; i < 400 && !(await admin.info('replication')).includes('master_link_status:up'); i += 1) await sleep(25);
+        for (let i = 0; i < 1200 && !(await admin.info('replication')).includes('master_link_status:up'); i += 1) await sleep(25);
+        assert.match(await admin.info('replication'), /master_link_status:up/, 'the replica did not come in sync within 30 s');
       };
       let hooked = 0;
       // The documented ioredis failover recipe: on READONLY reconnect and resend the command (here the endpoint's
@@ -297,6 +299,14 @@ describe('RedisStore (real redis-server)', function () {
       // And the results were recorded: the same keys again are replays.
       const again = await Promise.all(keys.map((key) => guard.handle(demoRequest(key), async () => jsonResponse(500, {}))));
       assert.deepEqual(again.map((r) => [r.status, r.headers['idempotent-replayed']]), keys.map(() => [201, 'true']));
+      // The store answers as it happened: each reservation its own, each completion done (not fenced).
+      const store = new RedisStore(losing, { prefix: prefix() });
+      const reserved = await Promise.all(['s-1', 's-2', 's-3'].map((id) => store.reserve(reserveInput(id))));
+      assert.deepEqual(reserved.map((r) => [r.outcome, r.record.leaseToken]), [['existing', 't-s-1'], ['existing', 't-s-2'], ['existing', 't-s-3']]);
+      const completed = await Promise.all(['s-1', 's-2', 's-3'].map((id) => store.complete(id, `t-${id}`, { response: { status: 201, headers: {}, body: bytes(id) }, ttlMs: 60_000 })));
+      assert.deepEqual(completed, [true, true, true]);
+      // A stale token is still refused after its batch's reply was lost.
+      assert.deepEqual(await Promise.all([store.complete('s-1', 'stale', { response: { status: 201, headers: {}, body: bytes('x') }, ttlMs: 60_000 }), store.complete('s-2', 'stale', { response: { status: 201, headers: {}, body: bytes('x') }, ttlMs: 60_000 })]), [false, false]);
     });
   });
 
