@@ -258,3 +258,24 @@ export function checkStoreName(value: string, what: string, pattern: RegExp = /^
   }
   return value;
 }
+
+/**
+ * A queue that hands what it was given within one turn of the event loop to `flush`, in order, once the turn's
+ * I/O callbacks have all run (`setImmediate`): by then every request whose data arrived in the turn has asked.
+ * How the PostgreSQL and Redis stores batch the calls of concurrent requests.
+ */
+export function queuePerTurn<T>(flush: (items: T[]) => void): (item: T) => void {
+  let items: T[] = [];
+  let scheduled = false;
+  return (item) => {
+    items.push(item);
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      const taken = items;
+      items = [];
+      flush(taken);
+    });
+  };
+}

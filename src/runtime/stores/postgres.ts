@@ -29,6 +29,7 @@ import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   StoreError,
   checkStoreName,
+  queuePerTurn,
   recordFromRow,
   reservedRecord,
   type BatchOptions,
@@ -124,9 +125,9 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   readonly #lockTimeoutMs: number;
   readonly #sql: ReturnType<typeof statements>;
   readonly #batch: boolean;
-  #reserves: Queued<ReserveInput, ReserveResult>[] = [];
-  #completes: Queued<CompleteCall, boolean>[] = [];
-  #flushScheduled = false;
+  // The calls of one turn, sent as batches once the turn has asked all it will (see queuePerTurn).
+  readonly #queueReserve = queuePerTurn<Queued<ReserveInput, ReserveResult>>((calls) => this.#reserveBatch(calls));
+  readonly #queueComplete = queuePerTurn<Queued<CompleteCall, boolean>>((calls) => this.#completeBatch(calls));
 
   constructor(db: PostgresQueryable, options: PostgresStoreOptions = {}) {
     this.#db = db;
@@ -203,8 +204,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   reserve(input: ReserveInput): Promise<ReserveResult> {
     if (!this.#batch) return this.#reserveOn(this.#db, input);
     return new Promise<ReserveResult>((resolve, reject) => {
-      this.#reserves.push({ input, resolve, reject });
-      this.#scheduleFlush();
+      this.#queueReserve({ input, resolve, reject });
     });
   }
 
@@ -212,23 +212,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     if (!this.#batch) return (await this.#completeOn(this.#db, id, token, input)) === 1;
     return new Promise<boolean>((resolve, reject) => {
       // The body is copied now, as the unbatched call does, so the caller may reuse its buffer.
-      this.#completes.push({ input: { id, token, complete: { ...input, response: { ...input.response, body: Buffer.from(input.response.body) } } }, resolve, reject });
-      this.#scheduleFlush();
-    });
-  }
-
-  #scheduleFlush(): void {
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    // After the poll phase: every request whose I/O arrived in this turn has asked by then.
-    setImmediate(() => {
-      this.#flushScheduled = false;
-      const reserves = this.#reserves;
-      const completes = this.#completes;
-      this.#reserves = [];
-      this.#completes = [];
-      if (reserves.length > 0) this.#reserveBatch(reserves);
-      if (completes.length > 0) this.#completeBatch(completes);
+      this.#queueComplete({ input: { id, token, complete: { ...input, response: { ...input.response, body: Buffer.from(input.response.body) } } }, resolve, reject });
     });
   }
 

@@ -33,6 +33,7 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   StoreError,
   checkStoreName,
+  queuePerTurn,
   reservedRecord,
   type BatchOptions,
   type CompleteInput,
@@ -311,8 +312,10 @@ export class RedisStore implements IdempotencyStore {
   readonly #leases: string;
   readonly #expiry: string;
   readonly #batch: boolean;
-  #queue: Queued[] = [];
-  #flushScheduled = false;
+  // The calls of one turn, sent as batch scripts once the turn has asked all it will (see queuePerTurn).
+  readonly #enqueue = queuePerTurn<Queued>((calls) => {
+    for (let start = 0; start < calls.length; start += MAX_BATCH_CALLS) this.#runBatch(calls.slice(start, start + MAX_BATCH_CALLS));
+  });
 
   constructor(redis: RedisClient, options: RedisStoreOptions = {}) {
     this.#redis = redis;
@@ -464,19 +467,6 @@ export class RedisStore implements IdempotencyStore {
       (record) => record?.state === 'completed' && record.leaseToken === token,
       () => false,
     );
-  }
-
-  #enqueue(call: Queued): void {
-    this.#queue.push(call);
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    // After the poll phase: every request whose I/O arrived in this turn has asked by then.
-    setImmediate(() => {
-      this.#flushScheduled = false;
-      const calls = this.#queue;
-      this.#queue = [];
-      for (let start = 0; start < calls.length; start += MAX_BATCH_CALLS) this.#runBatch(calls.slice(start, start + MAX_BATCH_CALLS));
-    });
   }
 
   /**
