@@ -937,13 +937,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       pending = store.reserve(input);
       result = await bounded(pending);
     } catch {
-      // If the reservation lands after we gave up, nobody runs the handler for it: free it again.
+      // If the reservation lands after we gave up, nobody runs the handler for it: free it again. So too when it
+      // failed in a way that leaves it unknown whether the store made it (a client's command timeout, a connection
+      // lost after the command was sent): the release is fenced on this call's token, so it frees only a record
+      // this call made, and otherwise changes nothing. Without it the key would answer 409 until the lease ran out.
       pending?.then(
         (late) => {
           // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
           if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input);
         },
-        () => undefined,
+        () => void freeLate(input),
       );
       return storeUnavailable(req, prep.recordId, prep.key);
     }

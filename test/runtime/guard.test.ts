@@ -1053,6 +1053,46 @@ describe('runtime/guard: store failures', () => {
     assert.equal((await after.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'ok' }))).headers['idempotent-replayed'], 'false');
   });
 
+  it('frees a reservation the store made though its call failed (a command timeout after the write): the retry runs, not 409', async () => {
+    const inner = new MemoryStore();
+    let failing = true;
+    // The store writes the reservation, then its client reports a failure (ioredis's commandTimeout, a reset after send).
+    const ambiguous: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: async (input: ReserveInput) => {
+        const result = await inner.reserve(input);
+        if (failing) throw new Error('Command timed out');
+        return result;
+      },
+      release: (id: string, token: string) => inner.release(id, token),
+    });
+    const guard = createGuard(demoContract(), { store: ambiguous });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'dr_1' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await new Promise((resolve) => setImmediate(resolve));
+    failing = false;
+    const retry = await guard.handle(demoRequest(KEY), handler);
+    assert.equal(retry.status, 201);
+    assert.equal(retry.headers['idempotent-replayed'], 'false');
+    assert.equal(runs, 1);
+    // The release is fenced on the failed call's token: the record of the key that another request holds stays.
+    const held = await createGuard(demoContract(), { store: inner }).begin(demoRequest('held-key'));
+    assert.equal(held.kind, 'proceed');
+    const { recordId, token } = (held as Extract<typeof held, { kind: 'proceed' }>).reservation;
+    const rejecting: IdempotencyStore = Object.assign(Object.create(inner) as IdempotencyStore, {
+      reserve: async () => {
+        throw new Error('Command timed out');
+      },
+      release: (id: string, releaseToken: string) => inner.release(id, releaseToken),
+    });
+    assert.equal((await createGuard(demoContract(), { store: rejecting }).handle(demoRequest('held-key'), handler)).status, 503);
+    await new Promise((resolve) => setImmediate(resolve));
+    const record = await inner.get(recordId!);
+    assert.equal(record?.state, 'in_progress');
+    assert.equal(record?.leaseToken, token);
+    assert.equal(runs, 1);
+  });
+
   it('runs the handler unguarded only with the explicit failOpen opt-in', async () => {
     const events: GuardLogEvent[] = [];
     const guard = createGuard(demoContract(), { store: brokenStore('reject'), failOpen: true, log: (e) => events.push(e) });

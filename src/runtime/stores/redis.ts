@@ -61,7 +61,10 @@ export interface RedisStoreOptions {
    * share a round trip and a script, which cuts the app's CPU per request (and the server's, under load); a call alone in its
    * turn runs its own script, one turn later. A call whose command fails in the batch (READONLY after a failover,
    * a key of another type under the prefix) runs again on its own, so ioredis's `reconnectOnError` sees its error
-   * as for a call never batched. `false`: every call is its own script, sent at once.
+   * as for a call never batched; so does every call of a script that fails as a whole. With ioredis's
+   * `commandTimeout`, a store that stops answering therefore fails a batched call after up to twice that timeout
+   * (the guard's `storeTimeoutMs` still bounds the wait), and a stall shorter than that is ridden out. `false`:
+   * every call is its own script, sent at once.
    */
   readonly batch?: boolean;
 }
