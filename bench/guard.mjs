@@ -391,11 +391,15 @@ try {
     try {
       const ms = SECONDS * 1000;
       const run = `${process.pid}-${Date.now().toString(36)}`;
-      const only = process.env.BENCH_ONLY; // profiling aid: run one phase only
-      if (only === 'replay' || only === 'fresh' || only === 'bare') {
+      // BENCH_ONLY=<phase> (bare, bareWrite, fresh, freshWrite, bareCall, freshCall, replay): run that phase alone
+      // at the first --connections count, for profiling; prints its requests/s only.
+      const only = process.env.BENCH_ONLY;
+      const ONLY_PATHS = { bare: '/bare', bareWrite: '/bare-write', fresh: '/v1/demo-requests', freshWrite: '/guarded-write', bareCall: '/bare-call', freshCall: '/guarded-call', replay: '/v1/demo-requests' };
+      if (only !== undefined) {
+        if (!(only in ONLY_PATHS)) throw new Error(`BENCH_ONLY takes one of ${Object.keys(ONLY_PATHS).join(', ')}`);
         if (only === 'replay') await load(app.port, () => request('/v1/demo-requests', `replay-${run}`, 'replay'), 50);
-        const path_ = only === 'bare' ? '/bare' : '/v1/demo-requests';
-        const result = await load(app.port, (i) => request(path_, only === 'bare' ? undefined : only === 'replay' ? `replay-${run}` : `fresh-${run}-${i}`, only === 'replay' ? 'replay' : `x-${i}`), ms);
+        const keyOf = only.startsWith('bare') ? () => undefined : only === 'replay' ? () => `replay-${run}` : (i) => `${only}-${run}-${i}`;
+        const result = await load(app.port, (i) => request(ONLY_PATHS[only], keyOf(i), only === 'replay' ? 'replay' : `x-${i}`), ms);
         console.log(store, only, Math.round(result.latencies.length / (result.measuredMs / 1000)), 'req/s');
         continue;
       }
