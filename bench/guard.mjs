@@ -497,5 +497,15 @@ if (goalRows.length > 0) {
       `${row.store.padEnd(13)} | ${String(row.connections).padStart(5)} | ${goal.toFixed(2)} | ${mark(row.fresh, row.bare, goal, s.fresh).padEnd(22)} | ${mark(row.freshWrite, row.bareWrite, goal, s.freshWrite).padEnd(22)} | ${mark(row.freshCall, row.bareCall, goal, s.freshCall).padEnd(22)} | ${mark(row.replay, row.bare, goal, s.replay)}`,
     );
   }
+  // The null store's rows, when run: the guard's own cost with no store I/O, the most any store's row can read
+  // (within the noise). No goal applies to it.
+  const plain = (r, ref, rounds) => `${fmt(r.rps / ref.rps, 3)}${rounds === undefined || rounds.length === 0 ? '' : ` (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})`}`;
+  for (const row of rows.filter((r) => r.store === 'null' && !r.skipped)) {
+    const s = row.spread;
+    console.log(
+      `${'null'.padEnd(13)} | ${String(row.connections).padStart(5)} |    – | ${plain(row.fresh, row.bare, s.fresh).padEnd(22)} | ${plain(row.freshWrite, row.bareWrite, s.freshWrite).padEnd(22)} | ${plain(row.freshCall, row.bareCall, s.freshCall).padEnd(22)} | n/a`,
+    );
+  }
+  if (rows.some((r) => r.store === 'null' && !r.skipped)) console.log('null: no store I/O at all (the guard alone), so the ceiling of every store\'s row; no goal applies to it');
 }
 for (const row of rows) if (row.skipped) console.log(`${row.store}: skipped, ${row.skipped}`);
