@@ -48,7 +48,15 @@ const args = Object.fromEntries(
 );
 const SECONDS = Number(args.seconds ?? 3);
 const CONNECTIONS = String(args.connections ?? '16,64').split(',').map(Number);
-if (CONNECTIONS.some((n) => !Number.isInteger(n) || n < 1)) throw new Error('--connections takes positive integers, e.g. 16,64');
+function usage(message) {
+  console.error(`bench:guard: ${message}`);
+  process.exit(2);
+}
+if (CONNECTIONS.some((n) => !Number.isInteger(n) || n < 1)) usage('--connections takes positive integers, e.g. 16,64');
+// BENCH_ONLY=<phase>: run that phase alone at the first --connections count, for profiling; prints its requests/s only.
+const ONLY_PATHS = { bare: '/bare', bareWrite: '/bare-write', fresh: '/v1/demo-requests', freshWrite: '/guarded-write', bareCall: '/bare-call', freshCall: '/guarded-call', replay: '/v1/demo-requests' };
+const ONLY = process.env.BENCH_ONLY;
+if (ONLY !== undefined && !Object.hasOwn(ONLY_PATHS, ONLY)) usage(`BENCH_ONLY takes one of ${Object.keys(ONLY_PATHS).join(', ')}`);
 const STORES = (args.stores ?? 'memory,sqlite,sqlite-normal,postgres,redis').split(',');
 // The store the guard is generated for, per bench store name.
 const GENERATED_STORE = { 'sqlite-normal': 'sqlite', null: 'memory' };
@@ -391,12 +399,8 @@ try {
     try {
       const ms = SECONDS * 1000;
       const run = `${process.pid}-${Date.now().toString(36)}`;
-      // BENCH_ONLY=<phase> (bare, bareWrite, fresh, freshWrite, bareCall, freshCall, replay): run that phase alone
-      // at the first --connections count, for profiling; prints its requests/s only.
-      const only = process.env.BENCH_ONLY;
-      const ONLY_PATHS = { bare: '/bare', bareWrite: '/bare-write', fresh: '/v1/demo-requests', freshWrite: '/guarded-write', bareCall: '/bare-call', freshCall: '/guarded-call', replay: '/v1/demo-requests' };
+      const only = ONLY;
       if (only !== undefined) {
-        if (!(only in ONLY_PATHS)) throw new Error(`BENCH_ONLY takes one of ${Object.keys(ONLY_PATHS).join(', ')}`);
         if (only === 'replay') await load(app.port, () => request('/v1/demo-requests', `replay-${run}`, 'replay'), 50);
         const keyOf = only.startsWith('bare') ? () => undefined : only === 'replay' ? () => `replay-${run}` : (i) => `${only}-${run}-${i}`;
         const result = await load(app.port, (i) => request(ONLY_PATHS[only], keyOf(i), only === 'replay' ? 'replay' : `x-${i}`), ms);
@@ -486,10 +490,8 @@ if (goalRows.length > 0) {
   console.log('\ngoal: fresh keys at ≥ 0.85 of the bare handler\'s req/s on SQLite, ≥ 0.75 on PostgreSQL and Redis');
   console.log('each: the ratio of the whole phase, met or not, then (lowest–highest) of the rounds\' own ratios');
   console.log('store         | conns | goal | fresh no-op            | fresh write            | fresh write + call     | replay (of bare no-op)');
-  const mark = (r, ref, goal, rounds) => {
-    const range = rounds === undefined || rounds.length === 0 ? '' : ` (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})`;
-    return `${fmt(r.rps / ref.rps, 3)} ${r.rps / ref.rps >= goal ? 'met' : 'not'}${range}`;
-  };
+  const range = (rounds) => (rounds === undefined || rounds.length === 0 ? '' : ` (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})`);
+  const mark = (r, ref, goal, rounds) => `${fmt(r.rps / ref.rps, 3)} ${r.rps / ref.rps >= goal ? 'met' : 'not'}${range(rounds)}`;
   for (const row of goalRows) {
     const goal = GOAL[row.store];
     const s = row.spread;
@@ -499,13 +501,14 @@ if (goalRows.length > 0) {
   }
   // The null store's rows, when run: the guard's own cost with no store I/O, the most any store's row can read
   // (within the noise). No goal applies to it.
-  const plain = (r, ref, rounds) => `${fmt(r.rps / ref.rps, 3)}${rounds === undefined || rounds.length === 0 ? '' : ` (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})`}`;
-  for (const row of rows.filter((r) => r.store === 'null' && !r.skipped)) {
+  const plain = (r, ref, rounds) => `${fmt(r.rps / ref.rps, 3)}${range(rounds)}`;
+  const nullRows = rows.filter((r) => r.store === 'null' && !r.skipped);
+  for (const row of nullRows) {
     const s = row.spread;
     console.log(
       `${'null'.padEnd(13)} | ${String(row.connections).padStart(5)} |    – | ${plain(row.fresh, row.bare, s.fresh).padEnd(22)} | ${plain(row.freshWrite, row.bareWrite, s.freshWrite).padEnd(22)} | ${plain(row.freshCall, row.bareCall, s.freshCall).padEnd(22)} | n/a`,
     );
   }
-  if (rows.some((r) => r.store === 'null' && !r.skipped)) console.log('null: no store I/O at all (the guard alone), so the ceiling of every store\'s row; no goal applies to it');
+  if (nullRows.length > 0) console.log('null: no store I/O at all (the guard alone), so the ceiling of every store\'s row; no goal applies to it');
 }
 for (const row of rows) if (row.skipped) console.log(`${row.store}: skipped, ${row.skipped}`);
