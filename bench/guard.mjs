@@ -459,6 +459,12 @@ try {
   rmSync(work, { recursive: true, force: true });
 }
 
+if (ONLY !== undefined) {
+  // BENCH_ONLY printed one figure per store above; the tables would be empty.
+  for (const row of rows) if (row.skipped) console.log(`${row.store}: skipped, ${row.skipped}`);
+  process.exit(0);
+}
+
 const cell = (r, ref) =>
   r === undefined ? 'n/a (keeps nothing)'.padEnd(33) : `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
