@@ -32,11 +32,11 @@
 // The PostgreSQL pool has 10 connections (PG_POOL_MAX=n changes it) and the store batches (its default; PG_BATCH=0
 // sends every call alone); Redis uses ioredis auto-pipelining (REDIS_AUTO_PIPELINING=0 turns it off) and the store
 // batches (its default: the reservations and completions of one turn in one script; REDIS_BATCH=0 sends each alone).
-// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16,64] [--stores memory,sqlite,sqlite-normal,postgres,redis[,null]] [--downstream 2]
+// Usage: npm run build && node bench/guard.mjs [--seconds 3] [--rounds 5] [--connections 16,64] [--stores memory,sqlite,sqlite-normal,postgres,redis[,null]] [--downstream 2] [--app-cpu 0]
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -64,6 +64,16 @@ const generatedStore = (store) => GENERATED_STORE[store] ?? store;
 const ROUNDS = Math.max(1, Number(args.rounds ?? 5));
 const WARMUP_MS = 500;
 const DOWNSTREAM_MS = Number(args.downstream ?? 2);
+// --app-cpu N: the app process on CPU N alone, and this process (the load), its store servers and everything else on
+// the other CPUs (Linux, taskset) — the app's core measured as a server of its own would be, with its clients and
+// database elsewhere. Without it every process shares every core, as on one small machine.
+const APP_CPU = args['app-cpu'] === undefined ? undefined : Number(args['app-cpu']);
+const CPUS = availableParallelism();
+if (APP_CPU !== undefined) {
+  if (!Number.isInteger(APP_CPU) || APP_CPU < 0 || APP_CPU >= CPUS) usage(`--app-cpu takes a CPU number from 0 to ${CPUS - 1}`);
+  if (CPUS < 2) usage('--app-cpu needs at least 2 CPUs: one for the app, the rest for the load and the stores');
+  if (findBinary('taskset') === undefined) usage('--app-cpu needs taskset (util-linux) on PATH');
+}
 
 const APP = `
 import express from 'express';
@@ -260,7 +270,9 @@ async function build(work) {
 async function startApp(work, store, env) {
   // BENCH_CPU_PROF=<dir> profiles the app processes (for finding overhead, not for the figures).
   const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-  const child = spawn(process.execPath, [...prof, path.join(work, 'dist', 'src', store, 'app.js')], {
+  // taskset execs node in its own process, so child.pid is the app's.
+  const pin = APP_CPU === undefined ? [] : ['-c', String(APP_CPU), process.execPath];
+  const child = spawn(pin.length > 0 ? 'taskset' : process.execPath, [...pin, ...prof, path.join(work, 'dist', 'src', store, 'app.js')], {
     env: { ...process.env, ...env, SQLITE_FILE: path.join(work, `${store}.db`), DOWNSTREAM_MS: String(DOWNSTREAM_MS) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -385,6 +397,11 @@ function request(pathname, key, topic) {
 
 const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 
+if (APP_CPU !== undefined) {
+  const others = Array.from({ length: CPUS }, (_, cpu) => cpu).filter((cpu) => cpu !== APP_CPU).join(',');
+  // Every thread of this process; the servers it starts from now on inherit it.
+  await run('taskset', ['-a', '-p', '-c', others, String(process.pid)]);
+}
 const work = mkdtempSync(path.join(tmpdir(), 'idemkit-bench-guard-'));
 const rows = [];
 try {
@@ -469,6 +486,11 @@ const cell = (r, ref) =>
   r === undefined ? 'n/a (keeps nothing)'.padEnd(33) : `${fmt(r.rps).padStart(6)} (${fmt(r.rps / ref.rps, 2)}) ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 const base = (r) => `${fmt(r.rps).padStart(6)} ${`${fmt(r.p50, 2)}/${fmt(r.p99, 2)}`.padEnd(12)} ${fmt(r.cpuUs).padStart(4)}`;
 console.log(`guard overhead: Express, ${SECONDS}s per phase in ${ROUNDS} interleaved slices, node ${process.version}`);
+console.log(
+  APP_CPU === undefined
+    ? `${CPUS} CPUs shared by the app, the load and the store servers`
+    : `the app alone on CPU ${APP_CPU}; the load and the store servers on the other ${CPUS - 1} CPU${CPUS > 2 ? 's' : ''}`,
+);
 console.log('req/s (ratio to the bare handler of the same kind), p50/p99 ms, app-process CPU µs per request; replays never run the handler');
 for (const connections of CONNECTIONS) {
   const measured = rows.filter((row) => row.connections === connections);
@@ -484,7 +506,7 @@ for (const connections of CONNECTIONS) {
   for (const row of measured) console.log(`${row.store.padEnd(13)} | ${base(row.bareCall)} | ${cell(row.freshCall, row.bareCall)} | ${cell(row.replay, row.bareCall)}`);
   const served = measured.filter((row) => Number.isFinite(row.fresh.serverCpuUs));
   if (served.length === 0) continue;
-  console.log('store server CPU µs per request (redis-server; PostgreSQL postmaster and backends), on the same cores as the app:');
+  console.log(`store server CPU µs per request (redis-server; PostgreSQL postmaster and backends), ${APP_CPU === undefined ? 'on the same cores as the app' : 'on the other CPUs'}:`);
   console.log('store         | bare write | fresh | fresh write | replay');
   const us = (r) => fmt(r.serverCpuUs).padStart(5);
   for (const row of served) console.log(`${row.store.padEnd(13)} | ${us(row.bareWrite).padStart(10)} | ${us(row.fresh)} | ${us(row.freshWrite).padStart(11)} | ${us(row.replay).padStart(6)}`);
