@@ -36,7 +36,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { availableParallelism, tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -68,7 +68,7 @@ const DOWNSTREAM_MS = Number(args.downstream ?? 2);
 // the other CPUs (Linux, taskset) — the app's core measured as a server of its own would be, with its clients and
 // database elsewhere. Without it every process shares every core, as on one small machine.
 const APP_CPU = args['app-cpu'] === undefined ? undefined : Number(args['app-cpu']);
-const CPUS = availableParallelism();
+const CPUS = cpus().length;
 if (APP_CPU !== undefined) {
   if (!Number.isInteger(APP_CPU) || APP_CPU < 0 || APP_CPU >= CPUS) usage(`--app-cpu takes a CPU number from 0 to ${CPUS - 1}`);
   if (CPUS < 2) usage('--app-cpu needs at least 2 CPUs: one for the app, the rest for the load and the stores');
@@ -400,7 +400,9 @@ const fmt = (n, digits = 0) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 if (APP_CPU !== undefined) {
   const others = Array.from({ length: CPUS }, (_, cpu) => cpu).filter((cpu) => cpu !== APP_CPU).join(',');
   // Every thread of this process; the servers it starts from now on inherit it.
-  await run('taskset', ['-a', '-p', '-c', others, String(process.pid)]);
+  await run('taskset', ['-a', '-p', '-c', others, String(process.pid)]).catch((error) =>
+    usage(`--app-cpu could not keep this process off CPU ${APP_CPU}: ${String(error.stderr ?? error.message).trim().split('\n')[0]}`),
+  );
 }
 const work = mkdtempSync(path.join(tmpdir(), 'idemkit-bench-guard-'));
 const rows = [];
