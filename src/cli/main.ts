@@ -46,10 +46,12 @@ export function describeError(error: unknown, verbose: boolean, cwd: string): st
     const where = [file, error.line, error.column].filter((part) => part !== undefined).join(':');
     return printable(where ? `${where}: ${error.message}` : error.message);
   }
+  if (verbose && error instanceof Error && error.stack) return `internal error: ${error.stack}`;
+  // One line, as every other error: a message of several lines (a template's parse error draws the spot) says
+  // the rest with --verbose.
   const text = error instanceof Error ? error.message : String(error);
-  return verbose && error instanceof Error && error.stack
-    ? `internal error: ${error.stack}`
-    : `internal error: ${text} (run with --verbose for details, and please report it)`;
+  const first = text.split(/\r?\n/, 1)[0]!;
+  return `internal error: ${printable(first)}${first.length < text.length ? ' …' : ''} (run with --verbose for details, and please report it)`;
 }
 
 /**

@@ -111,6 +111,9 @@ describe('the bundled CLI (scripts/bundle.mjs)', function () {
       assert.equal(quiet.code, 2);
       assert.match(quiet.stderr, /^internal error: /);
       assert.doesNotMatch(quiet.stderr, /\n +at /, 'no stack trace without --verbose');
+      // Handlebars' parse error spans lines (it draws the spot); without --verbose only its first is shown.
+      assert.equal(quiet.stderr.trimEnd().split('\n').length, 1, quiet.stderr);
+      assert.match(quiet.stderr, / … \(run with --verbose for details, and please report it\)\n$/);
       const verbose = await runProcess(process.execPath, [...argv, '--verbose'], { cwd: dir });
       assert.equal(verbose.code, 2);
       assert.match(verbose.stderr, /\n +at .*dist[\\/]src[\\/]generate[\\/]render\.js:\d+:\d+/, verbose.stderr);
