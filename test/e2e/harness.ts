@@ -18,6 +18,8 @@ export type Store = 'memory' | 'sqlite' | 'postgres' | 'redis';
 export interface Target {
   readonly framework: Framework;
   readonly store: Store;
+  /** What runs the compiled app: Node (default), or Bun (the `bun` devDependency) serving the fetch handlers itself. */
+  readonly runtime?: 'bun';
 }
 
 /** Every target the end-to-end suites run (one compile for all of them). */
@@ -30,12 +32,14 @@ export const TARGETS: readonly Target[] = [
   { framework: 'fastify', store: 'sqlite' },
   { framework: 'fetch', store: 'memory' },
   { framework: 'fetch', store: 'sqlite' },
+  { framework: 'fetch', store: 'memory', runtime: 'bun' },
+  { framework: 'fetch', store: 'redis', runtime: 'bun' },
 ];
 
 export const DEMO_SPEC = path.join(REPO_ROOT, 'test', 'fixtures', 'server', 'demo.yaml');
 const APP_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'server', 'app');
 
-const targetName = (target: Target): string => `${target.framework}-${target.store}`;
+const targetName = (target: Target): string => `${target.framework}-${target.store}${target.runtime === undefined ? '' : `-${target.runtime}`}`;
 
 let build: Promise<string> | undefined;
 let buildRoot: string | undefined;
@@ -57,7 +61,8 @@ export function buildTargets(): Promise<string> {
       const args = ['generate', 'server', DEMO_SPEC, '--framework', target.framework, '--store', target.store, '--out', path.join(dir, 'gen')];
       const code = await main(args, io);
       if (code !== 0) throw new Error(`generate ${targetName(target)} exited ${code}: ${io.err}`);
-      copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}.ts`), path.join(dir, 'app.ts'));
+      copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}${target.runtime === undefined ? '' : `-${target.runtime}`}.ts`), path.join(dir, 'app.ts'));
+      if (target.framework === 'fetch') copyFileSync(path.join(APP_FIXTURES, 'fetch-routes.ts'), path.join(dir, 'fetch-routes.ts'));
       copyFileSync(path.join(APP_FIXTURES, `store-${target.store}.ts`), path.join(dir, 'store.ts'));
       copyFileSync(path.join(APP_FIXTURES, 'support.ts'), path.join(dir, 'support.ts'));
     }
@@ -124,12 +129,26 @@ export function listeningPort(child: ChildProcess, exited: Promise<number | stri
   });
 }
 
+/**
+ * Bun's executable, from the `bun` devDependency: its platform package's binary (what the `bun` package's
+ * postinstall links into place, so it runs also where install scripts were not run).
+ */
+export function bunBinary(): string {
+  const candidates = [
+    path.join(REPO_ROOT, 'node_modules', '@oven', `bun-${process.platform}-${process.arch === 'arm64' ? 'aarch64' : process.arch}`, 'bin', 'bun'),
+    path.join(REPO_ROOT, 'node_modules', '.bin', 'bun'),
+  ];
+  const found = candidates.find((candidate) => existsSync(candidate));
+  if (found === undefined) throw new Error(`no Bun binary at ${candidates.join(' or ')}: run npm ci (bun is a devDependency)`);
+  return found;
+}
+
 /** Starts the compiled app of `target` and waits until it listens. */
 export async function startServer(target: Target, files: AppFiles, env: Record<string, string> = {}): Promise<RunningServer> {
   const root = await buildTargets();
   const app = path.join(root, 'dist', 'src', targetName(target), 'app.js');
   if (!existsSync(app)) throw new Error(`${targetName(target)} is not one of the built TARGETS`);
-  const child = spawn(process.execPath, [app], {
+  const child = spawn(target.runtime === 'bun' ? bunBinary() : process.execPath, [app], {
     env: {
       ...process.env,
       EFFECTS_FILE: files.effects,

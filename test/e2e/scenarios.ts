@@ -80,7 +80,7 @@ export function sqliteControl(): StoreControl {
 }
 
 export function describeServerScenarios(target: Target, options: ScenarioOptions = {}): void {
-  describe(`generated ${target.framework} guard on ${target.store}, over HTTP`, function () {
+  describe(`generated ${target.framework} guard on ${target.store}${target.runtime === undefined ? "" : ` under ${target.runtime}`}, over HTTP`, function () {
     this.timeout(60_000);
     let files: AppFiles;
     let server: RunningServer;
