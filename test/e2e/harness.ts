@@ -3,11 +3,12 @@
  * CLI into a temp directory, add the fixture app, compile everything with one `tsc --strict` run, and
  * start the compiled apps as child processes on 127.0.0.1.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
@@ -18,8 +19,11 @@ export type Store = 'memory' | 'sqlite' | 'postgres' | 'redis';
 export interface Target {
   readonly framework: Framework;
   readonly store: Store;
-  /** What runs the compiled app: Node (default), or Bun (the `bun` devDependency) serving the fetch handlers itself. */
-  readonly runtime?: 'bun';
+  /**
+   * What serves the compiled fetch handlers: a `node:http` bridge (default); Bun (the `bun` devDependency) with
+   * `Bun.serve`; or Next.js (the `next` devDependency), the handlers being an app router's route handlers.
+   */
+  readonly runtime?: 'bun' | 'next';
 }
 
 /** Every target the end-to-end suites run (one compile for all of them). */
@@ -34,7 +38,11 @@ export const TARGETS: readonly Target[] = [
   { framework: 'fetch', store: 'sqlite' },
   { framework: 'fetch', store: 'memory', runtime: 'bun' },
   { framework: 'fetch', store: 'redis', runtime: 'bun' },
+  { framework: 'fetch', store: 'memory', runtime: 'next' },
+  { framework: 'fetch', store: 'sqlite', runtime: 'next' },
 ];
+
+const run = promisify(execFile);
 
 export const DEMO_SPEC = path.join(REPO_ROOT, 'test', 'fixtures', 'server', 'demo.yaml');
 const APP_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'server', 'app');
@@ -61,16 +69,36 @@ export function buildTargets(): Promise<string> {
       const args = ['generate', 'server', DEMO_SPEC, '--framework', target.framework, '--store', target.store, '--out', path.join(dir, 'gen')];
       const code = await main(args, io);
       if (code !== 0) throw new Error(`generate ${targetName(target)} exited ${code}: ${io.err}`);
-      copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}${target.runtime === undefined ? '' : `-${target.runtime}`}.ts`), path.join(dir, 'app.ts'));
+      // A Next.js target's app is JavaScript (the server and the app router), added after the compile below.
+      if (target.runtime !== 'next') copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}${target.runtime === undefined ? '' : `-${target.runtime}`}.ts`), path.join(dir, 'app.ts'));
       if (target.framework === 'fetch') copyFileSync(path.join(APP_FIXTURES, 'fetch-routes.ts'), path.join(dir, 'fetch-routes.ts'));
       copyFileSync(path.join(APP_FIXTURES, `store-${target.store}.ts`), path.join(dir, 'store.ts'));
       copyFileSync(path.join(APP_FIXTURES, 'support.ts'), path.join(dir, 'support.ts'));
     }
     const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
     if (diagnostics !== '') throw new Error(`generated code does not compile under tsc --strict:\n${diagnostics}`);
+    for (const target of TARGETS) if (target.runtime === 'next') await buildNextApp(path.join(root, 'dist', 'src', targetName(target)));
     return root;
   })();
   return build;
+}
+
+/**
+ * Adds the Next.js app to a compiled fetch target (`app.js`: Next's programmatic server; `web/`: the app router,
+ * whose route handlers import the compiled guards) and runs `next build` on it.
+ */
+async function buildNextApp(dir: string): Promise<void> {
+  const fixtures = path.join(APP_FIXTURES, 'next');
+  copyFileSync(path.join(fixtures, 'server.mjs'), path.join(dir, 'app.js'));
+  cpSync(path.join(fixtures, 'app'), path.join(dir, 'web', 'app'), { recursive: true });
+  copyFileSync(path.join(fixtures, 'next.config.mjs'), path.join(dir, 'web', 'next.config.mjs'));
+  const next = path.join(REPO_ROOT, 'node_modules', 'next', 'dist', 'bin', 'next');
+  try {
+    await run(process.execPath, [next, 'build'], { cwd: path.join(dir, 'web'), env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' }, maxBuffer: 16 * 1024 * 1024 });
+  } catch (error) {
+    const failure = error as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`next build of ${dir} failed:\n${`${failure.stdout ?? ''}${failure.stderr ?? ''}`.trim() || failure.message}`);
+  }
 }
 
 /** A running app process. */
@@ -151,6 +179,7 @@ export async function startServer(target: Target, files: AppFiles, env: Record<s
   const child = spawn(target.runtime === 'bun' ? bunBinary() : process.execPath, [app], {
     env: {
       ...process.env,
+      NEXT_TELEMETRY_DISABLED: '1',
       EFFECTS_FILE: files.effects,
       RECONCILE_FILE: files.reconcile,
       LOG_FILE: files.log,

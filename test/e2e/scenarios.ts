@@ -86,7 +86,8 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
     let server: RunningServer;
 
     before(async function () {
-      this.timeout(180_000);
+      // The first suite builds every target: one tsc run, and `next build` of the Next.js apps (~25 s each here).
+      this.timeout(300_000);
       files = appFiles();
       server = await startServer(target, files, options.durable?.env() ?? {});
     });
@@ -367,7 +368,7 @@ export function describeMultiProcess(target: Target, env: () => Record<string, s
     let servers: RunningServer[] = [];
 
     before(async function () {
-      this.timeout(180_000);
+      this.timeout(300_000); // may build every target, as above
       files = appFiles();
       // The first instance migrates alone; the others start all at once and migrate concurrently (idempotent,
       // ordered by the store's advisory lock).

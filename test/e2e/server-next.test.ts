@@ -1,0 +1,6 @@
+// The generated fetch guard as Next.js route handlers: `export { createDemoRequest as POST }` in an app router
+// built by `next build` and served by Next's own server (the `next` devDependency), on memory and on SQLite.
+import { describeServerScenarios, sqliteControl } from './scenarios.js';
+
+describeServerScenarios({ framework: 'fetch', store: 'memory', runtime: 'next' });
+describeServerScenarios({ framework: 'fetch', store: 'sqlite', runtime: 'next' }, { durable: sqliteControl() });
