@@ -20,10 +20,11 @@ export interface Target {
   readonly framework: Framework;
   readonly store: Store;
   /**
-   * What serves the compiled fetch handlers: a `node:http` bridge (default); Bun (the `bun` devDependency) with
-   * `Bun.serve`; or Next.js (the `next` devDependency), the handlers being an app router's route handlers.
+   * What serves the compiled fetch handlers: a `node:http` bridge (default); Bun or Deno (the `bun` and `deno`
+   * devDependencies) with `Bun.serve` / `Deno.serve`; or Next.js (the `next` devDependency), the handlers being an
+   * app router's route handlers.
    */
-  readonly runtime?: 'bun' | 'next';
+  readonly runtime?: 'bun' | 'deno' | 'next';
 }
 
 /** Every target the end-to-end suites run (one compile for all of them). */
@@ -38,6 +39,8 @@ export const TARGETS: readonly Target[] = [
   { framework: 'fetch', store: 'sqlite' },
   { framework: 'fetch', store: 'memory', runtime: 'bun' },
   { framework: 'fetch', store: 'redis', runtime: 'bun' },
+  { framework: 'fetch', store: 'memory', runtime: 'deno' },
+  { framework: 'fetch', store: 'redis', runtime: 'deno' },
   { framework: 'fetch', store: 'memory', runtime: 'next' },
   { framework: 'fetch', store: 'sqlite', runtime: 'next' },
 ];
@@ -158,17 +161,22 @@ export function listeningPort(child: ChildProcess, exited: Promise<number | stri
 }
 
 /**
- * Bun's executable, from the `bun` devDependency: its platform package's binary (what the `bun` package's
- * postinstall links into place, so it runs also where install scripts were not run).
+ * The command that runs a compiled app under `runtime`. Bun and Deno come from their devDependencies: the platform
+ * package's binary (what the `bun` package's postinstall links into place, so it runs also where install scripts
+ * were not run), else the package's bin.
  */
-export function bunBinary(): string {
-  const candidates = [
-    path.join(REPO_ROOT, 'node_modules', '@oven', `bun-${process.platform}-${process.arch === 'arm64' ? 'aarch64' : process.arch}`, 'bin', 'bun'),
-    path.join(REPO_ROOT, 'node_modules', '.bin', 'bun'),
-  ];
-  const found = candidates.find((candidate) => existsSync(candidate));
-  if (found === undefined) throw new Error(`no Bun binary at ${candidates.join(' or ')}: run npm ci (bun is a devDependency)`);
-  return found;
+function runtimeCommand(runtime: Target['runtime'], app: string): [string, string[]] {
+  if (runtime !== 'bun' && runtime !== 'deno') return [process.execPath, [app]];
+  const arch = process.arch === 'arm64' ? (runtime === 'bun' ? 'aarch64' : 'arm64') : process.arch;
+  const platformBinary =
+    runtime === 'bun'
+      ? path.join(REPO_ROOT, 'node_modules', '@oven', `bun-${process.platform}-${arch}`, 'bin', 'bun')
+      : path.join(REPO_ROOT, 'node_modules', '@deno', `${process.platform}-${arch}-glibc`, 'deno');
+  const candidates = [platformBinary, path.join(REPO_ROOT, 'node_modules', '.bin', runtime)];
+  const binary = candidates.find((candidate) => existsSync(candidate));
+  if (binary === undefined) throw new Error(`no ${runtime} binary at ${candidates.join(' or ')}: run npm ci (${runtime} is a devDependency)`);
+  // Deno: every permission (files, network, environment), and the project's node_modules as Node would read them.
+  return runtime === 'bun' ? [binary, [app]] : [binary, ['run', '--allow-all', '--quiet', app]];
 }
 
 /** Starts the compiled app of `target` and waits until it listens. */
@@ -176,7 +184,8 @@ export async function startServer(target: Target, files: AppFiles, env: Record<s
   const root = await buildTargets();
   const app = path.join(root, 'dist', 'src', targetName(target), 'app.js');
   if (!existsSync(app)) throw new Error(`${targetName(target)} is not one of the built TARGETS`);
-  const child = spawn(target.runtime === 'bun' ? bunBinary() : process.execPath, [app], {
+  const [command, argv] = runtimeCommand(target.runtime, app);
+  const child = spawn(command, argv, {
     env: {
       ...process.env,
       NEXT_TELEMETRY_DISABLED: '1',
