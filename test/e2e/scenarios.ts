@@ -21,6 +21,8 @@ import {
   type Target,
 } from './harness.js';
 
+import { requireBinary, startRedis, type RedisServer } from '../helpers/servers.js';
+
 const DEMO = '/v1/demo-requests';
 const PAYMENTS = (account: string) => `/v1/accounts/${account}/payments`;
 const PROBLEM = 'https://idemkit.dev/problems/';
@@ -62,6 +64,26 @@ async function retryWhileInProgress(send: () => Promise<Answer>, ms: number): Pr
     if (answer.status !== 409 || answer.json['type'] !== `${PROBLEM}idempotency-request-in-progress` || Date.now() > deadline) return answer;
     await sleep(100);
   }
+}
+
+/**
+ * A suite around a throw-away `redis-server` (started before it, stopped after): `body` declares the suites that use
+ * it, given the app's environment for it and the {@link StoreControl} whose outage kills it.
+ */
+export function describeWithRedis(title: string, body: (redis: { env(): Record<string, string>; durable: StoreControl }) => void): void {
+  describe(title, function () {
+    let redis: RedisServer | undefined;
+    before(async function () {
+      this.timeout(60_000);
+      requireBinary(this, 'redis-server');
+      redis = await startRedis();
+    });
+    after(async () => {
+      await redis?.stop();
+    });
+    const env = () => ({ REDIS_URL: `redis://127.0.0.1:${redis!.port}` });
+    body({ env, durable: { env, stop: () => redis!.kill() } });
+  });
 }
 
 /** SQLite "outage": {@link holdSqliteWriteLock} from `stop` to `restart`. */

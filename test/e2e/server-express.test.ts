@@ -1,5 +1,5 @@
-import { describeMultiProcess, describeServerScenarios, sqliteControl } from './scenarios.js';
-import { PG_DIRS, requireBinary, startPostgres, startRedis, type PostgresServer, type RedisServer } from '../helpers/servers.js';
+import { describeMultiProcess, describeServerScenarios, describeWithRedis, sqliteControl } from './scenarios.js';
+import { PG_DIRS, requireBinary, startPostgres, type PostgresServer } from '../helpers/servers.js';
 
 
 describeServerScenarios({ framework: 'express', store: 'memory' });
@@ -22,17 +22,7 @@ describe('express on PostgreSQL', function () {
   describeServerScenarios({ framework: 'express', store: 'postgres' }, { durable: { env, stop: () => pg!.kill() }, transactional: true });
 });
 
-describe('express on Redis', function () {
-  let redis: RedisServer | undefined;
-  before(async function () {
-    this.timeout(60_000);
-    requireBinary(this, 'redis-server');
-    redis = await startRedis();
-  });
-  after(async () => {
-    await redis?.stop();
-  });
-  const env = () => ({ REDIS_URL: `redis://127.0.0.1:${redis!.port}` });
+describeWithRedis('express on Redis', ({ env, durable }) => {
   describeMultiProcess({ framework: 'express', store: 'redis' }, env);
-  describeServerScenarios({ framework: 'express', store: 'redis' }, { durable: { env, stop: () => redis!.kill() } });
+  describeServerScenarios({ framework: 'express', store: 'redis' }, { durable });
 });
