@@ -80,17 +80,28 @@ export function buildTargets(): Promise<string> {
     }
     const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
     if (diagnostics !== '') throw new Error(`generated code does not compile under tsc --strict:\n${diagnostics}`);
-    for (const target of TARGETS) if (target.runtime === 'next') await buildNextApp(path.join(root, 'dist', 'src', targetName(target)));
     return root;
   })();
   return build;
 }
 
+const nextBuilds = new Map<string, Promise<void>>();
+
 /**
  * Adds the Next.js app to a compiled fetch target (`app.js`: Next's programmatic server; `web/`: the app router,
- * whose route handlers import the compiled guards) and runs `next build` on it.
+ * whose route handlers import the compiled guards) and runs `next build` on it, once, when the target is first
+ * started (so suites that start no Next.js target do not wait for it).
  */
-async function buildNextApp(dir: string): Promise<void> {
+function buildNextApp(dir: string): Promise<void> {
+  let build = nextBuilds.get(dir);
+  if (build === undefined) {
+    build = nextBuild(dir);
+    nextBuilds.set(dir, build);
+  }
+  return build;
+}
+
+async function nextBuild(dir: string): Promise<void> {
   const fixtures = path.join(APP_FIXTURES, 'next');
   copyFileSync(path.join(fixtures, 'server.mjs'), path.join(dir, 'app.js'));
   cpSync(path.join(fixtures, 'app'), path.join(dir, 'web', 'app'), { recursive: true });
@@ -182,6 +193,7 @@ function runtimeCommand(runtime: Target['runtime'], app: string): [string, strin
 /** Starts the compiled app of `target` and waits until it listens. */
 export async function startServer(target: Target, files: AppFiles, env: Record<string, string> = {}): Promise<RunningServer> {
   const root = await buildTargets();
+  if (target.runtime === 'next') await buildNextApp(path.join(root, 'dist', 'src', targetName(target)));
   const app = path.join(root, 'dist', 'src', targetName(target), 'app.js');
   if (!existsSync(app)) throw new Error(`${targetName(target)} is not one of the built TARGETS`);
   const [command, argv] = runtimeCommand(target.runtime, app);

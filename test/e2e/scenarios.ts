@@ -108,7 +108,7 @@ export function describeServerScenarios(target: Target, options: ScenarioOptions
     let server: RunningServer;
 
     before(async function () {
-      // The first suite builds every target: one tsc run, and `next build` of the Next.js apps (~25 s each here).
+      // The first suite builds every target (one tsc run); a Next.js target's first start adds its `next build` (~25 s here).
       this.timeout(300_000);
       files = appFiles();
       server = await startServer(target, files, options.durable?.env() ?? {});
