@@ -50,7 +50,8 @@ const run = promisify(execFile);
 export const DEMO_SPEC = path.join(REPO_ROOT, 'test', 'fixtures', 'server', 'demo.yaml');
 const APP_FIXTURES = path.join(REPO_ROOT, 'test', 'fixtures', 'server', 'app');
 
-const targetName = (target: Target): string => `${target.framework}-${target.store}${target.runtime === undefined ? '' : `-${target.runtime}`}`;
+const runtimeSuffix = (target: Target): string => (target.runtime === undefined ? '' : `-${target.runtime}`);
+const targetName = (target: Target): string => `${target.framework}-${target.store}${runtimeSuffix(target)}`;
 
 let build: Promise<string> | undefined;
 let buildRoot: string | undefined;
@@ -73,7 +74,7 @@ export function buildTargets(): Promise<string> {
       const code = await main(args, io);
       if (code !== 0) throw new Error(`generate ${targetName(target)} exited ${code}: ${io.err}`);
       // A Next.js target's app is JavaScript (the server and the app router), added after the compile below.
-      if (target.runtime !== 'next') copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}${target.runtime === undefined ? '' : `-${target.runtime}`}.ts`), path.join(dir, 'app.ts'));
+      if (target.runtime !== 'next') copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}${runtimeSuffix(target)}.ts`), path.join(dir, 'app.ts'));
       if (target.framework === 'fetch') copyFileSync(path.join(APP_FIXTURES, 'fetch-routes.ts'), path.join(dir, 'fetch-routes.ts'));
       copyFileSync(path.join(APP_FIXTURES, `store-${target.store}.ts`), path.join(dir, 'store.ts'));
       copyFileSync(path.join(APP_FIXTURES, 'support.ts'), path.join(dir, 'support.ts'));
@@ -186,7 +187,8 @@ function runtimeCommand(runtime: Target['runtime'], app: string): [string, strin
   const candidates = [platformBinary, path.join(REPO_ROOT, 'node_modules', '.bin', runtime)];
   const binary = candidates.find((candidate) => existsSync(candidate));
   if (binary === undefined) throw new Error(`no ${runtime} binary at ${candidates.join(' or ')}: run npm ci (${runtime} is a devDependency)`);
-  // Deno: every permission (files, network, environment), and the project's node_modules as Node would read them.
+  // Deno: every permission (files, network, environment, the native addons of node_modules); it reads packages from
+  // node_modules itself, as the project has a package.json.
   return runtime === 'bun' ? [binary, [app]] : [binary, ['run', '--allow-all', '--quiet', app]];
 }
 
@@ -200,7 +202,7 @@ export async function startServer(target: Target, files: AppFiles, env: Record<s
   const child = spawn(command, argv, {
     env: {
       ...process.env,
-      NEXT_TELEMETRY_DISABLED: '1',
+      ...(target.runtime === 'next' ? { NEXT_TELEMETRY_DISABLED: '1' } : {}),
       EFFECTS_FILE: files.effects,
       RECONCILE_FILE: files.reconcile,
       LOG_FILE: files.log,

@@ -20,7 +20,6 @@ import {
   type RunningServer,
   type Target,
 } from './harness.js';
-
 import { requireBinary, startRedis, type RedisServer } from '../helpers/servers.js';
 
 const DEMO = '/v1/demo-requests';
@@ -102,7 +101,7 @@ export function sqliteControl(): StoreControl {
 }
 
 export function describeServerScenarios(target: Target, options: ScenarioOptions = {}): void {
-  describe(`generated ${target.framework} guard on ${target.store}${target.runtime === undefined ? "" : ` under ${target.runtime}`}, over HTTP`, function () {
+  describe(`generated ${target.framework} guard on ${target.store}${target.runtime === undefined ? '' : ` under ${target.runtime}`}, over HTTP`, function () {
     this.timeout(60_000);
     let files: AppFiles;
     let server: RunningServer;
