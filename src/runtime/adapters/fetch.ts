@@ -5,7 +5,8 @@
  *
  *     export const POST = guards.createOrder.wrap(async (request) => Response.json(await create(request), { status: 201 }));
  *
- * A Hono route that validates the body mounts the guard's `middleware` before the validator instead:
+ * A Hono route that validates the body mounts the guard's `middleware` (or, for one-transaction mode, its
+ * `inTransaction`) before the validator instead:
  *
  *     app.post('/v1/orders', guards.createOrder.middleware, validator('json', check), handler);
  *
@@ -41,6 +42,7 @@ export interface WrapOptions {
  */
 export interface MiddlewareContext {
   readonly req: { readonly raw: Request };
+  /** Hono's setter copies the headers of the response it replaces into the new one; setting `undefined` first clears it. */
   res: Response;
 }
 
@@ -67,10 +69,20 @@ export interface RouteGuard {
    * replayed — where a handler {@link RouteGuard.wrap}ped throws past the guard with no answer, so its key is always
    * kept. Requests of another method (mounted with `app.use`) pass through unguarded, as the contract is one
    * method's. Handlers read the guard's context with `idempotencyOf(c.req.raw)`.
-   * No one-transaction mode: for it, wrap the handler (`wrap(handler, { transaction: true })`) and validate inside it.
    */
-  readonly middleware: (c: MiddlewareContext, next: () => Promise<void>) => Promise<Response | void>;
+  readonly middleware: Middleware;
+  /**
+   * {@link RouteGuard.middleware} in one-transaction mode (SQLite, PostgreSQL stores): the rest of the chain (the
+   * validator, the handler) runs inside the transaction that reserved the key. The handler writes its rows through
+   * `idempotencyOf(c.req.raw).tx`; they and the `completed` record commit together, or roll back together (a 5xx, a
+   * transient status, or a thrown error that `onError` answered with one), which frees the key. Mount it first, as
+   * the middleware. Reading it throws a `TypeError` where the mode cannot guard the operation (see `transactionRefusal`).
+   */
+  readonly inTransaction: Middleware;
 }
+
+/** A Hono-style middleware: a context and `next`; it answers by returning a `Response` or by setting `c.res`. */
+export type Middleware = (c: MiddlewareContext, next: () => Promise<void>) => Promise<Response | void>;
 
 const contexts = new WeakMap<Request, HandlerContext<unknown>>();
 
@@ -138,17 +150,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     return { response: toResponse(answer, new Headers(answer.headers)), invoked: original !== undefined };
   }
 
-  return {
-    contract,
-    guard,
-    wrap(handler, wrapOptions) {
-      // Refused when the handler is wrapped, not on its first request.
-      const transaction = wrapOptions?.transaction === true;
-      const refusal = transaction ? transactionRefusal(contract, options.store) : undefined;
-      if (refusal !== undefined) throw new TypeError(refusal);
-      return async (request, ...rest) => (await run(request, async () => handler(request, ...rest), transaction)).response;
-    },
-    async middleware(c, next) {
+  function middlewareOf(transaction: boolean): Middleware {
+    return async (c, next) => {
       if (c.req.raw.method !== contract.method) return next();
       const { response, invoked } = await run(
         c.req.raw,
@@ -156,15 +159,42 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
           await next();
           return c.res;
         },
-        false,
+        transaction,
       );
       // Not invoked: the guard's own answer, which Hono sends as the middleware's. Invoked: the chain has answered
-      // (c.res is final), so the answer replaces it.
+      // (c.res is final), so the answer replaces it — in one-transaction mode also by the guard's own problem, when
+      // the commit after the handler failed.
       if (!invoked) return response;
+      // Cleared first: Hono's setter would copy the replaced response's headers into this one, and a problem that
+      // replaces the handler's answer (a failed commit) must not carry its Location or Content-Length.
+      (c as { res: Response | undefined }).res = undefined;
       c.res = response;
       return undefined;
+    };
+  }
+
+  const routeGuard = {
+    contract,
+    guard,
+    wrap<Rest extends unknown[]>(handler: (request: Request, ...rest: Rest) => Response | Promise<Response>, wrapOptions?: WrapOptions) {
+      // Refused when the handler is wrapped, not on its first request.
+      const transaction = wrapOptions?.transaction === true;
+      const refusal = transaction ? transactionRefusal(contract, options.store) : undefined;
+      if (refusal !== undefined) throw new TypeError(refusal);
+      return async (request: Request, ...rest: Rest) => (await run(request, async () => handler(request, ...rest), transaction)).response;
     },
+    middleware: middlewareOf(false),
   };
+  const refusal = transactionRefusal(contract, options.store);
+  if (refusal === undefined) return { ...routeGuard, inTransaction: middlewareOf(true) };
+  // Refused where the route is declared (`guards.x.inTransaction`), not on its first request.
+  return Object.defineProperty(routeGuard, 'inTransaction', {
+    // Not enumerable: spreading or copying the guard must not throw in an app that never uses the mode.
+    enumerable: false,
+    get(): never {
+      throw new TypeError(refusal);
+    },
+  }) as RouteGuard;
 }
 
 async function readBody(request: Request, operationId: string): Promise<unknown> {

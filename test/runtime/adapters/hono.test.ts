@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { validator } from 'hono/validator';
+import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { contract, withSqliteStore } from './fixtures.js';
@@ -208,5 +209,121 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
     } finally {
       await server.close();
     }
+  });
+
+  describe('inTransaction: the middleware in one-transaction mode (SQLite)', () => {
+    const principal = (request: Request) => request.headers.get('x-user') ?? undefined;
+    const count = (db: Database.Database, sql: string) => (db.prepare(sql).get() as { n: number }).n;
+
+    /** A Hono app whose handler writes a row through the guard's transaction, then answers `status()` (201 when undefined). */
+    function txApp(guard: ReturnType<typeof createRouteGuard>, status: () => number | undefined, runs: { n: number }) {
+      const app = new Hono();
+      app.post('/things/:tenant', guard.inTransaction, validN, async (c) => {
+        runs.n += 1;
+        const { tx } = idempotencyOf<Database.Database>(c.req.raw);
+        tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${runs.n}`, c.req.param('tenant'));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const failed = status();
+        if (failed === 500) throw new Error('failed after the write');
+        if (failed !== undefined) return c.json({ error: 'failed after the write' }, failed as 503);
+        return c.json({ id: `thing-${runs.n}`, n: c.req.valid('json').n }, 201);
+      });
+      app.onError((error, c) => c.json({ error: error.message }, 500));
+      return app;
+    }
+
+    it('commits the business row and the completed record together; concurrent duplicates run the handler once and replay', async () => {
+      await withSqliteStore(async (store, db) => {
+        db.exec('CREATE TABLE things (id TEXT PRIMARY KEY, tenant TEXT NOT NULL)');
+        const runs = { n: 0 };
+        const server = await listen(txApp(createRouteGuard(contract, { store, principal }), () => undefined, runs));
+        try {
+          const answers = await Promise.all([1, 2, 3].map(() => post(`${server.url}/things/t1`, 'tx-1', { n: 1 })));
+          // One-transaction mode serialises the connection: the duplicates wait for the commit and then replay.
+          assert.deepEqual(answers.map((a) => a.status), [201, 201, 201]);
+          assert.deepEqual(answers.map((a) => a.headers.get('idempotent-replayed')).sort(), ['false', 'true', 'true']);
+          const bodies = await Promise.all(answers.map((a) => a.text()));
+          assert.equal(new Set(bodies).size, 1);
+          assert.deepEqual(JSON.parse(bodies[0]!), { id: 'thing-1', n: 1 });
+          assert.equal(runs.n, 1);
+          assert.equal(count(db, 'SELECT count(*) AS n FROM things'), 1);
+          assert.equal((db.prepare('SELECT state FROM idempotency_records').get() as { state: string }).state, 'completed');
+          // The validator runs inside the transaction too: its 400 is the recorded answer, and nothing was written.
+          const invalid = await post(`${server.url}/things/t1`, 'tx-invalid', { n: 'one' });
+          assert.equal(invalid.status, 400);
+          await invalid.body?.cancel();
+          const again = await post(`${server.url}/things/t1`, 'tx-invalid', { n: 'one' });
+          assert.equal(again.headers.get('idempotent-replayed'), 'true');
+          await again.body?.cancel();
+          assert.equal(runs.n, 1);
+        } finally {
+          await server.close();
+        }
+      });
+    });
+
+    it('a thrown error that onError answers with a 500 rolls back the row and frees the key; the retry runs and commits', async () => {
+      await withSqliteStore(async (store, db) => {
+        db.exec('CREATE TABLE things (id TEXT PRIMARY KEY, tenant TEXT NOT NULL)');
+        const runs = { n: 0 };
+        let status: number | undefined = 500;
+        const server = await listen(txApp(createRouteGuard(contract, { store, principal }), () => status, runs));
+        try {
+          const failed = await post(`${server.url}/things/t1`, 'tx-2', { n: 2 });
+          assert.equal(failed.status, 500);
+          assert.deepEqual(await failed.json(), { error: 'failed after the write' });
+          assert.equal(count(db, 'SELECT count(*) AS n FROM things'), 0);
+          assert.equal(count(db, 'SELECT count(*) AS n FROM idempotency_records'), 0);
+          status = undefined;
+          const retry = await post(`${server.url}/things/t1`, 'tx-2', { n: 2 });
+          assert.equal(retry.status, 201);
+          assert.equal(retry.headers.get('idempotent-replayed'), 'false');
+          await retry.body?.cancel();
+          assert.equal(runs.n, 2);
+          assert.equal(count(db, 'SELECT count(*) AS n FROM things'), 1);
+        } finally {
+          await server.close();
+        }
+      });
+    });
+
+    it("answers a commit that fails after the handler with the guard's 503 alone, none of the handler's headers; nothing stays", async () => {
+      await withSqliteStore(async (store, db) => {
+        db.exec('CREATE TABLE things (id TEXT PRIMARY KEY, tenant TEXT NOT NULL)');
+        // The completion fails inside the transaction, so the handler's write cannot commit.
+        db.exec("CREATE TRIGGER refuse_completion BEFORE UPDATE ON idempotency_records WHEN NEW.state = 'completed' BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+        const guard = createRouteGuard(contract, { store, principal });
+        const app = new Hono();
+        app.post('/things/:tenant', guard.inTransaction, validN, (c) => {
+          idempotencyOf<Database.Database>(c.req.raw).tx!.prepare("INSERT INTO things (id, tenant) VALUES ('x', 't')").run();
+          c.header('location', '/things/t1/x');
+          return c.json({ id: 'x' }, 201);
+        });
+        const server = await listen(app);
+        try {
+          const answer = await post(`${server.url}/things/t1`, 'tx-3', { n: 3 });
+          assert.equal(answer.status, 503);
+          assert.equal(answer.headers.get('content-type'), 'application/problem+json');
+          assert.equal(answer.headers.get('location'), null);
+          assert.equal(((await answer.json()) as { type: string }).type, 'https://idemkit.dev/problems/idempotency-outcome-unknown');
+          assert.equal(count(db, 'SELECT count(*) AS n FROM things'), 0);
+          assert.equal(count(db, 'SELECT count(*) AS n FROM idempotency_records'), 0);
+        } finally {
+          await server.close();
+        }
+      });
+    });
+
+    it('is refused where it is read, for a store without transactions or an external effect without a provider key; copying the guard does not read it', async () => {
+      const onMemory = createRouteGuard(contract, { store: new MemoryStore(), principal });
+      assert.throws(() => onMemory.inTransaction, /^TypeError: one-transaction mode cannot guard createThing: it needs a store with transactions \(SqliteStore or PostgresStore\), and MemoryStore has none/);
+      assert.doesNotThrow(() => ({ ...onMemory }));
+      assert.equal(typeof onMemory.middleware, 'function');
+      await withSqliteStore(async (store) => {
+        const external = { ...contract, effect: { owner: 'things', external: true, providerKey: 'none' as const } };
+        assert.throws(() => createRouteGuard(external, { store, principal }).inTransaction, /one-transaction mode cannot guard createThing: .*providerKey: none/);
+        assert.equal(typeof createRouteGuard(contract, { store, principal }).inTransaction, 'function');
+      });
+    });
   });
 });
