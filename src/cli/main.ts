@@ -134,6 +134,12 @@ const NO_STREAM: Readonly<Record<string, string>> = {
  */
 function checkedArgs(command: Command, args: Record<string, unknown>): Record<string, unknown> {
   const restored: Record<string, unknown> = {};
+  // yargs gathers an option given twice into an array, which a string option then reads as `a,b` (a file of that
+  // name, `--fail-on error,error` failing on nothing): refused, named as written long (`--output`, not `-o` or `outputFile`).
+  const repeated = Object.keys(args).find((key) => key !== '_' && key !== command.documents && key.length > 1 && !/[A-Z]/.test(key) && Array.isArray(args[key]));
+  if (repeated !== undefined) {
+    throw new UsageError(`--${repeated} was given more than once (${(args[repeated] as unknown[]).map(String).join(', ')}) — give it once`);
+  }
   for (const [key, value] of Object.entries(args)) {
     const values = Array.isArray(value) ? value : [value];
     // `--config -` arrives as the stand-in, `--config=-` (or `-c=-`) as `-` itself: yargs splits the latter.

@@ -2,8 +2,9 @@
  * Deterministic generated file sets: build them, write them atomically, and compare them with what is on
  * disk (`generate --check`).
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { chmod, lstat, mkdir, open, readFile, readdir, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InternalError, UsageError } from '../errors.js';
 import { packageRoot, toCommentText } from './render.js';
@@ -76,6 +77,7 @@ async function listFiles(dir: string, prefix = ''): Promise<string[]> {
  */
 export async function checkOutput(dir: string, files: readonly OutputFile[]): Promise<Drift[]> {
   const expected = fileSet(files);
+  if (existsSync(dir) && !(await stat(dir)).isDirectory()) throw new UsageError(`${dir} exists and is not a directory; name the generated directory for --out`);
   const onDisk = existsSync(dir) ? await listFiles(dir) : [];
   const drift: Drift[] = [];
   const wanted = new Set(expected.map((file) => file.path));
@@ -89,19 +91,27 @@ export async function checkOutput(dir: string, files: readonly OutputFile[]): Pr
 
 /**
  * Writes `files` as the whole content of `dir`: everything goes to a temporary sibling directory first,
- * which then replaces `dir` by rename, so an error never leaves partial output behind.
- * Refuses (UsageError) to replace a directory that holds files idemkit did not generate.
+ * which then replaces `dir` by rename, so an error never leaves partial output behind. A `dir` that is a symbolic
+ * link stays one: the directory it points to is replaced. The new directory keeps the old one's mode (a new one
+ * gets the umask's).
+ * Refuses (UsageError) to replace a directory that holds files idemkit did not generate, or one that holds the
+ * current directory (the shell would be left in a removed directory).
  */
-export async function writeOutput(dir: string, files: readonly OutputFile[]): Promise<void> {
-  const target = path.resolve(dir);
+export async function writeOutput(dir: string, files: readonly OutputFile[], cwd: string = process.cwd()): Promise<void> {
+  let target = path.resolve(dir);
   const set = fileSet(files);
+  let mode: number | undefined;
   if (existsSync(target)) {
-    if (!(await stat(target)).isDirectory()) throw new UsageError(`${dir} exists and is not a directory; choose another --out`);
-    const foreign: string[] = [];
-    for (const file of await listFiles(target)) {
-      const text = await readFile(path.join(target, file), 'utf8').catch(() => '');
-      if (!isGenerated(text)) foreign.push(file);
+    // Through a link to the directory it names: renaming over the link would replace the link, not the directory.
+    if ((await lstat(target)).isSymbolicLink()) target = await realpath(target);
+    const stats = await stat(target);
+    if (!stats.isDirectory()) throw new UsageError(`${dir} exists and is not a directory; choose another --out`);
+    mode = stats.mode & 0o7777;
+    const here = safeRealpath(cwd);
+    if (here === target || here.startsWith(`${target}${path.sep}`)) {
+      throw new UsageError(`${dir} is ${here === target ? 'the current directory' : 'a directory that holds the current directory'}, which generate would replace whole; name a subdirectory for --out`);
     }
+    const foreign = await foreignFiles(target, 4);
     if (foreign.length > 0) {
       throw new UsageError(
         `${dir} holds files idemkit did not generate (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}); ` +
@@ -111,8 +121,11 @@ export async function writeOutput(dir: string, files: readonly OutputFile[]): Pr
   }
   const parent = path.dirname(target);
   await mkdir(parent, { recursive: true });
-  const staging = await mkdtemp(path.join(parent, `.${path.basename(target)}.idemkit-`));
+  // mkdir, not mkdtemp: mkdtemp makes the directory 0700, and it becomes the output directory.
+  const staging = path.join(parent, `.${path.basename(target)}.idemkit-${randomBytes(6).toString('hex')}`);
+  await mkdir(staging);
   try {
+    if (mode !== undefined) await chmod(staging, mode);
     for (const file of set) {
       const destination = path.join(staging, ...file.path.split('/'));
       await mkdir(path.dirname(destination), { recursive: true });
@@ -133,6 +146,45 @@ export async function writeOutput(dir: string, files: readonly OutputFile[]): Pr
     }
   } finally {
     await rm(staging, { recursive: true, force: true });
+  }
+}
+
+function safeRealpath(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return path.resolve(file);
+  }
+}
+
+/**
+ * Up to `limit` files under `dir` that idemkit did not write (a file without its header, or anything that is not a
+ * regular file or a directory), found in sorted order; it stops at the limit and reads only each file's first bytes,
+ * so a wrong `--out` (`/usr`) is refused at once.
+ */
+async function foreignFiles(dir: string, limit: number, prefix = '', found: string[] = []): Promise<string[]> {
+  const entries = (await readdir(path.join(dir, prefix), { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const entry of entries) {
+    if (found.length >= limit) break;
+    const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) await foreignFiles(dir, limit, rel, found);
+    else if (!entry.isFile() || !(await startsGenerated(path.join(dir, rel)))) found.push(rel);
+  }
+  return found;
+}
+
+/** Whether a file starts with the header idemkit writes; reads that many bytes only. */
+async function startsGenerated(file: string): Promise<boolean> {
+  let handle;
+  try {
+    handle = await open(file, 'r');
+    const head = Buffer.alloc(HEADER_PREFIX.length);
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    return isGenerated(head.subarray(0, bytesRead).toString('utf8'));
+  } catch {
+    return false;
+  } finally {
+    await handle?.close();
   }
 }
 

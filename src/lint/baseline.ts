@@ -7,10 +7,12 @@
  * its file and names every operation it is about, sorted. Edits elsewhere in the file do not disturb it.
  */
 import type * as Crypto from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
+import { describeJsonSyntaxError } from '../parser/json-errors.js';
+import { LineTable } from '../parser/positions.js';
 import type { ApiDocument, OperationView } from '../parser/model.js';
 import type { Finding } from './rule.js';
 import { findOperationByName, operationName } from './operation-name.js';
@@ -127,17 +129,26 @@ export function readBaseline(baselineFile: string, shownAs: string = baselineFil
   }
   let text: string;
   try {
+    // A device or a pipe (`/dev/zero`) would be read without an end.
+    if (!statSync(file).isFile() && !statSync(file).isDirectory()) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
     text = readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    const why = code === 'EISDIR' ? 'it is a directory — name the file --write-baseline wrote' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : (error as Error).message;
+    const why =
+      code === 'EISDIR' || code === 'ENOTREG'
+        ? `it is ${code === 'EISDIR' ? 'a directory' : 'not a regular file'} — name the file --write-baseline wrote`
+        : code === 'EACCES' || code === 'EPERM'
+          ? 'permission denied'
+          : (error as Error).message;
     throw new UsageError(`cannot read baseline file ${shownAs}: ${why}`);
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new UsageError(`baseline file is not valid JSON: ${(error as Error).message}`, shownAs);
+    const syntax = describeJsonSyntaxError(error, text);
+    const at = new LineTable(text).position(syntax.offset);
+    throw new UsageError(`baseline file is not valid JSON: ${syntax.message} — regenerate it with --write-baseline`, shownAs, at.line, at.column);
   }
   const entries = (value as { entries?: unknown } | null)?.entries;
   if ((value as { version?: unknown } | null)?.version !== 1 || !Array.isArray(entries)) {

@@ -10,7 +10,7 @@ import type { ErrorObject, ValidateFunction } from 'ajv';
 import type * as YamlModule from 'yaml';
 import type { Document, Node as YamlNode } from 'yaml';
 import { UsageError } from '../errors.js';
-import { encodingProblem } from '../parser/encoding.js';
+import { encodingProblem, notUtf8 } from '../parser/encoding.js';
 import { describeJsonSyntaxError } from '../parser/json-errors.js';
 import { describeYamlSyntaxError } from '../parser/yaml-errors.js';
 import { suggestionSuffix } from './did-you-mean.js';
@@ -98,7 +98,10 @@ export function loadConfig(options: LoadConfigOptions): LintConfig {
   if (options.configFile !== undefined) {
     file = path.resolve(options.cwd, options.configFile);
     if (!existsSync(file)) throw new UsageError(`config file ${options.configFile} does not exist (check the --config path)`);
-    if (statSync(file).isDirectory()) throw new UsageError(`config file ${options.configFile} is a directory — name the config file in it (${CONFIG_FILE_NAMES.join(', ')})`);
+    const stats = statSync(file);
+    if (stats.isDirectory()) throw new UsageError(`config file ${options.configFile} is a directory — name the config file in it (${CONFIG_FILE_NAMES.join(', ')})`);
+    // A device or a pipe (`/dev/zero`) would be read without an end.
+    if (!stats.isFile()) throw new UsageError(`config file ${options.configFile} is not a regular file — name the config file`);
   } else {
     file = findConfigFile(options.specFile ? path.dirname(path.resolve(options.cwd, options.specFile)) : options.cwd);
   }
@@ -111,6 +114,8 @@ export function loadConfig(options: LoadConfigOptions): LintConfig {
   }
   const problem = encodingProblem(bytes);
   if (problem !== undefined) throw new UsageError(problem.replace(/^the file/, 'the config file'), file, 1, 1);
+  const invalid = notUtf8(bytes);
+  if (invalid !== undefined) throw new UsageError(invalid.message.replace('the file', 'the config file'), file, invalid.line, invalid.column);
   return parseConfig(bytes.toString('utf8'), file, options.knownRuleIds);
 }
 
@@ -139,7 +144,13 @@ export function parseConfig(text: string, file: string, knownRuleIds: readonly s
     const { offset, message } = describeYamlSyntaxError(yamlModule, text, syntax);
     fail(`config is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${message}`, offset);
   }
-  const value: unknown = doc.toJS() ?? {};
+  let value: unknown;
+  try {
+    value = doc.toJS() ?? {};
+  } catch (error) {
+    // yaml refuses to expand aliases past a limit ("Excessive alias count"): a config has no use for them.
+    fail(`config could not be read: ${(error as Error).message} — write the values out instead of through anchors and aliases`, undefined);
+  }
   const validated = validateShape(value);
   if (validated.errors && validated.errors.length > 0) {
     const error = validated.errors[0]!;

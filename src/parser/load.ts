@@ -4,7 +4,8 @@
  * demand (local, or external relative to the file that holds them), and only the ones a contract needs are
  * checked up front.
  */
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { existsSync, realpathSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DocumentError } from '../errors.js';
 import { buildContract, type ContractInputs } from './contract.js';
@@ -113,6 +114,26 @@ class DocumentLoader implements ApiDocument {
 
   get files(): readonly string[] {
     return this.touched;
+  }
+
+  #repository: string | null | undefined;
+
+  /**
+   * The git work tree the entry file is in (its real path: the nearest directory above it holding `.git`), which
+   * file `$ref`s may not leave (after symbolic links); `undefined` outside any, where they are not confined.
+   */
+  private repository(): string | undefined {
+    if (this.#repository === undefined) {
+      this.#repository = null;
+      for (let dir = dirname(realFile(this.file)); ; dir = dirname(dir)) {
+        if (existsSync(join(dir, '.git'))) {
+          this.#repository = dir;
+          break;
+        }
+        if (dirname(dir) === dir) break;
+      }
+    }
+    return this.#repository ?? undefined;
   }
 
   async load(): Promise<ApiDocument> {
@@ -642,6 +663,15 @@ class DocumentLoader implements ApiDocument {
       } catch {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is not a valid reference — write a relative path and/or #/json/pointer` };
       }
+      const repository = this.repository();
+      if (repository !== undefined && !isInside(realFile(file), repository)) {
+        return {
+          ok: false,
+          ref,
+          refAt: from,
+          reason: `$ref '${ref}' leads out of the document's git repository (${repository}), and idemkit reads no file outside it (a change to the spec could otherwise make a report quote any file of the machine) — copy the file into the repository and point at the copy`,
+        };
+      }
     }
     let tokens: string[];
     try {
@@ -835,4 +865,19 @@ function hasContract(pathItem: Record<string, unknown>): boolean {
     const operation = pathItem[method];
     return isPlainObject(operation) && operation['x-idempotency'] !== undefined && operation['x-idempotency'] !== false;
   });
+}
+
+/** A file's real path (symbolic links resolved), or the path as given when it does not exist. */
+function realFile(file: string): string {
+  try {
+    return realpathSync(file);
+  } catch {
+    return file;
+  }
+}
+
+/** Whether `file` is `dir` or under it. */
+function isInside(file: string, dir: string): boolean {
+  const rel = relative(dir, file);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
 }

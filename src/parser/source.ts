@@ -11,7 +11,7 @@ import type * as JsYamlModule from 'js-yaml';
 import type * as YamlModule from 'yaml';
 import { DocumentError } from '../errors.js';
 import type { Position } from './model.js';
-import { encodingProblem } from './encoding.js';
+import { encodingProblem, notUtf8 } from './encoding.js';
 import { describeJsonSyntaxError, isSpace } from './json-errors.js';
 import { appendPointer, parsePointer } from './pointer.js';
 import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
@@ -193,9 +193,11 @@ export function readSource(file: string): SourceFile {
       throw new DocumentError('is a directory, not an OpenAPI file — name the .yaml or .json file', file, '', 1, 1);
     }
     // Read the bytes, then decode: faster than readFileSync's own 'utf8' path on big files (Node 20).
-    const { bytes, room } = readBytes(file, stats.isFile() ? stats.size : -1);
+    const { bytes, room } = stats.isFile() ? readBytes(file, stats.size) : { bytes: readStream(file), room: 0 };
     const problem = encodingProblem(bytes);
     if (problem !== undefined) throw new DocumentError(problem, file, '', 1, 1);
+    const invalid = notUtf8(bytes);
+    if (invalid !== undefined) throw new DocumentError(invalid.message, file, '', invalid.line, invalid.column);
     // Decoded here: a file too long for one string (ERR_STRING_TOO_LONG) cannot be read, like an unreadable one.
     text = (room > 0 ? escapedText(file, bytes, room) : undefined) ?? bytes.toString('utf8');
   } catch (error) {
@@ -223,6 +225,39 @@ const ESCAPE_ROOM = 64 * 1024;
 
 /** Files from this size on are read as before: readFileSync then says what is wrong with a file too big to read. */
 const ESCAPE_UP_TO = 1024 * 1024 * 1024;
+
+/** Most bytes read from a file that is not a regular one (a pipe, `/dev/stdin`, a device): no spec comes near it. */
+const STREAM_LIMIT = 256 * 1024 * 1024;
+
+/**
+ * The bytes of a pipe or device, read until its end: stopped at its first bytes when they are no UTF-8 text
+ * (`/dev/zero`), and at {@link STREAM_LIMIT} when it has no end.
+ */
+function readStream(file: string): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let checked = false;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(64 * 1024);
+      const read = readSync(fd, chunk, 0, chunk.length, null);
+      if (read === 0) return Buffer.concat(chunks, total);
+      chunks.push(chunk.subarray(0, read));
+      total += read;
+      if (!checked && total >= 8192) {
+        checked = true;
+        const problem = encodingProblem(Buffer.concat(chunks, total));
+        if (problem !== undefined) throw new DocumentError(problem, file, '', 1, 1);
+      }
+      if (total > STREAM_LIMIT) {
+        throw new DocumentError(`not a regular file, and more than ${STREAM_LIMIT / 1024 / 1024} MiB came from it without an end — name the OpenAPI document's file`, file, '', 1, 1);
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** The file's bytes, and how many bytes after them the buffer has free (`bytes` is a view of its start). */
 function readBytes(file: string, size: number): { bytes: Buffer; room: number } {

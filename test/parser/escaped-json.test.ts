@@ -4,6 +4,7 @@
  * user sees must be what decoding the file as UTF-8 gives: values, text, every position, every error.
  */
 import assert from 'node:assert/strict';
+import { isUtf8 } from 'node:buffer';
 import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -24,6 +25,15 @@ function pointers(value: unknown, at = '', out: string[] = []): string[] {
 /** What the file gives when decoded as UTF-8 and parsed as text (the path small files and YAML take). */
 function decoded(file: string): SourceFile {
   return parseSource(file, readFileSync(file).toString('utf8'));
+}
+
+/** Line and column (UTF-16 code units, a leading BOM not counted) of the first U+FFFD that decoding the file gives. */
+function firstReplacement(file: string): { line: number; column: number } {
+  let text = readFileSync(file).toString('utf8');
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const before = text.slice(0, text.indexOf('\ufffd'));
+  const lines = before.split(/\r\n|\n|\r/);
+  return { line: lines.length, column: lines.at(-1)!.length + 1 };
 }
 
 function errorOf(read: () => unknown): DocumentError {
@@ -95,20 +105,19 @@ describe('big JSON files with non-ASCII characters', () => {
     }
   });
 
-  it('gives the characters decoding gives for bytes that are not UTF-8, and astral characters', () => {
+  it('refuses bytes that are not UTF-8 at the first of them, as decoding counts the line and column; astral characters are read', () => {
     const text = Buffer.from(JSON.stringify(bigDocument(), null, 2));
+    const valid = readSource(write('astral.json', text));
+    assert.equal((valid.value as { info: { description: string } }).info.description, 'naïve café 😀 𝄞 ä');
+    assert.equal(valid.text, decoded(path.join(dir, 'astral.json')).text);
     const at = text.indexOf('Démo');
     // A lead byte followed by a non-continuation, and a sequence cut short right before a closing quote.
     const broken = Buffer.concat([text.subarray(0, at), Buffer.from([0x44, 0xc3, 0x28, 0xf0, 0x9f]), text.subarray(at + 1)]);
     const end = broken.lastIndexOf('"');
     const file = write('not-utf8.json', Buffer.concat([broken.subarray(0, end), Buffer.from([0xe2, 0x82]), broken.subarray(end)]));
-    const source = readSource(file);
-    const reference = decoded(file);
-    assert.notEqual(source.scanText, source.text);
-    assert.ok(source.text.includes('\ufffd'));
-    assert.equal(source.text, reference.text);
-    assert.deepEqual(source.value, reference.value);
-    assert.equal((source.value as { info: { description: string } }).info.description, 'naïve café 😀 𝄞 ä');
+    const error = errorOf(() => readSource(file));
+    assert.match(error.message, /^byte 0xC3 is not UTF-8 \(the file is in another encoding, such as Latin-1 or Windows-1252\) — save it as UTF-8$/);
+    assert.deepEqual({ line: error.line, column: error.column }, firstReplacement(file));
   });
 
   it('reports invalid JSON exactly as decoding the file does', () => {
@@ -150,9 +159,10 @@ describe('big JSON files with non-ASCII characters', () => {
       return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
     };
     const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)]!;
-    const pieces = ['abc', 'é', '😀', '𝄞', '—', '\u2028', '\ufeff', ' ', '\\\\', '\\"', '\\n', '\\u00e9', '\\ud83d\\ude00']
-      .map((text) => Buffer.from(text))
-      .concat([[0xc3], [0xe2, 0x82], [0xff], [0x80, 0x80], [0xf0, 0x9f, 0x98], [0xed, 0xa0, 0x80]].map((bytes) => Buffer.from(bytes)));
+    const utf8Pieces = ['abc', 'é', '😀', '𝄞', '—', '\u2028', '\ufeff', ' ', '\\\\', '\\"', '\\n', '\\u00e9', '\\ud83d\\ude00'].map((text) => Buffer.from(text));
+    const allPieces = utf8Pieces.concat([[0xc3], [0xe2, 0x82], [0xff], [0x80, 0x80], [0xf0, 0x9f, 0x98], [0xed, 0xa0, 0x80]].map((bytes) => Buffer.from(bytes)));
+    // Half the documents hold bytes that are not UTF-8 (refused), half only UTF-8 (parsed as decoding does).
+    let pieces = allPieces;
     // A lone backslash makes an escape of whatever follows (often invalid): in a few documents only, or all would be errors.
     let loneBackslashes = false;
     const piece = (): Buffer => (loneBackslashes && random() < 0.01 ? Buffer.from('\\') : pick(pieces));
@@ -165,13 +175,23 @@ describe('big JSON files with non-ASCII characters', () => {
       return Buffer.concat([Buffer.from(open), ...items.flatMap((item, i) => (i === 0 ? [item] : [Buffer.from(pick([',', ',\n'])), item])), Buffer.from(close)]);
     };
     let parsed = 0;
+    let refused = 0;
     for (let round = 0; round < 40; round++) {
       loneBackslashes = random() < 0.15;
+      pieces = round % 2 === 0 ? utf8Pieces : allPieces;
       const members = Array.from({ length: 30 }, () => Buffer.concat([string(), Buffer.from(':'), value(0)]));
       members.splice(Math.floor(random() * members.length), 0, Buffer.from(`"pad":"${'x'.repeat(270_000)}"`));
       let bytes = Buffer.concat([Buffer.from(pick(['{', '\ufeff{', ' \n{'])), ...members.flatMap((member, i) => (i === 0 ? [member] : [Buffer.from(',\n'), member])), Buffer.from('}')]);
       if (random() < 0.1) bytes = Buffer.concat([bytes.subarray(0, Math.floor(bytes.length * random())), pick(pieces)]);
       const file = write(`random-${round}.json`, bytes);
+      if (!isUtf8(bytes)) {
+        // Bytes that are not UTF-8 are refused where decoding first puts a U+FFFD (no piece holds one itself).
+        const got = errorOf(() => readSource(file));
+        assert.match(got.message, /^byte 0x[0-9A-F]{2} is not UTF-8/, `round ${round}`);
+        assert.deepEqual({ line: got.line, column: got.column }, firstReplacement(file), `round ${round}`);
+        refused += 1;
+        continue;
+      }
       let expected: SourceFile;
       try {
         expected = decoded(file);
@@ -188,6 +208,7 @@ describe('big JSON files with non-ASCII characters', () => {
       for (const pointer of pointers(expected.value)) assert.deepEqual(source.position(pointer), expected.position(pointer), `round ${round} ${pointer}`);
     }
     assert.ok(parsed >= 5, `${parsed} of 40 random documents parsed`);
+    assert.ok(refused >= 5, `${refused} of 40 random documents refused as not UTF-8`);
   });
 
   it('says a file too long for one string cannot be read, ASCII or not, as it always did', function () {

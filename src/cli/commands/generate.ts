@@ -92,7 +92,9 @@ export const generateCommand: Command = {
       io.stderr(`warning: ${displayPath(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
     }
     if (args['check'] === true) {
-      const drift = await checkOutput(outDir, files);
+      const drift = await checkOutput(outDir, files).catch((error: unknown) => {
+        throw fileSystemProblem(error, 'read', outArg, io.cwd) ?? error;
+      });
       if (drift.length === 0) {
         io.stdout(`${outArg} is up to date (${files.length} files)\n`);
         return 0;
@@ -101,7 +103,9 @@ export const generateCommand: Command = {
       io.stderr(`${outArg} is stale: ${drift.length} file(s) differ; run the same command without --check\n`);
       return 1;
     }
-    await writeOutput(outDir, files);
+    await writeOutput(outDir, files, io.cwd).catch((error: unknown) => {
+      throw fileSystemProblem(error, 'write', outArg, io.cwd) ?? error;
+    });
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     // What the guards were made with anyway, so that accepting a risk is never silent.
@@ -111,6 +115,28 @@ export const generateCommand: Command = {
     return 0;
   },
 };
+
+/** What the file system said, for the errors a user can fix: permissions, space, a file in the path. */
+const FILE_SYSTEM_PROBLEMS: Readonly<Record<string, string>> = {
+  EACCES: 'permission denied',
+  EPERM: 'the operation is not permitted (an immutable or protected directory?)',
+  ENOSPC: 'no space left on the device',
+  EDQUOT: 'the disk quota is used up',
+  EROFS: 'the file system is read-only',
+  ENOTDIR: 'a part of the path is a file, not a directory',
+  EEXIST: 'a part of the path is a file, not a directory',
+  ENAMETOOLONG: 'the path is too long',
+  ELOOP: 'a symbolic link loop in the path',
+};
+
+/** A {@link UsageError} for a file-system error of reading or writing `--out`, or `undefined` for any other error. */
+function fileSystemProblem(error: unknown, doing: 'read' | 'write', outArg: string, cwd: string): UsageError | undefined {
+  const { code, path: where } = (error ?? {}) as NodeJS.ErrnoException;
+  const why = code === undefined ? undefined : FILE_SYSTEM_PROBLEMS[code];
+  if (why === undefined) return undefined;
+  const at = where === undefined ? '' : ` at ${displayPath(cwd, where)}`;
+  return new UsageError(`cannot ${doing} --out ${outArg}: ${why} (${code}${at}) — ${doing === 'write' ? 'nothing was written; ' : ''}fix it or choose another --out`);
+}
 
 /**
  * Lint rules whose error means the generated guard itself is unsafe, not only the document: a scope that lets one

@@ -3,6 +3,7 @@
  * at or above `--fail-on`), 1 (findings) or 2 (an unreadable or invalid document). The parser loads `yaml`
  * and `ajv` only when a document needs them, so importing this module stays cheap.
  */
+import { statSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../../errors.js';
@@ -56,6 +57,48 @@ function optionalString(value: unknown): string | undefined {
   return value === undefined || value === null ? undefined : String(value);
 }
 
+/** The files a run writes, with the option that names each: the report (not a standard stream) and the baseline. */
+function writtenFiles(options: LintArgs, cwd: string): { readonly flag: string; readonly file: string }[] {
+  const targets: { flag: string; file: string }[] = [];
+  if (options.output !== undefined && options.output !== '-') {
+    const file = path.resolve(cwd, options.output);
+    if (standardStream(file) === undefined) targets.push({ flag: '--output', file });
+  }
+  if (options.writeBaseline !== undefined) {
+    const file = path.resolve(cwd, options.writeBaseline);
+    if (targets.some((target) => sameFile(target.file, file))) throw new UsageError(`--output and --write-baseline name the same file (${options.writeBaseline}) — give each its own`);
+    targets.push({ flag: '--write-baseline', file });
+  }
+  return targets;
+}
+
+/** Refuses to write any of `targets` over one of `inputs`. */
+function refuseOverwrite(targets: readonly { readonly flag: string; readonly file: string }[], inputs: readonly string[], cwd: string): void {
+  for (const target of targets) {
+    const input = inputs.find((file) => sameFile(target.file, file));
+    if (input !== undefined) {
+      const [written, read] = [displayPath(cwd, target.file), displayPath(cwd, input)];
+      throw new UsageError(`${target.flag} ${written} is ${written === read ? 'a file this run reads' : `the file ${read}, which this run reads`} — writing there would replace it; name another file`);
+    }
+  }
+}
+
+/** Whether two paths are one file: the same path, or (both existing) the same device and inode (a link, another spelling). */
+function sameFile(a: string, b: string): boolean {
+  if (a === b) return true;
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
+}
+
+/** The config file a resolved config was read from, if any. */
+function configFileOf(config: { readonly file?: string | undefined }): string[] {
+  return config.file === undefined ? [] : [config.file];
+}
+
 /** Whether any unsuppressed finding is at or above `failOn`. */
 export function hasFailures(findings: readonly Finding[], failOn: Severity): boolean {
   return findings.some((finding) => !finding.suppressed && SEVERITY_RANK[finding.severity] >= SEVERITY_RANK[failOn]);
@@ -68,8 +111,11 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   if (options.baseline !== undefined && options.writeBaseline !== undefined) {
     throw new UsageError('use --baseline FILE or --write-baseline FILE, not both');
   }
-  const configFor = createConfigResolver({ cwd: io.cwd, configFile: options.config, knownRuleIds: catalogue().map((rule) => rule.meta.id) });
   const files = [...new Set(options.files.map((file) => path.resolve(io.cwd, file)))];
+  // What this run writes must not be what it reads: a report written over the spec replaced it.
+  const targets = writtenFiles(options, io.cwd);
+  refuseOverwrite(targets, [...files, ...[options.config, options.baseline].flatMap((file) => (file === undefined ? [] : [path.resolve(io.cwd, file)]))], io.cwd);
+  const configFor = createConfigResolver({ cwd: io.cwd, configFile: options.config, knownRuleIds: catalogue().map((rule) => rule.meta.id) });
   const cache = new SourceCache();
   const documents: ApiDocument[] = [];
   const failures: DocumentError[] = [];
@@ -82,6 +128,8 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
       else throw error;
     }
   }
+  // And not a file a `$ref` led to, or a config found beside a spec.
+  refuseOverwrite(targets, documents.flatMap((doc) => [...(doc.files ?? [doc.file]), ...configFileOf(configFor(doc.file))]), io.cwd);
   const rules = catalogue();
   const linted = documents.flatMap((doc) => lintWithConfig(doc, rules, configFor(doc.file))).sort(compareFindings);
   // A baseline written from a run that could not read every document would be wrong: write none then.
