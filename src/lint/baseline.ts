@@ -130,7 +130,8 @@ export function readBaseline(baselineFile: string, shownAs: string = baselineFil
   let text: string;
   try {
     // A device or a pipe (`/dev/zero`) would be read without an end.
-    if (!statSync(file).isFile() && !statSync(file).isDirectory()) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
+    const stats = statSync(file);
+    if (!stats.isFile() && !stats.isDirectory()) throw Object.assign(new Error('not a regular file'), { code: 'ENOTREG' });
     text = readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as { code?: unknown }).code;

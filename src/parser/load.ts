@@ -5,7 +5,7 @@
  * checked up front.
  */
 import { existsSync, realpathSync } from 'node:fs';
-import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DocumentError } from '../errors.js';
 import { buildContract, type ContractInputs } from './contract.js';
@@ -879,5 +879,6 @@ function realFile(file: string): string {
 /** Whether `file` is `dir` or under it. */
 function isInside(file: string, dir: string): boolean {
   const rel = relative(dir, file);
-  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+  // `..name` is a file under `dir`; `..` and `../…` are not.
+  return rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
 }

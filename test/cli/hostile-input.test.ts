@@ -176,9 +176,14 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
         assert.doesNotMatch(result.err, /s3cr3t/, ref);
         assert.match(result.err, /^repo\/api\/openapi\.yaml:7:9: \$ref '.*' leads out of the document's git repository \(.*repo\), and idemkit reads no file outside it/, ref);
       }
-      // Inside the repository, a ref up and over is read.
-      writeFileSync(path.join(repo, 'api/openapi.yaml'), spec('../shared/contract.yaml'));
-      assert.equal((await run('lint', 'repo/api/openapi.yaml')).code, 1);
+      // Inside the repository, a ref up and over is read, and so is one into a directory whose name starts with `..`.
+      mkdirSync(path.join(repo, '..dots'));
+      writeFileSync(path.join(repo, '..dots/contract.yaml'), 'key: {header: Idempotency-Key}\n');
+      for (const ref of ['../shared/contract.yaml', '../..dots/contract.yaml']) {
+        writeFileSync(path.join(repo, 'api/openapi.yaml'), spec(ref));
+        const inside = await run('lint', 'repo/api/openapi.yaml');
+        assert.equal(inside.code, 1, `${ref}: ${inside.err}`);
+      }
       // With no repository above, as before: a ref may lead anywhere (here, to a sibling directory).
       rmSync(path.join(repo, '.git'), { recursive: true });
       writeFileSync(path.join(repo, 'api/openapi.yaml'), spec('../../secret.yaml'));
