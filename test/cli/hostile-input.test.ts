@@ -162,9 +162,9 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       const repo = file('repo');
       mkdirSync(path.join(repo, '.git'), { recursive: true });
       mkdirSync(path.join(repo, 'api'));
-      mkdirSync(path.join(repo, 'shared'));
+      mkdirSync(path.join(repo, 'common'));
       writeFileSync(file('secret.yaml'), 'token: s3cr3t-value\n');
-      writeFileSync(path.join(repo, 'shared/contract.yaml'), 'key: {header: Idempotency-Key}\n');
+      writeFileSync(path.join(repo, 'common/contract.yaml'), 'key: {header: Idempotency-Key}\n');
       symlinkSync(file('secret.yaml'), path.join(repo, 'api/link.yaml'));
       const spec = (ref: string) =>
         `openapi: 3.0.3\ninfo: {title: t, version: "1"}\npaths:\n  /a:\n    post:\n      x-idempotency:\n        $ref: "${ref}"\n      responses: {"201": {description: ok}}\n`;
@@ -179,7 +179,7 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       // Inside the repository, a ref up and over is read, and so is one into a directory whose name starts with `..`.
       mkdirSync(path.join(repo, '..dots'));
       writeFileSync(path.join(repo, '..dots/contract.yaml'), 'key: {header: Idempotency-Key}\n');
-      for (const ref of ['../shared/contract.yaml', '../..dots/contract.yaml']) {
+      for (const ref of ['../common/contract.yaml', '../..dots/contract.yaml']) {
         writeFileSync(path.join(repo, 'api/openapi.yaml'), spec(ref));
         const inside = await run('lint', 'repo/api/openapi.yaml');
         assert.equal(inside.code, 1, `${ref}: ${inside.err}`);
