@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
-import { chmod, lstat, mkdir, open, readFile, readdir, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readFile, readdir, readlink, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InternalError, UsageError } from '../errors.js';
 import { packageRoot, toCommentText } from './render.js';
@@ -77,7 +77,12 @@ async function listFiles(dir: string, prefix = ''): Promise<string[]> {
  */
 export async function checkOutput(dir: string, files: readonly OutputFile[]): Promise<Drift[]> {
   const expected = fileSet(files);
-  if (existsSync(dir) && !(await stat(dir)).isDirectory()) throw new UsageError(`${dir} exists and is not a directory; name the generated directory for --out`);
+  // The directory, or where it would be made: a file there (or above it) is no output directory.
+  let existing = path.resolve(dir);
+  while (!existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing);
+  if (!(await stat(existing)).isDirectory()) {
+    throw new UsageError(`${existing === path.resolve(dir) ? dir : `${existing} (in ${dir})`} exists and is not a directory; name the generated directory for --out`);
+  }
   const onDisk = existsSync(dir) ? await listFiles(dir) : [];
   const drift: Drift[] = [];
   const wanted = new Set(expected.map((file) => file.path));
@@ -97,16 +102,24 @@ export async function checkOutput(dir: string, files: readonly OutputFile[]): Pr
  * Refuses (UsageError) to replace a directory that holds files idemkit did not generate, or one that holds the
  * current directory (the shell would be left in a removed directory).
  */
-export async function writeOutput(dir: string, files: readonly OutputFile[], cwd: string = process.cwd()): Promise<void> {
+export async function writeOutput(dir: string, files: readonly OutputFile[], cwd: string = process.cwd()): Promise<WriteResult> {
   let target = path.resolve(dir);
   const set = fileSet(files);
   let mode: number | undefined;
+  const link = await lstat(target).catch(() => undefined);
+  if (link?.isSymbolicLink() && !existsSync(target)) {
+    throw new UsageError(`${dir} is a symbolic link to nothing (${await readlink(target)}); create the directory it names, or remove the link`);
+  }
   if (existsSync(target)) {
     // Through a link to the directory it names: renaming over the link would replace the link, not the directory.
     if ((await lstat(target)).isSymbolicLink()) target = await realpath(target);
     const stats = await stat(target);
     if (!stats.isDirectory()) throw new UsageError(`${dir} exists and is not a directory; choose another --out`);
     mode = stats.mode & 0o7777;
+    // A mount point cannot be renamed (EBUSY): the directory is replaced by a rename, so it must be an ordinary one.
+    if (stats.dev !== (await stat(path.dirname(target))).dev) {
+      throw new UsageError(`${dir} is a mount point, and generate replaces the directory whole by a rename, which a mount point does not allow; name a directory inside it for --out`);
+    }
     const here = safeRealpath(cwd);
     if (here === target || here.startsWith(`${target}${path.sep}`)) {
       throw new UsageError(`${dir} is ${here === target ? 'the current directory' : 'a directory that holds the current directory'}, which generate would replace whole; name a subdirectory for --out`);
@@ -140,13 +153,23 @@ export async function writeOutput(dir: string, files: readonly OutputFile[], cwd
         await rename(old, target);
         throw error;
       }
-      await rm(old, { recursive: true, force: true });
-    } else {
-      await rename(staging, target);
+      // The new output is in place: the old one failing to go (a file in it made immutable) is said, not an error.
+      const left = await rm(old, { recursive: true, force: true }).then(
+        () => undefined,
+        (error: unknown) => ({ path: old, error }),
+      );
+      return left === undefined ? {} : { leftover: left };
     }
+    await rename(staging, target);
+    return {};
   } finally {
     await rm(staging, { recursive: true, force: true });
   }
+}
+
+/** What {@link writeOutput} could not do after the new output was in place: remove the old one (`leftover`). */
+export interface WriteResult {
+  readonly leftover?: { readonly path: string; readonly error: unknown };
 }
 
 function safeRealpath(file: string): string {

@@ -152,8 +152,18 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       const check = await run('generate', 'server', 'ok.yaml', '--out', 'afile', '--check');
       assert.equal(check.code, 2);
       assert.match(check.err, /afile exists and is not a directory; name the generated directory for --out\n$/);
+      // Under it, --check does not list the files as missing: there is no output directory to compare.
+      const checkUnder = await run('generate', 'server', 'ok.yaml', '--out', 'afile/sub', '--check');
+      assert.equal(checkUnder.code, 2);
+      assert.match(checkUnder.err, /afile \(in .*afile\/sub\) exists and is not a directory/);
+      assert.equal(checkUnder.out, '');
+      symlinkSync('nowhere', file('dangle'));
+      const dangling = await run('generate', 'server', 'ok.yaml', '--out', 'dangle');
+      assert.equal(dangling.code, 2);
+      assert.match(dangling.err, /dangle is a symbolic link to nothing \(nowhere\); create the directory it names, or remove the link\n$/);
+      assert.ok(lstatSync(file('dangle')).isSymbolicLink());
       assert.equal(readFileSync(file('afile'), 'utf8'), 'mine\n');
-      assert.deepEqual(readdirSync(dir).sort(), ['afile', 'api.yaml', 'ok.yaml']);
+      assert.deepEqual(readdirSync(dir).sort(), ['afile', 'api.yaml', 'dangle', 'ok.yaml']);
     });
   });
 

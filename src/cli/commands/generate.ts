@@ -103,10 +103,14 @@ export const generateCommand: Command = {
       io.stderr(`${outArg} is stale: ${drift.length} file(s) differ; run the same command without --check\n`);
       return 1;
     }
-    await writeOutput(outDir, files, io.cwd).catch((error: unknown) => {
+    const written = await writeOutput(outDir, files, io.cwd).catch((error: unknown) => {
       throw fileSystemProblem(error, 'write', outArg, io.cwd) ?? error;
     });
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
+    if (written.leftover !== undefined) {
+      const { code, message } = written.leftover.error as NodeJS.ErrnoException;
+      io.stderr(`warning: the previous ${outArg} could not be removed and is kept as ${displayPath(io.cwd, written.leftover.path)} (${code ?? message}); remove it by hand\n`);
+    }
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     // What the guards were made with anyway, so that accepting a risk is never silent.
     for (const { finding, why } of acceptedRisks) {
@@ -127,6 +131,7 @@ const FILE_SYSTEM_PROBLEMS: Readonly<Record<string, string>> = {
   EEXIST: 'a part of the path is a file, not a directory',
   ENAMETOOLONG: 'the path is too long',
   ELOOP: 'a symbolic link loop in the path',
+  EBUSY: 'the directory is busy (a mount point?)',
 };
 
 /** A {@link UsageError} for a file-system error of reading or writing `--out`, or `undefined` for any other error. */
