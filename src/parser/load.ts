@@ -687,6 +687,10 @@ class DocumentLoader implements ApiDocument {
       if (/file not found/.test(error.message)) {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at a missing file '${filePart}' — fix the path (it is relative to the file that holds the $ref)` };
       }
+      // A byte that is not UTF-8: said where it is in that file, as a syntax error is, naming the $ref that led there.
+      if (error.message.startsWith('byte 0x')) {
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}', which is not UTF-8: ${error.message}`, cause: error };
+      }
       // The file as a whole cannot be used (a directory, unreadable, UTF-16, empty): said at the $ref.
       if (error.pointer === '') {
         const why = error.message.startsWith('is a directory') ? `a directory, not a file — point it at the YAML or JSON file` : error.message;

@@ -100,6 +100,12 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       }
       assert.deepEqual(readFileSync(file('latin1.yaml')), bytes);
       assert.ok(!existsSync(file('gen')));
+      // In a file a $ref reached: said at the byte in that file, naming the $ref.
+      writeFileSync(file('contract.yaml'), Buffer.concat([Buffer.from('key: {header: Idempotency-Key}\nlease: "caf'), Buffer.from([0xe9]), Buffer.from('"\n')]));
+      writeFileSync(file('uses.yaml'), 'openapi: 3.0.3\ninfo: {title: t, version: "1"}\npaths:\n  /a:\n    post:\n      x-idempotency:\n        $ref: "./contract.yaml"\n      responses: {"201": {description: ok}}\n');
+      const reached = await run('lint', 'uses.yaml');
+      assert.equal(reached.code, 2);
+      assert.equal(reached.err, "contract.yaml:2:12: byte 0xE9 is not UTF-8 (the file is in another encoding, such as Latin-1 or Windows-1252) — save it as UTF-8 (reached through $ref './contract.yaml' at uses.yaml:7:9)\n");
     });
   });
 
