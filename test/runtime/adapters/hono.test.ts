@@ -5,7 +5,10 @@ import { Hono } from 'hono';
 import { validator } from 'hono/validator';
 import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
+import pg from 'pg';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
+import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
+import { PG_DIRS, requireBinary, startPostgres, type PostgresServer } from '../../helpers/servers.js';
 import { contract, withSqliteStore } from './fixtures.js';
 
 /** A real Hono app served by @hono/node-server on 127.0.0.1; resolves once it listens. */
@@ -324,6 +327,63 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
         assert.throws(() => createRouteGuard(external, { store, principal }).inTransaction, /one-transaction mode cannot guard createThing: .*providerKey: none/);
         assert.equal(typeof createRouteGuard(contract, { store, principal }).inTransaction, 'function');
       });
+    });
+  });
+
+  describe('inTransaction on PostgreSQL (a throw-away cluster)', () => {
+    let server: PostgresServer | undefined;
+    let pool: pg.Pool;
+    before(async function () {
+      requireBinary(this, 'initdb', PG_DIRS);
+      requireBinary(this, 'pg_ctl', PG_DIRS);
+      server = await startPostgres();
+      pool = new pg.Pool({ connectionString: server.connectionString, max: 10 });
+    });
+    after(async () => {
+      await pool?.end().catch(() => undefined);
+      await server?.stop();
+    });
+
+    it('commits the row with the record; concurrent duplicates wait on the row lock and replay; a 500 rolls both back and frees the key', async () => {
+      const store = new PostgresStore(pool);
+      await store.migrate();
+      await pool.query('CREATE TABLE things (id text PRIMARY KEY, tenant text NOT NULL)');
+      const guard = createRouteGuard(contract, { store, principal: (request) => request.headers.get('x-user') ?? undefined });
+      let runs = 0;
+      let fail = false;
+      const app = new Hono();
+      app.post('/things/:tenant', guard.inTransaction, validN, async (c) => {
+        runs += 1;
+        await idempotencyOf<pg.PoolClient>(c.req.raw).tx!.query('INSERT INTO things (id, tenant) VALUES ($1, $2)', [`thing-${runs}`, c.req.param('tenant')]);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        if (fail) throw new Error('failed after the write');
+        return c.json({ id: `thing-${runs}` }, 201);
+      });
+      app.onError((error, c) => c.json({ error: error.message }, 500));
+      const served = await listen(app);
+      const count = async (table: string) => Number((await pool.query(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+      try {
+        const answers = await Promise.all([1, 2, 3].map(() => post(`${served.url}/things/t1`, 'pg-1', { n: 1 })));
+        assert.deepEqual(answers.map((a) => a.status), [201, 201, 201]);
+        assert.deepEqual(answers.map((a) => a.headers.get('idempotent-replayed')).sort(), ['false', 'true', 'true']);
+        assert.deepEqual(new Set(await Promise.all(answers.map((a) => a.text()))).size, 1);
+        assert.equal(runs, 1);
+        assert.equal(await count('things'), 1);
+        fail = true;
+        const failed = await post(`${served.url}/things/t1`, 'pg-2', { n: 2 });
+        assert.equal(failed.status, 500);
+        await failed.body?.cancel();
+        assert.equal(await count('things'), 1, 'the failed request wrote nothing');
+        assert.equal(await count('idempotency_records'), 1, 'and left no record: the key is free');
+        fail = false;
+        const retry = await post(`${served.url}/things/t1`, 'pg-2', { n: 2 });
+        assert.equal(retry.status, 201);
+        assert.equal(retry.headers.get('idempotent-replayed'), 'false');
+        await retry.body?.cancel();
+        assert.equal(await count('things'), 2);
+      } finally {
+        await served.close();
+      }
     });
   });
 });
