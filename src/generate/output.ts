@@ -112,7 +112,7 @@ export async function writeOutput(dir: string, files: readonly OutputFile[], cwd
   }
   if (existsSync(target)) {
     // Through a link to the directory it names: renaming over the link would replace the link, not the directory.
-    if ((await lstat(target)).isSymbolicLink()) target = await realpath(target);
+    if (link?.isSymbolicLink()) target = await realpath(target);
     const stats = await stat(target);
     if (!stats.isDirectory()) throw new UsageError(`${dir} exists and is not a directory; choose another --out`);
     mode = stats.mode & 0o7777;

@@ -44,8 +44,11 @@ export function notUtf8(bytes: Uint8Array): { readonly line: number; readonly co
   }
   const column = Buffer.from(bytes.buffer, bytes.byteOffset + start, at - start).toString('utf8').length + 1;
   const byte = bytes[at]!.toString(16).toUpperCase().padStart(2, '0');
-  return { line, column, message: `byte 0x${byte} is not UTF-8 (the file is in another encoding, such as Latin-1 or Windows-1252) — save it as UTF-8` };
+  return { line, column, message: `${NOT_UTF8}${byte} is not UTF-8 (the file is in another encoding, such as Latin-1 or Windows-1252) — save it as UTF-8` };
 }
+
+/** How the message of {@link notUtf8} starts, for telling its error (positioned inside the file) from whole-file ones. */
+export const NOT_UTF8 = 'byte 0x';
 
 /** Offset of the first byte that does not belong to a well-formed UTF-8 sequence (RFC 3629), or `bytes.length`. */
 function firstInvalidUtf8(bytes: Uint8Array): number {

@@ -24,6 +24,7 @@ import type {
   Position,
 } from './model.js';
 import { appendPointer, escapeToken, lazyChild, parsePointer, valueAt } from './pointer.js';
+import { NOT_UTF8 } from './encoding.js';
 import { duplicateKeyDocumentError, SourceCache } from './source.js';
 import { summarise } from './summarise.js';
 
@@ -688,7 +689,7 @@ class DocumentLoader implements ApiDocument {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at a missing file '${filePart}' — fix the path (it is relative to the file that holds the $ref)` };
       }
       // A byte that is not UTF-8: said where it is in that file, as a syntax error is, naming the $ref that led there.
-      if (error.message.startsWith('byte 0x')) {
+      if (error.message.startsWith(NOT_UTF8)) {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}', which is not UTF-8: ${error.message}`, cause: error };
       }
       // The file as a whole cannot be used (a directory, unreadable, UTF-16, empty): said at the $ref.
