@@ -239,6 +239,32 @@ export function runtimeClosure(entries: readonly string[]): string[] {
   return [...seen].sort();
 }
 
+/** How generated files write the relative imports between them (`generate --import-extension`). */
+export const IMPORT_EXTENSIONS = ['js', 'ts', 'none'] as const;
+export type ImportExtension = (typeof IMPORT_EXTENSIONS)[number];
+
+// A relative specifier ending in `.js` after `from`, `import(` or a bare `import`: the quote is group 2, the path without `.js` group 3.
+const JS_SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.{1,2}\/[^'"\n]+)\.js\2/g;
+
+/**
+ * `files` with their relative imports written for `extension`. Generated code imports `./x.js` (what `tsc` with
+ * NodeNext, Node and Bun resolve to `x.ts`); `none` writes `./x`, which bundlers resolve (Next.js with webpack or
+ * Turbopack, Vite, esbuild) and `tsc` with `moduleResolution: bundler`; `ts` writes `./x.ts` (Deno, Node's type
+ * stripping; `tsc` with `allowImportingTsExtensions` or `rewriteRelativeImportExtensions`).
+ */
+export function withImportExtension(files: readonly OutputFile[], extension: ImportExtension): OutputFile[] {
+  if (extension === 'js') return [...files];
+  const ending = extension === 'ts' ? '.ts' : '';
+  return files.map((file) => {
+    if (!file.path.endsWith('.ts')) return file;
+    const contents = file.contents.replace(JS_SPECIFIER, (_match, lead: string, quote: string, specifier: string) => `${lead}${quote}${specifier}${ending}${quote}`);
+    for (const match of contents.matchAll(RELATIVE_IMPORT)) {
+      if ((match[1] ?? match[2])!.endsWith('.js')) throw new InternalError(`${file.path}: an import of ${match[1] ?? match[2]} was not rewritten for --import-extension ${extension}`);
+    }
+    return { path: file.path, contents };
+  });
+}
+
 /**
  * Copies runtime sources into the output: `names` are paths under `src/runtime/` (e.g. `guard.ts`,
  * `stores/sqlite.ts`), read from the package root and placed under `<into>/` with the same layout so their

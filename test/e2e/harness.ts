@@ -67,17 +67,21 @@ export function buildTargets(): Promise<string> {
     buildRoot = root;
     writeFileSync(path.join(root, 'package.json'), JSON.stringify({ type: 'module', private: true }));
     for (const target of TARGETS) {
-      const dir = path.join(root, 'src', targetName(target));
+      // A Next.js target is TypeScript that `next build` compiles and checks itself (its own tsconfig), out of src/.
+      const next = target.runtime === 'next';
+      const dir = next ? path.join(nextRoot(root, target), 'web', 'lib') : path.join(root, 'src', targetName(target));
       mkdirSync(dir, { recursive: true });
       const io = bufferIo();
-      const args = ['generate', 'server', DEMO_SPEC, '--framework', target.framework, '--store', target.store, '--out', path.join(dir, 'gen')];
+      // Next.js resolves no `./x.js` to `x.ts` (neither webpack nor Turbopack): its guards import without an extension.
+      const args = ['generate', 'server', DEMO_SPEC, '--framework', target.framework, '--store', target.store, '--out', path.join(dir, 'gen'), ...(next ? ['--import-extension', 'none'] : [])];
       const code = await main(args, io);
       if (code !== 0) throw new Error(`generate ${targetName(target)} exited ${code}: ${io.err}`);
-      // A Next.js target's app is JavaScript (the server and the app router), added after the compile below.
-      if (target.runtime !== 'next') copyFileSync(path.join(APP_FIXTURES, `app-${target.framework}${runtimeSuffix(target)}.ts`), path.join(dir, 'app.ts'));
-      if (target.framework === 'fetch') copyFileSync(path.join(APP_FIXTURES, 'fetch-routes.ts'), path.join(dir, 'fetch-routes.ts'));
-      copyFileSync(path.join(APP_FIXTURES, `store-${target.store}.ts`), path.join(dir, 'store.ts'));
-      copyFileSync(path.join(APP_FIXTURES, 'support.ts'), path.join(dir, 'support.ts'));
+      // The app's own files as a Next.js app writes them: the same fixtures, their relative imports without `.js`.
+      const copy = next ? copyWithoutJsImports : copyFileSync;
+      if (!next) copy(path.join(APP_FIXTURES, `app-${target.framework}${runtimeSuffix(target)}.ts`), path.join(dir, 'app.ts'));
+      if (target.framework === 'fetch') copy(path.join(APP_FIXTURES, 'fetch-routes.ts'), path.join(dir, 'fetch-routes.ts'));
+      copy(path.join(APP_FIXTURES, `store-${target.store}.ts`), path.join(dir, 'store.ts'));
+      copy(path.join(APP_FIXTURES, 'support.ts'), path.join(dir, 'support.ts'));
     }
     const diagnostics = await runTsc(prepareTsProject(root, { outDir: path.join(root, 'dist'), include: ['src/**/*.ts'] }));
     if (diagnostics !== '') throw new Error(`generated code does not compile under tsc --strict:\n${diagnostics}`);
@@ -86,12 +90,28 @@ export function buildTargets(): Promise<string> {
   return build;
 }
 
+/** Where a Next.js target's app lives: `app.js` (Next's programmatic server) beside `web/` (the Next.js project). */
+function nextRoot(root: string, target: Target): string {
+  return path.join(root, 'next', targetName(target));
+}
+
+/** Copies a fixture with its relative imports written without `.js` (`./store.js` → `./store`), as bundled apps write them. */
+function copyWithoutJsImports(from: string, to: string): void {
+  writeFileSync(to, readFileSync(from, 'utf8').replace(/(\bfrom\s*|\bimport\s+)(['"])(\.{1,2}\/[^'"\n]+)\.js\2/g, '$1$2$3$2'));
+}
+
+/** The entry point of a built target. */
+function appEntry(root: string, target: Target): string {
+  return target.runtime === 'next' ? path.join(nextRoot(root, target), 'app.js') : path.join(root, 'dist', 'src', targetName(target), 'app.js');
+}
+
 const nextBuilds = new Map<string, Promise<void>>();
 
 /**
- * Adds the Next.js app to a compiled fetch target (`app.js`: Next's programmatic server; `web/`: the app router,
- * whose route handlers import the compiled guards) and runs `next build` on it, once, when the target is first
- * started (so suites that start no Next.js target do not wait for it).
+ * Adds the Next.js app router (TypeScript route handlers that export the guards of `web/lib/fetch-routes.ts`), its
+ * tsconfig and config, and Next's programmatic server (`app.js`) to a Next.js target, and runs `next build` on it —
+ * which compiles the generated guards from their TypeScript and type-checks them and the routes — once, when the
+ * target is first started (so suites that start no Next.js target do not wait for it).
  */
 function buildNextApp(dir: string): Promise<void> {
   let build = nextBuilds.get(dir);
@@ -106,7 +126,7 @@ async function nextBuild(dir: string): Promise<void> {
   const fixtures = path.join(APP_FIXTURES, 'next');
   copyFileSync(path.join(fixtures, 'server.mjs'), path.join(dir, 'app.js'));
   cpSync(path.join(fixtures, 'app'), path.join(dir, 'web', 'app'), { recursive: true });
-  copyFileSync(path.join(fixtures, 'next.config.mjs'), path.join(dir, 'web', 'next.config.mjs'));
+  for (const file of ['next.config.mjs', 'tsconfig.json']) copyFileSync(path.join(fixtures, file), path.join(dir, 'web', file));
   const next = path.join(REPO_ROOT, 'node_modules', 'next', 'dist', 'bin', 'next');
   try {
     await run(process.execPath, [next, 'build'], { cwd: path.join(dir, 'web'), env: { ...process.env, NEXT_TELEMETRY_DISABLED: '1' }, maxBuffer: 16 * 1024 * 1024 });
@@ -177,8 +197,8 @@ export function listeningPort(child: ChildProcess, exited: Promise<number | stri
  * package's binary (what the `bun` package's postinstall links into place, so it runs also where install scripts
  * were not run), else the package's bin.
  */
-function runtimeCommand(runtime: Target['runtime'], app: string): [string, string[]] {
-  if (runtime !== 'bun' && runtime !== 'deno') return [process.execPath, [app]];
+/** The Bun or Deno binary of the devDependencies (the platform package's, else the `.bin` launcher). */
+export function runtimeBinary(runtime: 'bun' | 'deno'): string {
   const arch = process.arch === 'arm64' ? (runtime === 'bun' ? 'aarch64' : 'arm64') : process.arch;
   const platformBinary =
     runtime === 'bun'
@@ -187,6 +207,12 @@ function runtimeCommand(runtime: Target['runtime'], app: string): [string, strin
   const candidates = [platformBinary, path.join(REPO_ROOT, 'node_modules', '.bin', runtime)];
   const binary = candidates.find((candidate) => existsSync(candidate));
   if (binary === undefined) throw new Error(`no ${runtime} binary at ${candidates.join(' or ')}: run npm ci (${runtime} is a devDependency)`);
+  return binary;
+}
+
+function runtimeCommand(runtime: Target['runtime'], app: string): [string, string[]] {
+  if (runtime !== 'bun' && runtime !== 'deno') return [process.execPath, [app]];
+  const binary = runtimeBinary(runtime);
   // Deno: every permission (files, network, environment, the native addons of node_modules); it reads packages from
   // node_modules itself, as the project has a package.json.
   return runtime === 'bun' ? [binary, [app]] : [binary, ['run', '--allow-all', '--quiet', app]];
@@ -195,8 +221,8 @@ function runtimeCommand(runtime: Target['runtime'], app: string): [string, strin
 /** Starts the compiled app of `target` and waits until it listens. */
 export async function startServer(target: Target, files: AppFiles, env: Record<string, string> = {}): Promise<RunningServer> {
   const root = await buildTargets();
-  if (target.runtime === 'next') await buildNextApp(path.join(root, 'dist', 'src', targetName(target)));
-  const app = path.join(root, 'dist', 'src', targetName(target), 'app.js');
+  if (target.runtime === 'next') await buildNextApp(nextRoot(root, target));
+  const app = appEntry(root, target);
   if (!existsSync(app)) throw new Error(`${targetName(target)} is not one of the built TARGETS`);
   const [command, argv] = runtimeCommand(target.runtime, app);
   const child = spawn(command, argv, {

@@ -31,9 +31,10 @@ export const STRICT_OPTIONS = {
 /**
  * Makes `dir` a project tsc can check outside the repository: a `node_modules` link to the repo's (so
  * `express`, `fastify`, `better-sqlite3`, `pg`, `ioredis` and `@types/*` resolve) and a `tsconfig.json`.
- * With `outDir`, the project emits JavaScript there (for end-to-end tests that run the code).
+ * With `outDir`, the project emits JavaScript there (for end-to-end tests that run the code); `compilerOptions` are
+ * set over {@link STRICT_OPTIONS}.
  */
-export function prepareTsProject(dir: string, options: { outDir?: string; include?: readonly string[] } = {}): string {
+export function prepareTsProject(dir: string, options: { outDir?: string; include?: readonly string[]; compilerOptions?: Record<string, unknown> } = {}): string {
   const link = path.join(dir, 'node_modules');
   if (!existsSync(link)) symlinkSync(path.join(REPO_ROOT, 'node_modules'), link, 'dir');
   const tsconfig = path.join(dir, 'tsconfig.json');
@@ -41,6 +42,7 @@ export function prepareTsProject(dir: string, options: { outDir?: string; includ
     ...STRICT_OPTIONS,
     typeRoots: [path.join(REPO_ROOT, 'node_modules', '@types')],
     ...(options.outDir !== undefined ? { outDir: options.outDir, rootDir: dir, noEmit: false } : { noEmit: true }),
+    ...options.compilerOptions,
   };
   writeFileSync(tsconfig, JSON.stringify({ compilerOptions, include: options.include ?? ['**/*.ts'], exclude: ['node_modules'] }, null, 2));
   return tsconfig;

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { Argv } from 'yargs';
+import type { ImportExtension } from '../../generate/output.js';
 import type { Framework, StoreKind } from '../../generate/server.js';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import type { Finding } from '../../lint/rule.js';
@@ -16,11 +17,14 @@ const TARGETS = ['server', 'client'] as const;
 // lists are copied here so the builder needs no import; the checks below fail to compile if they drift.
 const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const satisfies readonly Framework[];
 const STORES = ['sqlite', 'postgres', 'redis', 'memory'] as const satisfies readonly StoreKind[];
+const IMPORT_EXTENSIONS = ['js', 'ts', 'none'] as const satisfies readonly ImportExtension[];
 type Exhaustive<All, Listed> = [Exclude<All, Listed>] extends [never] ? true : never;
 const frameworksListed: Exhaustive<Framework, (typeof FRAMEWORKS)[number]> = true;
 const storesListed: Exhaustive<StoreKind, (typeof STORES)[number]> = true;
+const extensionsListed: Exhaustive<ImportExtension, (typeof IMPORT_EXTENSIONS)[number]> = true;
 void frameworksListed;
 void storesListed;
+void extensionsListed;
 
 /** The spec file name as generated headers show it: relative to the output directory, `/`-separated. */
 function sourceName(specFile: string, outDir: string): string {
@@ -43,6 +47,13 @@ export const generateCommand: Command = {
       .option('out', { type: 'string', demandOption: true, requiresArg: true, coerce: nonEmpty('--out'), describe: 'Output directory (replaced whole; generated files only)' })
       .option('framework', { choices: FRAMEWORKS, requiresArg: true, describe: 'server: the framework the guards plug into', default: 'express' })
       .option('store', { choices: STORES, requiresArg: true, describe: 'server: where idempotency records live', default: 'sqlite' })
+      .option('import-extension', {
+        choices: IMPORT_EXTENSIONS,
+        requiresArg: true,
+        default: 'js',
+        describe:
+          'How the generated files import each other: js (./x.js: tsc with NodeNext, Node, Bun), none (./x: bundlers such as Next.js, Vite, esbuild; tsc with moduleResolution bundler), ts (./x.ts: Deno, Node type stripping)',
+      })
       .option('check', { type: 'boolean', default: false, describe: 'Write nothing; exit 1 when the output directory differs from what would be generated' })
       .option('config', {
         alias: 'c',
@@ -53,13 +64,14 @@ export const generateCommand: Command = {
       })
       .example('$0 generate server openapi.yaml --framework express --store postgres --out src/idempotency', '')
       .example('$0 generate client openapi.yaml --out src/api-client', '')
+      .example('$0 generate server openapi.yaml --framework fetch --import-extension none --out lib/idempotency   # Next.js', '')
       .example('$0 generate server openapi.yaml --out src/idempotency --check   # CI: exit 1 if stale', ''),
   async run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode> {
     const target = args['target'] as (typeof TARGETS)[number];
     const specFile = path.resolve(io.cwd, String(args['spec']));
     const outArg = String(args['out']);
     const outDir = path.resolve(io.cwd, outArg);
-    const [{ loadDocument }, { compileContract }, { checkOutput, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
+    const [{ loadDocument }, { compileContract }, { checkOutput, withImportExtension, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
       import('../../parser/load.js'),
       import('../../parser/compile.js'),
       import('../../generate/output.js'),
@@ -81,10 +93,12 @@ export const generateCommand: Command = {
       }
     }
     const source = sourceName(specFile, outDir);
-    const files =
+    const files = withImportExtension(
       target === 'server'
         ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
-        : generateClient(doc, { source });
+        : generateClient(doc, { source }),
+      args['import-extension'] as ImportExtension,
+    );
     // What lint reports as document-invalid warnings shapes what was generated (a path with a fragment matches no
     // route, a contract on a path item guards nothing): said here too, for whoever generates (or checks) without linting.
     for (const warning of doc.warnings) {
