@@ -248,8 +248,8 @@ const JS_SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.{1,2}\/[^
 
 /**
  * `files` with their relative imports written for `extension`. Generated code imports `./x.js` (what `tsc` with
- * NodeNext, Node and Bun resolve to `x.ts`); `none` writes `./x`, which bundlers resolve (Next.js with webpack or
- * Turbopack, Vite, esbuild) and `tsc` with `moduleResolution: bundler`; `ts` writes `./x.ts` (Deno, Node's type
+ * NodeNext, Node, Bun and esbuild resolve to `x.ts`); `none` writes `./x`, for Next.js (neither its webpack nor its
+ * Turbopack resolves `./x.js` to `x.ts`) and `tsc` with `moduleResolution: bundler`; `ts` writes `./x.ts` (Deno, Node's type
  * stripping; `tsc` with `allowImportingTsExtensions` or `rewriteRelativeImportExtensions`).
  */
 export function withImportExtension(files: readonly OutputFile[], extension: ImportExtension): OutputFile[] {

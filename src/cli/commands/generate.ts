@@ -52,7 +52,7 @@ export const generateCommand: Command = {
         requiresArg: true,
         default: 'js',
         describe:
-          'How the generated files import each other: js (./x.js: tsc with NodeNext, Node, Bun), none (./x: bundlers such as Next.js, Vite, esbuild; tsc with moduleResolution bundler), ts (./x.ts: Deno, Node type stripping)',
+          'How the generated files import each other: js (./x.js: tsc with NodeNext, Node, Bun), none (./x: Next.js and other bundlers; tsc with moduleResolution bundler), ts (./x.ts: Deno, Node type stripping)',
       })
       .option('check', { type: 'boolean', default: false, describe: 'Write nothing; exit 1 when the output directory differs from what would be generated' })
       .option('config', {
