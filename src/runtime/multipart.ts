@@ -7,12 +7,17 @@ import { createHash } from 'node:crypto';
 
 /** A part that carries a file: its name, type and a digest of its bytes stand for it in the fingerprint. */
 export class FilePart {
-  constructor(
-    readonly filename: string,
-    readonly type: string,
-    readonly size: number,
-    readonly sha256: string,
-  ) {}
+  readonly filename: string;
+  readonly type: string;
+  readonly size: number;
+  readonly sha256: string;
+
+  constructor(filename: string, type: string, size: number, sha256: string) {
+    this.filename = filename;
+    this.type = type;
+    this.size = size;
+    this.sha256 = sha256;
+  }
 
   /** The part of a file with these bytes (`type` is compared lower-cased). */
   static of(filename: string, type: string, bytes: Uint8Array): FilePart {

@@ -409,7 +409,11 @@ class FormNode {
 
 /** The values of one field sent several times, in order. */
 class FormList {
-  constructor(readonly items: FormLeaf[]) {}
+  readonly items: FormLeaf[];
+  // Fields, not parameter properties: the runtime stays erasable TypeScript (Node's type stripping, erasableSyntaxOnly).
+  constructor(items: FormLeaf[]) {
+    this.items = items;
+  }
 }
 
 /** How many items `a[]` has appended to `node`: its members but a plain value kept under the empty name (`a=1&a[]=2`). */

@@ -316,7 +316,10 @@ class Hold {
   destroyRequested = false;
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
-  constructor(readonly res: HeldRes, keepBefore: boolean) {
+  readonly res: HeldRes;
+
+  constructor(res: HeldRes, keepBefore: boolean) {
+    this.res = res;
     this.original = { writeHead: res.writeHead, write: res.write, end: res.end, destroy: res.destroy };
     this.before = keepBefore ? headOf(res) : undefined;
     this.sent = new Promise<GuardResponse | undefined>((resolve) => {
