@@ -16,7 +16,106 @@ export class CanonicalJsonError extends TypeError {
  * as in `JSON.stringify`; `toJSON` is not consulted.
  */
 export function canonicalJson(value: unknown): string {
-  return write(value, 0);
+  return write(value, 0, true);
+}
+
+/**
+ * A JSON number kept as the text the request sent, where a double cannot hold its value: more significant digits
+ * than a double keeps (`9007199254740993`, `0.12345678901234567891`), or out of its range (`1e400`, `1e-400`).
+ * {@link parseJsonExact} makes them; the fingerprint writes them exactly, so two payloads that differ only past
+ * a double's precision do not share a fingerprint (one would be replayed the other's answer).
+ */
+export class JsonNumberText {
+  readonly text: string;
+
+  constructor(text: string) {
+    this.text = text;
+  }
+}
+
+// A JSON text that may hold a number a double cannot: 16 digits in a row (a decimal point may sit among them) or a
+// three-digit exponent. Bodies without one (most) are parsed once, by JSON.parse alone.
+const MAYBE_INEXACT = /\d[\d.]{15}|[eE][+-]?\d{3}/;
+// The strings and numbers of a valid JSON text, in order (literals and punctuation hold no digits).
+const STRING_OR_NUMBER = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+/**
+ * `JSON.parse(text)`, except that a number a double cannot hold exactly becomes a {@link JsonNumberText} of its
+ * text (numbers that round-trip stay numbers). Throws as `JSON.parse` does on text that is no JSON.
+ */
+export function parseJsonExact(text: string): unknown {
+  const value: unknown = JSON.parse(text);
+  if (!MAYBE_INEXACT.test(text) || !hasInexactNumber(text)) return value;
+  // Each inexact number becomes a string that starts with a random mark no request can know, then back a number text.
+  const mark = `${nodeCrypto.randomBytes(16).toString('hex')}:`;
+  const marked = text.replace(STRING_OR_NUMBER, (token) => (token.charCodeAt(0) === 0x22 || isExactNumber(token) ? token : `"${mark}${token}"`));
+  return JSON.parse(marked, (_name, item: unknown) => (typeof item === 'string' && item.startsWith(mark) ? new JsonNumberText(item.slice(mark.length)) : item));
+}
+
+/**
+ * Whether a valid JSON text holds a number that a double cannot hold exactly. One pass over the characters,
+ * skipping strings; only a number of 16 characters or more, or with an exponent, is looked at closer (one of at
+ * most 15 digits and no exponent is always exact).
+ */
+function hasInexactNumber(text: string): boolean {
+  const end = text.length;
+  let i = 0;
+  while (i < end) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // A string: to its closing quote, one not escaped (an even run of backslashes before it).
+      let close = text.indexOf('"', i + 1);
+      for (;;) {
+        if (close < 0) return false; // not reached: the text parsed as JSON, so every string ends
+        let before = close - 1;
+        while (text.charCodeAt(before) === 0x5c) before -= 1;
+        if ((close - 1 - before) % 2 === 0) break;
+        close = text.indexOf('"', close + 1);
+      }
+      i = close + 1;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      const start = i;
+      let exponent = false;
+      for (i += 1; i < end; i += 1) {
+        const d = text.charCodeAt(i);
+        if (d === 0x65 || d === 0x45) exponent = true;
+        else if (!((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x2b || d === 0x2d)) break;
+      }
+      if ((exponent || i - start >= 16) && !isExactNumber(text.slice(start, i))) return true;
+    } else {
+      i += 1;
+    }
+  }
+  return false;
+}
+
+/** Whether a JSON number's value is exactly what its double prints: the same decimal, however written. */
+function isExactNumber(text: string): boolean {
+  const double = Number(text);
+  return Number.isFinite(double) && decimalOf(text) === decimalOf(String(double));
+}
+
+/**
+ * A JSON number's value as `<sign><digits>e<exponent>`, digits without leading or trailing zeros (`0` for any
+ * zero): the same text for the same value however it is written (`1.50`, `15e-1`, `0.15E1`).
+ */
+function decimalOf(text: string): string {
+  const parts = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(text);
+  if (parts === null) return text;
+  const fraction = parts[3] ?? '';
+  const all = `${parts[2]!}${fraction}`;
+  const first = all.search(/[1-9]/);
+  if (first < 0) return '0';
+  const digits = all.slice(first).replace(/0+$/, '');
+  const trailing = all.length - first - digits.length;
+  // BigInt: an exponent may have more digits than a double counts exactly.
+  const exponent = BigInt(parts[4] ?? '0') - BigInt(fraction.length) + BigInt(trailing);
+  return `${parts[1]!}${digits}e${exponent.toString()}`;
+}
+
+/** A number given as decimal text (a {@link JsonNumberText}, a bigint): as JCS writes its double when that is exact, else exactly, marked. */
+function numberText(text: string): string {
+  return isExactNumber(text) ? JSON.stringify(Number(text)) : `~${decimalOf(text)}`;
 }
 
 const MAX_DEPTH = 1000;
@@ -30,13 +129,20 @@ function quote(text: string): string {
 }
 
 // Builds the text by concatenation (V8 ropes, flattened once when hashed): no parts array, no closures.
-function write(value: unknown, depth: number): string {
+// `strict` is RFC 8785 ({@link canonicalJson}). Otherwise (fingerprints, record ids) a value some body parser can make
+// that has no JSON form is written in a form no JSON value has, so it neither throws (a 500 before the handler) nor
+// collapses into another payload: a bigint or {@link JsonNumberText} exactly, NaN and ±Infinity by name, a Map or Set
+// by its entries, a class instance with `toJSON` (a Date, a decimal library's number) as `JSON.stringify` would.
+function write(value: unknown, depth: number, strict: boolean): string {
   if (depth > MAX_DEPTH) throw new CanonicalJsonError('value nests deeper than 1000 levels');
   switch (typeof value) {
     case 'string':
       return quote(value);
     case 'number':
-      if (!Number.isFinite(value)) throw new CanonicalJsonError(`${value} has no JSON form`);
+      if (!Number.isFinite(value)) {
+        if (strict) throw new CanonicalJsonError(`${value} has no JSON form`);
+        return `~${value}`;
+      }
       // ECMAScript Number::toString is exactly JCS's number form; JSON.stringify applies it (and maps -0 to 0).
       return JSON.stringify(value);
     case 'boolean':
@@ -47,10 +153,15 @@ function write(value: unknown, depth: number): string {
         let out = '[';
         for (let i = 0; i < value.length; i += 1) {
           const item: unknown = value[i];
-          if (item === undefined) throw new CanonicalJsonError('undefined has no JSON form inside an array');
-          out += i > 0 ? `,${write(item, depth + 1)}` : write(item, depth + 1);
+          if (item === undefined && strict) throw new CanonicalJsonError('undefined has no JSON form inside an array');
+          const text = item === undefined ? '~undefined' : write(item, depth + 1, strict);
+          out += i > 0 ? `,${text}` : text;
         }
         return `${out}]`;
+      }
+      if (!strict) {
+        const special = nonPlain(value, depth);
+        if (special !== undefined) return special;
       }
       const record = value as Record<string, unknown>;
       const names = sortedNames(Object.keys(record));
@@ -60,14 +171,30 @@ function write(value: unknown, depth: number): string {
         const name = names[i]!;
         const member = record[name];
         if (member === undefined) continue;
-        out += `${first ? '' : ','}${quote(name)}:${write(member, depth + 1)}`;
+        out += `${first ? '' : ','}${quote(name)}:${write(member, depth + 1, strict)}`;
         first = false;
       }
       return `${out}}`;
     }
+    case 'bigint':
+      if (strict) throw new CanonicalJsonError('a bigint has no JSON form');
+      return numberText(value.toString());
     default:
-      throw new CanonicalJsonError(`a ${typeof value} has no JSON form`);
+      if (strict) throw new CanonicalJsonError(`a ${typeof value} has no JSON form`);
+      return `~${typeof value}`;
   }
+}
+
+/** The fingerprint form of an object that is not a plain one (see {@link write}), or undefined for a plain object. */
+function nonPlain(value: object, depth: number): string | undefined {
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype === Object.prototype || prototype === null) return undefined;
+  if (value instanceof JsonNumberText) return numberText(value.text);
+  if (value instanceof Map) return `~Map${write([...value], depth + 1, false)}`;
+  if (value instanceof Set) return `~Set${write([...value], depth + 1, false)}`;
+  const toJSON = (value as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === 'function') return write(toJSON.call(value), depth + 1, false);
+  return undefined;
 }
 
 /** Above this many members a name list is sorted by `Array.prototype.sort`, below by insertion (no call setup). */
@@ -111,7 +238,7 @@ function child(container: unknown, token: string): { found: boolean; value?: unk
     const index = Number(token);
     return index < container.length ? { found: true, value: container[index] } : { found: false };
   }
-  if (container !== null && typeof container === 'object' && Object.prototype.hasOwnProperty.call(container, token)) {
+  if (container !== null && typeof container === 'object' && !(container instanceof JsonNumberText) && Object.prototype.hasOwnProperty.call(container, token)) {
     return { found: true, value: (container as Record<string, unknown>)[token] };
   }
   return { found: false };
@@ -143,7 +270,7 @@ function without(value: unknown, tokens: readonly string[], from: number): unkno
     else copy[index] = without(copy[index], tokens, from + 1);
     return copy;
   }
-  if (value !== null && typeof value === 'object') {
+  if (value !== null && typeof value === 'object' && !(value instanceof JsonNumberText)) {
     const record = value as Record<string, unknown>;
     if (!Object.prototype.hasOwnProperty.call(record, head)) return value;
     const copy: Record<string, unknown> = { ...record };
@@ -266,9 +393,9 @@ export interface FingerprintInput {
 function opaqueBody(body: unknown, selection: FieldSelection): Uint8Array | string | undefined {
   if (body === undefined) return undefined;
   if (body instanceof Uint8Array) return body;
-  if (body !== null && typeof body === 'object') return undefined;
+  if (body !== null && typeof body === 'object' && !(body instanceof JsonNumberText)) return undefined;
   if (selection.include === 'all') return undefined;
-  return typeof body === 'string' ? body : canonicalJson(body);
+  return typeof body === 'string' ? body : write(body, 0, false);
 }
 
 /**
@@ -293,8 +420,8 @@ export function fingerprintFor(
   const version = `,"v":${JSON.stringify(FINGERPRINT_VERSION)}}`;
   return (pathParams, query, body) => {
     const opaque = opaqueBody(body, selection);
-    const head = opaque === undefined ? `{"body":${write(selectFields(body, selection), 1)}` : `{"bodyBytes":${JSON.stringify(sha256(opaque))}`;
-    return `${FINGERPRINT_VERSION}:${sha256(`${head}${operation}${write(pathParams, 1)},"query":${write(query, 1)}${version}`)}`;
+    const head = opaque === undefined ? `{"body":${write(selectFields(body, selection), 1, false)}` : `{"bodyBytes":${JSON.stringify(sha256(opaque))}`;
+    return `${FINGERPRINT_VERSION}:${sha256(`${head}${operation}${write(pathParams, 1, false)},"query":${write(query, 1, false)}${version}`)}`;
   };
 }
 
@@ -309,5 +436,5 @@ export function computeRecordId(scopeValues: readonly unknown[], operationId: st
 /** {@link computeRecordId} of one operation, for a guard to build once: the array's constant text is made here. */
 export function recordIdFor(operationId: string): (scopeValues: readonly unknown[], key: string) => string {
   const operation = `,${JSON.stringify(operationId)},`;
-  return (scopeValues, key) => sha256(`["idemkit-record/v1",${write(scopeValues, 1)}${operation}${quote(key)}]`);
+  return (scopeValues, key) => sha256(`["idemkit-record/v1",${write(scopeValues, 1, false)}${operation}${quote(key)}]`);
 }

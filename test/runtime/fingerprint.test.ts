@@ -6,6 +6,8 @@ import {
   computeFingerprint,
   computeRecordId,
   fingerprintFor,
+  JsonNumberText,
+  parseJsonExact,
   parseJsonPointer,
   recordIdFor,
   resolveJsonPointer,
@@ -191,5 +193,76 @@ describe('runtime/fingerprint: computeRecordId', () => {
     assert.notEqual(id, computeRecordId([['principal', 'a']], 'op', 'bc'));
     assert.notEqual(id, computeRecordId([['principal', 'ab']], 'op2', 'c'));
     assert.match(id, /^[0-9a-f]{64}$/);
+  });
+});
+
+describe('runtime/fingerprint: numbers a double cannot hold', () => {
+  const all = { include: 'all', exclude: [] } as const;
+  const fpOf = (body: unknown, selection: FingerprintInput['selection'] = all) => fingerprintFor('op', selection)({}, {}, body);
+
+  it('parseJsonExact is JSON.parse where every number round-trips, also with 16 and 17 digits and long digit strings', () => {
+    for (const text of [
+      '{"a":1,"b":[1.5,-0,0.1,1e21,5e-324,1.7976931348623157e308],"c":"9007199254740993123"}',
+      '[9007199254740992,0.30000000000000004,1234567890123456,1.0000000000000000,12345678.5,1e-300,100e-2]',
+      '"00000000000000000001"',
+      '{"card":"4111111111111111","at":"2026-12-02T01:54:39.123456789Z"}',
+    ]) {
+      assert.deepEqual(parseJsonExact(text), JSON.parse(text), text);
+    }
+    assert.throws(() => parseJsonExact('{"a":01234567890123456789}'), SyntaxError);
+    assert.throws(() => parseJsonExact('not json'), SyntaxError);
+  });
+
+  it('keeps the text of a number a double cannot hold, wherever it sits, and leaves strings alone', () => {
+    const parsed = parseJsonExact(
+      '{"amount":9007199254740993,"rate":0.12345678901234567891,"list":[1, 1e400, -1e400, 1e-400, 1.234567891e-320, 2.5e-320],"s":"9007199254740993","n":{"x":123456789012345678901234567890}}',
+    ) as Record<string, unknown>;
+    assert.deepEqual(parsed['amount'], new JsonNumberText('9007199254740993'));
+    assert.deepEqual(parsed['rate'], new JsonNumberText('0.12345678901234567891'));
+    assert.deepEqual(parsed['list'], [1, new JsonNumberText('1e400'), new JsonNumberText('-1e400'), new JsonNumberText('1e-400'), new JsonNumberText('1.234567891e-320'), 2.5e-320]);
+    assert.equal(parsed['s'], '9007199254740993');
+    assert.deepEqual(parsed['n'], { x: new JsonNumberText('123456789012345678901234567890') });
+    // Escaped quotes and backslashes inside strings do not end them early.
+    const escaped = String.raw`{"q":"say \"9007199254740993\" \\","b":"\\\\","n":[9007199254740993,"\"",1.5]}`;
+    assert.deepEqual(parseJsonExact(escaped), { ...(JSON.parse(escaped) as object), n: [new JsonNumberText('9007199254740993'), '"', 1.5] });
+    assert.deepEqual(parseJsonExact(String.raw`{"q":"\"1e999\\\"","n":1}`), { q: String.raw`"1e999\"`, n: 1 });
+  });
+
+  it('fingerprints bodies that differ past a double apart, and the same value however it is written alike', () => {
+    const fpText = (text: string) => fpOf(parseJsonExact(text));
+    assert.notEqual(fpText('{"amount":9007199254740993}'), fpText('{"amount":9007199254740992}'));
+    assert.notEqual(fpText('{"rate":0.12345678901234567891}'), fpText('{"rate":0.12345678901234567899}'));
+    assert.notEqual(fpText('{"x":1e400}'), fpText('{"x":1e401}'));
+    assert.notEqual(fpText('{"x":1e-400}'), fpText('{"x":0}'));
+    assert.equal(fpText('{"amount":9007199254740993}'), fpText('{"amount":9007199254740993}'));
+    assert.equal(fpText('{"amount":9007199254740993}'), fpText('{"amount":9007199254740993.000}'));
+    assert.equal(fpText('{"amount":90071992547409930e-1}'), fpText('{"amount":9007199254740993}'));
+    // An exact number is written as before (records made before keep matching): 1.50 is 1.5.
+    assert.equal(fpText('{"a":1.50,"b":1234567890123456}'), fpOf({ a: 1.5, b: 1234567890123456 }));
+    // A string that looks like a number is still a string.
+    assert.notEqual(fpText('{"amount":"9007199254740993"}'), fpText('{"amount":9007199254740993}'));
+    // Under include pointers too, and as a whole body.
+    const selection = { include: ['/amount'], exclude: [] };
+    assert.notEqual(fpOf(parseJsonExact('{"amount":9007199254740993,"n":1}'), selection), fpOf(parseJsonExact('{"amount":9007199254740992,"n":1}'), selection));
+    assert.notEqual(fpOf(parseJsonExact('9007199254740993'), selection), fpOf(parseJsonExact('9007199254740992'), selection));
+    // A number text is a leaf: pointers do not reach into it.
+    assert.deepEqual(selectFields(parseJsonExact('{"amount":9007199254740993}'), { include: ['/amount/text'], exclude: [] }), {});
+  });
+
+  it('bigints (a lossless JSON parser), NaN, Infinity, Dates, Maps and Sets neither throw nor collapse', () => {
+    assert.equal(fpOf({ amount: 9007199254740993n }), fpOf(parseJsonExact('{"amount":9007199254740993}')), 'a bigint is its number, as the text path takes it');
+    assert.notEqual(fpOf({ amount: 9007199254740993n }), fpOf({ amount: 9007199254740992n }));
+    assert.equal(fpOf({ amount: 10n }), fpOf({ amount: 10 }));
+    assert.notEqual(fpOf({ x: Infinity }), fpOf({ x: -Infinity }));
+    assert.notEqual(fpOf({ x: Number.NaN }), fpOf({ x: null }));
+    assert.notEqual(fpOf({ x: Infinity }), fpOf({ x: 'Infinity' }));
+    assert.equal(fpOf({ at: new Date('2026-12-02T00:00:00Z') }), fpOf({ at: '2026-12-02T00:00:00.000Z' }), 'a reviver’s Date is its JSON text');
+    assert.notEqual(fpOf({ at: new Date('2026-12-02T00:00:00Z') }), fpOf({ at: new Date('2026-12-03T00:00:00Z') }));
+    assert.notEqual(fpOf({ m: new Map([['a', 1]]) }), fpOf({ m: new Map([['a', 2]]) }));
+    assert.notEqual(fpOf({ m: new Map() }), fpOf({ m: {} }));
+    assert.notEqual(fpOf({ s: new Set([1]) }), fpOf({ s: [1] }));
+    assert.match(computeRecordId([['path', 'n', 5n]], 'op', 'k'), /^[0-9a-f]{64}$/);
+    // canonicalJson stays RFC 8785: it refuses them.
+    assert.throws(() => canonicalJson({ amount: 1n }), CanonicalJsonError);
   });
 });

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate } from 'node:zlib';
 import { FilePart, multipartBoundary, multipartFields, type JsonValue } from '../multipart.js';
 import { bracketPath } from '../form-names.js';
+import { parseJsonExact } from '../fingerprint.js';
 
 /**
  * Options of a route guard: the guard core's options (the store, the reconciliation hook, timeouts, …)
@@ -318,7 +319,8 @@ export function bodyForFingerprint(body: unknown, contentType: string | readonly
   }
   if (form) return formFields(text);
   try {
-    return JSON.parse(text) as unknown;
+    // Numbers a double cannot hold stay exact: a handler that reads the text losslessly acts on them as sent.
+    return parseJsonExact(text);
   } catch {
     // Not JSON: the exact text or bytes; the handler answers whatever is wrong with it.
     return body;

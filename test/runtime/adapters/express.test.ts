@@ -54,6 +54,31 @@ describe('runtime/adapters/express', () => {
     await server?.close();
   });
 
+  it('a lossless JSON parser’s bigints are fingerprinted exactly: no 500 before the handler, and a body that differs past a double is 422', async () => {
+    const app = express();
+    // As json-bigint with useNativeBigInt (or a reviver with source access) parses: integers past 2^53 as bigints.
+    const losslessJson: express.RequestHandler = (req, _res, next) => {
+      const marked = (req.body as string).replace(/(:\s*)(-?\d{16,})(?=\s*[,}\]])/g, '$1"#big:$2"');
+      req.body = JSON.parse(marked, (_name, value: unknown) => (typeof value === 'string' && value.startsWith('#big:') ? BigInt(value.slice(5)) : value));
+      next();
+    };
+    const amounts: bigint[] = [];
+    app.post('/things/:tenant', express.text({ type: 'application/json' }), losslessJson, createRouteGuard(contract, options(new MemoryStore())), (req, res) => {
+      calls += 1;
+      amounts.push((req.body as { amount: bigint }).amount);
+      res.status(201).json({ id: calls });
+    });
+    server = await listen(app);
+    const send = (key: string, raw: string) => post(server.port, '/things/t1', { key, user: 'u', raw });
+    const first = await send('big', '{"amount":9007199254740993}');
+    assert.equal(first.status, 201, first.text);
+    assert.equal((await send('big', '{"amount":9007199254740993}')).headers['idempotent-replayed'], 'true');
+    const other = await send('big', '{"amount":9007199254740992}');
+    assert.equal(other.status, 422, other.text);
+    assert.deepEqual(amounts, [9007199254740993n]);
+    assert.equal(calls, 1);
+  });
+
   it('reads a key from a form field (express.urlencoded) or the query, as the contract says', async () => {
     const app = express();
     const created: express.RequestHandler = (_req, res) => {

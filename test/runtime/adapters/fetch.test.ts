@@ -106,6 +106,27 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(seen.length, 2);
   });
 
+  it('numbers past a double: a body that differs only there is 422, not another intent’s replay; the same text replays', async () => {
+    const seen: string[] = [];
+    const handler = createRouteGuard(contract, options(new MemoryStore())).wrap(async (req: Request) => {
+      // A handler that reads amounts losslessly (as int64 amounts must be) acts on the text as sent.
+      seen.push(/"amount":\s*([-\d.eE+]+)/.exec(await req.text())![1]!);
+      return Response.json({ id: seen.length }, { status: 201 });
+    });
+    const send = (key: string, raw: string) =>
+      handler(new Request('http://x/things/t1', { method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': key }, body: raw }));
+    assert.equal((await send('big', '{"amount":9007199254740993}')).status, 201);
+    const other = await send('big', '{"amount":9007199254740992}');
+    assert.equal(other.status, 422, 'JSON.parse makes both 9007199254740992: the second was replayed the first one’s answer');
+    assert.equal((await send('big', '{"amount": 9007199254740993}')).headers.get('idempotent-replayed'), 'true');
+    assert.equal((await send('dec', '{"amount":0.12345678901234567891}')).status, 201);
+    assert.equal((await send('dec', '{"amount":0.12345678901234567899}')).status, 422);
+    // Out of a double's range: no 500, and two such values are two payloads.
+    assert.equal((await send('huge', '{"amount":1e400}')).status, 201);
+    assert.equal((await send('huge', '{"amount":1e401}')).status, 422);
+    assert.deepEqual(seen, ['9007199254740993', '0.12345678901234567891', '1e400']);
+  });
+
   it('answers 204 without a body, and fails loudly on a URL that does not match the contract path', async () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     const handler = guard.wrap(async () => new Response(null, { status: 204 }));
