@@ -8,6 +8,8 @@ const MIN_KEY_LENGTH = 64;
 // A key whose format is a UUID — OASIS Repeatable Requests' `Repeatability-Request-ID` (Azure SDKs send a
 // UUID), or a header declared `format: uuid` — needs 36: its clients do not send `<sdk>-retry-<uuid>` keys.
 const UUID_LENGTH = 36;
+// What SDKs that make their own key send when the caller gives none (stripe-node, Stainless-generated clients).
+const SDK_KEYS = ['stripe-node-retry-1b4e28ba-2fa1-41d2-883f-0016d3cca427', 'stainless-node-retry-1b4e28ba-2fa1-41d2-883f-0016d3cca427'];
 
 /** The key has no length bound, pattern or format, in the contract or on its header parameter. */
 export default defineRule({
@@ -20,7 +22,9 @@ export default defineRule({
       'The key is part of a durable record; an unbounded key lets a client store arbitrary data and leaves "invalid key" undefined, one of the states the contract must answer.',
     messages: {
       unbounded:
-        'the key `{header}` has no `maxLength`, `pattern` or `format`: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
+        'the key `{header}` has no bound: no `maxLength` or `pattern` in the contract, and none (nor `format: uuid`) where the document declares it: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
+      patternRejectsSdkKeys:
+        '`key.pattern` rejects the keys SDKs generate when the caller gives none (`stripe-node-retry-<uuid>`, `stainless-node-retry-<uuid>`): the guard answers their every request with `responses.invalidKey`; allow letters, digits and `-` (for example `^[A-Za-z0-9._:-]+$`), unless every client makes its own keys of this form',
       tooShort:
         '{where} `maxLength: {maxLength}` is shorter than the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): the generated guard accepts up to {accepted} anyway, so the documented limit tells clients and reviewers less than the server takes; accept at least 64 (255 is a good default), unless every client makes its own shorter keys',
       tooShortForUuid:
@@ -41,6 +45,11 @@ export default defineRule({
     const uuidKey = (key.in === 'header' && isRepeatableRequestsKey(key.name)) || schema?.value['format'] === 'uuid';
     const minimum = uuidKey ? UUID_LENGTH : MIN_KEY_LENGTH;
     const tooShort = uuidKey ? 'tooShortForUuid' : 'tooShort';
+    // A UUID key's clients send UUIDs; any other key header may come from an SDK that makes its own (a key in the
+    // query or body is the API's own convention, which generic SDKs do not fill).
+    if (!uuidKey && key.in === 'header' && key.pattern !== undefined && !SDK_KEYS.some((sample) => matchesWhole(key.pattern!, sample))) {
+      ctx.report('patternRejectsSdkKeys', contract.at('key', 'pattern'), { header: key.name });
+    }
     if (own !== undefined) {
       if (own < minimum) {
         ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
@@ -67,3 +76,12 @@ export default defineRule({
     ctx.report('unbounded', contract.at('key'), { header: key.name });
   },
 });
+
+/** Whether `pattern` matches the whole of `text`, as the guard tests a key; an invalid pattern is contract-invalid's finding. */
+function matchesWhole(pattern: string, text: string): boolean {
+  try {
+    return new RegExp(`^(?:${pattern})$`).test(text);
+  } catch {
+    return true;
+  }
+}

@@ -39,6 +39,24 @@ describe('cli generate', () => {
     assert.equal(io.err, '');
   });
 
+  it('notes the operations whose key is optional: a request without one runs unguarded (server only)', async () => {
+    const spec = readFileSync(DEMO, 'utf8');
+    const optional = spec.replace('  key:\n    header: Idempotency-Key\n    required: true\n', '  key:\n    header: Idempotency-Key\n    required: false\n').replace(/(IdempotencyKey:\n\s+name: Idempotency-Key\n\s+in: header\n\s+)required: true/, '$1required: false');
+    assert.notEqual(optional, spec);
+    writeFileSync(path.join(tmp, 'optional.yaml'), optional);
+    const io = bufferIo();
+    assert.equal(await main(['generate', 'server', path.join(tmp, 'optional.yaml'), '--out', path.join(tmp, 'server')], io), 0, io.err);
+    const notes = io.err.split('\n').filter((line) => line.startsWith('note: '));
+    assert.deepEqual(notes, [
+      'note: 2 operations take requests without a key (key.required: false): a request without a key runs unguarded, so a retry of it (an SDK retrying a 502 or a lost answer) runs the handler again; require the key where clients can send one (idemkit explain key-optional):',
+    ]);
+    assert.match(io.err, /:\n {2}POST \/v1\/demo-requests \(createDemoRequest\)\n {2}POST \/v1\/accounts\/\{accountId\}\/payments \(createPayment\)\n/);
+    // The client sends a key on every attempt whatever the contract says: nothing to note there.
+    const client = bufferIo();
+    assert.equal(await main(['generate', 'client', path.join(tmp, 'optional.yaml'), '--out', path.join(tmp, 'client')], client), 0, client.err);
+    assert.doesNotMatch(client.err, /without a key/);
+  });
+
   it('says the local-effect note once for many contracts without an effect, listing their operations one per line', async () => {
     const op = (name: string) => `  /v1/${name}:
     post:

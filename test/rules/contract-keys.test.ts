@@ -478,6 +478,13 @@ ruleTester.run(keyUnbounded, {
   valid: [
     { name: 'maxLength in the contract', document: payouts() },
     { name: 'a pattern in the contract', document: payouts((_t, c) => ((c.key.pattern = '^[a-z0-9-]{1,64}$'), delete c.key.maxLength)) },
+    {
+      name: "a UUID-only pattern on OASIS Repeatability-Request-ID (its clients send UUIDs)",
+      document: payouts((t, c) => {
+        c.key = { header: 'Repeatability-Request-ID', required: true, maxLength: 36, pattern: '[0-9a-f-]{36}' };
+        t.components.parameters.IdempotencyKey = { name: 'Repeatability-Request-ID', in: 'header', required: true, schema: { type: 'string', maxLength: 36 } };
+      }),
+    },
     { name: 'maxLength on the header parameter schema', document: payouts((_t, c) => delete c.key.maxLength) },
     {
       name: "OASIS Repeatability-Request-ID bounded at a UUID's 36 characters (Azure SDKs send UUIDs)",
@@ -552,6 +559,11 @@ paths:
         Object.assign(t.components.parameters.IdempotencyKey.schema, { format: 'uuid', maxLength: 32 });
       }),
       errors: [{ messageId: 'tooShortForUuid', pointer: '/components/parameters/IdempotencyKey/schema/maxLength', message: /shorter than a UUID \(36 characters\)/ }],
+    },
+    {
+      name: 'a UUID-only pattern rejects the keys SDKs generate (stainless-node-retry-<uuid>, 57 characters)',
+      document: payouts((_t, c) => (c.key.pattern = '^[0-9a-fA-F-]{36}$')),
+      errors: [{ messageId: 'patternRejectsSdkKeys', pointer: `${CONTRACT}/key/pattern`, message: /`key.pattern` rejects the keys SDKs generate .*stainless-node-retry-<uuid>/ }],
     },
     {
       name: 'the contract and the header parameter disagree on maxLength',

@@ -126,6 +126,7 @@ export const generateCommand: Command = {
       io.stderr(`warning: the previous ${outArg} could not be removed and is kept as ${displayPath(io.cwd, written.leftover.path)} (${code ?? message}); remove it by hand\n`);
     }
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
+    if (target === 'server') for (const note of optionalKeyNotes(doc, compileContract)) io.stderr(`note: ${note}\n`);
     // What the guards were made with anyway, so that accepting a risk is never silent.
     for (const { finding, why } of acceptedRisks) {
       io.stderr(`note: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId}); generated anyway: ${why}\n`);
@@ -231,4 +232,20 @@ function localEffectNotes(doc: ApiDocument, target: string, compile: (op: Operat
         `${consequence}; where a handler calls another service, ${fix} on its operation (or once in the document's x-idempotency defaults):\n` +
         labels.map((label) => `  ${label}`).join('\n'),
   );
+}
+
+/**
+ * A note on the contracts whose key is optional (`key.required: false`, lint's `key-optional`): their guards let a
+ * request without a key through unguarded, so its retry runs the handler again. One line for one operation; several
+ * share one, their labels one per line.
+ */
+function optionalKeyNotes(doc: ApiDocument, compile: (op: OperationView) => CompiledContract): string[] {
+  const labels = doc.operations.filter((op) => op.contract?.enabled === true && !compile(op).key.required).map((op) => op.label);
+  if (labels.length === 0) return [];
+  const what = 'a request without a key runs unguarded, so a retry of it (an SDK retrying a 502 or a lost answer) runs the handler again; require the key where clients can send one (idemkit explain key-optional)';
+  return [
+    labels.length === 1
+      ? `${labels[0]!} takes requests without a key (key.required: false): ${what}`
+      : `${labels.length} operations take requests without a key (key.required: false): ${what}:\n${labels.map((label) => `  ${label}`).join('\n')}`,
+  ];
 }
