@@ -5,6 +5,9 @@
 //   write — the same answer after one representative business write on the same store/database
 //           (SQLite: an INSERT on the same connection; PostgreSQL: an INSERT through the same pool;
 //            Redis: one HSET; memory: a Map insert);
+//   write, one transaction — SQLite and PostgreSQL: the write handler behind the guard's one-transaction mode
+//           (`inTransaction`), its INSERT inside the transaction that reserved the key and committed with the record
+//           (one commit per request instead of the store's own two); against the same bare write handler;
 //   write + downstream call — an extra, clearly labelled realistic row: the same write, then an awaited
 //           --downstream ms (default 2) call to another service (a timer standing in for a payment provider's answer), as
 //           the handlers a guard is put in front of usually do. The no-op and write rows stay the reference.
@@ -60,6 +63,8 @@ if (ONLY !== undefined && !Object.hasOwn(ONLY_PATHS, ONLY)) usage(`BENCH_ONLY ta
 const STORES = (args.stores ?? 'memory,sqlite,sqlite-normal,postgres,redis').split(',');
 // The store the guard is generated for, per bench store name.
 const GENERATED_STORE = { 'sqlite-normal': 'sqlite', null: 'memory' };
+// The stores with one-transaction mode: their write handler is also measured inside the reserving transaction.
+const TRANSACTIONAL = new Set(['sqlite', 'sqlite-normal', 'postgres']);
 const generatedStore = (store) => GENERATED_STORE[store] ?? store;
 const ROUNDS = Math.max(1, Number(args.rounds ?? 5));
 const WARMUP_MS = 500;
@@ -79,9 +84,10 @@ const APP = `
 import express from 'express';
 import { randomUUID } from 'node:crypto';
 import { createGuards } from './gen/guards.js';
+import { idempotencyOf } from './gen/runtime/adapters/express.js';
 import { makeStore } from './store.js';
 
-const { store, write } = await makeStore();
+const { store, write, writeIn } = await makeStore();
 const DOWNSTREAM_MS = Number(process.env['DOWNSTREAM_MS']);
 const guards = createGuards({ store, principal: (req) => req.get('x-user') });
 const app = express();
@@ -104,6 +110,14 @@ const calling = (req: express.Request, res: express.Response, next: express.Next
 };
 app.post('/bare-write', express.json(), writing);
 app.post('/guarded-write', express.json(), guards.createDemoRequest, writing);
+// One-transaction mode (stores with transactions): the same write inside the transaction that reserved the key,
+// committed with the record.
+if (writeIn !== undefined) {
+  app.post('/guarded-write-tx', express.json(), guards.createDemoRequest.inTransaction, (req: express.Request, res: express.Response, next: express.NextFunction) => {
+    const id = randomUUID();
+    writeIn(idempotencyOf(res).tx, id, (req.body as Body).topic).then(() => res.status(201).json({ id, topic: (req.body as Body).topic }), next);
+  });
+}
 app.post('/bare-call', express.json(), calling);
 app.post('/guarded-call', express.json(), guards.createDemoRequest, calling);
 process.on('SIGTERM', () => process.exit(0));
@@ -119,7 +133,7 @@ const STORE_MODULES = {
 import { MemoryStore } from './gen/runtime/stores/memory.js';
 const rows = new Map<string, string>();
 export async function makeStore() {
-  return { store: new MemoryStore(), write: async (id: string, topic: string) => void rows.set(id, topic) };
+  return { store: new MemoryStore(), write: async (id: string, topic: string) => void rows.set(id, topic), writeIn: undefined };
 }`,
   null: `
 // Keeps nothing: the guard's own cost without store I/O (a diagnostic, not a store; see the header).
@@ -141,7 +155,7 @@ class NullStore implements IdempotencyStore {
 }
 const rows = new Map<string, string>();
 export async function makeStore() {
-  return { store: new NullStore(), write: async (id: string, topic: string) => void rows.set(id, topic) };
+  return { store: new NullStore(), write: async (id: string, topic: string) => void rows.set(id, topic), writeIn: undefined };
 }`,
   sqlite: sqliteModule('FULL'),
   'sqlite-normal': sqliteModule('NORMAL'),
@@ -153,7 +167,12 @@ export async function makeStore() {
   const store = new PostgresStore(pool, { batch: process.env['PG_BATCH'] !== '0' });
   await store.migrate();
   await pool.query('CREATE TABLE IF NOT EXISTS demo_rows (id text PRIMARY KEY, topic text NOT NULL)');
-  return { store, write: async (id: string, topic: string) => void (await pool.query('INSERT INTO demo_rows (id, topic) VALUES ($1, $2)', [id, topic])) };
+  const sql = 'INSERT INTO demo_rows (id, topic) VALUES ($1, $2)';
+  return {
+    store,
+    write: async (id: string, topic: string) => void (await pool.query(sql, [id, topic])),
+    writeIn: async (tx: unknown, id: string, topic: string) => void (await (tx as pg.PoolClient).query(sql, [id, topic])),
+  };
 }`,
   redis: `
 import { Redis } from 'ioredis';
@@ -163,7 +182,7 @@ export async function makeStore() {
   // bare write handler and the guard alike.
   const redis = new Redis(process.env['REDIS_URL']!, { enableAutoPipelining: process.env['REDIS_AUTO_PIPELINING'] !== '0' });
   await new Promise<void>((resolve) => redis.once('ready', () => resolve()));
-  return { store: new RedisStore(redis, { batch: process.env['REDIS_BATCH'] !== '0' }), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)) };
+  return { store: new RedisStore(redis, { batch: process.env['REDIS_BATCH'] !== '0' }), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)), writeIn: undefined };
 }`,
 };
 
@@ -179,7 +198,8 @@ export async function makeStore() {
   db.pragma('synchronous = ${synchronous}');
   db.exec('CREATE TABLE IF NOT EXISTS demo_rows (id TEXT PRIMARY KEY, topic TEXT NOT NULL)');
   const insert = db.prepare('INSERT INTO demo_rows (id, topic) VALUES (?, ?)');
-  return { store, write: async (id: string, topic: string) => void insert.run(id, topic) };
+  // In one-transaction mode the transaction is this connection's: the same statement runs inside it.
+  return { store, write: async (id: string, topic: string) => void insert.run(id, topic), writeIn: async (_tx: unknown, id: string, topic: string) => void insert.run(id, topic) };
 }`;
 }
 
@@ -433,6 +453,7 @@ try {
         ['bareWrite', '/bare-write', undefined],
         ['fresh', '/v1/demo-requests', (r, i, c) => `fresh-${run}-${c}-${r}-${i}`],
         ['freshWrite', '/guarded-write', (r, i, c) => `fresh-write-${run}-${c}-${r}-${i}`],
+        ...(TRANSACTIONAL.has(store) ? [['freshTx', '/guarded-write-tx', (r, i, c) => `fresh-tx-${run}-${c}-${r}-${i}`]] : []),
         ['bareCall', '/bare-call', undefined],
         ['freshCall', '/guarded-call', (r, i, c) => `fresh-call-${run}-${c}-${r}-${i}`],
         ['replay', '/v1/demo-requests', (_r, i) => `replay-${run}-${i % keys}`, 'replay'],
@@ -466,7 +487,7 @@ try {
         // Each round's own ratio (its fresh slice against its bare slice, run moments apart): how far the ratio moves
         // with the machine's load, printed beside the whole phase's ratio in the goal table.
         const rounds = (name, ref) => slices[`${name}@${connections}`]?.map((slice, r) => sliceRps(slice) / sliceRps(slices[`${ref}@${connections}`][r]));
-        const spread = { fresh: rounds('fresh', 'bare'), freshWrite: rounds('freshWrite', 'bareWrite'), freshCall: rounds('freshCall', 'bareCall'), replay: rounds('replay', 'bare') };
+        const spread = { fresh: rounds('fresh', 'bare'), freshWrite: rounds('freshWrite', 'bareWrite'), freshTx: rounds('freshTx', 'bareWrite'), freshCall: rounds('freshCall', 'bareCall'), replay: rounds('replay', 'bare') };
         rows.push({ store, connections, ...result, spread, errors: phases.reduce((n, [name]) => n + result[name].errors, 0) });
       }
     } finally {
@@ -503,15 +524,21 @@ for (const connections of CONNECTIONS) {
   console.log('write handler (one business write on the same store/database):');
   console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
   for (const row of measured) console.log(`${row.store.padEnd(13)} | ${base(row.bareWrite)} | ${cell(row.freshWrite, row.bareWrite)} | ${cell(row.replay, row.bareWrite)}`);
+  const transactional = measured.filter((row) => row.freshTx !== undefined);
+  if (transactional.length > 0) {
+    console.log('the same write in one-transaction mode (the write and the record commit together; SQLite, PostgreSQL):');
+    console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu');
+    for (const row of transactional) console.log(`${row.store.padEnd(13)} | ${base(row.bareWrite)} | ${cell(row.freshTx, row.bareWrite)}`);
+  }
   console.log(`extra, realistic: write + ${DOWNSTREAM_MS} ms downstream call (a timer standing in for a provider's answer):`);
   console.log('store         | bare   p50/p99      cpu  | fresh  (ratio) p50/p99      cpu  | replay (ratio) p50/p99      cpu');
   for (const row of measured) console.log(`${row.store.padEnd(13)} | ${base(row.bareCall)} | ${cell(row.freshCall, row.bareCall)} | ${cell(row.replay, row.bareCall)}`);
   const served = measured.filter((row) => Number.isFinite(row.fresh.serverCpuUs));
   if (served.length === 0) continue;
   console.log(`store server CPU µs per request (redis-server; PostgreSQL postmaster and backends), ${APP_CPU === undefined ? 'on the same cores as the app' : 'on the other CPUs'}:`);
-  console.log('store         | bare write | fresh | fresh write | replay');
-  const us = (r) => fmt(r.serverCpuUs).padStart(5);
-  for (const row of served) console.log(`${row.store.padEnd(13)} | ${us(row.bareWrite).padStart(10)} | ${us(row.fresh)} | ${us(row.freshWrite).padStart(11)} | ${us(row.replay).padStart(6)}`);
+  console.log('store         | bare write | fresh | fresh write | fresh write, one tx | replay');
+  const us = (r) => (r === undefined ? '–' : fmt(r.serverCpuUs)).padStart(5);
+  for (const row of served) console.log(`${row.store.padEnd(13)} | ${us(row.bareWrite).padStart(10)} | ${us(row.fresh)} | ${us(row.freshWrite).padStart(11)} | ${us(row.freshTx).padStart(19)} | ${us(row.replay).padStart(6)}`);
 }
 // The issue's goal for fresh keys, per store: requests/s at least this share of the bare handler's.
 const GOAL = { sqlite: 0.85, 'sqlite-normal': 0.85, postgres: 0.75, redis: 0.75 };
@@ -519,14 +546,14 @@ const goalRows = rows.filter((row) => !row.skipped && GOAL[row.store] !== undefi
 if (goalRows.length > 0) {
   console.log('\ngoal: fresh keys at ≥ 0.85 of the bare handler\'s req/s on SQLite, ≥ 0.75 on PostgreSQL and Redis');
   console.log('each: the ratio of the whole phase, met or not, then (lowest–highest) of the rounds\' own ratios');
-  console.log('store         | conns | goal | fresh no-op            | fresh write            | fresh write + call     | replay (of bare no-op)');
+  console.log('store         | conns | goal | fresh no-op            | fresh write            | write, one transaction | fresh write + call     | replay (of bare no-op)');
   const range = (rounds) => (rounds === undefined || rounds.length === 0 ? '' : ` (${fmt(Math.min(...rounds), 2)}–${fmt(Math.max(...rounds), 2)})`);
   const mark = (r, ref, goal, rounds) => `${fmt(r.rps / ref.rps, 3)} ${r.rps / ref.rps >= goal ? 'met' : 'not'}${range(rounds)}`;
   for (const row of goalRows) {
     const goal = GOAL[row.store];
     const s = row.spread;
     console.log(
-      `${row.store.padEnd(13)} | ${String(row.connections).padStart(5)} | ${goal.toFixed(2)} | ${mark(row.fresh, row.bare, goal, s.fresh).padEnd(22)} | ${mark(row.freshWrite, row.bareWrite, goal, s.freshWrite).padEnd(22)} | ${mark(row.freshCall, row.bareCall, goal, s.freshCall).padEnd(22)} | ${mark(row.replay, row.bare, goal, s.replay)}`,
+      `${row.store.padEnd(13)} | ${String(row.connections).padStart(5)} | ${goal.toFixed(2)} | ${mark(row.fresh, row.bare, goal, s.fresh).padEnd(22)} | ${mark(row.freshWrite, row.bareWrite, goal, s.freshWrite).padEnd(22)} | ${(row.freshTx === undefined ? '–' : mark(row.freshTx, row.bareWrite, goal, s.freshTx)).padEnd(22)} | ${mark(row.freshCall, row.bareCall, goal, s.freshCall).padEnd(22)} | ${mark(row.replay, row.bare, goal, s.replay)}`,
     );
   }
   // The null store's rows, when run: the guard's own cost with no store I/O, the most any store's row can read
@@ -536,7 +563,7 @@ if (goalRows.length > 0) {
   for (const row of nullRows) {
     const s = row.spread;
     console.log(
-      `${'null'.padEnd(13)} | ${String(row.connections).padStart(5)} |    – | ${plain(row.fresh, row.bare, s.fresh).padEnd(22)} | ${plain(row.freshWrite, row.bareWrite, s.freshWrite).padEnd(22)} | ${plain(row.freshCall, row.bareCall, s.freshCall).padEnd(22)} | n/a`,
+      `${'null'.padEnd(13)} | ${String(row.connections).padStart(5)} |    – | ${plain(row.fresh, row.bare, s.fresh).padEnd(22)} | ${plain(row.freshWrite, row.bareWrite, s.freshWrite).padEnd(22)} | ${'–'.padEnd(22)} | ${plain(row.freshCall, row.bareCall, s.freshCall).padEnd(22)} | n/a`,
     );
   }
   if (nullRows.length > 0) console.log('null: no store I/O at all (the guard alone), so the ceiling of every store\'s row; no goal applies to it');
