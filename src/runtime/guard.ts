@@ -464,7 +464,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (renewTicker === undefined) {
       renewTicker = setInterval(renewDue, renewTickMs);
       // The heartbeat never keeps a process alive on its own.
-      renewTicker.unref?.();
+      unrefTimer(renewTicker);
     }
   }
 
@@ -565,7 +565,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // lapsing on its own) keep no process alive meanwhile.
       waiting.length = 0;
       waitingHead = 0;
-      waitTimer?.unref();
+      unrefTimer(waitTimer);
     }
     return true;
   }
@@ -577,7 +577,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       waiting.push(call);
       unsettled += 1;
       if (waitTimer === undefined) waitTimer = setTimeout(expireWaiting, storeTimeoutMs);
-      else if (unsettled === 1) waitTimer.ref();
+      else if (unsettled === 1) refTimer(waitTimer);
       promise.then(
         (value) => {
           if (settleWaiting(call)) resolve(value);
@@ -1234,6 +1234,21 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return runHandler(begun, handler);
     },
   };
+}
+
+/**
+ * Node's and Bun's timers (and Deno's) are objects with `ref`/`unref`; the web's are numbers (Cloudflare Workers, Vercel
+ * Edge, browsers), where a process-lifetime hint means nothing. Calling `unref()` on a number threw inside a store
+ * call's settlement, so its promise never settled: every request hung.
+ */
+function unrefTimer(timer: unknown): void {
+  const unref = (timer as { unref?: unknown } | undefined)?.unref;
+  if (typeof unref === 'function') unref.call(timer);
+}
+
+function refTimer(timer: unknown): void {
+  const ref = (timer as { ref?: unknown } | undefined)?.ref;
+  if (typeof ref === 'function') ref.call(timer);
 }
 
 /** `record[name]` when it is the record's own member (never an `Object.prototype` one such as `constructor`). */

@@ -127,6 +127,31 @@ describe('runtime/adapters/fetch', () => {
     assert.deepEqual(seen, ['9007199254740993', '0.12345678901234567891', '1e400']);
   });
 
+  it('runs where timers are numbers, as in Cloudflare Workers, Vercel Edge and browsers (no ref/unref to call)', async function () {
+    this.timeout(10_000); // on the earlier code the first request never settled
+    const real = { setTimeout: globalThis.setTimeout, setInterval: globalThis.setInterval };
+    // The web's timers: a number, which clearTimeout/clearInterval take (Node's take its timers' ids too).
+    globalThis.setTimeout = ((callback: () => void, ms?: number) => Number(real.setTimeout(callback, ms))) as typeof setTimeout;
+    globalThis.setInterval = ((callback: () => void, ms?: number) => Number(real.setInterval(callback, ms))) as typeof setInterval;
+    try {
+      let calls = 0;
+      // MemoryStore has extend: the lease heartbeat's interval runs too, with the store calls' time bound.
+      const handler = createRouteGuard(contract, options(new MemoryStore(), { storeTimeoutMs: 1000 })).wrap(async (req: Request) => {
+        calls += 1;
+        return Response.json({ id: calls, n: ((await req.json()) as { n: number }).n }, { status: 201 });
+      });
+      const first = await handler(request('http://x/things/t1', 'numbers', { n: 1 }));
+      assert.equal(first.status, 201);
+      const replay = await handler(request('http://x/things/t1', 'numbers', { n: 1 }));
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      assert.equal((await handler(request('http://x/things/t1', 'numbers', { n: 2 }))).status, 422);
+      assert.equal(calls, 1);
+    } finally {
+      globalThis.setTimeout = real.setTimeout;
+      globalThis.setInterval = real.setInterval;
+    }
+  });
+
   it('answers 204 without a body, and fails loudly on a URL that does not match the contract path', async () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     const handler = guard.wrap(async () => new Response(null, { status: 204 }));
