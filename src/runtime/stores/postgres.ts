@@ -256,7 +256,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
             else call.resolve(reserveResultOf(row, call.input));
           }
         },
-        (error: unknown) => {
+        () => {
           // A statement that failed as a whole changed nothing. Whatever failed it (a deadlock, a conflict the
           // batch could not arbitrate, one call's value the server rejects, a lost connection), each call is
           // tried again on its own: a bad row must not fail the other requests of the turn, and a call that
