@@ -8,7 +8,7 @@
  */
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
-import type { ApiDocument, KeyPlace, OperationView } from '../parser/model.js';
+import type { ApiDocument, KeyPlace, Location, OperationView, Position } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
 import { YamlNodeFinder, yamlModule } from './scaffold-yaml.js';
@@ -30,6 +30,8 @@ export interface ScaffoldChange {
   readonly scopeOpen: ScopeOpen | undefined;
   /** 1-based line of the inserted block in the new text. */
   readonly line: number;
+  /** 1-based column (UTF-16 code units, after any BOM) where the block starts in the new text. */
+  readonly column: number;
   /** The inserted lines, without line breaks. */
   readonly lines: readonly string[];
   /** The contract object that was inserted. */
@@ -42,6 +44,8 @@ export type ScopeOpen = 'no-security' | 'anonymous';
 /** An operation that looks like it wants a contract but was left alone, and why. */
 export interface ScaffoldSkip {
   readonly operation: string;
+  /** Where the operation is (its method's key), for the `file:line:column` init prints. */
+  readonly at: Location;
   readonly reason: string;
   /**
    * `true` when the operation needs no contract at all (a safe method); `false` when it does and the user
@@ -65,6 +69,11 @@ export interface ScaffoldResult {
   /** The inserted contracts, file by file, in text order within a file. */
   readonly changes: readonly ScaffoldChange[];
   readonly skipped: readonly ScaffoldSkip[];
+  /**
+   * Where a position of the document as it was read (a skipped operation's) is in the new text of its file: moved
+   * past the contracts inserted before it. Unchanged for a file that does not change.
+   */
+  readonly moved: (file: string, position: Position) => Position;
 }
 
 const STATE_STATUSES: readonly (readonly [string, readonly number[]])[] = [
@@ -186,30 +195,30 @@ export function scaffoldContracts(
     if (!evidence) continue;
     if (isSafeMethod(operation.method)) {
       // A repeated safe request has no effect to guard; a key on it is usually a copy-paste leftover.
-      skipped.push({ operation: operation.label, reason: `is a safe ${operation.method.toUpperCase()}: a repeat has no effect to guard, so it gets no contract`, needsNone: true });
+      skipped.push({ operation: operation.label, at: operation.at, reason: `is a ${operation.method.toUpperCase()}, which HTTP defines as safe (a repeat has no effect to guard), so it gets no contract; if this API's ${operation.method.toUpperCase()} does act, write the contract by hand`, needsNone: true });
       continue;
     }
     const place = keyPlaceOf(evidence);
     if (!place) {
-      skipped.push({ operation: operation.label, reason: `is marked \`${evidence.name}\` but takes no idempotency key, and a guard needs one: declare where clients send it (a header such as \`Idempotency-Key\`, a query parameter or a body field) and write the contract by hand`, needsNone: false });
+      skipped.push({ operation: operation.label, at: operation.at, reason: `is marked \`${evidence.name}\` but takes no idempotency key, and a guard needs one: declare where clients send it (a header such as \`Idempotency-Key\`, a query parameter or a body field) and write the contract by hand`, needsNone: false });
       continue;
     }
     // A key header beside a body key field: which one the server reads is the author's to say (a contract on the
     // header makes lint report the field, since clients that send it there would get 400).
     const inBody = place.in === 'header' ? bodyKey(document, operation) : undefined;
     if (inBody !== undefined) {
-      skipped.push({ operation: operation.label, reason: `takes a key both in the header \`${evidence.name}\` and in the ${inBody.kind === 'form' ? 'form' : 'body'} field \`${inBody.name}\`: write the contract by hand for the one the server reads (\`key: { header: ${evidence.name} }\` or \`key: { body: /${escapePointerToken(inBody.name)} }\`), and drop or deprecate the other`, needsNone: false });
+      skipped.push({ operation: operation.label, at: operation.at, reason: `takes a key both in the header \`${evidence.name}\` and in the ${inBody.kind === 'form' ? 'form' : 'body'} field \`${inBody.name}\`: write the contract by hand for the one the server reads (\`key: { header: ${evidence.name} }\` or \`key: { body: /${escapePointerToken(inBody.name)} }\`), and drop or deprecate the other`, needsNone: false });
       continue;
     }
     const unreadable = place.in === 'body' ? keyDeclaration(document, operation, place).unreadableMedia : undefined;
     if (unreadable !== undefined) {
-      skipped.push({ operation: operation.label, reason: `takes its key in the body field \`${evidence.name}\` of a \`${unreadable}\` body, and a guard reads a body key from a JSON body or a form's fields only: to guard it, take the key in a header or the query and write the contract by hand`, needsNone: false });
+      skipped.push({ operation: operation.label, at: operation.at, reason: `takes its key in the body field \`${evidence.name}\` of a \`${unreadable}\` body, and a guard reads a body key from a JSON body or a form's fields only: to guard it, take the key in a header or the query and write the contract by hand`, needsNone: false });
       continue;
     }
     // A contract makes every `$ref` it needs mandatory: one broken now would make the file unloadable.
     const broken = document.contractRefProblem?.(operation);
     if (broken) {
-      skipped.push({ operation: operation.label, reason: `${describe(broken)}; a contract needs every $ref of the operation's parameters, body and responses, so fix it first and run init again`, needsNone: false });
+      skipped.push({ operation: operation.label, at: operation.at, reason: `${describe(broken)}; a contract needs every $ref of the operation's parameters, body and responses, so fix it first and run init again`, needsNone: false });
       continue;
     }
     let inFile = planned.get(operation.at.file);
@@ -221,6 +230,7 @@ export function scaffoldContracts(
   }
   const files: ScaffoldedFile[] = [];
   const changes: ScaffoldChange[] = [];
+  const movers = new Map<string, (position: Position) => Position>();
   // Operation nodes a contract was written into, and the operations left out in the files' text.
   const written = new Map<object, OperationView>();
   const notWritten: { operation: OperationView; reason: string }[] = [];
@@ -229,15 +239,18 @@ export function scaffoldContracts(
     notWritten.push(...edited.skipped);
     for (const operation of edited.written) written.set(operation.node, operation);
     changes.push(...edited.changes);
-    if (edited.changes.length > 0) files.push({ file, text: edited.text });
+    if (edited.changes.length > 0) {
+      files.push({ file, text: edited.text });
+      movers.set(file, edited.moved);
+    }
   }
   for (const { operation, reason } of notWritten) {
     // A YAML alias (`put: *create`) is the anchored operation itself: the contract written there is its own.
     const anchor = written.get(operation.node);
-    if (anchor && anchor !== operation) skipped.push({ operation: operation.label, reason: `is a YAML alias of ${anchor.label}, so it shares the contract written there`, needsNone: true, sharesContract: true });
-    else skipped.push({ operation: operation.label, reason, needsNone: false });
+    if (anchor && anchor !== operation) skipped.push({ operation: operation.label, at: operation.at, reason: `is a YAML alias of ${anchor.label}, so it shares the contract written there`, needsNone: true, sharesContract: true });
+    else skipped.push({ operation: operation.label, at: operation.at, reason, needsNone: false });
   }
-  return { files, changes, skipped };
+  return { files, changes, skipped, moved: (file, position) => movers.get(file)?.(position) ?? position };
 }
 
 const SCOPE_OPEN_REASONS: Readonly<Record<ScopeOpen, readonly [one: string, many: string]>> = {
@@ -271,7 +284,7 @@ function scaffoldFile(
   file: string,
   raw: string,
   plans: readonly Plan[],
-): { text: string; changes: ScaffoldChange[]; written: OperationView[]; skipped: { operation: OperationView; reason: string }[] } {
+): { text: string; changes: ScaffoldChange[]; written: OperationView[]; skipped: { operation: OperationView; reason: string }[]; moved: (position: Position) => Position } {
   // The parser reads past a byte order mark (AutoRest files start with one); the written file keeps it.
   const bom = raw.charCodeAt(0) === 0xfeff ? raw.slice(0, 1) : '';
   const text = raw.slice(bom.length);
@@ -282,7 +295,7 @@ function scaffoldFile(
   if (loneCr !== -1) {
     const { line } = new LineTable(text).position(loneCr);
     const reason = `line ${line} of ${format === 'json' ? 'the file' : 'the YAML'} ends with a lone CR (a classic Mac line break), which init does not edit around — save the file with LF or CRLF line breaks and run init again, or add x-idempotency by hand`;
-    return { text: raw, changes: [], written: [], skipped: plans.map((plan) => ({ operation: plan.operation, reason })) };
+    return { text: raw, changes: [], written: [], skipped: plans.map((plan) => ({ operation: plan.operation, reason })), moved: (position) => position };
   }
   const skipped: { operation: OperationView; reason: string }[] = [];
   const inserts: (Insert & Plan)[] = [];
@@ -297,32 +310,41 @@ function scaffoldFile(
     if (typeof insert === 'string') skipped.push({ operation: plan.operation, reason: insert });
     else inserts.push({ ...insert, ...plan });
   }
-  if (inserts.length === 0) return { text: raw, changes: [], written: [], skipped };
+  if (inserts.length === 0) return { text: raw, changes: [], written: [], skipped, moved: (position) => position };
   // Build the new text once, front to back, counting lines on the way (no copy of the text per insert).
   inserts.sort((a, b) => a.offset - b.offset);
   const parts: string[] = [];
-  const changes: ScaffoldChange[] = [];
+  // Where each block starts in the new text: placed once it is built (several blocks may share a line of JSON).
+  const starts: number[] = [];
   let from = 0;
-  let line = 1;
+  let length = 0;
   for (const insert of inserts) {
-    line += countLines(text, from, insert.offset);
-    const lead = Math.max(0, insert.text.indexOf(insert.lines[0]!));
-    changes.push({ file, operation: insert.operation.label, key: insert.key, scopeOpen: insert.scopeOpen, line: line + countLines(insert.text, 0, lead), lines: insert.lines, contract: insert.contract });
-    line += countLines(insert.text, 0, insert.text.length);
+    // The block's first line, at its first character past the indentation (where an editor should land).
+    const first = insert.lines[0]!;
+    const lead = Math.max(0, insert.text.indexOf(first)) + (first.length - first.trimStart().length);
+    starts.push(length + (insert.offset - from) + lead);
     parts.push(text.slice(from, insert.offset), insert.text);
+    length += insert.offset - from + insert.text.length;
     from = insert.offset;
   }
   parts.push(text.slice(from));
   const out = parts.join('');
   verify(out, file, inserts);
-  return { text: bom + out, changes, written: inserts.map((insert) => insert.operation), skipped };
-}
-
-/** Number of line feeds in `text` between `from` and `to`. */
-function countLines(text: string, from: number, to: number): number {
-  let count = 0;
-  for (let at = text.indexOf('\n', from); at !== -1 && at < to; at = text.indexOf('\n', at + 1)) count += 1;
-  return count;
+  const lines = new LineTable(out);
+  const changes: ScaffoldChange[] = inserts.map((insert, i) => {
+    const { line, column } = lines.position(starts[i]!);
+    return { file, operation: insert.operation.label, key: insert.key, scopeOpen: insert.scopeOpen, line, column, lines: insert.lines, contract: insert.contract };
+  });
+  // A position of the text as read: its offset, moved past every block inserted at or before it.
+  const lineStarts = [0];
+  for (let at = text.indexOf('\n'); at !== -1; at = text.indexOf('\n', at + 1)) lineStarts.push(at + 1);
+  const moved = (position: Position): Position => {
+    const offset = (lineStarts[position.line - 1] ?? text.length) + position.column - 1;
+    let shift = 0;
+    for (const insert of inserts) if (insert.offset <= offset) shift += insert.text.length;
+    return lines.position(offset + shift);
+  };
+  return { text: bom + out, changes, written: inserts.map((insert) => insert.operation), skipped, moved };
 }
 
 interface Insert {

@@ -71,7 +71,7 @@ describe('idemkit init', () => {
     const result = await run('api.yaml');
     assert.equal(result.code, 0, result.err);
     assert.equal(read('api.yaml'), yamlSpec);
-    assert.match(result.out, /^api\.yaml:16 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
+    assert.match(result.out, /^api\.yaml:16:7 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
     assert.match(result.out, /\n\+ {7}x-idempotency:\n/);
     // A marker names no key: the advice says what a guard needs, not "write the same by hand".
     assert.match(result.out, /skipped POST \/refunds \(createRefund\): is marked `x-fern-idempotent` but takes no idempotency key, and a guard needs one: declare where clients send it/);
@@ -175,7 +175,7 @@ describe('idemkit init', () => {
     writeFileSync(path.join(dir, 'api.yaml'), spec);
     const result = await run('api.yaml', '--write');
     assert.equal(result.code, 0, result.err);
-    assert.match(result.out, /skipped GET \/payouts \(listPayouts\): is a safe GET/);
+    assert.match(result.out, /^api\.yaml:\d+:5: skipped GET \/payouts \(listPayouts\): is a GET, which HTTP defines as safe \(a repeat has no effect to guard\), so it gets no contract; if this API's GET does act, write the contract by hand$/m);
     assert.equal(parse(read('api.yaml')).paths['/payouts'].get['x-idempotency'], undefined);
     assert.ok(parse(read('api.yaml')).paths['/payouts'].post['x-idempotency']);
   });
@@ -223,8 +223,8 @@ components:
     writeFileSync(path.join(dir, 'api.yaml'), spec);
     const result = await run('api.yaml', '--write');
     assert.equal(result.code, 0, result.err);
-    assert.match(result.out, /^api\.yaml:\d+ {2}PUT \/volumes \(createVolume\) {2}\(key body \/ClientToken\)\n/m);
-    assert.match(result.out, /^api\.yaml:\d+ {2}DELETE \/clusters\/\{id\} \(deleteCluster\) {2}\(key query requestId\)\n/m);
+    assert.match(result.out, /^api\.yaml:\d+:\d+ {2}PUT \/volumes \(createVolume\) {2}\(key body \/ClientToken\)\n/m);
+    assert.match(result.out, /^api\.yaml:\d+:\d+ {2}DELETE \/clusters\/\{id\} \(deleteCluster\) {2}\(key query requestId\)\n/m);
     assert.doesNotMatch(result.out, /skipped/);
     const written = parse(read('api.yaml'));
     assert.deepEqual(written.paths['/volumes'].put['x-idempotency'].key, { body: '/ClientToken', required: true, maxLength: 64 });
@@ -429,11 +429,11 @@ paths:
     writeFileSync(path.join(dir, 'c.yaml'), spec);
     const first = await run('c.yaml', '--write');
     assert.equal(first.code, 0, first.err);
-    assert.match(first.out, /\nskipped POST \/flow \(flowOp\): is not a block mapping/);
+    assert.match(first.out, /\nc\.yaml:\d+:\d+: skipped POST \/flow \(flowOp\): is not a block mapping/);
     assert.match(first.out, /\nwrote 1 contract to c\.yaml; 1 operation skipped \(see above\) — write its x-idempotency by hand; next: idemkit lint c\.yaml\n$/);
     const second = await run('c.yaml', '--write');
     assert.equal(second.code, 0, second.err);
-    assert.match(second.out, /^skipped POST \/flow \(flowOp\): is not a block mapping/);
+    assert.match(second.out, /^c\.yaml:\d+:\d+: skipped POST \/flow \(flowOp\): is not a block mapping/);
     assert.doesNotMatch(second.out, /no operation .* takes an idempotency key/);
     assert.match(second.out, /\nnothing written to c\.yaml: 1 operation that takes an idempotency key was skipped \(see above\) — write its x-idempotency by hand\n$/);
   });
@@ -461,7 +461,7 @@ paths:
     writeFileSync(path.join(dir, 'd.yaml'), spec);
     const result = await run('d.yaml', '--write');
     assert.equal(result.code, 0, result.err);
-    assert.match(result.out, /\nskipped POST \/payments \(pay\): d\.yaml:9:61: \$ref '#\/definitions\/Missing' points at nothing.*so fix it first and run init again\n/);
+    assert.match(result.out, /\n\S+:\d+:\d+: skipped POST \/payments \(pay\): d\.yaml:9:61: \$ref '#\/definitions\/Missing' points at nothing.*so fix it first and run init again\n/);
     assert.match(result.out, /wrote 1 contract to d\.yaml/);
     const lint = bufferIo(dir);
     assert.notEqual(await main(['lint', 'd.yaml'], lint), 2, lint.err);
@@ -511,7 +511,7 @@ paths:
     writeFileSync(path.join(dir, 'a.yaml'), spec);
     const result = await run('a.yaml', '--write');
     assert.equal(result.code, 0, result.err);
-    assert.match(result.out, /\nskipped PUT \/charges \(createCharge\): is a YAML alias of POST \/charges \(createCharge\), so it shares the contract written there\n/);
+    assert.match(result.out, /\n\S+:\d+:\d+: skipped PUT \/charges \(createCharge\): is a YAML alias of POST \/charges \(createCharge\), so it shares the contract written there\n/);
     assert.match(result.out, /wrote 1 contract to a\.yaml; 1 YAML alias shares its operation's contract; next: idemkit lint a\.yaml\n$/);
     const paths = parse(read('a.yaml')).paths;
     assert.equal(paths['/charges'].post['x-idempotency'].key.header, 'Idempotency-Key');
@@ -528,7 +528,7 @@ paths:
     writeFileSync(path.join(dir, 'bom.json'), json);
     const shown = await run('bom.json', '--write');
     assert.equal(shown.code, 0, shown.err);
-    assert.match(shown.out, /^bom\.json:\d+ {2}POST \/payouts \(createPayout\)/);
+    assert.match(shown.out, /^bom\.json:\d+:\d+ {2}POST \/payouts \(createPayout\)/);
     const bytes = readFileSync(path.join(dir, 'bom.json'));
     assert.deepEqual([...bytes.subarray(0, 3)], [0xef, 0xbb, 0xbf]);
     const written = bytes.toString('utf8');
@@ -578,7 +578,7 @@ paths:
       const result = await run(name, '--write');
       assert.equal(result.code, 0, result.err);
       const lines = read(name).split('\n');
-      const reported = [...result.out.matchAll(new RegExp(`^${name.replace('.', '\\.')}:(\\d+) {2}POST \\/op(\\d) `, 'gm'))];
+      const reported = [...result.out.matchAll(new RegExp(`^${name.replace('.', '\\.')}:(\\d+):\\d+ {2}POST \\/op(\\d) `, 'gm'))];
       assert.deepEqual(reported.map((match) => match[2]), ['1', '2', '3', '4'], name);
       for (const [, line] of reported) assert.ok(lines[Number(line) - 1]!.trimStart().startsWith(marker), `${name}:${line} is ${lines[Number(line) - 1]}`);
     }
@@ -626,7 +626,7 @@ paths:
 
     const shown = await run('swagger.yaml');
     assert.equal(shown.code, 0, shown.err);
-    assert.match(shown.out, /^paths\/orders\.yaml:8 {2}POST \/orders \(createOrder\) {2}\(key header Idempotency-Key\)\n\+ {3}# Scaffolded/);
+    assert.match(shown.out, /^paths\/orders\.yaml:8:\d+ {2}POST \/orders \(createOrder\) {2}\(key header Idempotency-Key\)\n\+ {3}# Scaffolded/);
     assert.doesNotMatch(shown.out, /another file|by hand/);
     assert.match(shown.out, /\n1 contract to add; nothing written — run again with --write to apply\n$/);
     assert.equal(read('paths/orders.yaml'), pathItem);
@@ -690,7 +690,7 @@ paths:
     assert.deepEqual(only, {
       code: 0,
       out:
-        'skipped GET /orders (listOrders): is a safe GET: a repeat has no effect to guard, so it gets no contract\n\n' +
+        "get.yaml:7:5: skipped GET /orders (listOrders): is a GET, which HTTP defines as safe (a repeat has no effect to guard), so it gets no contract; if this API's GET does act, write the contract by hand\n\n" +
         'nothing to scaffold in get.yaml: 1 operation that takes an idempotency key is a safe method and needs no contract (see above)\n',
       err: '',
     });
@@ -762,11 +762,18 @@ paths:
     const result = await run('shapes.yaml', '--write');
     assert.equal(result.code, 0, result.err);
     assert.deepEqual(
-      [...result.out.matchAll(/^(shapes\.yaml:\d+ {2}\S+ \S+|skipped [^:]+)/gm)].map((match) => match[1]),
-      ['shapes.yaml:20  POST /quoted', 'shapes.yaml:32  POST /merged', 'shapes.yaml:45  PUT /aliased', 'shapes.yaml:60  DELETE /tagged', 'skipped PUT /alias', 'skipped POST /flow'],
+      [...result.out.matchAll(/^(shapes\.yaml:\d+:\d+ {2}\S+ \S+|shapes\.yaml:\d+:\d+: skipped [^:]+)/gm)].map((match) => match[1]),
+      ['shapes.yaml:20:7  POST /quoted', 'shapes.yaml:32:7  POST /merged', 'shapes.yaml:45:7  PUT /aliased', 'shapes.yaml:60:7  DELETE /tagged', 'shapes.yaml:41:5: skipped PUT /alias', 'shapes.yaml:54:12: skipped POST /flow'],
     );
+    // Each position is where the operation is in the file as written: the alias's is the anchored operation it is
+    // (/aliased's `put:`, whose contract starts at 45:7), the flow mapping's its `post`.
+    const written = read('shapes.yaml').split('\n');
+    assert.equal(written[40], '    put:');
+    assert.equal(written[44]!.slice(6, 20), '# Scaffolded b');
+    assert.equal(written[53]!.slice(11, 16), 'post:');
+    assert.equal(written[19]!.slice(6, 20), '# Scaffolded b');
     // The alias is the anchored operation itself: it shares the contract, and nobody is asked to write one by hand.
-    assert.match(result.out, /\nskipped PUT \/alias[^:]*: is a YAML alias of PUT \/aliased[^,]*, so it shares the contract written there\n/);
+    assert.match(result.out, /\nshapes\.yaml:\d+:\d+: skipped PUT \/alias[^:]*: is a YAML alias of PUT \/aliased[^,]*, so it shares the contract written there\n/);
     const block = (indent: string) =>
       [
         '# Scaffolded by `idemkit init`: `idemkit lint` lists what is still open (scope, effect owner, retry budget, unknown outcome, replay, a documented response for missingKey 400, invalidKey 400, mismatch 422, inProgress 409, abandoned 409, storeUnavailable 503).',
@@ -792,6 +799,25 @@ paths:
       ...lines.slice(-2),
     ];
     assert.equal(read('shapes.yaml'), expected.join('\n'));
+  });
+
+  it('says a column for each contract in a one-line JSON file, and for a skipped operation where it is once written', async () => {
+    const op = (id: string, method = 'post') =>
+      `{"${method}":{"operationId":"${id}","parameters":[{"name":"Idempotency-Key","in":"header","required":true,"schema":{"type":"string","maxLength":64}}],"responses":{"201":{"description":"ok"}}}}`;
+    const spec = `{"openapi":"3.0.3","info":{"title":"t","version":"1"},"paths":{"/a":${op('createA')},"/b":${op('listB', 'get')},"/c":${op('createC')}}}`;
+    writeFileSync(path.join(dir, 'min.json'), spec);
+    const result = await run('min.json', '--write');
+    assert.equal(result.code, 0, result.err);
+    const reported = [...result.out.matchAll(/^min\.json:(\d+):(\d+)(?: {2}POST|: skipped GET)/gm)].map((match) => [Number(match[1]), Number(match[2])] as const);
+    assert.equal(reported.length, 3, result.out);
+    const written = read('min.json');
+    assert.ok(!written.trimEnd().includes('\n'), 'still one line');
+    const [a, c, b] = reported as unknown as [readonly [number, number], readonly [number, number], readonly [number, number]];
+    assert.deepEqual([a[0], b[0], c[0]], [1, 1, 1]);
+    assert.ok(a[1] < b[1] && b[1] < c[1], result.out);
+    assert.ok(written.startsWith('"x-idempotency"', a[1] - 1), written.slice(a[1] - 1, a[1] + 20));
+    assert.ok(written.startsWith('"x-idempotency"', c[1] - 1), written.slice(c[1] - 1, c[1] + 20));
+    assert.ok(written.startsWith('"get"', b[1] - 1), written.slice(b[1] - 1, b[1] + 20));
   });
 
   it('exits 2 on a missing spec', async () => {

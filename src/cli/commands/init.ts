@@ -46,11 +46,15 @@ export const initCommand: Command = {
     const name = (changed: string) => (changed === document.file ? shown : displayPath(io.cwd, changed));
     const lines: string[] = [];
     for (const change of result.changes) {
-      lines.push(`${name(change.file)}:${change.line}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);
+      lines.push(`${name(change.file)}:${change.line}:${change.column}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);
       for (const line of change.lines) lines.push(`+ ${line}`);
       lines.push('');
     }
-    for (const skip of result.skipped) lines.push(`skipped ${skip.operation}: ${skip.reason}`);
+    for (const skip of result.skipped) {
+      // Where the operation is once the contracts init writes (or would write) are in.
+      const { line, column } = result.moved(skip.at.file, document.position(skip.at));
+      lines.push(`${name(skip.at.file)}:${line}:${column}: skipped ${skip.operation}: ${skip.reason}`);
+    }
     if (result.skipped.length > 0) lines.push('');
     lines.push(...scopeNotices(result.changes, name));
     const count = result.changes.length;
