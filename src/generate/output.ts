@@ -240,8 +240,7 @@ export function runtimeClosure(entries: readonly string[]): string[] {
 }
 
 /** How generated files write the relative imports between them (`generate --import-extension`). */
-export const IMPORT_EXTENSIONS = ['js', 'ts', 'none'] as const;
-export type ImportExtension = (typeof IMPORT_EXTENSIONS)[number];
+export type ImportExtension = 'js' | 'ts' | 'none';
 
 // A relative specifier ending in `.js` after `from`, `import(` or a bare `import`: the quote is group 2, the path without `.js` group 3.
 const JS_SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.{1,2}\/[^'"\n]+)\.js\2/g;
