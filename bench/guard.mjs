@@ -131,9 +131,10 @@ const server = app.listen(0, '127.0.0.1', () => {
 const STORE_MODULES = {
   memory: `
 import { MemoryStore } from './gen/runtime/stores/memory.js';
+type WriteIn = (tx: unknown, id: string, topic: string) => Promise<void>;
 const rows = new Map<string, string>();
 export async function makeStore() {
-  return { store: new MemoryStore(), write: async (id: string, topic: string) => void rows.set(id, topic), writeIn: undefined };
+  return { store: new MemoryStore(), write: async (id: string, topic: string) => void rows.set(id, topic), writeIn: undefined as WriteIn | undefined };
 }`,
   null: `
 // Keeps nothing: the guard's own cost without store I/O (a diagnostic, not a store; see the header).
@@ -153,9 +154,10 @@ class NullStore implements IdempotencyStore {
   async purgeExpired(): Promise<number> { return 0; }
   async now(): Promise<number> { return Date.now(); }
 }
+type WriteIn = (tx: unknown, id: string, topic: string) => Promise<void>;
 const rows = new Map<string, string>();
 export async function makeStore() {
-  return { store: new NullStore(), write: async (id: string, topic: string) => void rows.set(id, topic), writeIn: undefined };
+  return { store: new NullStore(), write: async (id: string, topic: string) => void rows.set(id, topic), writeIn: undefined as WriteIn | undefined };
 }`,
   sqlite: sqliteModule('FULL'),
   'sqlite-normal': sqliteModule('NORMAL'),
@@ -177,12 +179,13 @@ export async function makeStore() {
   redis: `
 import { Redis } from 'ioredis';
 import { RedisStore } from './gen/runtime/stores/redis.js';
+type WriteIn = (tx: unknown, id: string, topic: string) => Promise<void>;
 export async function makeStore() {
   // Auto-pipelining (ioredis's documented option; one write for the commands of one event-loop turn) serves the
   // bare write handler and the guard alike.
   const redis = new Redis(process.env['REDIS_URL']!, { enableAutoPipelining: process.env['REDIS_AUTO_PIPELINING'] !== '0' });
   await new Promise<void>((resolve) => redis.once('ready', () => resolve()));
-  return { store: new RedisStore(redis, { batch: process.env['REDIS_BATCH'] !== '0' }), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)), writeIn: undefined };
+  return { store: new RedisStore(redis, { batch: process.env['REDIS_BATCH'] !== '0' }), write: async (id: string, topic: string) => void (await redis.hset('demo:' + id, 'topic', topic)), writeIn: undefined as WriteIn | undefined };
 }`,
 };
 
