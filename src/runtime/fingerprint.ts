@@ -36,28 +36,34 @@ export class JsonNumberText {
 // A JSON text that may hold a number a double cannot: 16 digits in a row (a decimal point may sit among them) or a
 // three-digit exponent. Bodies without one (most) are parsed once, by JSON.parse alone.
 const MAYBE_INEXACT = /\d[\d.]{15}|[eE][+-]?\d{3}/;
-// The strings and numbers of a valid JSON text, in order (literals and punctuation hold no digits).
-const STRING_OR_NUMBER = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
-
 /**
  * `JSON.parse(text)`, except that a number a double cannot hold exactly becomes a {@link JsonNumberText} of its
  * text (numbers that round-trip stay numbers). Throws as `JSON.parse` does on text that is no JSON.
  */
 export function parseJsonExact(text: string): unknown {
   const value: unknown = JSON.parse(text);
-  if (!MAYBE_INEXACT.test(text) || !hasInexactNumber(text)) return value;
+  if (!MAYBE_INEXACT.test(text)) return value;
+  const spans = inexactNumbers(text);
+  if (spans.length === 0) return value;
   // Each inexact number becomes a string that starts with a random mark no request can know, then back a number text.
   const mark = `${nodeCrypto.randomBytes(16).toString('hex')}:`;
-  const marked = text.replace(STRING_OR_NUMBER, (token) => (token.charCodeAt(0) === 0x22 || isExactNumber(token) ? token : `"${mark}${token}"`));
+  let marked = '';
+  let from = 0;
+  for (let k = 0; k < spans.length; k += 2) {
+    marked += `${text.slice(from, spans[k])}"${mark}${text.slice(spans[k], spans[k + 1])}"`;
+    from = spans[k + 1]!;
+  }
+  marked += text.slice(from);
   return JSON.parse(marked, (_name, item: unknown) => (typeof item === 'string' && item.startsWith(mark) ? new JsonNumberText(item.slice(mark.length)) : item));
 }
 
 /**
- * Whether a valid JSON text holds a number that a double cannot hold exactly. One pass over the characters,
- * skipping strings; only a number of 16 characters or more, or with an exponent, is looked at closer (one of at
- * most 15 digits and no exponent is always exact).
+ * The numbers of a valid JSON text that a double cannot hold exactly, as start and end offsets in turn. One pass
+ * over the characters, skipping strings; only a number of 16 characters or more, or with an exponent, is looked at
+ * closer (one of at most 15 digits and no exponent is always exact).
  */
-function hasInexactNumber(text: string): boolean {
+function inexactNumbers(text: string): number[] {
+  const spans: number[] = [];
   const end = text.length;
   let i = 0;
   while (i < end) {
@@ -66,7 +72,7 @@ function hasInexactNumber(text: string): boolean {
       // A string: to its closing quote, one not escaped (an even run of backslashes before it).
       let close = text.indexOf('"', i + 1);
       for (;;) {
-        if (close < 0) return false; // not reached: the text parsed as JSON, so every string ends
+        if (close < 0) return spans; // not reached: the text parsed as JSON, so every string ends
         let before = close - 1;
         while (text.charCodeAt(before) === 0x5c) before -= 1;
         if ((close - 1 - before) % 2 === 0) break;
@@ -81,12 +87,12 @@ function hasInexactNumber(text: string): boolean {
         if (d === 0x65 || d === 0x45) exponent = true;
         else if (!((d >= 0x30 && d <= 0x39) || d === 0x2e || d === 0x2b || d === 0x2d)) break;
       }
-      if ((exponent || i - start >= 16) && !isExactNumber(text.slice(start, i))) return true;
+      if ((exponent || i - start >= 16) && !isExactNumber(text.slice(start, i))) spans.push(start, i);
     } else {
       i += 1;
     }
   }
-  return false;
+  return spans;
 }
 
 /** Whether a JSON number's value is exactly what its double prints: the same decimal, however written. */

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { main } from '../../src/cli/main.js';
+import { withImportExtension } from '../../src/generate/output.js';
 import { bufferIo } from '../helpers/io.js';
 import { prepareTsProject, REPO_ROOT, runTsc } from '../generate/tsc.js';
 
@@ -97,7 +98,7 @@ function nextRoot(root: string, target: Target): string {
 
 /** Copies a fixture with its relative imports written without `.js` (`./store.js` → `./store`), as bundled apps write them. */
 function copyWithoutJsImports(from: string, to: string): void {
-  writeFileSync(to, readFileSync(from, 'utf8').replace(/(\bfrom\s*|\bimport\s+)(['"])(\.{1,2}\/[^'"\n]+)\.js\2/g, '$1$2$3$2'));
+  writeFileSync(to, withImportExtension([{ path: path.basename(to), contents: readFileSync(from, 'utf8') }], 'none')[0]!.contents);
 }
 
 /** The entry point of a built target. */
