@@ -51,6 +51,11 @@ export function toJsLiteral(value: unknown, indent?: number): string {
   return text.replace(UNSAFE_IN_SOURCE, escapeForSource).replace(/([{,]\s*)"__proto__":/g, '$1["__proto__"]:');
 }
 
+/** A double-quoted string literal as toJsLiteral writes it, written in single quotes instead (the same value). */
+function singleQuoted(literal: string): string {
+  return `'${literal.slice(1, -1).replace(/\\.|'/g, (match) => (match === '\\"' ? '"' : match === "'" ? "\\'" : match))}'`;
+}
+
 /** A string that is safe inside a `//` line comment: the quoted, escaped literal of `text`. */
 export function toCommentText(text: string): string {
   return toJsLiteral(String(text));
@@ -101,7 +106,9 @@ hbs.registerHelper('json', function json(value: unknown, options: Handlebars.Hel
   // `undefined`; view models say `null` where they mean "absent".
   if (value === undefined) throw new InternalError('{{json}} got undefined: the view model lacks this field');
   const indent = options.hash['indent'];
-  return toJsLiteral(value, typeof indent === 'number' ? indent : undefined);
+  const literal = toJsLiteral(value, typeof indent === 'number' ? indent : undefined);
+  // quote='single': a string in single quotes, as the copied runtime writes its import specifiers.
+  return options.hash['quote'] === 'single' && typeof value === 'string' ? singleQuoted(literal) : literal;
 });
 hbs.registerHelper('comment', (value: unknown) => toCommentText(String(value)));
 hbs.registerHelper('ident', (value: unknown) => {

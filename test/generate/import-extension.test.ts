@@ -133,7 +133,7 @@ console.log(JSON.stringify({ statuses: [first.status, second.status], replayed: 
     const generate = (...extra: string[]) => ['generate', 'server', DEMO, '--framework', 'fetch', '--store', 'memory', '--out', out, ...extra];
     const io = bufferIo(tmp);
     assert.equal(await main(generate('--import-extension', 'none'), io), 0, io.err);
-    assert.match(readFileSync(path.join(out, 'guards.ts'), 'utf8'), /from "\.\/runtime\/adapters\/fetch";/);
+    assert.match(readFileSync(path.join(out, 'guards.ts'), 'utf8'), /from '\.\/runtime\/adapters\/fetch';/);
     const same = bufferIo(tmp);
     assert.equal(await main(generate('--import-extension', 'none', '--check'), same), 0, same.err);
     const other = bufferIo(tmp);

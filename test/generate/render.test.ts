@@ -95,6 +95,16 @@ describe('generate/render', () => {
       assert.equal(sandbox['flag_op1'], undefined);
     });
 
+    it('writes a string in single quotes with quote="single", the same value', () => {
+      const template = compileTemplate('{{#each ops}}var {{ident name}} = {{json value quote="single"}};\n{{/each}}');
+      const texts = [...HOSTILE, `it's "quoted" \\' \\" \\`, "'", '\\', './runtime/adapters/express.js'];
+      const source = template({ ops: texts.map((text, index) => ({ name: `op${index}`, value: text })) });
+      for (const line of source.trim().split('\n')) assert.match(line, /^var op\d+ = '.*';$/);
+      const sandbox = run(source);
+      assert.equal(sandbox['canary'], undefined);
+      texts.forEach((text, index) => assert.equal(sandbox[`op${index}`], text));
+    });
+
     it('rejects a bare {{field}} mustache when the template is loaded', () => {
       assert.throws(() => compileTemplate('var x = "{{label}}";'), /must go through \{\{json/);
       assert.throws(() => compileTemplate('{{#each ops}}{{this}}{{/each}}'), /must go through/);
