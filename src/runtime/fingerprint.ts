@@ -112,7 +112,10 @@ function decimalOf(text: string): string {
   const all = `${parts[2]!}${fraction}`;
   const first = all.search(/[1-9]/);
   if (first < 0) return '0';
-  const digits = all.slice(first).replace(/0+$/, '');
+  // A loop, not /0+$/: that regex retries from every zero of a long inner run (quadratic in the number's length).
+  let end = all.length;
+  while (all.charCodeAt(end - 1) === 0x30) end -= 1;
+  const digits = all.slice(first, end);
   const trailing = all.length - first - digits.length;
   // BigInt: an exponent may have more digits than a double counts exactly.
   const exponent = BigInt(parts[4] ?? '0') - BigInt(fraction.length) + BigInt(trailing);

@@ -44,7 +44,12 @@ export function parseIdempotencyKey(raw: string | readonly string[] | undefined,
     value = raw[0]!;
   }
   // Optional whitespace around a field value is not part of it (RFC 9110 §5.5); most keys have none to take off.
-  if (isOws(value.charCodeAt(0)) || isOws(value.charCodeAt(value.length - 1))) value = value.replace(/^[ \t]+|[ \t]+$/g, '');
+  // A loop, not /[ \t]+$/: that regex retries from every blank of a long inner run (quadratic in the header's length).
+  let start = 0;
+  let end = value.length;
+  while (start < end && isOws(value.charCodeAt(start))) start += 1;
+  while (end > start && isOws(value.charCodeAt(end - 1))) end -= 1;
+  if (start > 0 || end < value.length) value = value.slice(start, end);
   if (value.length === 0) return invalid('empty', 'the key is empty');
 
   let key: string;

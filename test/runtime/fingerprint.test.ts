@@ -249,6 +249,23 @@ describe('runtime/fingerprint: numbers a double cannot hold', () => {
     assert.deepEqual(selectFields(parseJsonExact('{"amount":9007199254740993}'), { include: ['/amount/text'], exclude: [] }), {});
   });
 
+  it('takes time linear in a number\'s length: a 1 MiB number is parsed and fingerprinted like any body', () => {
+    // A regex that stripped trailing zeros retried from every zero of an inner run: a 150 KB body held a server's
+    // event loop for 25 s before the guard had looked at the key (quadratic; 1 MiB would take about 20 minutes).
+    // Here the four shapes take well under a second each; the quadratic code runs into the suite's timeout.
+    const zeros = '0'.repeat(1 << 20);
+    for (const [text, other] of [
+      [`{"a":0.1${zeros}1}`, `{"a":0.1${zeros}2}`],
+      [`{"a":1${zeros}1}`, `{"a":1${zeros}2}`],
+      [`{"a":1.5e-${zeros}3}`, `{"a":1.5e-${zeros}4}`],
+      [`{"a":1${zeros}}`, `{"a":2${zeros}}`],
+    ] as const) {
+      const parsed = parseJsonExact(text) as { a: unknown };
+      assert.ok(parsed.a instanceof JsonNumberText || typeof parsed.a === 'number');
+      assert.notEqual(fpOf(parsed), fpOf(parseJsonExact(other)), text.slice(0, 12));
+    }
+  });
+
   it('bigints (a lossless JSON parser), NaN, Infinity, Dates, Maps and Sets neither throw nor collapse', () => {
     assert.equal(fpOf({ amount: 9007199254740993n }), fpOf(parseJsonExact('{"amount":9007199254740993}')), 'a bigint is its number, as the text path takes it');
     assert.notEqual(fpOf({ amount: 9007199254740993n }), fpOf({ amount: 9007199254740992n }));

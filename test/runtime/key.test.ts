@@ -14,6 +14,12 @@ describe('runtime/key: parseIdempotencyKey', () => {
   it('trims optional whitespace around the field value', () => {
     assert.deepEqual(parseIdempotencyKey('  abc \t', rules), { kind: 'valid', key: 'abc' });
     assert.deepEqual(parseIdempotencyKey(' "abc" ', rules), { kind: 'valid', key: 'abc' });
+    assert.equal(parseIdempotencyKey('\t', rules).kind, 'invalid');
+    // In time linear in the value's length: a long inner run of blanks (a runtime that takes long headers) was
+    // retried from every blank by a trimming regex, quadratic; the quadratic code runs into the suite's timeout.
+    const long = ` a${' \t'.repeat(1 << 20)}b`;
+    assert.equal(parseIdempotencyKey(long, { maxLength: 1 << 22 }).kind, 'invalid');
+    assert.equal(parseIdempotencyKey(`${' '.repeat(1 << 20)}abc${'\t'.repeat(1 << 20)}`, rules).kind, 'valid');
   });
 
   it('unescapes \\" and \\\\ in the quoted form and refuses other escapes', () => {
