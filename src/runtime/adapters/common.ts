@@ -29,16 +29,27 @@ export interface RouteGuardOptionsFor<Req> extends GuardOptions {
 /** Header map for the guard: lower-case names; a header sent several times stays an array. */
 export type GuardHeaders = Record<string, string | readonly string[] | undefined>;
 
-/** Builds the guard's header map from `[name, values]` pairs, keeping repeated headers as arrays. */
+/**
+ * Builds the guard's header map from `[name, values]` pairs, keeping repeated headers as arrays. No prototype: a
+ * header named `constructor` or `__proto__` is a header like any other. A name sent many times is appended to one
+ * array (not copied at each repeat: quadratic where a runtime takes long header sections).
+ */
 export function headersFromEntries(entries: Iterable<readonly [string, readonly string[] | string | undefined]>): GuardHeaders {
-  const headers: GuardHeaders = {};
+  const headers = Object.create(null) as Record<string, string | string[]>;
   for (const [name, value] of entries) {
     if (value === undefined) continue;
     const lower = name.toLowerCase();
-    const values = typeof value === 'string' ? [value] : value;
     const previous = headers[lower];
-    const merged = previous === undefined ? [...values] : [...(typeof previous === 'string' ? [previous] : previous), ...values];
-    headers[lower] = merged.length === 1 ? merged[0] : merged;
+    if (previous === undefined) {
+      if (typeof value === 'string') headers[lower] = value;
+      else if (value.length > 0) headers[lower] = value.length === 1 ? value[0]! : [...value];
+    } else if (typeof previous === 'string') {
+      headers[lower] = typeof value === 'string' ? [previous, value] : [previous, ...value];
+    } else if (typeof value === 'string') {
+      previous.push(value);
+    } else {
+      for (const one of value) previous.push(one);
+    }
   }
   return headers;
 }
@@ -57,7 +68,10 @@ export function queryFromSearchParams(params: URLSearchParams): Record<string, s
   const query = Object.create(null) as Record<string, string | string[]>;
   for (const [name, value] of params) {
     const previous = query[name];
-    query[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
+    // Appended, not copied at each repeat (quadratic in a long query of one name).
+    if (previous === undefined) query[name] = value;
+    else if (typeof previous === 'string') query[name] = [previous, value];
+    else previous.push(value);
   }
   return query;
 }

@@ -44,6 +44,20 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 3);
   });
 
+  it('takes headers and query names that are Object.prototype members, and many repeats of one name', async () => {
+    let calls = 0;
+    const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(async () => Response.json({ id: (calls += 1) }, { status: 201 }));
+    const odd = { constructor: 'x', tostring: 'y', __proto__: 'z', hasownproperty: 'w' };
+    const first = await guarded(request('http://x/things/t1?constructor=1&__proto__=2', 'k-proto', { n: 1 }, odd));
+    assert.equal(first.status, 201, await first.clone().text());
+    const again = await guarded(request('http://x/things/t1?constructor=1&__proto__=2', 'k-proto', { n: 1 }, odd));
+    assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    // 200,000 repeats of one query name (a runtime that takes long URLs) are read in one pass, not copied at each.
+    const many = `http://x/things/t1?${'a=1&'.repeat(200_000)}`;
+    assert.equal((await guarded(request(many, 'k-many', { n: 1 }))).status, 201);
+    assert.equal(calls, 2);
+  });
+
   it('matches path templates at the end of the URL path, decoding parameters', () => {
     const match = pathMatcher('/things/{tenant}/items/{id}');
     assert.deepEqual(match('/things/t%201/items/42'), { tenant: 't 1', id: '42' });
