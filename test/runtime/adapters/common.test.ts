@@ -11,7 +11,8 @@ describe('runtime/adapters/common', () => {
       ['X-One', ['1']],
       ['x-none', undefined],
     ]);
-    assert.deepEqual(headers, { 'idempotency-key': ['a', 'b'], 'x-one': '1' });
+    assert.deepEqual({ ...headers }, { 'idempotency-key': ['a', 'b'], 'x-one': '1' });
+    assert.equal(Object.getPrototypeOf(headers), null);
     assert.equal(singleHeader(headers, 'X-One'), '1');
     assert.equal(singleHeader(headers, 'idempotency-key'), undefined);
   });
