@@ -53,8 +53,8 @@ function hostileSpec(): Record<string, unknown> {
       },
     };
   });
-  // Two operationIds that make the same identifier must not collide.
-  for (const [suffix, operationId] of [['a', 'create-order'], ['b', 'create order']] as const) {
+  // Two operationIds that make the same identifier must not collide; Object.prototype's names are operationIds like any other.
+  for (const [suffix, operationId] of [['a', 'create-order'], ['b', 'create order'], ['c', '__proto__'], ['d', 'constructor'], ['e', 'toString']] as const) {
     paths[`/orders-${suffix}`] = { post: { operationId, 'x-idempotency': true, responses: { '201': { description: 'ok' } } } };
   }
   return {
@@ -109,7 +109,7 @@ describe('generated server guards from a hostile spec', function () {
     const result = JSON.parse(stdout) as { canary: unknown; out: Record<string, { ids: string[]; paths: string[]; owners: string[]; keys: string[]; guards: number }> };
     assert.equal(result.canary, null, 'a payload ran');
     const spec2 = hostileSpec();
-    const expectedIds = [...PAYLOADS, 'create-order', 'create order'].sort();
+    const expectedIds = [...PAYLOADS, 'create-order', 'create order', '__proto__', 'constructor', 'toString'].sort();
     for (const framework of frameworks) {
       const got = result.out[framework]!;
       assert.deepEqual(got.ids, expectedIds, 'operationIds survive byte for byte');
@@ -119,7 +119,7 @@ describe('generated server guards from a hostile spec', function () {
       const expectedKeys = PAYLOADS.map((payload, index) =>
         index % 3 === 1 ? `body /${payload.replace(/~/g, '~0').replace(/\//g, '~1')}` : index % 3 === 2 ? `query q${payload}` : 'header Idempotency-Key',
       );
-      assert.deepEqual(got.keys, [...expectedKeys, 'header Idempotency-Key', 'header Idempotency-Key'].sort());
+      assert.deepEqual(got.keys, [...expectedKeys, ...Array.from({ length: 5 }, () => 'header Idempotency-Key')].sort());
       assert.equal(got.guards, expectedIds.length);
     }
   });

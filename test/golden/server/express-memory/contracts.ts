@@ -122,6 +122,6 @@ export const createPaymentContract = {
 
 /** Every contracted operation's contract, by operationId. */
 export const contracts = {
-  "createDemoRequest": createDemoRequestContract,
-  "createPayment": createPaymentContract,
+  ["createDemoRequest"]: createDemoRequestContract,
+  ["createPayment"]: createPaymentContract,
 } as const;

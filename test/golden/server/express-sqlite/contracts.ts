@@ -63,5 +63,5 @@ export const createDemoRequestContract = {
 
 /** Every contracted operation's contract, by operationId. */
 export const contracts = {
-  "createDemoRequest": createDemoRequestContract,
+  ["createDemoRequest"]: createDemoRequestContract,
 } as const;
