@@ -12,28 +12,22 @@ import { fileURLToPath } from 'node:url';
 import Handlebars from 'handlebars';
 import { InternalError } from '../errors.js';
 
-/** Characters that are legal in JSON strings but must not appear raw in JS source or in a `//` comment. */
-const UNSAFE_IN_SOURCE = /[\u2028\u2029<>]|\*\//g;
+/**
+ * Characters that are legal in JSON strings but must not appear raw in JS source or in a `//` comment: line
+ * terminators, `<`, `>`, `*\/`, and the bidirectional controls (U+061C, U+200E, U+200F, U+202A–U+202E,
+ * U+2066–U+2069) that make an editor or a review show code in another order than it runs ("Trojan Source").
+ */
+const UNSAFE_IN_SOURCE = /[\u2028\u2029<>\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|\*\//g;
 
 function escapeForSource(match: string): string {
-  switch (match) {
-    case '\u2028':
-      return '\\u2028';
-    case '\u2029':
-      return '\\u2029';
-    case '<':
-      return '\\u003c';
-    case '>':
-      return '\\u003e';
-    default:
-      // `*/` only occurs inside string literals of JSON output; `\/` is the same character in a JS string.
-      return '*\\/';
-  }
+  // `*/` only occurs inside string literals of JSON output; `\/` is the same character in a JS string.
+  if (match === '*/') return '*\\/';
+  return `\\u${match.charCodeAt(0).toString(16).padStart(4, '0')}`;
 }
 
 /**
  * A JavaScript literal for `value`: strings, numbers, booleans, `null`, arrays and plain objects (as JSON),
- * `undefined` as `undefined`. The result never contains a raw line terminator, `*\/`, `<` or `>`, so it is
+ * `undefined` as `undefined`. The result never contains a raw line terminator, `*\/`, `<`, `>` or bidirectional control, so it is
  * safe in any expression position (and inside a `<script>` if someone ever embeds it).
  */
 export function toJsLiteral(value: unknown, indent?: number): string {

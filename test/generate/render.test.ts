@@ -17,6 +17,8 @@ export const HOSTILE = [
   'cr\rglobalThis.canary = 1;//',
   '\\\'; globalThis.canary = 1; //',
   'ünïcödé — 名前 🧨',
+  // Trojan Source: bidirectional controls that make a review read the line in another order than it runs.
+  'admin\u202e \u2066// check\u2069 \u2067x\u2068\u061c\u200e\u200f\u202a\u202b\u202c\u202d',
   '{{canary}}',
 ];
 
@@ -34,6 +36,7 @@ describe('generate/render', () => {
         assert.doesNotMatch(literal, /[\n\r\u2028\u2029]/);
         assert.doesNotMatch(literal, /\*\//);
         assert.doesNotMatch(literal, /<\//);
+        assert.doesNotMatch(literal, /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/, 'a raw bidirectional control');
         const sandbox = run(
           `// header ${toCommentText(text)}\n/** doc ${toCommentText(text)} */\nvar value = ${literal};\nvar nested = { [${literal}]: [${literal}] };`,
         );
