@@ -1,5 +1,6 @@
 import { CONTRACT_DEFAULTS } from '../src/parser/compile.js';
 import { defineRule } from '../src/lint/rule.js';
+import { exponentialBacktracking } from '../src/parser/regex-ambiguity.js';
 import { isRepeatableRequestsKey } from '../src/runtime/wire.js';
 import { activeContract, child, keyDeclaration } from '../src/lint/views.js';
 
@@ -77,8 +78,12 @@ export default defineRule({
   },
 });
 
-/** Whether `pattern` matches the whole of `text`, as the guard tests a key; an invalid pattern is contract-invalid's finding. */
+/**
+ * Whether `pattern` matches the whole of `text`, as the guard tests a key; an invalid pattern, or one that can take
+ * exponential time (not run here: lint must not hang on it), is contract-invalid's finding.
+ */
 function matchesWhole(pattern: string, text: string): boolean {
+  if (exponentialBacktracking(pattern) !== null) return true; // not known (a back-reference) is not run either
   try {
     return new RegExp(`^(?:${pattern})$`).test(text);
   } catch {

@@ -8,6 +8,7 @@
  */
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
+import { exponentialBacktracking } from '../parser/regex-ambiguity.js';
 import type { ApiDocument, KeyPlace, Location, OperationView, Position } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
@@ -120,7 +121,9 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   const key: Record<string, unknown> = { [place.in]: place.name, required: declaration.required ?? false };
   if (typeof maxLength === 'number' && Number.isInteger(maxLength)) key.maxLength = maxLength;
   // An OpenAPI pattern matches anywhere in the value, `key.pattern` the whole key: only an anchored one means the same.
-  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern)) key.pattern = pattern;
+  // One that can take exponential time is not copied: the guard would run it on every key (the document's own
+  // validator is the API's to mend; the bound above still holds).
+  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern) && !exponentialBacktracking(pattern)) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
   // The caller is the scope only when every request names one: an anonymous alternative (`{}`) leaves it to the author.
   if (openScope(document, operation) === undefined) contract.scope = ['principal'];

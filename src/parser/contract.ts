@@ -14,6 +14,7 @@ import {
   type StateResponse,
 } from './model.js';
 import { appendPointer } from './pointer.js';
+import { exponentialBacktracking, exponentialPatternMessage } from './regex-ambiguity.js';
 import { DEFAULT_REPLAY_HEADERS, PROBLEM_HEADER } from '../runtime/wire.js';
 import { validateContractValue } from './schema.js';
 
@@ -69,14 +70,18 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
   const key = isPlainObject(source.key) ? source.key : {};
   const pattern = typeof key.pattern === 'string' ? key.pattern : undefined;
   if (pattern !== undefined) {
+    let valid = true;
     try {
       new RegExp(pattern);
     } catch (error) {
+      valid = false;
       schemaErrors.push({
         at: at('key', 'pattern'),
         message: `x-idempotency.key.pattern is not a valid regular expression (${(error as Error).message})`,
       });
     }
+    const exponential = valid ? exponentialBacktracking(pattern) : undefined;
+    if (exponential) schemaErrors.push({ at: at('key', 'pattern'), message: exponentialPatternMessage(exponential) });
   }
 
   // The first two places the key names (a loop, no list: most keys name one).

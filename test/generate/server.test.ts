@@ -70,6 +70,7 @@ describe('generate/server', () => {
       [{ ttl: 'one day' }, /^POST \/x \(bad\): .*ttl.*"one day".*ISO 8601 duration/],
       [{ lease: 30 }, /lease is 30/],
       [{ key: { pattern: '([' } }, /key\.pattern is not a valid regular expression/],
+      [{ key: { pattern: '([A-Za-z0-9]+-?)*' } }, /key\.pattern can take time exponential in the key's length.*"aaaa/],
       [{ tll: 'P1D' }, /unknown field 'tll'/],
     ] as const) {
       const doc = await load({ '/x': op('bad', contract) });

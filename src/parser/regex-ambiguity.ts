@@ -1,0 +1,474 @@
+/**
+ * Whether a key pattern can make a backtracking matcher (V8's, every JavaScript engine's) take time exponential in
+ * the key's length: exponential degree of ambiguity (EDA) of the pattern's NFA — some state with two different
+ * paths back to itself that read the same text. A key that almost matches (the ambiguous part pumped, then a
+ * character the pattern refuses) then makes the matcher try every way of splitting it: `([A-Za-z0-9]+-?)*` took
+ * 13 s on a 32-character key, and the guard's event loop with it. A pattern without EDA takes at most polynomial
+ * time, and the guard bounds the key's length before it runs the pattern.
+ *
+ * The check (after Allauzen, Mohri and Rastogi's test for EDA): the pattern, as the guard compiles it (`^(?:…)$`,
+ * no flags), becomes a Thompson NFA over UTF-16 code-unit ranges; its ε-moves are folded into the character moves
+ * that follow them, one move per distinct ε-path (two ε-paths to one character move are two ways to read it). In
+ * the product of that NFA with itself, EDA is a strongly connected component that holds a diagonal pair `(q, q)`
+ * and either an off-diagonal pair or a move made by two different moves of the NFA.
+ *
+ * Assertions (`^`, `$`, `\b`, lookarounds) are taken as always true, which can only add ways, never remove one; a
+ * back-reference, or a pattern too large to check within the budget, answers `undefined` (not known), as does
+ * a pattern the parser does not read (the guard's `new RegExp` decides whether it is valid).
+ */
+import { createRequire } from 'node:module';
+import type * as RegjsparserModule from 'regjsparser';
+
+const require = createRequire(import.meta.url);
+
+/** What makes a pattern exponential: a key that reaches the ambiguous state, and text read two ways from it. */
+export interface ExponentialBacktracking {
+  /** Text that leads from the start of the key to the ambiguous part. */
+  readonly prefix: string;
+  /** Text the ambiguous part reads in two ways: each repetition doubles the matcher's work on a key that then fails. */
+  readonly pump: string;
+}
+
+type Ranges = readonly (readonly [number, number])[];
+type Node = RegjsparserModule.AstNode;
+
+class Unanalyzable extends Error {}
+
+const MAX_UNIT = 0xffff;
+/** NFA states the check builds at most, and product pairs it visits at most, before answering "not known". */
+const MAX_STATES = 4_000;
+const MAX_PAIRS = 400_000;
+/**
+ * A bounded repeat of this many iterations or more whose body, repeated without bound, would be exponential is taken
+ * as exponential: `(?:a|a){1,300}` has no cycle to find, but 2^n ways to read n characters all the same.
+ */
+const MANY = 8;
+
+const DIGIT: Ranges = [[0x30, 0x39]];
+const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
+const SPACE: Ranges = [
+  [0x09, 0x0d], [0x20, 0x20], [0xa0, 0xa0], [0x1680, 0x1680], [0x2000, 0x200a], [0x2028, 0x2029], [0x202f, 0x202f],
+  [0x205f, 0x205f], [0x3000, 0x3000], [0xfeff, 0xfeff],
+];
+const LINE_TERMINATORS: Ranges = [[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]];
+
+// Per pattern: a document's defaults give every operation the same one.
+const checked = new Map<string, ExponentialBacktracking | null | undefined>();
+
+/** The exponential ambiguity of `source` as a whole-key pattern, `null` when it has none, `undefined` when not known. */
+export function exponentialBacktracking(source: string): ExponentialBacktracking | null | undefined {
+  if (checked.has(source)) return checked.get(source);
+  const result = check(source);
+  if (checked.size >= 256) checked.clear();
+  checked.set(source, result);
+  return result;
+}
+
+/** What a contract's finding says of an exponential key pattern: what a client can do with it, and the fix. */
+export function exponentialPatternMessage(found: ExponentialBacktracking): string {
+  const example = `${found.prefix}${found.pump.repeat(Math.max(2, Math.ceil(24 / found.pump.length)))}`;
+  return (
+    `x-idempotency.key.pattern can take time exponential in the key's length: part of it reads ${JSON.stringify(found.pump)} in more than one way, ` +
+    `so a key such as ${JSON.stringify(example)} followed by a character the pattern refuses makes the matcher try every way — each repetition doubles the time, and ` +
+    `one such request holds the server's event loop for seconds to hours, before the key is refused; ` +
+    `rewrite it so that each character can be read only one way (e.g. \`[A-Za-z0-9-]+\` for \`([A-Za-z0-9]+-?)*\`, \`\\w+\` for \`(\\w|\\d)+\`)`
+  );
+}
+
+function check(source: string): ExponentialBacktracking | null | undefined {
+  let ast: Node;
+  try {
+    const { parse } = require('regjsparser') as typeof RegjsparserModule;
+    ast = parse(`^(?:${source})$`, '', { lookbehind: true, namedGroups: true }) as Node;
+  } catch {
+    return undefined;
+  }
+  try {
+    const nfa = new Nfa();
+    const start = nfa.state();
+    nfa.build(ast, start);
+    const found = ambiguity(withoutEpsilons(nfa, start));
+    if (found !== null) return { prefix: textTo(nfa, start, found.state), pump: found.pump };
+    for (const { from, body } of nfa.bounded) {
+      const alone = new Nfa();
+      const head = alone.state();
+      alone.repeat(body, 1, undefined, head);
+      const inner = ambiguity(withoutEpsilons(alone, head));
+      if (inner !== null) return { prefix: textTo(nfa, start, from) + textTo(alone, head, inner.state), pump: inner.pump };
+    }
+    return null;
+  } catch (error) {
+    if (error instanceof Unanalyzable) return undefined;
+    throw error;
+  }
+}
+
+/** A Thompson NFA: ε-moves and character moves (a set of code-unit ranges) between numbered states. */
+class Nfa {
+  readonly epsilon: number[][] = [];
+  readonly moves: { readonly set: Ranges; readonly to: number }[][] = [];
+  /** The bounded repeats of many iterations (`{n,m}`, m ≥ {@link MANY}), and the state each starts at. */
+  readonly bounded: { readonly from: number; readonly body: Node }[] = [];
+
+  state(): number {
+    if (this.epsilon.length >= MAX_STATES) throw new Unanalyzable();
+    this.epsilon.push([]);
+    this.moves.push([]);
+    return this.epsilon.length - 1;
+  }
+
+  private read(from: number, set: Ranges): number {
+    const to = this.state();
+    this.moves[from]!.push({ set, to });
+    return to;
+  }
+
+  private link(from: number): number {
+    const to = this.state();
+    this.epsilon[from]!.push(to);
+    return to;
+  }
+
+  /** Adds `node` read from state `from`; returns the state where it ends. */
+  build(node: Node, from: number): number {
+    switch (node.type) {
+      case 'alternative': {
+        let at = from;
+        for (const part of node.body) at = this.build(part, at);
+        return at;
+      }
+      case 'disjunction': {
+        const end = this.state();
+        for (const branch of node.body) this.epsilon[this.build(branch, this.link(from))]!.push(end);
+        return end;
+      }
+      case 'group':
+        // Lookarounds are assertions: taken as true (they read nothing), which only adds ways.
+        if (node.behavior !== 'normal' && node.behavior !== 'ignore') return from;
+        return this.build({ type: 'alternative', body: node.body } as unknown as Node, from);
+      case 'anchor':
+        return from;
+      case 'quantifier':
+        return this.repeat(node.body[0]!, node.min, node.max, from);
+      case 'value': {
+        const unit = node.codePoint;
+        if (unit <= MAX_UNIT) return this.read(from, [[unit, unit]]);
+        // Without the u flag an astral character is its two surrogates.
+        const offset = unit - 0x10000;
+        const high = 0xd800 + (offset >> 10);
+        const low = 0xdc00 + (offset & 0x3ff);
+        return this.read(this.read(from, [[high, high]]), [[low, low]]);
+      }
+      case 'dot':
+        return this.read(from, complement(LINE_TERMINATORS));
+      case 'characterClassEscape':
+        return this.read(from, classEscape(node.value));
+      case 'characterClass':
+        return this.read(from, classRanges(node));
+      default:
+        // A back-reference reads what a group read: not a regular language.
+        throw new Unanalyzable();
+    }
+  }
+
+  repeat(body: Node, min: number, max: number | undefined, from: number): number {
+    if (max !== undefined && max >= MANY) {
+      // Checked on its own, repeated without bound (see MANY); here its first MANY iterations stand for it, which keeps
+      // the check's size in bounds (`[a-z]{1,255}` is 8 states, not 255) and every cycle around it.
+      this.bounded.push({ from, body });
+      max = MANY;
+    }
+    min = Math.min(min, MANY);
+    let at = from;
+    for (let i = 0; i < min; i++) at = this.build(body, at);
+    if (max === undefined) {
+      // The loop's head is also its exit; an iteration that read nothing is not taken again (ECMAScript's empty check).
+      const head = this.link(at);
+      this.epsilon[this.build(body, this.link(head))]!.push(head);
+      return head;
+    }
+    const end = this.state();
+    for (let i = min; i < max; i++) {
+      this.epsilon[at]!.push(end);
+      at = this.build(body, this.link(at));
+    }
+    this.epsilon[at]!.push(end);
+    return end;
+  }
+}
+
+/** The ε-free NFA: from each state, one move per distinct ε-path to a character move (at most two: two are ambiguous). */
+interface Move {
+  readonly set: Ranges;
+  readonly to: number;
+  /** The character move and the ε-path to it: two moves with one id are the same way of reading. */
+  readonly id: number;
+}
+
+function withoutEpsilons(nfa: Nfa, start: number): { readonly start: number; readonly moves: Map<number, Move[]> } {
+  const moves = new Map<number, Move[]>();
+  const queue = [start];
+  let ids = 0;
+  while (queue.length > 0) {
+    const state = queue.pop()!;
+    if (moves.has(state)) continue;
+    const out: Move[] = [];
+    moves.set(state, out);
+    for (const [reached, paths] of epsilonPaths(nfa, state)) {
+      for (const move of nfa.moves[reached]!) {
+        for (let k = 0; k < paths; k++) out.push({ set: move.set, to: move.to, id: ids++ });
+        if (!moves.has(move.to)) queue.push(move.to);
+      }
+    }
+  }
+  return { start, moves };
+}
+
+/** The states ε-reachable from `from` (itself included) by simple paths, each with its number of paths (1 or 2). */
+function epsilonPaths(nfa: Nfa, from: number): Map<number, number> {
+  const paths = new Map<number, number>();
+  const onPath = new Set<number>();
+  let steps = 0;
+  const visit = (state: number): void => {
+    if (++steps > MAX_PAIRS) throw new Unanalyzable();
+    paths.set(state, Math.min(2, (paths.get(state) ?? 0) + 1));
+    onPath.add(state);
+    for (const next of nfa.epsilon[state]!) {
+      // Once two paths reach a state, more add nothing: its moves are already ambiguous.
+      if (!onPath.has(next) && (paths.get(next) ?? 0) < 2) visit(next);
+    }
+    onPath.delete(state);
+  };
+  visit(from);
+  return paths;
+}
+
+/**
+ * EDA in the ε-free NFA: a state of it, and the shortest text it reads back to itself in two ways, from the first
+ * strongly connected component of its square that shows it; `null` when none does.
+ */
+function ambiguity(nfa: { readonly start: number; readonly moves: Map<number, Move[]> }): { readonly state: number; readonly pump: string } | null {
+  const states = [...nfa.moves.keys()];
+  const size = Math.max(...states) + 1;
+  const pair = (a: number, b: number): number => a * size + b;
+  // The square's pairs reachable from the diagonal, and its edges (the pair of moves that makes each).
+  const edges = new Map<number, Edge[]>();
+  const stack = states.map((state) => pair(state, state));
+  while (stack.length > 0) {
+    const at = stack.pop()!;
+    if (edges.has(at)) continue;
+    if (edges.size >= MAX_PAIRS) throw new Unanalyzable();
+    const out: Edge[] = [];
+    edges.set(at, out);
+    for (const a of nfa.moves.get(Math.floor(at / size))!) {
+      for (const b of nfa.moves.get(at % size)!) {
+        if (!intersects(a.set, b.set)) continue;
+        const to = pair(a.to, b.to);
+        out.push({ from: at, to, a, b });
+        if (!edges.has(to)) stack.push(to);
+      }
+    }
+  }
+  for (const component of stronglyConnected(edges)) {
+    const inside = new Set(component);
+    // Two ways: an edge to an off-diagonal pair, or two different moves to one state.
+    const branching = component.flatMap((from) => edges.get(from)!.filter((edge) => inside.has(edge.to) && (Math.floor(edge.to / size) !== edge.to % size || edge.a.id !== edge.b.id)));
+    if (branching.length === 0) continue;
+    const reverse = new Map<number, Edge[]>();
+    for (const from of component) for (const edge of edges.get(from)!) if (inside.has(edge.to)) (reverse.get(edge.to) ?? reverse.set(edge.to, []).get(edge.to)!).push(edge);
+    // The shortest cycle through a diagonal pair that takes a branching edge (the same text read two ways), over the
+    // component's first diagonal pairs: the shortest text to repeat in an example key.
+    let best: { readonly state: number; readonly pump: Edge[] } | undefined;
+    for (const diagonal of component.filter((p) => Math.floor(p / size) === p % size).slice(0, 32)) {
+      const out = within(edges, inside, diagonal, (edge) => edge.to);
+      const back = within(reverse, inside, diagonal, (edge) => edge.from);
+      for (const edge of branching) {
+        const length = out.get(edge.from)!.length + 1 + back.get(edge.to)!.length;
+        if (best === undefined || length < best.pump.length) best = { state: Math.floor(diagonal / size), pump: [...out.get(edge.from)!, edge, ...back.get(edge.to)!.slice().reverse()] };
+      }
+    }
+    if (best === undefined) continue;
+    return { state: best.state, pump: best.pump.map((edge) => sample(edge.a.set, edge.b.set)).join('') };
+  }
+  return null;
+}
+
+interface Edge {
+  readonly from: number;
+  readonly to: number;
+  readonly a: Move;
+  readonly b: Move;
+}
+
+/** For each pair inside the component, the edges of a shortest path from `origin` to it (breadth first along `next`). */
+function within(edges: Map<number, readonly Edge[]>, inside: Set<number>, origin: number, next: (edge: Edge) => number): Map<number, Edge[]> {
+  const paths = new Map<number, Edge[]>([[origin, []]]);
+  const queue = [origin];
+  for (let i = 0; i < queue.length; i++) {
+    for (const edge of edges.get(queue[i]!) ?? []) {
+      const to = next(edge);
+      if (!inside.has(to) || paths.has(to)) continue;
+      paths.set(to, [...paths.get(queue[i]!)!, edge]);
+      queue.push(to);
+    }
+  }
+  return paths;
+}
+
+/** Tarjan's strongly connected components, iteratively (a pattern's square can be deep). */
+function stronglyConnected(edges: Map<number, readonly { readonly to: number }[]>): number[][] {
+  const index = new Map<number, number>();
+  const low = new Map<number, number>();
+  const onStack = new Set<number>();
+  const stack: number[] = [];
+  const components: number[][] = [];
+  let counter = 0;
+  for (const root of edges.keys()) {
+    if (index.has(root)) continue;
+    const work: { node: number; next: number }[] = [{ node: root, next: 0 }];
+    index.set(root, counter);
+    low.set(root, counter++);
+    stack.push(root);
+    onStack.add(root);
+    while (work.length > 0) {
+      const frame = work[work.length - 1]!;
+      const out = edges.get(frame.node)!;
+      if (frame.next < out.length) {
+        const to = out[frame.next++]!.to;
+        if (!index.has(to)) {
+          index.set(to, counter);
+          low.set(to, counter++);
+          stack.push(to);
+          onStack.add(to);
+          work.push({ node: to, next: 0 });
+        } else if (onStack.has(to)) {
+          low.set(frame.node, Math.min(low.get(frame.node)!, index.get(to)!));
+        }
+        continue;
+      }
+      work.pop();
+      if (work.length > 0) {
+        const parent = work[work.length - 1]!.node;
+        low.set(parent, Math.min(low.get(parent)!, low.get(frame.node)!));
+      }
+      if (low.get(frame.node) === index.get(frame.node)) {
+        const component: number[] = [];
+        let member: number;
+        do {
+          member = stack.pop()!;
+          onStack.delete(member);
+          component.push(member);
+        } while (member !== frame.node);
+        components.push(component);
+      }
+    }
+  }
+  return components;
+}
+
+/** Text that leads the NFA from `from` to `to` (breadth first over its ε- and character moves). */
+function textTo(nfa: Nfa, from: number, to: number): string {
+  const previous = new Map<number, { readonly at: number; readonly text: string }>();
+  const queue = [from];
+  const seen = new Set([from]);
+  for (let i = 0; i < queue.length && !seen.has(to); i++) {
+    const at = queue[i]!;
+    const steps = [...nfa.epsilon[at]!.map((next) => ({ to: next, text: '' })), ...nfa.moves[at]!.map((move) => ({ to: move.to, text: sample(move.set, move.set) }))];
+    for (const step of steps) {
+      if (seen.has(step.to)) continue;
+      seen.add(step.to);
+      previous.set(step.to, { at, text: step.text });
+      queue.push(step.to);
+    }
+  }
+  let text = '';
+  for (let at = to; at !== from; ) {
+    const step = previous.get(at)!;
+    text = step.text + text;
+    at = step.at;
+  }
+  return text;
+}
+
+/** One character both sets hold, a letter or digit when they share one (for a readable example). */
+function sample(a: Ranges, b: Ranges): string {
+  const shared = intersection(a, b);
+  for (const preferred of [0x61, 0x41, 0x30, 0x2d, 0x5f, 0x20]) {
+    if (shared.some(([lo, hi]) => lo <= preferred && preferred <= hi)) return String.fromCharCode(preferred);
+  }
+  for (const [lo, hi] of shared) {
+    const printable = Math.max(lo, 0x21);
+    if (printable <= Math.min(hi, 0x7e)) return String.fromCharCode(printable);
+  }
+  return String.fromCharCode(shared[0]![0]);
+}
+
+function intersects(a: Ranges, b: Ranges): boolean {
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i]![1] < b[j]![0]) i++;
+    else if (b[j]![1] < a[i]![0]) j++;
+    else return true;
+  }
+  return false;
+}
+
+function intersection(a: Ranges, b: Ranges): Ranges {
+  const out: [number, number][] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    const lo = Math.max(a[i]![0], b[j]![0]);
+    const hi = Math.min(a[i]![1], b[j]![1]);
+    if (lo <= hi) out.push([lo, hi]);
+    if (a[i]![1] < b[j]![1]) i++;
+    else j++;
+  }
+  return out;
+}
+
+/** Sorted, merged ranges. */
+function normalise(ranges: Iterable<readonly [number, number]>): Ranges {
+  const sorted = [...ranges].sort((x, y) => x[0] - y[0]);
+  const out: [number, number][] = [];
+  for (const [lo, hi] of sorted) {
+    const last = out[out.length - 1];
+    if (last !== undefined && lo <= last[1] + 1) last[1] = Math.max(last[1], hi);
+    else out.push([lo, hi]);
+  }
+  return out;
+}
+
+function complement(ranges: Ranges): Ranges {
+  const out: [number, number][] = [];
+  let next = 0;
+  for (const [lo, hi] of ranges) {
+    if (lo > next) out.push([next, lo - 1]);
+    next = hi + 1;
+  }
+  if (next <= MAX_UNIT) out.push([next, MAX_UNIT]);
+  return out;
+}
+
+function classEscape(value: string): Ranges {
+  const base = value.toLowerCase() === 'd' ? DIGIT : value.toLowerCase() === 'w' ? WORD : SPACE;
+  return value === value.toLowerCase() ? base : complement(base);
+}
+
+function classRanges(node: Extract<Node, { type: 'characterClass' }>): Ranges {
+  const ranges: (readonly [number, number])[] = [];
+  for (const item of node.body as Node[]) {
+    if (item.type === 'value') ranges.push(unitRange(item.codePoint, item.codePoint));
+    else if (item.type === 'characterClassRange') ranges.push(unitRange(item.min.codePoint, item.max.codePoint));
+    else if (item.type === 'characterClassEscape') ranges.push(...classEscape(item.value));
+    else throw new Unanalyzable();
+  }
+  const merged = normalise(ranges);
+  return node.negative ? complement(merged) : merged;
+}
+
+/** A class range in code units: an astral end (no u flag: surrogates) widens it to every code unit above `lo` (more ways, never fewer). */
+function unitRange(lo: number, hi: number): readonly [number, number] {
+  return lo > MAX_UNIT ? [0xd800, 0xdfff] : [lo, Math.min(hi, MAX_UNIT)];
+}

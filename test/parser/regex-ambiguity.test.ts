@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { exponentialBacktracking } from '../../src/parser/regex-ambiguity.js';
+
+describe('parser/regex-ambiguity: key patterns that take exponential time', () => {
+  it('finds the patterns whose part reads the same text in two ways, inside a loop or a long bounded repeat', () => {
+    for (const pattern of [
+      '([A-Za-z0-9]+-?)*', // the security review's: 13 s on a 32-character key
+      '(a|a)*',
+      '(a+)+',
+      '^(\\w+\\s?)*$',
+      '(\\w|\\d)+',
+      '(x+x+)+y',
+      '(\\d+)*\\.',
+      '(aa|a)*b',
+      '^([^-]+-?)+$',
+      '([a-z]{1,255})*',
+      '(?:a|a){1,300}', // no cycle, but 2^n ways for n ≤ 300
+      '(.*a){12}',
+      '^id-(?:[a-z]+)+$',
+      '(?:😀|\\ud83d\\ude00)+', // an astral character is its two code units without the u flag
+      '(?:[\\s\\S]|\\n)*',
+      '(?:(?=x)[a-z]|x)*', // a lookahead reads nothing: still two ways
+    ]) {
+      const found = exponentialBacktracking(pattern);
+      assert.ok(found, pattern);
+      assert.ok(found.pump.length > 0);
+      // The example is a key the pattern can read up to its failing character: the guard's own test shape.
+      assert.equal(typeof found.prefix, 'string');
+    }
+  });
+
+  it('gives an example that really is slow to refuse (the shape a client would send)', () => {
+    const found = exponentialBacktracking('([A-Za-z0-9]+-?)*')!;
+    assert.deepEqual(found, { prefix: 'a', pump: 'aa' });
+    const sliding = exponentialBacktracking('^id-(?:[a-z]+)+$')!;
+    assert.match(sliding.prefix, /^id-/);
+  });
+
+  it('passes what real APIs and SDKs use: classes, bounded repeats, separators that start each repetition', () => {
+    for (const pattern of [
+      '^[A-Za-z0-9._:-]+$',
+      '^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$',
+      '^([a-z0-9]+-)*[a-z0-9]+$',
+      '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$',
+      '^(stripe|stainless)-node-retry-[0-9a-f-]{36}$',
+      '^[A-Za-z0-9+/]{22}==$',
+      '^[\\x21-\\x7e]{1,255}$',
+      '^(?:[A-Za-z0-9_-]{1,64})$',
+      '(?:[a-f0-9]{2}){16}',
+      '^(a|ab)*c$',
+      '^\\d+\\d+$', // polynomial, and the key's length is bounded before the pattern runs
+      '^[a-z]+[a-z0-9]*$',
+      '.*',
+      '^\\S+$',
+      '(a*)*', // an iteration that reads nothing is not taken again
+      '((ab)*)*',
+      '[^\\s]{1,255}',
+      '^[A-Z]{3}-\\d{4,10}$',
+    ]) {
+      assert.equal(exponentialBacktracking(pattern), null, pattern);
+    }
+  });
+
+  it('answers "not known" for what it cannot read as a regular language, never a false alarm', () => {
+    assert.equal(exponentialBacktracking('(a)\\1*'), undefined);
+    assert.equal(exponentialBacktracking('(?<x>a)\\k<x>+'), undefined);
+  });
+});
