@@ -113,6 +113,15 @@ export function assertContractsGeneratable(doc: ApiDocument): void {
       position.column,
     );
   }
+  assertContractsValid(doc);
+}
+
+/**
+ * Throws a {@link DocumentError} (file:line:column) for the first contracted operation whose contract breaks the
+ * schema (or holds a duration or key pattern the code cannot use): a guard or a client made from it would run on
+ * defaults its author did not choose (`maxAttempts: 0`, `external: "true"` read as a local effect).
+ */
+export function assertContractsValid(doc: ApiDocument): void {
   for (const op of doc.operations.filter(isContracted)) {
     const problem = contractProblem(op);
     if (problem === undefined) continue;

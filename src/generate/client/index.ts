@@ -13,6 +13,7 @@ import type { ParamFormat, ParamFormats } from '../../runtime/client/params.js';
 import type { RequestFormat } from '../../runtime/client/request.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
+import { assertContractsValid } from '../server.js';
 import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
 import { formEncoding, formFieldFormats, paramFormats } from './params.js';
 import { ClientRefs } from './refs.js';
@@ -449,9 +450,11 @@ function ownServer(url: string | null): ClientOperation['server'] {
 
 /**
  * Builds the view model and the declarations of `schema.ts`. Throws DocumentError (with the line and column) for
- * the first `$ref` in the file the client needs and cannot follow.
+ * the first invalid `x-idempotency` contract (as `generate server` does: a client must not run on defaults its author
+ * did not choose), and for the first `$ref` in the file the client needs and cannot follow.
  */
 export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema: string } {
+  assertContractsValid(doc);
   const refs = new ClientRefs(doc);
   // A schema named like a client export or a global `schema.ts` uses is renamed, with a note in `schema.ts`.
   const types = new SchemaTypes(doc, [...SCHEMA_GLOBALS, ...CLIENT_EXPORTS], refs);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,6 +58,32 @@ describe('idemkit generate client', () => {
 
   it('refuses a document without operations with a one-line error and exit 2', async () => {
     assert.match(await refused('empty.yaml', ['openapi: 3.1.0', 'info: { title: x, version: "1" }', 'paths: {}', '']), /no operation/);
+  });
+
+  it('refuses an invalid x-idempotency contract at its file:line:column, as generate server does, and writes nothing', async () => {
+    // maxAttempts 0 sent no request at all; external "true" was read as a local effect, so 5xx answers were retried.
+    for (const [field, message] of [
+      ['ttl: 1d', /bad\.yaml:11:\d+: POST \/orders \(createOrder\): .*ttl.*"1d".*ISO 8601/],
+      ['retry: { maxAttempts: 0 }', /bad\.yaml:11:\d+: .*maxAttempts/],
+      ['effect: { owner: orders, external: "true" }', /bad\.yaml:11:\d+: .*external/],
+    ] as const) {
+      const err = await refused('bad.yaml', [
+        'openapi: 3.1.0',
+        "info: { title: t, version: '1' }",
+        'paths:',
+        '  /orders:',
+        '    post:',
+        '      operationId: createOrder',
+        '      parameters:',
+        '        - { name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }',
+        '      responses: { "201": { description: ok } }',
+        '      x-idempotency:',
+        `        ${field}`,
+      ]);
+      assert.match(err, message, field);
+      assert.doesNotMatch(err, /internal error/);
+      assert.ok(!existsSync(path.join(dir, 'out')), 'nothing written');
+    }
   });
 
   it('names a broken schema $ref instead of emitting a wrong type', async () => {
