@@ -99,12 +99,14 @@ function checkSuppression(ctx: RuleContext<SuppressionMessageId>, raw: unknown, 
 
 /**
  * Marks the findings of one document that its operations' suppressions silence. A finding about several
- * operations (a shared component) is suppressed only when every one of them silences its rule.
+ * operations (a shared component) is suppressed only when every one of them silences its rule. A suppression that
+ * `suppression-invalid` reports among `findings` (an unknown rule id, an unknown field, no reason) silences nothing.
  */
 export function applySuppressions(document: ApiDocument, findings: readonly Finding[]): Finding[] {
+  const broken = new Set(findings.filter((finding) => finding.ruleId === SUPPRESSION_RULE_ID).flatMap((finding) => finding.operations));
   const byName = new Map<string, Suppression>();
   for (const operation of document.operations) {
-    const suppression = readSuppression(operation);
+    const suppression = broken.has(operationName(operation)) || broken.has(operation.label) ? undefined : readSuppression(operation);
     if (suppression) {
       byName.set(operationName(operation), suppression);
       byName.set(operation.label, suppression);

@@ -55,6 +55,23 @@ describe('suppressions', () => {
     assert.equal(applySuppressions(document, [finding])[0]!.suppressed, undefined);
   });
 
+  it('a suppression that suppression-invalid reports (an unknown rule id or field beside a known one) silences nothing', () => {
+    const operations = ['POST /payouts (createPayout)'];
+    const finding = fakeFinding({ ruleId: 'scope-missing', file, pointer: '/paths/~1payouts/post', operations });
+    for (const lint of [
+      { ignore: ['scope-missing', 'scope-mising'], reason: 'single tenant' },
+      { ignore: ['scope-missing'], reason: 'single tenant', extra: 1 },
+    ]) {
+      const document = documentWith(lint);
+      assert.notDeepEqual(check(lint), []);
+      const invalid = fakeFinding({ ruleId: 'suppression-invalid', file, pointer: base, operations });
+      const [scope] = applySuppressions(document, [finding, invalid]);
+      assert.equal(scope!.suppressed, undefined, JSON.stringify(lint));
+    }
+    // The same suppression, valid, silences it.
+    assert.deepEqual(applySuppressions(documentWith({ ignore: ['scope-missing'], reason: 'single tenant' }), [finding])[0]!.suppressed, { reason: 'single tenant' });
+  });
+
   it('reports unknown rule ids with a suggestion, unknown fields and a bad shape', () => {
     assert.deepEqual(check({ ignore: ['scope-mising', 'key-unbounded'], reason: 'x' }), [['unknownRule', `${base}/ignore/0`]]);
     assert.deepEqual(check({ ignore: [], reason: 'x', because: 'y' }), [
@@ -87,7 +104,8 @@ describe('suppressions', () => {
       fakeFinding({ ruleId: 'scope-missing', file, pointer: '/paths/~1payouts/post/x-idempotency', operations: ['createPayout'] }),
       fakeFinding({ ruleId: 'key-unbounded', file, pointer: '/paths/~1payouts/post/x-idempotency', operations: ['POST /payouts (createPayout)'] }),
       fakeFinding({ ruleId: 'scope-missing', file, pointer: '/paths/~1refunds/post', operations: ['POST /refunds (createRefund)'] }),
-      fakeFinding({ ruleId: 'suppression-invalid', file, pointer: base, operations: ['POST /payouts (createPayout)'] }),
+      // Never suppressed itself (here about the other operation: one it names silences nothing, tested above).
+      fakeFinding({ ruleId: 'suppression-invalid', file, pointer: '/paths/~1refunds/post', operations: ['POST /refunds (createRefund)'] }),
     ];
     const result = applySuppressions(document, findings);
     assert.deepEqual(
