@@ -60,13 +60,16 @@ export function fileSet(files: readonly OutputFile[]): OutputFile[] {
   return result.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
-async function listFiles(dir: string, prefix = ''): Promise<string[]> {
+async function listFiles(dir: string, prefix = '', regular?: Set<string>): Promise<string[]> {
   const entries = await readdir(path.join(dir, prefix), { withFileTypes: true });
   const files: string[] = [];
   for (const entry of entries) {
     const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
-    if (entry.isDirectory()) files.push(...(await listFiles(dir, rel)));
-    else files.push(rel);
+    if (entry.isDirectory()) files.push(...(await listFiles(dir, rel, regular)));
+    else {
+      files.push(rel);
+      if (entry.isFile()) regular?.add(rel);
+    }
   }
   return files.sort();
 }
@@ -83,12 +86,15 @@ export async function checkOutput(dir: string, files: readonly OutputFile[]): Pr
   if (!(await stat(existing)).isDirectory()) {
     throw new UsageError(`${existing === path.resolve(dir) ? dir : `${existing} (in ${dir})`} exists and is not a directory; name the generated directory for --out`);
   }
-  const onDisk = existsSync(dir) ? await listFiles(dir) : [];
+  const regular = new Set<string>();
+  const onDisk = existsSync(dir) ? await listFiles(dir, '', regular) : [];
   const drift: Drift[] = [];
   const wanted = new Set(expected.map((file) => file.path));
   for (const file of expected) {
     if (!onDisk.includes(file.path)) drift.push({ path: file.path, kind: 'missing' });
-    else if ((await readFile(path.join(dir, file.path), 'utf8')) !== file.contents) drift.push({ path: file.path, kind: 'changed' });
+    // What is not a regular file (a FIFO, a device, a link) is not what generate writes, and is not read: a FIFO
+    // would wait for a writer, a link to /dev/zero would never end.
+    else if (!regular.has(file.path) || (await readFile(path.join(dir, file.path), 'utf8')) !== file.contents) drift.push({ path: file.path, kind: 'changed' });
   }
   for (const file of onDisk) if (!wanted.has(file)) drift.push({ path: file, kind: 'extra' });
   return drift.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
@@ -133,10 +139,15 @@ export async function writeOutput(dir: string, files: readonly OutputFile[], cwd
     }
   }
   const parent = path.dirname(target);
-  await mkdir(parent, { recursive: true });
+  await mkdir(parent, { recursive: true }).catch((error: NodeJS.ErrnoException) => {
+    // A dangling link on the way (ENOENT), a file (ENOTDIR), /proc: said as what it is, not an internal error.
+    throw new UsageError(`cannot make the directory ${path.dirname(dir) === '.' ? parent : path.dirname(dir)} for --out (${error.code ?? error.message}): a part of the path is missing, a file, or a link to nothing; name a directory you can create`);
+  });
   // mkdir, not mkdtemp: mkdtemp makes the directory 0700, and it becomes the output directory.
   const staging = path.join(parent, `.${path.basename(target)}.idemkit-${randomBytes(6).toString('hex')}`);
-  await mkdir(staging);
+  await mkdir(staging).catch((error: NodeJS.ErrnoException) => {
+    throw new UsageError(`cannot make a directory in ${parent} for --out (${error.code ?? error.message}); name a directory on a file system you can write to`);
+  });
   try {
     if (mode !== undefined) await chmod(staging, mode);
     for (const file of set) {

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import vm from 'node:vm';
 import { checkOutput, fileSet, generatedHeader, runtimeFiles, writeOutput } from '../../src/generate/output.js';
 import { InternalError, UsageError } from '../../src/errors.js';
+import { requireBinary } from '../helpers/servers.js';
 
 describe('generate/output', () => {
   let tmp: string;
@@ -58,6 +60,28 @@ describe('generate/output', () => {
       { path: 'c.ts', kind: 'extra' },
       { path: 'runtime/a.ts', kind: 'missing' },
     ]);
+  });
+
+  it('--check reads no FIFO, device or link where a generated file should be: each is a changed file', async function () {
+    const out = path.join(tmp, 'out');
+    await writeOutput(out, files);
+    rmSync(path.join(out, 'b.ts'));
+    execFileSync(requireBinary(this, 'mkfifo'), [path.join(out, 'b.ts')]); // read, it would wait for a writer for ever
+    rmSync(path.join(out, 'runtime', 'a.ts'));
+    symlinkSync('/dev/zero', path.join(out, 'runtime', 'a.ts')); // read, it would never end
+    assert.deepEqual(await checkOutput(out, files), [
+      { path: 'b.ts', kind: 'changed' },
+      { path: 'runtime/a.ts', kind: 'changed' },
+    ]);
+  });
+
+  it('says what is wrong with an --out whose parent cannot be made (a link to nothing on the way), as a usage error', async () => {
+    symlinkSync(path.join(tmp, 'nowhere'), path.join(tmp, 'link'));
+    await assert.rejects(
+      writeOutput(path.join(tmp, 'link', 'client'), files),
+      (error: unknown) => error instanceof UsageError && /cannot make the directory .*link for --out \(ENOENT\)/.test(error.message),
+    );
+    assert.deepEqual(readdirSync(tmp), ['link']);
   });
 
   it('replaces a previously generated directory whole, leaving no staging directories', async () => {
