@@ -29,6 +29,8 @@ export interface ScaffoldChange {
    * also accepts anonymous requests (`anonymous`), so init cannot tell whose keys collide and does not guess.
    */
   readonly scopeOpen: ScopeOpen | undefined;
+  /** Where the operation is (its method's key) in the file as read: what a dry run, which writes nothing, names. */
+  readonly at: Location;
   /** 1-based line of the inserted block in the new text. */
   readonly line: number;
   /** 1-based column (UTF-16 code units, after any BOM) where the block starts in the new text. */
@@ -336,7 +338,7 @@ function scaffoldFile(
   const lines = new LineTable(out);
   const changes: ScaffoldChange[] = inserts.map((insert, i) => {
     const { line, column } = lines.position(starts[i]!);
-    return { file, operation: insert.operation.label, key: insert.key, scopeOpen: insert.scopeOpen, line, column, lines: insert.lines, contract: insert.contract };
+    return { file, operation: insert.operation.label, at: insert.operation.at, key: insert.key, scopeOpen: insert.scopeOpen, line, column, lines: insert.lines, contract: insert.contract };
   });
   // A position of the text as read: its offset, moved past every block inserted at or before it.
   const lineStarts = [0];

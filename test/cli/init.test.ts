@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { main } from '../../src/cli/main.js';
 import { bufferIo, runCli } from '../helpers/io.js';
+import { requireBinary } from '../helpers/servers.js';
 
 const yamlSpec = `# Payments API — hand-written; these comments must survive
 openapi: 3.0.3
@@ -71,7 +73,11 @@ describe('idemkit init', () => {
     const result = await run('api.yaml');
     assert.equal(result.code, 0, result.err);
     assert.equal(read('api.yaml'), yamlSpec);
-    assert.match(result.out, /^api\.yaml:16:7 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
+    // Nothing is written, so every position is in the file as it is (the operation's method key), none past its end.
+    assert.match(result.out, /^api\.yaml:8:5 {2}POST \/payouts \(createPayout\) {2}\(key header Idempotency-Key\)\n/);
+    assert.match(result.out, /\napi\.yaml:21:5: skipped POST \/refunds/);
+    assert.equal(yamlSpec.split('\n')[7]!.slice(4, 9), 'post:');
+    assert.equal(yamlSpec.split('\n')[20]!.slice(4, 9), 'post:');
     assert.match(result.out, /\n\+ {7}x-idempotency:\n/);
     // A marker names no key: the advice says what a guard needs, not "write the same by hand".
     assert.match(result.out, /skipped POST \/refunds \(createRefund\): is marked `x-fern-idempotent` but takes no idempotency key, and a guard needs one: declare where clients send it/);
@@ -609,6 +615,18 @@ paths:
     assert.match(read('dup.yaml'), /\n {6}x-idempotency:\n {8}key:\n {10}header: Idempotency-Key\n/);
   });
 
+  it('reads a spec given as a pipe once: its operations get contracts proposed, not "not a block mapping"', async function () {
+    const fifo = path.join(dir, 'piped.yaml');
+    execFileSync(requireBinary(this, 'mkfifo'), [fifo]);
+    writeFileSync(path.join(dir, 'api.yaml'), yamlSpec);
+    const writer = spawn('sh', ['-c', 'cat api.yaml > piped.yaml'], { cwd: dir, stdio: 'ignore' });
+    const result = await run('piped.yaml');
+    await new Promise((resolve) => writer.once('exit', resolve));
+    assert.equal(result.code, 0, result.err);
+    assert.match(result.out, /^piped\.yaml:8:5 {2}POST \/payouts \(createPayout\)/);
+    assert.doesNotMatch(result.out, /not a block mapping/);
+  });
+
   it('writes the contract into the path-item file where the operation is written', async () => {
     const entry = "swagger: '2.0'\ninfo: { title: t, version: '1' }\npaths:\n  /orders:\n    $ref: './paths/orders.yaml'\n";
     const pathItem = [
@@ -627,7 +645,7 @@ paths:
 
     const shown = await run('swagger.yaml');
     assert.equal(shown.code, 0, shown.err);
-    assert.match(shown.out, /^paths\/orders\.yaml:8:\d+ {2}POST \/orders \(createOrder\) {2}\(key header Idempotency-Key\)\n\+ {3}# Scaffolded/);
+    assert.match(shown.out, /^paths\/orders\.yaml:2:1 {2}POST \/orders \(createOrder\) {2}\(key header Idempotency-Key\)\n\+ {3}# Scaffolded/);
     assert.doesNotMatch(shown.out, /another file|by hand/);
     assert.match(shown.out, /\n1 contract to add; nothing written — run again with --write to apply\n$/);
     assert.equal(read('paths/orders.yaml'), pathItem);

@@ -4,7 +4,7 @@
  * open; writes (atomically) only with `--write`, each contract into the file where its operation is written
  * (the spec, or a path-item file it references). Re-running is a no-op.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import type { Command } from '../main.js';
@@ -41,18 +41,24 @@ export const initCommand: Command = {
       knownRuleIds: catalogue().map((rule) => rule.meta.id),
     });
     const document = await loadDocument(file);
-    const result = scaffoldContracts(document, (name) => readFileSync(name, 'utf8'), config.settings, (error) => describeDocumentError(error, io.cwd));
+    // The files as they are on disk (a byte-order mark and all, which the edits keep); a pipe (`init /dev/stdin`) is read
+    // once, so its text is the one the document was loaded from.
+    const readText = (name: string): string => (statSync(name).isFile() ? readFileSync(name, 'utf8') : (document.source?.(name)?.text ?? ''));
+    const result = scaffoldContracts(document, readText, config.settings, (error) => describeDocumentError(error, io.cwd));
     // The spec as the user named it; an external file it references, as lint names files.
     const name = (changed: string) => (changed === document.file ? shown : displayPath(io.cwd, changed));
     const lines: string[] = [];
     for (const change of result.changes) {
-      lines.push(`${name(change.file)}:${change.line}:${change.column}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);
+      // With --write, where the block is in the written file; without, where its operation is in the file as it is.
+      const { line, column } = args.write === true ? change : document.position(change.at);
+      lines.push(`${name(change.file)}:${line}:${column}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);
       for (const line of change.lines) lines.push(`+ ${line}`);
       lines.push('');
     }
     for (const skip of result.skipped) {
-      // Where the operation is once the contracts init writes (or would write) are in.
-      const { line, column } = result.moved(skip.at.file, document.position(skip.at));
+      // Where the operation is in the file as it will be: with --write, once the contracts are in; without, as it is.
+      const at = document.position(skip.at);
+      const { line, column } = args.write === true ? result.moved(skip.at.file, at) : at;
       lines.push(`${name(skip.at.file)}:${line}:${column}: skipped ${skip.operation}: ${skip.reason}`);
     }
     if (result.skipped.length > 0) lines.push('');
