@@ -54,6 +54,29 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
     });
   });
 
+  describe('a YAML alias bomb (16 levels of 4 aliases: 1.3 KB of text, 4^16 paths)', () => {
+    const bomb = (): string => {
+      const levels = 'abcdefghijklmnop'.split('');
+      const lines = ['openapi: 3.0.3', 'info: {title: t, version: "1"}', 'x-l:', '  a: &a {type: object, properties: {p0: {type: string}, p1: {type: string}}}'];
+      for (let i = 1; i < levels.length; i++) {
+        const [name, inner] = [levels[i]!, levels[i - 1]!];
+        lines.push(`  ${name}: &${name} {type: object, properties: {q0: *${inner}, q1: *${inner}, q2: *${inner}, q3: *${inner}}}`);
+      }
+      lines.push('paths:', '  /x:', '    post:', '      operationId: x', '      requestBody: {content: {application/json: {schema: *p}}}', '      responses: {"201": {description: ok}}');
+      return `${lines.join('\n')}\n`;
+    };
+
+    it('lint walks each shared node once and answers (it ran past 120 s); generate client refuses it with where and the fix', async () => {
+      writeFileSync(file('bomb.yaml'), bomb());
+      const linted = await run('lint', 'bomb.yaml');
+      assert.ok(linted.code === 0 || linted.code === 1, linted.err);
+      const generated = await run('generate', 'client', 'bomb.yaml', '--out', 'client');
+      assert.equal(generated.code, 2);
+      assert.match(generated.err.trimEnd(), /^bomb\.yaml:\d+:\d+: the schemas are written out more than 100,000 times over through YAML aliases .* give the aliased schemas names under components\/schemas and \$ref them$/);
+      assert.ok(!existsSync(file('client')));
+    });
+  });
+
   describe('an option given twice', () => {
     it('is refused, naming it: --fail-on twice no longer lints with nothing failing, -o twice writes no file "a,b"', async () => {
       const once = await run('lint', 'api.yaml', '--fail-on', 'error');
