@@ -38,10 +38,18 @@ ruleTester.run(scopeTooWide, {
     { name: 'global on an operation that says security: []', document: payouts((t, c) => ((c.scope = ['global']), (post(t).security = []))) },
     { name: 'global on a document without security', document: payouts((t, c) => ((c.scope = ['global']), delete t.security)) },
     {
-      name: 'a tenant header names the owner',
+      name: 'a tenant header beside the principal',
       document: payouts((t, c) => {
-        c.scope = ['header:X-Tenant-Id'];
+        c.scope = ['principal', 'header:X-Tenant-Id'];
         post(t).parameters.push(tenantHeader);
+      }),
+    },
+    {
+      name: 'the API key header of the operation\'s apiKey scheme: the credential is the caller',
+      document: payouts((t, c) => {
+        t.components.securitySchemes.apiKey = { type: 'apiKey', in: 'header', name: 'X-MBX-APIKEY' };
+        t.security = [{ apiKey: [] }];
+        c.scope = ['header:x-mbx-apikey'];
       }),
     },
   ],
@@ -60,6 +68,14 @@ ruleTester.run(scopeTooWide, {
         post(t).parameters.push(tenantHeader);
       }),
       errors: [{ messageId: 'global', pointer: `${CONTRACT}/scope/1` }],
+    },
+    {
+      name: 'a tenant header alone: the client says whose record it is, and a replay skips the handler\'s check',
+      document: payouts((t, c) => {
+        c.scope = ['header:X-Tenant-Id'];
+        post(t).parameters.push(tenantHeader);
+      }),
+      errors: [{ messageId: 'ownerUnverified', pointer: `${CONTRACT}/scope/0`, message: /takes the owner from `header:X-Tenant-Id`.*scope: \[principal, header:X-Tenant-Id\]/ }],
     },
     {
       name: 'a scope that names no owner',
