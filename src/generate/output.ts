@@ -139,15 +139,10 @@ export async function writeOutput(dir: string, files: readonly OutputFile[], cwd
     }
   }
   const parent = path.dirname(target);
-  await mkdir(parent, { recursive: true }).catch((error: NodeJS.ErrnoException) => {
-    // A dangling link on the way (ENOENT), a file (ENOTDIR), /proc: said as what it is, not an internal error.
-    throw new UsageError(`cannot make the directory ${path.dirname(dir) === '.' ? parent : path.dirname(dir)} for --out (${error.code ?? error.message}): a part of the path is missing, a file, or a link to nothing; name a directory you can create`);
-  });
+  await mkdir(parent, { recursive: true });
   // mkdir, not mkdtemp: mkdtemp makes the directory 0700, and it becomes the output directory.
   const staging = path.join(parent, `.${path.basename(target)}.idemkit-${randomBytes(6).toString('hex')}`);
-  await mkdir(staging).catch((error: NodeJS.ErrnoException) => {
-    throw new UsageError(`cannot make a directory in ${parent} for --out (${error.code ?? error.message}); name a directory on a file system you can write to`);
-  });
+  await mkdir(staging);
   try {
     if (mode !== undefined) await chmod(staging, mode);
     for (const file of set) {

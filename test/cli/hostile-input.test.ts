@@ -188,6 +188,10 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       assert.equal(dangling.code, 2);
       assert.match(dangling.err, /dangle is a symbolic link to nothing \(nowhere\); create the directory it names, or remove the link\n$/);
       assert.ok(lstatSync(file('dangle')).isSymbolicLink());
+      // A link to nothing on the way to --out: mkdir fails with ENOENT, which was an internal error.
+      const through = await run('generate', 'client', 'ok.yaml', '--out', 'dangle/client');
+      assert.equal(through.code, 2);
+      assert.equal(through.err, 'cannot write --out dangle/client: a part of the path is a link to nothing, or the file system makes no directories there (ENOENT at dangle) — nothing was written; fix it or choose another --out\n');
       assert.equal(readFileSync(file('afile'), 'utf8'), 'mine\n');
       assert.deepEqual(readdirSync(dir).sort(), ['afile', 'api.yaml', 'dangle', 'ok.yaml']);
     });

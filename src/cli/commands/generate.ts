@@ -143,6 +143,8 @@ const FILE_SYSTEM_PROBLEMS: Readonly<Record<string, string>> = {
   EDQUOT: 'the disk quota is used up',
   EROFS: 'the file system is read-only',
   ENOTDIR: 'a part of the path is a file, not a directory',
+  // mkdir of a path through a link to nothing, or in a file system that makes no directories (/proc).
+  ENOENT: 'a part of the path is a link to nothing, or the file system makes no directories there',
   EEXIST: 'a part of the path is a file, not a directory',
   ENAMETOOLONG: 'the path is too long',
   ELOOP: 'a symbolic link loop in the path',
