@@ -1,9 +1,10 @@
 import { defineRule, type RuleContext } from '../src/lint/rule.js';
+import { QUERY_EXCLUSION, queryFingerprint } from '../src/parser/compile.js';
 import type { IdempotencyContract } from '../src/parser/model.js';
 import { bracketPath } from '../src/runtime/form-names.js';
 import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, requestBody, resolveSchemaPointer, type Located } from '../src/lint/views.js';
 
-type MessageId = 'noProperty' | 'notContainer' | 'notIndex' | 'pastEnd' | 'notPointer' | 'noBody';
+type MessageId = 'noProperty' | 'notContainer' | 'notIndex' | 'pastEnd' | 'notPointer' | 'noBody' | 'noQueryParameter';
 
 /** A fingerprint pointer that does not resolve in the request body schema. */
 export default defineRule({
@@ -26,6 +27,8 @@ export default defineRule({
       notPointer: 'fingerprint {list} entry `{pointer}` is not a JSON Pointer into the body: write it with a leading slash, e.g. `/{pointer}`',
       noBody:
         'the fingerprint names body fields but {operation} takes no request body: declare the request body, or drop `fingerprint.{list}`',
+      noQueryParameter:
+        'fingerprint exclude entry `{entry}` names no query parameter of {operation} (its declared ones count in the fingerprint: {declared}); fix the name or remove the entry',
     },
   },
   operations: 'contracted',
@@ -35,9 +38,27 @@ export default defineRule({
     if (!contract || !fingerprint) return;
     // `include` (unless it is `all`), then `exclude`; plain loops, no list of lists: this runs for every contract.
     const include = fingerprint.include === 'all' ? undefined : fingerprint.include;
+    const exclude = fingerprint.exclude;
+    // `query:NAME` leaves a query parameter out: it must be one the fingerprint would otherwise take.
+    let excludesBody = false;
+    for (let i = 0; i < exclude.length; i++) {
+      if (!exclude[i]!.startsWith(QUERY_EXCLUSION)) {
+        excludesBody = true;
+        continue;
+      }
+      const name = exclude[i]!.slice(QUERY_EXCLUSION.length);
+      const declared = queryFingerprint(ctx.operation, ctx.document);
+      if (declared.queryAll || declared.query.includes(name)) continue;
+      const at = contract.at('fingerprint', 'exclude', i);
+      ctx.report('noQueryParameter', at, {
+        entry: exclude[i]!,
+        operation: operationPhrase(ctx.operation, at),
+        declared: declared.query.length === 0 ? 'none' : declared.query.map((q) => `\`${q}\``).join(', '),
+      });
+    }
     const body = requestBody(ctx.document, ctx.operation);
     if (!body) {
-      const first = include !== undefined && include.length > 0 ? 'include' : fingerprint.exclude.length > 0 ? 'exclude' : undefined;
+      const first = include !== undefined && include.length > 0 ? 'include' : excludesBody ? 'exclude' : undefined;
       if (first) {
         const at = contract.at('fingerprint', first);
         ctx.report('noBody', at, { list: first, operation: operationPhrase(ctx.operation, at) });
@@ -48,8 +69,7 @@ export default defineRule({
     const schema = fingerprintSchema(ctx.document, ctx.operation);
     if (!schema) return;
     if (include !== undefined) for (let i = 0; i < include.length; i++) checkPointer(ctx, contract, schema, 'include', include[i]!, i);
-    const exclude = fingerprint.exclude;
-    for (let i = 0; i < exclude.length; i++) checkPointer(ctx, contract, schema, 'exclude', exclude[i]!, i);
+    for (let i = 0; i < exclude.length; i++) if (!exclude[i]!.startsWith(QUERY_EXCLUSION)) checkPointer(ctx, contract, schema, 'exclude', exclude[i]!, i);
   },
 });
 

@@ -65,8 +65,7 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
     scope: contract.scope ?? [],
     fingerprint: {
       include: contract.fingerprint?.include ?? 'all',
-      exclude: contract.fingerprint?.exclude ?? [],
-      ...queryFingerprint(op, doc),
+      ...fingerprintExclusions(contract.fingerprint?.exclude ?? [], queryFingerprint(op, doc)),
     },
     ttlMs: ms(contract.ttl, defaults.ttlMs),
     leaseMs: ms(contract.lease, defaults.leaseMs),
@@ -101,6 +100,28 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
 }
 
 /**
+ * `fingerprint.exclude` split in two: the body pointers, and `query:NAME` entries, which take their parameters out of
+ * the fingerprint's query names (and, when every query parameter counts, are listed for the guard to leave out).
+ */
+function fingerprintExclusions(
+  exclude: readonly string[],
+  query: { query: string[]; queryAll?: true },
+): { exclude: string[]; query: string[]; queryAll?: true; queryExclude?: string[] } {
+  const body = exclude.filter((entry) => !entry.startsWith(QUERY_EXCLUSION));
+  const names = exclude.filter((entry) => entry.startsWith(QUERY_EXCLUSION)).map((entry) => entry.slice(QUERY_EXCLUSION.length));
+  if (names.length === 0) return { exclude: body, ...query };
+  const left = new Set(names);
+  return {
+    exclude: body,
+    query: query.query.filter((name) => !left.has(name)),
+    ...(query.queryAll ? { queryAll: true as const, queryExclude: [...left].sort() } : {}),
+  };
+}
+
+/** How `fingerprint.exclude` names a query parameter. */
+export const QUERY_EXCLUSION = 'query:';
+
+/**
  * The query part of a fingerprint: the names of the query parameters that apply to the operation (path-level ones
  * too), sorted — the names a request carries them under. An object parameter in the default `form` style with
  * `explode: true` is sent as its own properties (`?status=paid&limit=2` for `filter`), so its properties' names
@@ -108,7 +129,7 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
  * holds lists or objects. When such an object is free-form (`additionalProperties`, `patternProperties`, or no
  * `properties` at all), any name may be one of its members: `queryAll` then says every query parameter counts.
  */
-function queryFingerprint(op: OperationView, doc: Pick<ApiDocument, 'deref'> | undefined): { query: string[]; queryAll?: true } {
+export function queryFingerprint(op: OperationView, doc: Pick<ApiDocument, 'deref'> | undefined): { query: string[]; queryAll?: true } {
   const names = new Set<string>();
   let all = false;
   const parameters: { readonly node: Record<string, unknown>; readonly at?: Location }[] =

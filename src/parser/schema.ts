@@ -44,6 +44,7 @@ export function validateContractValue(value: unknown): SchemaViolation[] {
 const FIELD_HINTS: Record<string, string> = {
   duration: 'an ISO 8601 duration such as PT30S or P1D',
   pointer: "a JSON Pointer into the request body, starting with '/' (e.g. /contact/email)",
+  exclusion: "a JSON Pointer into the request body, starting with '/' (e.g. /contact/email), or query:NAME for a query parameter",
 };
 
 function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaViolation[] {

@@ -80,7 +80,7 @@ export interface CompiledContract {
   readonly fingerprint: {
     /** JSON Pointers into the body, or `'all'` for the whole body. */
     readonly include: 'all' | readonly string[];
-    /** JSON Pointers removed from what `include` selected. */
+    /** JSON Pointers removed from what `include` selected (a `query:NAME` exclusion is out of {@link query} instead). */
     readonly exclude: readonly string[];
     /** Declared query parameter names that take part in the fingerprint. */
     readonly query: readonly string[];
@@ -90,6 +90,8 @@ export interface CompiledContract {
      * members, so every query parameter of the request takes part, not only those of {@link query}.
      */
     readonly queryAll?: true;
+    /** With {@link queryAll}: the query parameters left out all the same (`fingerprint.exclude: [query:NAME]`). */
+    readonly queryExclude?: readonly string[];
   };
   /** Retention of terminal records (replay window), in milliseconds. */
   readonly ttlMs: number;

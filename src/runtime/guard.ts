@@ -416,6 +416,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const fingerprintOf = fingerprintFor(operation, contract.fingerprint);
   const fingerprintQuery = contract.fingerprint.query;
   const fingerprintAllQuery = contract.fingerprint.queryAll === true;
+  const queryLeftOut = new Set(contract.fingerprint.queryExclude ?? []);
   const R = contract.responses;
   // Lease heartbeats of running handlers (stores with the optional `extend` only), by lease token. One shared
   // ticker renews every lease that is a third through, instead of an interval timer per request.
@@ -689,7 +690,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // A free-form object in the query: any name may be one of its members, so every parameter sent counts.
       for (const name in req.query) {
         const value = own(req.query, name);
-        if (value !== undefined) query[name] = value;
+        if (value !== undefined && !queryLeftOut.has(name)) query[name] = value;
       }
     } else {
       for (const name of fingerprintQuery) {
