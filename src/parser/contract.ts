@@ -84,6 +84,18 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
     if (exponential) schemaErrors.push({ at: at('key', 'pattern'), message: exponentialPatternMessage(exponential) });
   }
 
+  // A transient status frees the key for a retry to run the handler again: only for answers that did not act.
+  if (Array.isArray(source.transient)) {
+    source.transient.forEach((status, i) => {
+      if (Number.isInteger(status) && (status as number) >= 100 && (status as number) < 400) {
+        schemaErrors.push({
+          at: at('transient', i),
+          message: `x-idempotency.transient lists ${String(status)}, which is no failure: a transient answer frees the key, so a retry would run the handler again after every ${String(status)} — list only failures that did not act, such as 429 and 503`,
+        });
+      }
+    });
+  }
+
   // The first two places the key names (a loop, no list: most keys name one).
   let firstPlace: (typeof KEY_PLACES)[number] | undefined;
   let secondPlace: (typeof KEY_PLACES)[number] | undefined;

@@ -193,8 +193,8 @@ export interface GuardOptions {
   /**
    * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
    * content-disposition, location, content-location, operation-location, azure-asyncoperation, etag,
-   * last-modified. `set-cookie`, `cookie`, `authorization` and `proxy-authorization` are refused (`createGuard`
-   * throws). A body the adapter could not decode is recorded with its `content-encoding` whatever this says.
+   * last-modified. `set-cookie`, `set-cookie2`, `cookie`, `authorization`, `proxy-authorization`,
+   * `authentication-info` and `proxy-authentication-info` are refused (`createGuard` throws). A body the adapter could not decode is recorded with its `content-encoding` whatever this says.
    */
   readonly replayHeaders?: readonly string[];
   /**
@@ -269,8 +269,8 @@ export { DEFAULT_REPLAY_HEADERS } from './wire.js';
 // One strict decoder for every request (it keeps no state between whole-buffer decode() calls).
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Headers that carry credentials: refused in `replayHeaders`. */
-const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'cookie', 'authorization', 'proxy-authorization'];
+/** Headers that carry credentials or session state: refused in `replayHeaders`. */
+const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'set-cookie2', 'cookie', 'authorization', 'proxy-authorization', 'authentication-info', 'proxy-authentication-info'];
 
 /** The fingerprinted query of an operation that declares no query parameters: never written to. */
 const NO_QUERY: Readonly<Record<string, QueryValue>> = Object.freeze(Object.create(null) as Record<string, QueryValue>);

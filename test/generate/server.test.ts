@@ -71,6 +71,7 @@ describe('generate/server', () => {
       [{ lease: 30 }, /lease is 30/],
       [{ key: { pattern: '([' } }, /key\.pattern is not a valid regular expression/],
       [{ key: { pattern: '([A-Za-z0-9]+-?)*' } }, /key\.pattern can take time exponential in the key's length.*"aaaa/],
+      [{ transient: [429, 201] }, /transient lists 201, which is no failure: a transient answer frees the key/],
       [{ tll: 'P1D' }, /unknown field 'tll'/],
     ] as const) {
       const doc = await load({ '/x': op('bad', contract) });

@@ -230,7 +230,7 @@ describe('runtime/guard: createGuard', () => {
   });
 
   it('refuses credentials in replayHeaders at creation (a replay would hand them to whoever retries)', () => {
-    for (const name of ['Set-Cookie', 'authorization', 'Cookie', 'Proxy-Authorization']) {
+    for (const name of ['Set-Cookie', 'authorization', 'Cookie', 'Proxy-Authorization', 'Set-Cookie2', 'Authentication-Info', 'Proxy-Authentication-Info']) {
       assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', name] }), new RegExp(name.toLowerCase()));
     }
     assert.doesNotThrow(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', 'x-trace'] }));
