@@ -99,6 +99,18 @@ function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaV
       case 'anyOf':
         message = `${field} is ${actual}; it must be "all" or a list of JSON Pointers`;
         break;
+      case 'minLength': {
+        const limit = Number((error.params as { limit: number }).limit);
+        message = limit === 1 ? `${field} is empty; give it a value or leave the field out` : `${field} is ${actual}; it must have at least ${limit} characters`;
+        break;
+      }
+      case 'uniqueItems': {
+        // Pointed at the second of the two, which is the one to remove.
+        const { i } = error.params as { i: number; j: number };
+        target = [...path, String(i)];
+        message = `${field} lists ${summarise(valueAtPath(value, target))} twice; remove one`;
+        break;
+      }
       default:
         message = `${field} ${error.message ?? 'is invalid'}`;
     }

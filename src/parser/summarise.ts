@@ -18,6 +18,8 @@ export function summarise(value: unknown): string {
 
 function write(value: unknown, depth: number): string {
   if (typeof value === 'string') return JSON.stringify(value.length > MAX_STRING ? `${value.slice(0, MAX_STRING - 1)}…` : value);
+  // NaN and ±Infinity (YAML's .nan, .inf; JSON's 1e400) as themselves: JSON would write null, a value not given.
+  if (typeof value === 'number' && !Number.isFinite(value)) return String(value);
   if (value === null || typeof value !== 'object') return value === undefined ? 'undefined' : String(JSON.stringify(value) ?? value);
   const array = Array.isArray(value);
   if (depth >= MAX_DEPTH) return array ? (value.length === 0 ? '[]' : '[…]') : Object.keys(value).length === 0 ? '{}' : '{…}';

@@ -45,6 +45,18 @@ describe('contract pieces', () => {
       assert.equal(readFileSync(GENERATED_VALIDATOR, 'utf8'), fresh, 'schemas/x-idempotency.schema.json changed: regenerate the validator');
     });
 
+    it('quotes NaN and Infinity (YAML .nan, .inf; JSON 1e400) as they are, not as null', () => {
+      const [infinite] = validateContractValue({ retry: { maxAttempts: Infinity } });
+      assert.match(infinite!.message, /^x-idempotency\.retry\.maxAttempts is Infinity; it must be integer/);
+      const [nan] = validateContractValue({ key: { maxLength: Number.NaN } });
+      assert.match(nan!.message, /^x-idempotency\.key\.maxLength is NaN;/);
+    });
+
+    it('says an empty string is empty and names the repeated item of a list, in its own words', () => {
+      assert.deepEqual(validateContractValue({ effect: { owner: '' } }), [{ path: ['effect', 'owner'], message: 'x-idempotency.effect.owner is empty; give it a value or leave the field out' }]);
+      assert.deepEqual(validateContractValue({ transient: [429, 503, 429] }), [{ path: ['transient', 2], message: 'x-idempotency.transient lists 429 twice; remove one' }]);
+    });
+
     it('accepts true, false and a complete object', () => {
       assert.deepEqual(validateContractValue(true), []);
       assert.deepEqual(validateContractValue(false), []);
