@@ -167,6 +167,29 @@ describe('idemkit lint: config, suppressions, baselines, formats and --output', 
     assert.match(failing.out, /<failure message="[^"]*" type="scope-too-wide">/);
   });
 
+  it('a report on stdout says which documents could not be loaded: JSON errors (not listed as linted), SARIF a failed invocation', async () => {
+    writeFileSync(path.join(dir, 'empty.yaml'), '');
+    const json = await lint('api.yaml', 'empty.yaml', '--format', 'json');
+    assert.equal(json.code, 2);
+    const report = JSON.parse(json.out) as { files: string[]; errors?: { file: string; line: number; column: number; message: string }[] };
+    assert.deepEqual(report.files, ['api.yaml']);
+    assert.deepEqual(report.errors, [{ file: 'empty.yaml', line: 1, column: 1, message: 'the file is empty — write an OpenAPI document (openapi: 3.1.0, info, paths)' }]);
+    const sarif = await lint('api.yaml', 'empty.yaml', '--format', 'sarif');
+    assert.equal(sarif.code, 2);
+    type Invocation = { executionSuccessful: boolean; toolExecutionNotifications: { level: string; message: { text: string }; locations: { physicalLocation: { artifactLocation: { uri: string } } }[] }[] };
+    const log = JSON.parse(sarif.out) as { runs: { invocations?: Invocation[] }[] };
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    addFormats(ajv);
+    const validate = ajv.compile(sarifSchema);
+    assert.equal(validate(log), true, JSON.stringify(validate.errors));
+    const [invocation] = log.runs[0]!.invocations!;
+    assert.equal(invocation!.executionSuccessful, false);
+    assert.equal(invocation!.toolExecutionNotifications[0]!.level, 'error');
+    assert.equal(invocation!.toolExecutionNotifications[0]!.locations[0]!.physicalLocation.artifactLocation.uri, 'empty.yaml');
+    // A clean run has no invocation to report on, as before.
+    assert.equal((JSON.parse((await lint('api.yaml', '--format', 'sarif')).out) as { runs: { invocations?: unknown }[] }).runs[0]!.invocations, undefined);
+  });
+
   it('does not write --output when a document cannot be read, and keeps the previous file', async () => {
     writeFileSync(path.join(dir, 'report.sarif'), 'previous');
     const result = await lint('api.yaml', 'missing.yaml', '--format', 'sarif', '--output', 'report.sarif');

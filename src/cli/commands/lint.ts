@@ -12,6 +12,7 @@ import { compareFindings } from '../../lint/engine.js';
 import { baselineStep, createConfigResolver, lintWithConfig } from '../../lint/pipeline.js';
 import { writeUserFile } from '../../lint/output-file.js';
 import { formatNames, isFormatName, loadFormatter } from '../../lint/formatters/index.js';
+import type { DocumentFailure } from '../../lint/formatters/common.js';
 import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
@@ -119,13 +120,15 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   const cache = new SourceCache();
   const documents: ApiDocument[] = [];
   const failures: DocumentError[] = [];
+  const failed: DocumentFailure[] = [];
   for (const file of files) {
     configFor(file); // a broken config is a usage error before any document is read
     try {
       documents.push(await loadDocument(file, { cache }));
     } catch (error) {
-      if (error instanceof DocumentError) failures.push(error);
-      else throw error;
+      if (!(error instanceof DocumentError)) throw error;
+      failures.push(error);
+      failed.push({ entry: file, file: error.file, ...(error.line === undefined ? {} : { line: error.line }), ...(error.column === undefined ? {} : { column: error.column }), message: error.message });
     }
   }
   // And not a file a `$ref` led to, or a config found beside a spec.
@@ -139,7 +142,7 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
       : baselineStep({ findings: linted, documents }, { cwd: io.cwd, baseline: options.baseline, writeBaseline: options.writeBaseline });
   const findings = step.findings;
   const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
-  const output = formatter({ cwd: io.cwd, files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}) });
+  const output = formatter({ cwd: io.cwd, files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}), ...(failed.length > 0 ? { failures: failed } : {}) });
   // A report that misses an unreadable document is not written: each one's own line below says why (exit 2).
   const stream = options.output === undefined || options.output === '-' ? 'stdout' : standardStream(path.resolve(io.cwd, options.output));
   if (stream !== undefined) {

@@ -13,6 +13,11 @@ import type { Finding, Rule, Severity } from '../rule.js';
 export interface FormatterInput {
   /** Directory paths in the output are relative to. */
   readonly cwd: string;
+  /**
+   * The documents that could not be read or loaded (the run exits 2): machine-readable formats say so, so that a tool
+   * reading the report does not take a missing document for a clean one.
+   */
+  readonly failures?: readonly DocumentFailure[];
   readonly findings: readonly Finding[];
   readonly documents: readonly ApiDocument[];
   /** The catalogue to describe rules from (defaults to idemkit's). */
@@ -72,4 +77,15 @@ export function messageNamesOperation(message: string, label: string): boolean {
   if (message.includes(label)) return true;
   const route = /^([A-Z]+ \S+)(?: \(.*\))?$/.exec(label)?.[1];
   return route !== undefined && new RegExp(`(^|[^\\w/{}.-])${escapeRegExp(route)}(?![\\w/{}.-])`).test(message);
+}
+
+/** A document the run could not load, where and why (paths absolute). */
+export interface DocumentFailure {
+  /** The entry file given to lint. */
+  readonly entry: string;
+  /** Where the problem is: the entry file, or a file a `$ref` of it led to. */
+  readonly file: string;
+  readonly line?: number;
+  readonly column?: number;
+  readonly message: string;
 }

@@ -2,11 +2,14 @@
 import type { ApiDocument } from '../../parser/model.js';
 import type { BaselineEntry } from '../baseline.js';
 import type { Finding, Rule, Severity } from '../rule.js';
+import type { DocumentFailure } from './common.js';
 
 /** Everything a formatter may print from. */
 export interface LintReport {
   /** Directory that printed paths are relative to. */
   readonly cwd: string;
+  /** The entry files that could not be loaded (see {@link FormatterInput.failures}). */
+  readonly failures?: readonly DocumentFailure[];
   /** The entry files linted, absolute, in the order given. */
   readonly files: readonly string[];
   /** Sorted findings of every file (suppressed ones included, marked). */

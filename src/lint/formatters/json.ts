@@ -21,6 +21,8 @@ export interface JsonReport {
     readonly suppressed?: { readonly reason: string };
   }[];
   readonly summary: { readonly error: number; readonly warn: number; readonly info: number; readonly suppressed: number };
+  /** The documents that could not be loaded (the run exits 2); absent when every document was linted. */
+  readonly errors?: readonly { readonly file: string; readonly line?: number; readonly column?: number; readonly message: string }[];
   /** With `--baseline`: how many known findings it hid, and its entries that no longer occur. */
   readonly baseline?: {
     readonly file: string;
@@ -32,8 +34,12 @@ export interface JsonReport {
 export function formatJson(report: LintReport): string {
   const active = report.findings.filter((finding) => !finding.suppressed);
   const output: JsonReport = {
-    // Sorted like the findings (by absolute path), so the report does not depend on argument order.
-    files: [...report.files].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map((file) => displayPath(report.cwd, file)),
+    // Sorted like the findings (by absolute path), so the report does not depend on argument order. A document that
+    // could not be loaded was not linted: it is under `errors`, not here.
+    files: [...report.files]
+      .filter((file) => !report.failures?.some((failure) => failure.entry === file))
+      .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+      .map((file) => displayPath(report.cwd, file)),
     findings: report.findings.map((finding) => ({
       ruleId: finding.ruleId,
       severity: finding.severity,
@@ -59,6 +65,16 @@ export function formatJson(report: LintReport): string {
             matched: report.baseline.matched,
             stale: report.baseline.stale.map(({ rule, file, operation, pointer, count }) => ({ rule, file, operation, pointer, count })),
           },
+        }
+      : {}),
+    ...(report.failures && report.failures.length > 0
+      ? {
+          errors: report.failures.map((failure) => ({
+            file: displayPath(report.cwd, failure.file),
+            ...(failure.line === undefined ? {} : { line: failure.line }),
+            ...(failure.column === undefined ? {} : { column: failure.column }),
+            message: failure.message,
+          })),
         }
       : {}),
   };

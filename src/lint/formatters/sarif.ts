@@ -100,6 +100,29 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
         originalUriBaseIds: { '%SRCROOT%': { uri: cwdUri } },
         results,
         columnKind: 'utf16CodeUnits',
+        // A document that could not be loaded: the run did not succeed, and each such document is a notification (a
+        // SARIF reader would otherwise take the missing document's results for none).
+        ...(report.failures && report.failures.length > 0
+          ? {
+              invocations: [
+                {
+                  executionSuccessful: false,
+                  toolExecutionNotifications: report.failures.map((failure) => ({
+                    level: 'error',
+                    message: { text: failure.message },
+                    locations: [
+                      {
+                        physicalLocation: {
+                          artifactLocation: { uri: uriOf(relativePath(report.cwd, failure.file)), uriBaseId: '%SRCROOT%' },
+                          ...(failure.line === undefined ? {} : { region: { startLine: Math.max(1, failure.line), ...(failure.column === undefined ? {} : { startColumn: Math.max(1, failure.column) }) } }),
+                        },
+                      },
+                    ],
+                  })),
+                },
+              ],
+            }
+          : {}),
       },
     ],
   };
