@@ -95,6 +95,9 @@ class DocumentLoader implements ApiDocument {
   // The same `$ref` string in the same file always lands on the same node; big documents repeat a few
   // refs (`#/components/responses/Problem`) thousands of times.
   private readonly refs = new Map<string, Map<string, Followed>>();
+  // OpenAPI 3.1 schema resources (`$id`) per file, and the `$ref`s resolved inside them (per resource and string).
+  private readonly resources = new Map<string, { readonly byPointer: Map<string, string>; readonly byUri: Map<string, string> } | undefined>();
+  private readonly scopedRefs = new Map<string, Map<string, Followed>>();
   // Shared components (a `#/components/responses/Problem` used by every operation) are checked once.
   private readonly checked = new WeakSet<object>();
   defaultsAt: Location | undefined;
@@ -621,6 +624,10 @@ class DocumentLoader implements ApiDocument {
   }
 
   private resolveRef(written: string, from: Location, section?: ShorthandSection): Followed {
+    if (this.version === '3.1') {
+      const scoped = this.resolveInResource(written, from);
+      if (scoped !== undefined) return scoped;
+    }
     const ref = this.version === '2.0' ? this.expandShorthand(written, from, section) : written;
     // Per file, then per `$ref` string: no key is joined for the thousands of lookups of a big document.
     let perFile = this.refs.get(from.file);
@@ -633,6 +640,98 @@ class DocumentLoader implements ApiDocument {
     const result = this.resolveRefUncached(ref, from);
     perFile.set(ref, result);
     return result;
+  }
+
+  /**
+   * OpenAPI 3.1 (JSON Schema 2020-12): a `$ref` inside a schema resource (a schema with an `$id`, or below one) is
+   * resolved against that resource's URI, not the file's: `#/$defs/Body` is a pointer into the resource itself, and a
+   * reference that is, or resolves against the `$id` to, another `$id` of the same file (`https://example.com/a`,
+   * `address`) is that schema. `undefined` when the file has no `$id`, or the reference names none of its resources
+   * (it is then resolved as a file reference, as before).
+   */
+  private resolveInResource(ref: string, from: Location): Followed | undefined {
+    const resources = this.resourcesOf(from.file);
+    if (resources === undefined) return undefined;
+    // The innermost resource holding the `$ref` (its own object included): the base its references resolve against.
+    let base: { readonly pointer: string; readonly uri: string } | undefined;
+    for (let pointer = from.pointer; ; pointer = pointer.slice(0, pointer.lastIndexOf('/'))) {
+      const uri = resources.byPointer.get(pointer);
+      if (uri !== undefined) {
+        base = { pointer, uri };
+        break;
+      }
+      if (pointer === '') break;
+    }
+    const hash = ref.indexOf('#');
+    const target = hash === -1 ? ref : ref.slice(0, hash);
+    const fragment = hash === -1 ? '' : ref.slice(hash + 1);
+    let root: string | undefined;
+    if (target === '') {
+      // A fragment alone: inside the innermost resource, when there is one.
+      root = base?.pointer;
+    } else {
+      let absolute: string;
+      try {
+        absolute = new URL(target, base?.uri).href;
+      } catch {
+        return undefined; // a relative file path outside any resource: a file reference
+      }
+      root = resources.byUri.get(absolute);
+    }
+    if (root === undefined || (root === '' && target === '')) return undefined;
+    const key = `${root}\u0000${ref}`;
+    let perFile = this.scopedRefs.get(from.file);
+    if (!perFile) {
+      perFile = new Map();
+      this.scopedRefs.set(from.file, perFile);
+    }
+    const cached = perFile.get(key);
+    if (cached) return cached.ok ? cached : { ...cached, refAt: from };
+    let tokens: string[];
+    try {
+      tokens = parsePointer(decodeURIComponent(fragment));
+    } catch {
+      return { ok: false, ref, refAt: from, reason: `$ref '${ref}' has a fragment that is not a JSON Pointer — write it as #/$defs/…` };
+    }
+    const pointer = appendPointer(root, ...tokens);
+    const value = valueAt(this.cache.get(from.file).value, parsePointer(pointer));
+    const result: Followed =
+      value === undefined
+        ? { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at nothing: '#${fragment}' does not exist in the schema whose $id is ${resources.byPointer.get(root)} — fix the pointer or add the definition` }
+        : { ok: true, value, at: { file: from.file, pointer } };
+    perFile.set(key, result);
+    return result;
+  }
+
+  /** The schema resources (`$id`s) of a file, by pointer and by absolute URI; `undefined` when it has none. */
+  private resourcesOf(file: string): { readonly byPointer: Map<string, string>; readonly byUri: Map<string, string> } | undefined {
+    if (this.resources.has(file)) return this.resources.get(file);
+    let found: { byPointer: Map<string, string>; byUri: Map<string, string> } | undefined;
+    const source = this.cache.get(file);
+    // Most files name no `$id`: one search of the text, no walk.
+    if (/\$id\b/.test(source.text)) {
+      found = { byPointer: new Map(), byUri: new Map() };
+      const walk = (node: unknown, pointer: string, baseUri: string | undefined, depth: number, seen: Set<object>): void => {
+        if (depth > 256 || node === null || typeof node !== 'object' || seen.has(node)) return;
+        seen.add(node);
+        let uri = baseUri;
+        if (!Array.isArray(node) && typeof (node as Record<string, unknown>)['$id'] === 'string') {
+          try {
+            uri = new URL((node as Record<string, string>)['$id']!, baseUri).href.replace(/#$/, '');
+            found!.byPointer.set(pointer, uri);
+            found!.byUri.set(uri, pointer);
+          } catch {
+            // A relative $id with no absolute base: not a URI this resolver can use.
+          }
+        }
+        if (Array.isArray(node)) node.forEach((item, i) => walk(item, `${pointer}/${i}`, uri, depth + 1, seen));
+        else for (const key in node) walk((node as Record<string, unknown>)[key], appendPointer(pointer, key), uri, depth + 1, seen);
+      };
+      walk(source.value, '', undefined, 0, new Set());
+      if (found.byPointer.size === 0) found = undefined;
+    }
+    this.resources.set(file, found);
+    return found;
   }
 
   /**

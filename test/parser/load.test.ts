@@ -93,6 +93,55 @@ describe('loadDocument', () => {
   });
 
   describe('versions and formats', () => {
+    it('OpenAPI 3.1: a $ref inside a schema with an $id resolves against that resource, by pointer and by URI', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-id-'));
+      try {
+        const file = path.join(dir, 'api.yaml');
+        writeFileSync(
+          file,
+          [
+            'openapi: 3.1.0',
+            "info: {title: t, version: '1'}",
+            'paths: {}',
+            'components:',
+            '  schemas:',
+            '    Order:',
+            "      $id: 'https://example.com/schemas/order'",
+            "      $ref: '#/$defs/Body'",
+            '      $defs:',
+            '        Body: {type: object, properties: {id: {type: string}, ship: {$ref: address}}}',
+            '    Refund:',
+            "      $id: 'https://example.com/schemas/refund'",
+            "      $ref: '#/$defs/Body'",
+            '      $defs:',
+            '        Body: {type: object, properties: {amount: {type: integer}}}',
+            '    Address:',
+            "      $id: 'https://example.com/schemas/address'",
+            '      type: object',
+            '    ByUri:',
+            "      $ref: 'https://example.com/schemas/order#/$defs/Body'",
+            '    Plain:',
+            "      $ref: '#/components/schemas/Address'",
+            '',
+          ].join('\n'),
+        );
+        const doc = await loadDocument(file);
+        const at = (name: string) => ({ file, pointer: `/components/schemas/${name}` });
+        const body = (name: string) => doc.deref(doc.get(at(name)), at(name));
+        // The same `#/$defs/Body` in two resources: each its own.
+        assert.equal(body('Order')?.at.pointer, '/components/schemas/Order/$defs/Body');
+        assert.equal(body('Refund')?.at.pointer, '/components/schemas/Refund/$defs/Body');
+        // An absolute $id with a fragment, from outside any resource; a relative one against the resource's $id.
+        assert.equal(body('ByUri')?.at.pointer, '/components/schemas/Order/$defs/Body');
+        const ship = { file, pointer: '/components/schemas/Order/$defs/Body/properties/ship' };
+        assert.equal(doc.deref(doc.get(ship), ship)?.at.pointer, '/components/schemas/Address');
+        // Outside any resource a fragment is the file's, as always.
+        assert.equal(body('Plain')?.at.pointer, '/components/schemas/Address');
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('reads OpenAPI 3.1 YAML, 3.0 JSON and Swagger 2.0', async () => {
       const sample = await loadDocument(fixture('../../../samples/demo-requests/openapi.yaml'));
       assert.equal(sample.version, '3.1');
