@@ -67,14 +67,16 @@ export function defaultConfig(): LintConfig {
   return { file: undefined, rules: {}, settings: DEFAULT_SETTINGS };
 }
 
-/** The first config file found in `startDir` or any directory above it, or `undefined`. */
+/** The config file found in `startDir` or the nearest directory above it, or `undefined`; a directory with two is a UsageError. */
 export function findConfigFile(startDir: string): string | undefined {
   let dir = path.resolve(startDir);
   for (;;) {
-    for (const name of CONFIG_FILE_NAMES) {
-      const candidate = path.join(dir, name);
-      if (existsSync(candidate) && statSync(candidate).isFile()) return candidate;
+    // Two config files in one directory: which one applies would be a guess (one silently ignored).
+    const here = CONFIG_FILE_NAMES.map((name) => path.join(dir, name)).filter((candidate) => existsSync(candidate) && statSync(candidate).isFile());
+    if (here.length > 1) {
+      throw new UsageError(`${here.map((file) => path.basename(file)).join(' and ')} are both in ${dir}: keep one config file there (or name one with --config)`);
     }
+    if (here.length === 1) return here[0];
     const parent = path.dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;

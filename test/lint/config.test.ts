@@ -130,6 +130,16 @@ describe('lint config', () => {
     assert.deepEqual(nearer.rules, { 'scope-missing': 'info' });
   });
 
+  it('refuses two config files in one directory (one would be silently ignored); --config names one', () => {
+    writeFileSync(path.join(dir, '.idemkitrc.yml'), 'rules:\n  scope-missing: off\n');
+    writeFileSync(path.join(dir, '.idemkitrc.json'), '{ "rules": { "scope-missing": "error" } }');
+    assert.throws(
+      () => loadConfig({ specFile: path.join(dir, 'openapi.yaml'), cwd: dir, knownRuleIds: known }),
+      (error: unknown) => error instanceof UsageError && /^\.idemkitrc\.yml and \.idemkitrc\.json are both in .*: keep one config file there \(or name one with --config\)$/.test(error.message),
+    );
+    assert.deepEqual(loadConfig({ configFile: '.idemkitrc.json', cwd: dir, knownRuleIds: known }).rules, { 'scope-missing': 'error' });
+  });
+
   it('uses --config instead of discovery, and fails clearly when it is missing', () => {
     writeFileSync(path.join(dir, 'custom.yaml'), 'keyHeaders: [X-Op-Token]\n');
     const config = loadConfig({ configFile: 'custom.yaml', cwd: dir, specFile: path.join(dir, 'spec.yaml'), knownRuleIds: known });
