@@ -54,6 +54,9 @@ export interface LoadOptions {
 /** HTTP methods a path item may hold, in the order OpenAPI lists them. */
 export const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
+/** What a contract on a webhook or callback should be instead: its requests are sent by this API, not served. */
+const SENT_REQUEST = "a webhook or callback is a request this API sends: the service that receives it keeps the contract, in its own API's document";
+
 const MAX_REF_HOPS = 64;
 
 /**
@@ -242,7 +245,7 @@ class DocumentLoader implements ApiDocument {
     const operationIds = new Map<string, Location>();
     // Misplaced `x-idempotency` of path items and responses, warned after every operation is read: a later
     // operation's contract may `$ref` one (`$ref: '#/paths/~1z/x-idempotency'`), which makes it read.
-    const misplaced: [owner: Location, where: string][] = [];
+    const misplaced: [owner: Location, where: string, advice?: string][] = [];
     // Indexed loops over path items and methods: a cold process runs this unoptimised, where `for…of` (and
     // destructuring an array) allocates an iterator result per step.
     for (let e = 0; e < entries.length; e++) {
@@ -287,6 +290,22 @@ class DocumentLoader implements ApiDocument {
             if (isPlainObject(response) && Object.prototype.hasOwnProperty.call(response, 'x-idempotency')) misplaced.push([lazyChild(at, 'responses', code), 'in a response']);
           }
         }
+        // A callback's operations are requests this API sends: a contract there is the receiver's to keep, not read here.
+        if (isPlainObject(node.callbacks)) {
+          for (const name in node.callbacks) {
+            const callback = node.callbacks[name];
+            if (!isPlainObject(callback)) continue;
+            for (const expression in callback) {
+              const target = callback[expression];
+              if (!isPlainObject(target)) continue;
+              for (const verb of HTTP_METHODS) {
+                if (isPlainObject(target[verb]) && Object.prototype.hasOwnProperty.call(target[verb], 'x-idempotency')) {
+                  misplaced.push([{ file: at.file, pointer: appendPointer(at.pointer, 'callbacks', name, expression, verb) }, 'on a callback', SENT_REQUEST]);
+                }
+              }
+            }
+          }
+        }
         const hasContract = Object.prototype.hasOwnProperty.call(node, 'x-idempotency');
         // JSON.parse keeps the last of two `x-idempotency` keys: operations in the entry file are checked
         // all at once after the loop (rejectJsonDuplicates), those in other files one by one.
@@ -318,6 +337,18 @@ class DocumentLoader implements ApiDocument {
         this.warn({ file: this.file, pointer: appendPointer('', key) }, `\`${key}\` is not read — the document-level defaults are \`x-idempotency\` at the root`);
       }
     }
+    // OpenAPI 3.1 webhooks: requests this API sends; a contract there is the receiver's to keep, not read here.
+    if (isPlainObject(root.webhooks)) {
+      for (const name in root.webhooks) {
+        const item = root.webhooks[name];
+        if (!isPlainObject(item)) continue;
+        for (const verb of HTTP_METHODS) {
+          if (isPlainObject(item[verb]) && Object.prototype.hasOwnProperty.call(item[verb], 'x-idempotency')) {
+            this.misplaced({ file: this.file, pointer: appendPointer('', 'webhooks', name, verb) }, 'on a webhook', SENT_REQUEST);
+          }
+        }
+      }
+    }
     const sections: [string, unknown][] = this.version === '2.0' ? [['definitions', root.definitions], ['parameters', root.parameters], ['responses', root.responses]] : [['components', root.components]];
     for (const [name, section] of sections) {
       if (!isPlainObject(section)) continue;
@@ -337,13 +368,13 @@ class DocumentLoader implements ApiDocument {
     }
   }
 
-  /** Warns (once per place) that the `x-idempotency` of the object at `owner` is not read. */
-  private misplaced(owner: Location, where: string): void {
+  /** Warns (once per place) that the `x-idempotency` of the object at `owner` is not read, and what to do instead. */
+  private misplaced(owner: Location, where: string, advice = 'move it under each method (post:, patch:, …), or to the document root for defaults'): void {
     const at = { file: owner.file, pointer: appendPointer(owner.pointer, 'x-idempotency') };
     const key = `${at.file}#${at.pointer}`;
     if (this.warnedMisplaced.has(key) || this.contractTargets.has(key)) return;
     this.warnedMisplaced.add(key);
-    this.warn(at, `x-idempotency ${where} is not read — move it under each method (post:, patch:, …), or to the document root for defaults`);
+    this.warn(at, `x-idempotency ${where} is not read — ${advice}`);
   }
 
   /**

@@ -289,6 +289,47 @@ describe('loadDocument', () => {
       assert.match(doc.warnings[0]!.message, /POST \/jobs\?op=create is under `x-ms-paths`, which idemkit does not read/);
     });
 
+    it('warns at an x-idempotency on a webhook or a callback: requests the API sends, whose receiver keeps the contract', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-webhooks-'));
+      try {
+        const file = path.join(dir, 'api.yaml');
+        writeFileSync(
+          file,
+          [
+            'openapi: 3.1.0',
+            "info: {title: t, version: '1'}",
+            'paths:',
+            '  /subscriptions:',
+            '    post:',
+            '      responses: {"201": {description: ok}}',
+            '      callbacks:',
+            '        onEvent:',
+            "          '{$request.body#/url}':",
+            '            post:',
+            '              x-idempotency: {key: {header: Idempotency-Key}}',
+            '              responses: {"200": {description: ok}}',
+            'webhooks:',
+            '  orderPaid:',
+            '    post:',
+            '      x-idempotency: true',
+            '      responses: {"200": {description: ok}}',
+            '',
+          ].join('\n'),
+        );
+        const doc = await loadDocument(file);
+        const advice = 'a webhook or callback is a request this API sends: the service that receives it keeps the contract, in its own API\'s document';
+        assert.deepEqual(
+          doc.warnings.map((warning) => [warning.at.pointer, warning.message, doc.position(warning.at).line]),
+          [
+            ['/paths/~1subscriptions/post/callbacks/onEvent/{$request.body#~1url}/post/x-idempotency', `x-idempotency on a callback is not read — ${advice}`, 11],
+            ['/webhooks/orderPaid/post/x-idempotency', `x-idempotency on a webhook is not read — ${advice}`, 16],
+          ],
+        );
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('warns at each x-idempotency written where it is not read (path item, response, components), once each (a path item read through a $ref and under components)', async () => {
       const file = fixture('misplaced-contract.yaml');
       const doc = await loadDocument(file);
