@@ -1321,10 +1321,20 @@ export function formatScopePart(part: { readonly kind: string; readonly name?: s
 export function rawScopeIndex(raw: unknown, part: { readonly kind: string; readonly name?: string }, fallback: number): number {
   const scope = isObject(raw) ? raw['scope'] : undefined;
   if (!Array.isArray(scope)) return fallback;
-  const wanted = formatScopePart(part).toLowerCase();
-  const index = scope.findIndex((entry) => typeof entry === 'string' && entry.trim().toLowerCase().replace(/\s*:\s*/, ':') === wanted);
-  return index === -1 ? fallback : index;
+  // Each written entry normalised once per list (a rule asks once per part: a long scope would be quadratic).
+  let indexes = scopeIndexes.get(scope);
+  if (indexes === undefined) {
+    indexes = new Map();
+    for (let i = scope.length - 1; i >= 0; i--) {
+      const entry: unknown = scope[i];
+      if (typeof entry === 'string') indexes.set(entry.trim().toLowerCase().replace(/\s*:\s*/, ':'), i);
+    }
+    scopeIndexes.set(scope, indexes);
+  }
+  return indexes.get(formatScopePart(part).toLowerCase()) ?? fallback;
 }
+
+const scopeIndexes = new WeakMap<readonly unknown[], Map<string, number>>();
 
 /**
  * Whether a field is written but breaks the schema (or the whole `x-idempotency` has the wrong type):
