@@ -142,6 +142,7 @@ export async function writeOutput(dir: string, files: readonly OutputFile[], cwd
   await mkdir(parent, { recursive: true });
   // mkdir, not mkdtemp: mkdtemp makes the directory 0700, and it becomes the output directory.
   const staging = path.join(parent, `.${path.basename(target)}.idemkit-${randomBytes(6).toString('hex')}`);
+  await removeAbandonedStaging(parent, path.basename(target));
   await mkdir(staging);
   try {
     if (mode !== undefined) await chmod(staging, mode);
@@ -200,6 +201,26 @@ async function foreignFiles(dir: string, limit: number, prefix = '', found: stri
     else if (!entry.isFile() || !(await startsGenerated(path.join(dir, rel)))) found.push(rel);
   }
   return found;
+}
+
+/** How old a staging directory beside --out must be to count as left by a run that was killed (SIGKILL, power loss). */
+const ABANDONED_STAGING_MS = 60 * 60 * 1000;
+
+/**
+ * Removes the staging directories (and their `.old` twins) that a run killed before its rename left beside `name`
+ * in `parent`: an hour old or more, so a run still writing its own is never touched. Best effort: one that cannot
+ * go stays.
+ */
+async function removeAbandonedStaging(parent: string, name: string): Promise<void> {
+  const prefix = `.${name}.idemkit-`;
+  const entries = await readdir(parent, { withFileTypes: true }).catch(() => []);
+  for (const entry of entries) {
+    if (!entry.isDirectory() || !entry.name.startsWith(prefix) || !/^[0-9a-f]{12}(\.old)?$/.test(entry.name.slice(prefix.length))) continue;
+    const where = path.join(parent, entry.name);
+    const stats = await lstat(where).catch(() => undefined);
+    if (stats === undefined || Date.now() - stats.mtimeMs < ABANDONED_STAGING_MS) continue;
+    await rm(where, { recursive: true, force: true }).catch(() => undefined);
+  }
 }
 
 /** Whether a file starts with the header idemkit writes; reads that many bytes only. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, utimesSync, writeFileSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import vm from 'node:vm';
@@ -73,6 +73,19 @@ describe('generate/output', () => {
       { path: 'b.ts', kind: 'changed' },
       { path: 'runtime/a.ts', kind: 'changed' },
     ]);
+  });
+
+  it('removes the staging directories a killed run left beside --out an hour ago or more, and no newer one', async () => {
+    const out = path.join(tmp, 'out');
+    const old = path.join(tmp, '.out.idemkit-0123456789ab');
+    const oldTwin = path.join(tmp, '.out.idemkit-0123456789ab.old');
+    const fresh = path.join(tmp, '.out.idemkit-ba9876543210');
+    const foreign = path.join(tmp, '.out.idemkit-notours');
+    for (const dir of [old, oldTwin, fresh, foreign]) mkdirSync(dir);
+    const hoursAgo = new Date(Date.now() - 2 * 60 * 60 * 1000);
+    for (const dir of [old, oldTwin, foreign]) utimesSync(dir, hoursAgo, hoursAgo);
+    await writeOutput(out, files);
+    assert.deepEqual(readdirSync(tmp).sort(), ['.out.idemkit-ba9876543210', '.out.idemkit-notours', 'out']);
   });
 
   it('replaces a previously generated directory whole, leaving no staging directories', async () => {
