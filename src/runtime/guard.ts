@@ -996,11 +996,27 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
+  /**
+   * The request without its request id when that id is the raw key — read from the key header itself (a contract
+   * keyed on `X-Request-Id`, the adapters' default request-id header), or a client that sends its key as its request
+   * id too, whatever the key's place: it would put the raw key in every log event.
+   */
+  function withoutKeyAsRequestId(request: GuardRequest): GuardRequest {
+    if (request.requestId === undefined) return request;
+    let raw: unknown;
+    if (keyHeader !== undefined) raw = own(request.headers, keyHeader);
+    else if (keyTokens === undefined) raw = own(request.query, contract.key.name);
+    else {
+      const field = resolveJsonPointer(request.body, keyTokens);
+      raw = field.found ? field.value : undefined;
+    }
+    const id = request.requestId;
+    const isKey = typeof raw === 'string' ? raw === id || raw.trim() === id : Array.isArray(raw) && raw.includes(id);
+    return isKey ? withoutRequestId(request) : request;
+  }
+
   function beginNow(request: GuardRequest): Promise<Begun> {
-    // A request id read from the key header itself (a contract keyed on `X-Request-Id`, the adapters' default
-    // request-id header) would put the raw key in every log event: dropped.
-    const req =
-      request.requestId !== undefined && keyHeader !== undefined && request.requestId === own(request.headers, keyHeader) ? withoutRequestId(request) : request;
+    const req = withoutKeyAsRequestId(request);
     const prep = prepare(req);
     if (prep.kind === 'respond') return Promise.resolve(prep);
     if (prep.kind === 'unguarded') return Promise.resolve({ kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: undefined });
@@ -1080,12 +1096,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     });
   }
 
-  async function handleInTransaction(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
+  async function handleInTransaction(request: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>): Promise<GuardResponse> {
     if (!isTransactionalStore<Tx>(store)) {
       throw new StoreError('unsupported', 'one-transaction mode needs a transactional store (PostgreSQL or SQLite)');
     }
     const refusal = transactionRefusal(contract, store);
     if (refusal !== undefined) throw new TypeError(refusal);
+    const req = withoutKeyAsRequestId(request);
     const prep = prepare(req);
     if (prep.kind === 'respond') return prep.response;
     if (prep.kind === 'unguarded') return handler({ reservation: unguarded(req.requestId), tx: undefined, idempotencyKey: undefined });

@@ -1395,6 +1395,25 @@ describe('runtime/guard: a contract keyed on the request-id header', () => {
     assert.ok(!JSON.stringify(s.events).includes(KEY));
     assert.equal(s.runs(), 1);
   });
+
+  it('nor a client\'s request id that is its key, when the key travels in the body or the query', async () => {
+    const bodyKeyed = demoContract({ key: { in: 'body', name: '/payment/idempotency_key', required: true, maxLength: 64 }, fingerprint: { include: 'all', exclude: [], query: [] } });
+    const queryKeyed = demoContract({ key: { in: 'query', name: 'requestId', required: true, maxLength: 64 } });
+    for (const [contract, request] of [
+      [bodyKeyed, demoRequest(undefined, { payment: { amount: 1, idempotency_key: KEY } }, { requestId: KEY })],
+      [queryKeyed, demoRequest(undefined, undefined, { query: { requestId: KEY }, requestId: KEY })],
+    ] as const) {
+      const s = setup({}, contract);
+      await s.guard.handle(request, s.handler);
+      await s.guard.handle(request, s.handler);
+      assert.deepEqual(s.events.map((e) => e.decision), ['reserved', 'completed', 'replay']);
+      assert.ok(!JSON.stringify(s.events).includes(KEY), JSON.stringify(s.events));
+    }
+    // Another request id is logged as it is.
+    const s = setup({}, queryKeyed);
+    await s.guard.handle(demoRequest(undefined, undefined, { query: { requestId: KEY }, requestId: 'req-1' }), s.handler);
+    assert.equal(s.events[0]!.requestId, 'req-1');
+  });
 });
 
 function firstEventKeyId(events: GuardLogEvent[]): string {
