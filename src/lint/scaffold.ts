@@ -123,9 +123,9 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   const key: Record<string, unknown> = { [place.in]: place.name, required: declaration.required ?? false };
   if (typeof maxLength === 'number' && Number.isInteger(maxLength)) key.maxLength = maxLength;
   // An OpenAPI pattern matches anywhere in the value, `key.pattern` the whole key: only an anchored one means the same.
-  // One that can take exponential time is not copied: the guard would run it on every key (the document's own
+  // One that can take exponential time (or cannot be checked) is not copied: the guard would run it on every key (the document's own
   // validator is the API's to mend; the bound above still holds).
-  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern) && !exponentialBacktracking(pattern)) key.pattern = pattern;
+  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern) && exponentialBacktracking(pattern) === null) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
   // The caller is the scope only when every request names one: an anonymous alternative (`{}`) leaves it to the author.
   if (openScope(document, operation) === undefined) contract.scope = ['principal'];

@@ -80,8 +80,12 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
         message: `x-idempotency.key.pattern is not a valid regular expression (${(error as Error).message})`,
       });
     }
-    const exponential = valid ? exponentialBacktracking(pattern) : undefined;
-    if (exponential) schemaErrors.push({ at: at('key', 'pattern'), message: exponentialPatternMessage(exponential) });
+    if (valid) {
+      // The guard runs the pattern on every key any client sends: one that may take exponential time, or that cannot be
+      // checked for it, is refused.
+      const exponential = exponentialBacktracking(pattern);
+      if (exponential !== null) schemaErrors.push({ at: at('key', 'pattern'), message: exponentialPatternMessage(exponential) });
+    }
   }
 
   // A transient status frees the key for a retry to run the handler again: only for answers that did not act.

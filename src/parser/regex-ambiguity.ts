@@ -12,9 +12,13 @@
  * the product of that NFA with itself, EDA is a strongly connected component that holds a diagonal pair `(q, q)`
  * and either an off-diagonal pair or a move made by two different moves of the NFA.
  *
- * Assertions (`^`, `$`, `\b`, lookarounds) are taken as always true, which can only add ways, never remove one; a
- * back-reference, or a pattern too large to check within the budget, answers `undefined` (not known), as does
- * a pattern the parser does not read (the guard's `new RegExp` decides whether it is valid).
+ * ECMAScript's empty check is kept: an iteration past a repeat's minimum that reads nothing is no way to read
+ * anything (`(a?)*` is not ambiguous), while an ε-path that closes one non-empty iteration and opens the next is
+ * (`(a*)*` is). Assertions (`^`, `$`, `\b`, lookarounds) are taken as always true, which can only add ways (so a
+ * pattern an anchor alone makes unambiguous is flagged); a lookaround's own body is checked as a pattern of its own.
+ * A back-reference, or a pattern too large to check within the budget (many alternatives in one loop), answers
+ * `undefined` (not known), as does a pattern the parser does not read (the guard's `new RegExp` decides whether it
+ * is valid); a contract refuses those too.
  */
 import { createRequire } from 'node:module';
 import type * as RegjsparserModule from 'regjsparser';
@@ -43,6 +47,10 @@ const MAX_PAIRS = 400_000;
  * as exponential: `(?:a|a){1,300}` has no cycle to find, but 2^n ways to read n characters all the same.
  */
 const MANY = 8;
+/** A one-character repeat is written out exactly up to this many iterations (see {@link Nfa.repeat}). */
+const EXACT = 64;
+/** Edges of the NFA's square the check builds at most before answering "not known" (many alternatives of one loop). */
+const MAX_EDGES = 250_000;
 
 const DIGIT: Ranges = [[0x30, 0x39]];
 const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
@@ -64,8 +72,15 @@ export function exponentialBacktracking(source: string): ExponentialBacktracking
   return result;
 }
 
-/** What a contract's finding says of an exponential key pattern: what a client can do with it, and the fix. */
-export function exponentialPatternMessage(found: ExponentialBacktracking): string {
+/** What a contract's finding says of an exponential key pattern (or one not known): what a client can do with it, and the fix. */
+export function exponentialPatternMessage(found: ExponentialBacktracking | undefined): string {
+  if (found === undefined) {
+    return (
+      "x-idempotency.key.pattern cannot be checked for exponential backtracking (it uses a back-reference, or is too large to check): " +
+      "the guard runs it on every key a client sends, and a pattern that backtracks exponentially lets one request hold the server's event loop; " +
+      'write it without back-references, as a plain character class where it can be (e.g. `^[A-Za-z0-9._:-]+$`)'
+    );
+  }
   const example = `${found.prefix}${found.pump.repeat(Math.max(2, Math.ceil(24 / found.pump.length)))}`;
   return (
     `x-idempotency.key.pattern can take time exponential in the key's length: part of it reads ${JSON.stringify(found.pump)} in more than one way, ` +
@@ -84,23 +99,34 @@ function check(source: string): ExponentialBacktracking | null | undefined {
     return undefined;
   }
   try {
-    const nfa = new Nfa();
-    const start = nfa.state();
-    nfa.build(ast, start);
-    const found = ambiguity(withoutEpsilons(nfa, start));
-    if (found !== null) return { prefix: textTo(nfa, start, found.state), pump: found.pump };
-    for (const { from, body } of nfa.bounded) {
-      const alone = new Nfa();
-      const head = alone.state();
-      alone.repeat(body, 1, undefined, head);
-      const inner = ambiguity(withoutEpsilons(alone, head));
-      if (inner !== null) return { prefix: textTo(nfa, start, from) + textTo(alone, head, inner.state), pump: inner.pump };
-    }
-    return null;
+    return checkNode(ast);
   } catch (error) {
     if (error instanceof Unanalyzable) return undefined;
     throw error;
   }
+}
+
+/** {@link check} of a parsed pattern (or a lookaround's body); throws Unanalyzable for "not known". */
+function checkNode(ast: Node): ExponentialBacktracking | null {
+  const nfa = new Nfa();
+  const start = nfa.state();
+  nfa.build(ast, start);
+  const found = ambiguity(withoutEpsilons(nfa, start));
+  if (found !== null) return { prefix: textTo(nfa, start, found.state), pump: found.pump };
+  for (const { from, body } of nfa.bounded) {
+    const alone = new Nfa();
+    const head = alone.state();
+    alone.repeat(body, 1, undefined, head);
+    const inner = ambiguity(withoutEpsilons(alone, head));
+    if (inner !== null) return { prefix: textTo(nfa, start, from) + textTo(alone, head, inner.state), pump: inner.pump };
+  }
+  // A lookaround's body is matched where it stands, and backtracks as any part does (its own repeats and lookarounds
+  // too).
+  for (const { from, body } of nfa.lookarounds) {
+    const inner = checkNode(body);
+    if (inner !== null) return { prefix: textTo(nfa, start, from) + inner.prefix, pump: inner.pump };
+  }
+  return null;
 }
 
 /** A Thompson NFA: ε-moves and character moves (a set of code-unit ranges) between numbered states. */
@@ -109,6 +135,16 @@ class Nfa {
   readonly moves: { readonly set: Ranges; readonly to: number }[][] = [];
   /** The bounded repeats of many iterations (`{n,m}`, m ≥ {@link MANY}), and the state each starts at. */
   readonly bounded: { readonly from: number; readonly body: Node }[] = [];
+  /** Lookaround bodies and the state each is asserted at: they are matched (and backtrack) too, on their own. */
+  readonly lookarounds: { readonly from: number; readonly body: Node }[] = [];
+  /**
+   * ECMAScript's empty check: an iteration past a repeat's minimum that reads nothing fails. The state where such an
+   * iteration starts and the one where it ends carry its number; an ε-path that goes from one to the other (reading
+   * nothing) is not a way to read anything.
+   */
+  readonly iterationStart = new Map<number, number>();
+  readonly iterationEnd = new Map<number, number>();
+  #iterations = 0;
 
   state(): number {
     if (this.epsilon.length >= MAX_STATES) throw new Unanalyzable();
@@ -143,8 +179,12 @@ class Nfa {
         return end;
       }
       case 'group':
-        // Lookarounds are assertions: taken as true (they read nothing), which only adds ways.
-        if (node.behavior !== 'normal' && node.behavior !== 'ignore') return from;
+        // Lookarounds are assertions: taken as true here (they read nothing), which only adds ways; their bodies are
+        // checked on their own.
+        if (node.behavior !== 'normal' && node.behavior !== 'ignore') {
+          this.lookarounds.push({ from, body: { type: 'alternative', body: node.body } as unknown as Node });
+          return from;
+        }
         return this.build({ type: 'alternative', body: node.body } as unknown as Node, from);
       case 'anchor':
         return from;
@@ -172,28 +212,47 @@ class Nfa {
   }
 
   repeat(body: Node, min: number, max: number | undefined, from: number): number {
-    if (max !== undefined && max >= MANY) {
+    // One character a repeat (`[0-9a-f]{12}`, `\\d{1,64}`) is written out exactly up to EXACT iterations: cheap, and
+    // lengths that tell alternatives apart (`\\d{12}|\\d{16}`) stay apart.
+    const exact = isCharacter(body) && min <= EXACT && (max ?? 0) <= EXACT;
+    if (max !== undefined && max >= MANY && !exact) {
       // Checked on its own, repeated without bound (see MANY); here its first MANY iterations stand for it, which keeps
-      // the check's size in bounds (`[a-z]{1,255}` is 8 states, not 255) and every cycle around it.
+      // the check's size in bounds and every cycle around it.
       this.bounded.push({ from, body });
       max = MANY;
     }
-    min = Math.min(min, MANY);
+    if (!exact) min = Math.min(min, MANY);
     let at = from;
     for (let i = 0; i < min; i++) at = this.build(body, at);
     if (max === undefined) {
-      // The loop's head is also its exit; an iteration that read nothing is not taken again (ECMAScript's empty check).
+      // Entered at `head`; each iteration runs from `start` to `back`, which goes round again or leaves by `exit`.
       const head = this.link(at);
-      this.epsilon[this.build(body, this.link(head))]!.push(head);
-      return head;
+      const exit = this.link(head);
+      const start = this.link(head);
+      const back = this.state();
+      this.epsilon[this.build(body, start)]!.push(back);
+      this.epsilon[back]!.push(start, exit);
+      this.#checked(start, back);
+      return exit;
     }
     const end = this.state();
     for (let i = min; i < max; i++) {
       this.epsilon[at]!.push(end);
-      at = this.build(body, this.link(at));
+      const start = this.link(at);
+      const done = this.state();
+      this.epsilon[this.build(body, start)]!.push(done);
+      this.#checked(start, done);
+      at = done;
     }
     this.epsilon[at]!.push(end);
     return end;
+  }
+
+  /** Marks an iteration past the minimum: from `start` to `end` it must read something (the empty check). */
+  #checked(start: number, end: number): void {
+    const id = this.#iterations++;
+    this.iterationStart.set(start, id);
+    this.iterationEnd.set(end, id);
   }
 }
 
@@ -229,8 +288,15 @@ function epsilonPaths(nfa: Nfa, from: number): Map<number, number> {
   const paths = new Map<number, number>();
   const onPath = new Set<number>();
   let steps = 0;
+  // The iterations this ε-path has entered (reading nothing since): reaching the end of one is an empty iteration.
+  const entered = new Set<number>();
   const visit = (state: number): void => {
     if (++steps > MAX_PAIRS) throw new Unanalyzable();
+    const ends = nfa.iterationEnd.get(state);
+    if (ends !== undefined && entered.has(ends)) return;
+    const starts = nfa.iterationStart.get(state);
+    const entering = starts !== undefined && !entered.has(starts);
+    if (entering) entered.add(starts);
     paths.set(state, Math.min(2, (paths.get(state) ?? 0) + 1));
     onPath.add(state);
     for (const next of nfa.epsilon[state]!) {
@@ -238,6 +304,7 @@ function epsilonPaths(nfa: Nfa, from: number): Map<number, number> {
       if (!onPath.has(next) && (paths.get(next) ?? 0) < 2) visit(next);
     }
     onPath.delete(state);
+    if (entering) entered.delete(starts);
   };
   visit(from);
   return paths;
@@ -253,6 +320,7 @@ function ambiguity(nfa: { readonly start: number; readonly moves: Map<number, Mo
   const pair = (a: number, b: number): number => a * size + b;
   // The square's pairs reachable from the diagonal, and its edges (the pair of moves that makes each).
   const edges = new Map<number, Edge[]>();
+  let edgeCount = 0;
   const stack = states.map((state) => pair(state, state));
   while (stack.length > 0) {
     const at = stack.pop()!;
@@ -262,6 +330,7 @@ function ambiguity(nfa: { readonly start: number; readonly moves: Map<number, Mo
     edges.set(at, out);
     for (const a of nfa.moves.get(Math.floor(at / size))!) {
       for (const b of nfa.moves.get(at % size)!) {
+        if (++edgeCount > MAX_EDGES) throw new Unanalyzable();
         if (!intersects(a.set, b.set)) continue;
         const to = pair(a.to, b.to);
         out.push({ from: at, to, a, b });
@@ -401,6 +470,13 @@ function sample(a: Ranges, b: Ranges): string {
     if (printable <= Math.min(hi, 0x7e)) return String.fromCharCode(printable);
   }
   return String.fromCharCode(shared[0]![0]);
+}
+
+/** Whether a repeat's body reads exactly one character (a literal, a class, an escape, `.`), through plain groups. */
+function isCharacter(node: Node): boolean {
+  if (node.type === 'value' || node.type === 'characterClass' || node.type === 'characterClassEscape' || node.type === 'dot') return true;
+  if (node.type === 'group' && (node.behavior === 'normal' || node.behavior === 'ignore') && node.body.length === 1) return isCharacter(node.body[0] as Node);
+  return node.type === 'alternative' && node.body.length === 1 && isCharacter(node.body[0] as Node);
 }
 
 function intersects(a: Ranges, b: Ranges): boolean {

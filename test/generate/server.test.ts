@@ -72,6 +72,8 @@ describe('generate/server', () => {
       [{ key: { pattern: '([' } }, /key\.pattern is not a valid regular expression/],
       [{ key: { pattern: '([A-Za-z0-9]+-?)*' } }, /key\.pattern can take time exponential in the key's length.*"aaaa/],
       [{ transient: [429, 201] }, /transient lists 201, which is no failure: a transient answer frees the key/],
+      [{ key: { pattern: '([A-Za-z0-9]*)+' } }, /key\.pattern can take time exponential/],
+      [{ key: { pattern: '(?:a|a)*(b)\\1' } }, /key\.pattern cannot be checked for exponential backtracking \(it uses a back-reference/],
       [{ tll: 'P1D' }, /unknown field 'tll'/],
     ] as const) {
       const doc = await load({ '/x': op('bad', contract) });
