@@ -90,6 +90,26 @@ export async function loadDocument(file: string, options: LoadOptions = {}): Pro
   return new DocumentLoader(resolve(file), options.cache ?? new SourceCache()).load();
 }
 
+/** Keys whose values are data, not schemas: an `$id` below one names no schema resource. */
+const DATA_KEYS: ReadonlySet<string> = new Set(['example', 'examples', 'default', 'const', 'enum']);
+
+/**
+ * A `$ref`'s resolution from `cache` (per file, then per key: no key is joined for the thousands of lookups of a big
+ * document), computed once; a failure is answered at the `$ref` asking (`refAt`), as each names its own place.
+ */
+function memoised(cache: Map<string, Map<string, Followed>>, from: Location, key: string, resolve: () => Followed): Followed {
+  let perFile = cache.get(from.file);
+  if (!perFile) {
+    perFile = new Map();
+    cache.set(from.file, perFile);
+  }
+  const cached = perFile.get(key);
+  if (cached) return cached.ok ? cached : { ...cached, refAt: from };
+  const result = resolve();
+  perFile.set(key, result);
+  return result;
+}
+
 class DocumentLoader implements ApiDocument {
   readonly version: OpenApiVersion = '3.1';
   readonly root: Record<string, unknown> = {};
@@ -98,9 +118,8 @@ class DocumentLoader implements ApiDocument {
   // The same `$ref` string in the same file always lands on the same node; big documents repeat a few
   // refs (`#/components/responses/Problem`) thousands of times.
   private readonly refs = new Map<string, Map<string, Followed>>();
-  // OpenAPI 3.1 schema resources (`$id`) per file, and the `$ref`s resolved inside them (per resource and string).
+  // OpenAPI 3.1 schema resources (`$id`) per file.
   private readonly resources = new Map<string, { readonly byPointer: Map<string, string>; readonly byUri: Map<string, string> } | undefined>();
-  private readonly scopedRefs = new Map<string, Map<string, Followed>>();
   // Shared components (a `#/components/responses/Problem` used by every operation) are checked once.
   private readonly checked = new WeakSet<object>();
   defaultsAt: Location | undefined;
@@ -660,17 +679,7 @@ class DocumentLoader implements ApiDocument {
       if (scoped !== undefined) return scoped;
     }
     const ref = this.version === '2.0' ? this.expandShorthand(written, from, section) : written;
-    // Per file, then per `$ref` string: no key is joined for the thousands of lookups of a big document.
-    let perFile = this.refs.get(from.file);
-    if (!perFile) {
-      perFile = new Map();
-      this.refs.set(from.file, perFile);
-    }
-    const cached = perFile.get(ref);
-    if (cached) return cached.ok ? cached : { ...cached, refAt: from };
-    const result = this.resolveRefUncached(ref, from);
-    perFile.set(ref, result);
-    return result;
+    return memoised(this.refs, from, ref, () => this.resolveRefUncached(ref, from));
   }
 
   /**
@@ -710,28 +719,17 @@ class DocumentLoader implements ApiDocument {
       root = resources.byUri.get(absolute);
     }
     if (root === undefined || (root === '' && target === '')) return undefined;
-    const key = `${root}\u0000${ref}`;
-    let perFile = this.scopedRefs.get(from.file);
-    if (!perFile) {
-      perFile = new Map();
-      this.scopedRefs.set(from.file, perFile);
-    }
-    const cached = perFile.get(key);
-    if (cached) return cached.ok ? cached : { ...cached, refAt: from };
     let tokens: string[];
     try {
       tokens = parsePointer(decodeURIComponent(fragment));
     } catch {
-      return { ok: false, ref, refAt: from, reason: `$ref '${ref}' has a fragment that is not a JSON Pointer — write it as #/$defs/…` };
+      return undefined; // said where the file resolution says it
     }
     const pointer = appendPointer(root, ...tokens);
     const value = valueAt(this.cache.get(from.file).value, parsePointer(pointer));
-    const result: Followed =
-      value === undefined
-        ? { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at nothing: '#${fragment}' does not exist in the schema whose $id is ${resources.byPointer.get(root)} — fix the pointer or add the definition` }
-        : { ok: true, value, at: { file: from.file, pointer } };
-    perFile.set(key, result);
-    return result;
+    // Not in the resource: resolved in the file, as before (documents made from JSON Schema files keep their `$id`s and
+    // still point from the document's root).
+    return value === undefined ? undefined : { ok: true, value, at: { file: from.file, pointer } };
   }
 
   /** The schema resources (`$id`s) of a file, by pointer and by absolute URI; `undefined` when it has none. */
@@ -742,6 +740,7 @@ class DocumentLoader implements ApiDocument {
     // Most files name no `$id`: one search of the text, no walk.
     if (/\$id\b/.test(source.text)) {
       found = { byPointer: new Map(), byUri: new Map() };
+      const twice = new Set<string>();
       const walk = (node: unknown, pointer: string, baseUri: string | undefined, depth: number, seen: Set<object>): void => {
         if (depth > 256 || node === null || typeof node !== 'object' || seen.has(node)) return;
         seen.add(node);
@@ -750,15 +749,24 @@ class DocumentLoader implements ApiDocument {
           try {
             uri = new URL((node as Record<string, string>)['$id']!, baseUri).href.replace(/#$/, '');
             found!.byPointer.set(pointer, uri);
+            if (found!.byUri.has(uri)) twice.add(uri);
             found!.byUri.set(uri, pointer);
           } catch {
             // A relative $id with no absolute base: not a URI this resolver can use.
           }
         }
         if (Array.isArray(node)) node.forEach((item, i) => walk(item, `${pointer}/${i}`, uri, depth + 1, seen));
-        else for (const key in node) walk((node as Record<string, unknown>)[key], appendPointer(pointer, key), uri, depth + 1, seen);
+        else {
+          for (const key in node) {
+            // Data, not schemas: an example or a default may well hold an `$id` of its own (JSON-LD, a stored schema).
+            if (DATA_KEYS.has(key) || key.startsWith('x-')) continue;
+            walk((node as Record<string, unknown>)[key], appendPointer(pointer, key), uri, depth + 1, seen);
+          }
+        }
       };
       walk(source.value, '', undefined, 0, new Set());
+      // One URI for two schemas names neither: such references resolve in the file.
+      for (const uri of twice) found.byUri.delete(uri);
       if (found.byPointer.size === 0) found = undefined;
     }
     this.resources.set(file, found);

@@ -122,6 +122,13 @@ describe('loadDocument', () => {
             "      $ref: 'https://example.com/schemas/order#/$defs/Body'",
             '    Plain:',
             "      $ref: '#/components/schemas/Address'",
+            '    Customer:',
+            "      $id: 'https://example.com/schemas/customer'",
+            '      type: object',
+            "      properties: {home: {$ref: '#/components/schemas/Address'}, refund: {$ref: refund}}",
+            '  examples:',
+            '    Stored:',
+            "      value: {$id: 'https://example.com/schemas/refund', note: an example that holds an $id}",
             '',
           ].join('\n'),
         );
@@ -137,6 +144,12 @@ describe('loadDocument', () => {
         assert.equal(doc.deref(doc.get(ship), ship)?.at.pointer, '/components/schemas/Address');
         // Outside any resource a fragment is the file's, as always.
         assert.equal(body('Plain')?.at.pointer, '/components/schemas/Address');
+        // Inside one, a pointer the resource does not hold is the file's (a document made from JSON Schema files);
+        // an example's $id names no schema (review, helper-125: the example had taken the reference).
+        const home = { file, pointer: '/components/schemas/Customer/properties/home' };
+        assert.equal(doc.deref(doc.get(home), home)?.at.pointer, '/components/schemas/Address');
+        const refund = { file, pointer: '/components/schemas/Customer/properties/refund' };
+        assert.equal(doc.deref(doc.get(refund), refund)?.at.pointer, '/components/schemas/Refund/$defs/Body'); // Refund, followed on
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
