@@ -48,7 +48,7 @@ function withDisplayPath<T>(cwd: string, fn: () => T): T {
 /** Lints one document under a config and marks what its suppressions silence. */
 export function lintWithConfig(document: ApiDocument, rules: readonly Rule[], config: LintConfig): Finding[] {
   const findings = lintDocument(document, { rules, severities: config.rules, settings: config.settings });
-  return applySuppressions(document, findings);
+  return applySuppressions(document, findings, rules.map((rule) => rule.meta.id));
 }
 
 /** What `--baseline` / `--write-baseline` did to a run. */

@@ -24,13 +24,23 @@ export interface Suppression {
   readonly reason: string;
 }
 
-/** The operation's suppression when it is usable (a mapping with a non-empty reason), else `undefined`. */
-export function readSuppression(operation: OperationView): Suppression | undefined {
+/**
+ * The operation's suppression when it is usable — a mapping of `ignore` and a non-empty `reason` only, naming no rule
+ * outside `knownRuleIds` (when given) nor `suppression-invalid` — else `undefined`: one `suppression-invalid` reports
+ * silences nothing, whether or not that rule runs.
+ */
+export function readSuppression(operation: OperationView, knownRuleIds?: readonly string[]): Suppression | undefined {
   const raw = operation.node[SUPPRESSION_KEY];
   if (!isRecord(raw)) return undefined;
   const reason = typeof raw.reason === 'string' ? raw.reason.trim() : '';
   if (reason === '' || !Array.isArray(raw.ignore)) return undefined;
-  return { ignore: raw.ignore.filter((id): id is string => typeof id === 'string'), reason };
+  for (const field of Object.keys(raw)) if (field !== 'ignore' && field !== 'reason') return undefined;
+  const ignore: string[] = [];
+  for (const id of raw.ignore) {
+    if (typeof id !== 'string' || id === SUPPRESSION_RULE_ID || (knownRuleIds !== undefined && !knownRuleIds.includes(id))) return undefined;
+    ignore.push(id);
+  }
+  return { ignore, reason };
 }
 
 /** Builds the `suppression-invalid` rule for a catalogue of known rule ids. */
@@ -100,13 +110,12 @@ function checkSuppression(ctx: RuleContext<SuppressionMessageId>, raw: unknown, 
 /**
  * Marks the findings of one document that its operations' suppressions silence. A finding about several
  * operations (a shared component) is suppressed only when every one of them silences its rule. A suppression that
- * `suppression-invalid` reports among `findings` (an unknown rule id, an unknown field, no reason) silences nothing.
+ * `suppression-invalid` would report (no reason, an unknown field, a rule not among `knownRuleIds`) silences nothing.
  */
-export function applySuppressions(document: ApiDocument, findings: readonly Finding[]): Finding[] {
-  const broken = new Set(findings.filter((finding) => finding.ruleId === SUPPRESSION_RULE_ID).flatMap((finding) => finding.operations));
+export function applySuppressions(document: ApiDocument, findings: readonly Finding[], knownRuleIds?: readonly string[]): Finding[] {
   const byName = new Map<string, Suppression>();
   for (const operation of document.operations) {
-    const suppression = broken.has(operationName(operation)) || broken.has(operation.label) ? undefined : readSuppression(operation);
+    const suppression = readSuppression(operation, knownRuleIds);
     if (suppression) {
       byName.set(operationName(operation), suppression);
       byName.set(operation.label, suppression);
