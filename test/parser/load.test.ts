@@ -14,6 +14,18 @@ function op(doc: ApiDocument, operationId: string): OperationView {
   return found;
 }
 
+/** Loads `lines` written as a YAML file in a temporary directory, removed afterwards. */
+async function withYaml(lines: readonly string[], use: (doc: ApiDocument, file: string) => Promise<void> | void): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
+  try {
+    const file = path.join(dir, 'api.yaml');
+    writeFileSync(file, `${lines.join('\n')}\n`);
+    await use(await loadDocument(file), file);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** The error loading a fixture (or an absolute path) throws. */
 async function loadError(name: string): Promise<DocumentError> {
   try {
@@ -94,65 +106,58 @@ describe('loadDocument', () => {
 
   describe('versions and formats', () => {
     it('OpenAPI 3.1: a $ref inside a schema with an $id resolves against that resource, by pointer and by URI', async () => {
-      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-id-'));
-      try {
-        const file = path.join(dir, 'api.yaml');
-        writeFileSync(
-          file,
-          [
-            'openapi: 3.1.0',
-            "info: {title: t, version: '1'}",
-            'paths: {}',
-            'components:',
-            '  schemas:',
-            '    Order:',
-            "      $id: 'https://example.com/schemas/order'",
-            "      $ref: '#/$defs/Body'",
-            '      $defs:',
-            '        Body: {type: object, properties: {id: {type: string}, ship: {$ref: address}}}',
-            '    Refund:',
-            "      $id: 'https://example.com/schemas/refund'",
-            "      $ref: '#/$defs/Body'",
-            '      $defs:',
-            '        Body: {type: object, properties: {amount: {type: integer}}}',
-            '    Address:',
-            "      $id: 'https://example.com/schemas/address'",
-            '      type: object',
-            '    ByUri:',
-            "      $ref: 'https://example.com/schemas/order#/$defs/Body'",
-            '    Plain:',
-            "      $ref: '#/components/schemas/Address'",
-            '    Customer:',
-            "      $id: 'https://example.com/schemas/customer'",
-            '      type: object',
-            "      properties: {home: {$ref: '#/components/schemas/Address'}, refund: {$ref: refund}}",
-            '  examples:',
-            '    Stored:',
-            "      value: {$id: 'https://example.com/schemas/refund', note: an example that holds an $id}",
-            '',
-          ].join('\n'),
-        );
-        const doc = await loadDocument(file);
-        const at = (name: string) => ({ file, pointer: `/components/schemas/${name}` });
-        const body = (name: string) => doc.deref(doc.get(at(name)), at(name));
-        // The same `#/$defs/Body` in two resources: each its own.
-        assert.equal(body('Order')?.at.pointer, '/components/schemas/Order/$defs/Body');
-        assert.equal(body('Refund')?.at.pointer, '/components/schemas/Refund/$defs/Body');
-        // An absolute $id with a fragment, from outside any resource; a relative one against the resource's $id.
-        assert.equal(body('ByUri')?.at.pointer, '/components/schemas/Order/$defs/Body');
-        const ship = { file, pointer: '/components/schemas/Order/$defs/Body/properties/ship' };
-        assert.equal(doc.deref(doc.get(ship), ship)?.at.pointer, '/components/schemas/Address');
-        // Outside any resource a fragment is the file's, as always.
-        assert.equal(body('Plain')?.at.pointer, '/components/schemas/Address');
-        // Inside one, a pointer the resource does not hold is the file's (a document made from JSON Schema files);
-        // an example's $id names no schema (review, helper-125: the example had taken the reference).
-        const home = { file, pointer: '/components/schemas/Customer/properties/home' };
-        assert.equal(doc.deref(doc.get(home), home)?.at.pointer, '/components/schemas/Address');
-        const refund = { file, pointer: '/components/schemas/Customer/properties/refund' };
-        assert.equal(doc.deref(doc.get(refund), refund)?.at.pointer, '/components/schemas/Refund/$defs/Body'); // Refund, followed on
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      await withYaml(
+        [
+          'openapi: 3.1.0',
+          "info: {title: t, version: '1'}",
+          'paths: {}',
+          'components:',
+          '  schemas:',
+          '    Order:',
+          "      $id: 'https://example.com/schemas/order'",
+          "      $ref: '#/$defs/Body'",
+          '      $defs:',
+          '        Body: {type: object, properties: {id: {type: string}, ship: {$ref: address}}}',
+          '    Refund:',
+          "      $id: 'https://example.com/schemas/refund'",
+          "      $ref: '#/$defs/Body'",
+          '      $defs:',
+          '        Body: {type: object, properties: {amount: {type: integer}}}',
+          '    Address:',
+          "      $id: 'https://example.com/schemas/address'",
+          '      type: object',
+          '    ByUri:',
+          "      $ref: 'https://example.com/schemas/order#/$defs/Body'",
+          '    Plain:',
+          "      $ref: '#/components/schemas/Address'",
+          '    Customer:',
+          "      $id: 'https://example.com/schemas/customer'",
+          '      type: object',
+          "      properties: {home: {$ref: '#/components/schemas/Address'}, refund: {$ref: refund}}",
+          '  examples:',
+          '    Stored:',
+          "      value: {$id: 'https://example.com/schemas/refund', note: an example that holds an $id}",
+        ],
+        (doc, file) => {
+          const at = (name: string) => ({ file, pointer: `/components/schemas/${name}` });
+          const body = (name: string) => doc.deref(doc.get(at(name)), at(name));
+          // The same `#/$defs/Body` in two resources: each its own.
+          assert.equal(body('Order')?.at.pointer, '/components/schemas/Order/$defs/Body');
+          assert.equal(body('Refund')?.at.pointer, '/components/schemas/Refund/$defs/Body');
+          // An absolute $id with a fragment, from outside any resource; a relative one against the resource's $id.
+          assert.equal(body('ByUri')?.at.pointer, '/components/schemas/Order/$defs/Body');
+          const ship = { file, pointer: '/components/schemas/Order/$defs/Body/properties/ship' };
+          assert.equal(doc.deref(doc.get(ship), ship)?.at.pointer, '/components/schemas/Address');
+          // Outside any resource a fragment is the file's, as always.
+          assert.equal(body('Plain')?.at.pointer, '/components/schemas/Address');
+          // Inside one, a pointer the resource does not hold is the file's (a document made from JSON Schema files);
+          // an example's $id names no schema (review, helper-125: the example had taken the reference).
+          const home = { file, pointer: '/components/schemas/Customer/properties/home' };
+          assert.equal(doc.deref(doc.get(home), home)?.at.pointer, '/components/schemas/Address');
+          const refund = { file, pointer: '/components/schemas/Customer/properties/refund' };
+          assert.equal(doc.deref(doc.get(refund), refund)?.at.pointer, '/components/schemas/Refund/$defs/Body'); // Refund, followed on
+        },
+      );
     });
 
     it('reads OpenAPI 3.1 YAML, 3.0 JSON and Swagger 2.0', async () => {
@@ -303,44 +308,37 @@ describe('loadDocument', () => {
     });
 
     it('warns at an x-idempotency on a webhook or a callback: requests the API sends, whose receiver keeps the contract', async () => {
-      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-webhooks-'));
-      try {
-        const file = path.join(dir, 'api.yaml');
-        writeFileSync(
-          file,
-          [
-            'openapi: 3.1.0',
-            "info: {title: t, version: '1'}",
-            'paths:',
-            '  /subscriptions:',
-            '    post:',
-            '      responses: {"201": {description: ok}}',
-            '      callbacks:',
-            '        onEvent:',
-            "          '{$request.body#/url}':",
-            '            post:',
-            '              x-idempotency: {key: {header: Idempotency-Key}}',
-            '              responses: {"200": {description: ok}}',
-            'webhooks:',
-            '  orderPaid:',
-            '    post:',
-            '      x-idempotency: true',
-            '      responses: {"200": {description: ok}}',
-            '',
-          ].join('\n'),
-        );
-        const doc = await loadDocument(file);
-        const advice = 'a webhook or callback is a request this API sends: the service that receives it keeps the contract, in its own API\'s document';
-        assert.deepEqual(
-          doc.warnings.map((warning) => [warning.at.pointer, warning.message, doc.position(warning.at).line]),
-          [
-            ['/paths/~1subscriptions/post/callbacks/onEvent/{$request.body#~1url}/post/x-idempotency', `x-idempotency on a callback is not read — ${advice}`, 11],
-            ['/webhooks/orderPaid/post/x-idempotency', `x-idempotency on a webhook is not read — ${advice}`, 16],
-          ],
-        );
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      await withYaml(
+        [
+          'openapi: 3.1.0',
+          "info: {title: t, version: '1'}",
+          'paths:',
+          '  /subscriptions:',
+          '    post:',
+          '      responses: {"201": {description: ok}}',
+          '      callbacks:',
+          '        onEvent:',
+          "          '{$request.body#/url}':",
+          '            post:',
+          '              x-idempotency: {key: {header: Idempotency-Key}}',
+          '              responses: {"200": {description: ok}}',
+          'webhooks:',
+          '  orderPaid:',
+          '    post:',
+          '      x-idempotency: true',
+          '      responses: {"200": {description: ok}}',
+        ],
+        (doc) => {
+          const advice = 'a webhook or callback is a request this API sends: the service that receives it keeps the contract, in its own API\'s document';
+          assert.deepEqual(
+            doc.warnings.map((warning) => [warning.at.pointer, warning.message, doc.position(warning.at).line]),
+            [
+              ['/paths/~1subscriptions/post/callbacks/onEvent/{$request.body#~1url}/post/x-idempotency', `x-idempotency on a callback is not read — ${advice}`, 11],
+              ['/webhooks/orderPaid/post/x-idempotency', `x-idempotency on a webhook is not read — ${advice}`, 16],
+            ],
+          );
+        },
+      );
     });
 
     it('warns at each x-idempotency written where it is not read (path item, response, components), once each (a path item read through a $ref and under components)', async () => {
