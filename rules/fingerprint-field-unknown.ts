@@ -41,13 +41,15 @@ export default defineRule({
     const exclude = fingerprint.exclude;
     // `query:NAME` leaves a query parameter out: it must be one the fingerprint would otherwise take.
     let excludesBody = false;
+    // The operation's query names, read once and only when an exclusion names one (most contracts have none).
+    let declared: ReturnType<typeof queryFingerprint> | undefined;
     for (let i = 0; i < exclude.length; i++) {
       if (!exclude[i]!.startsWith(QUERY_EXCLUSION)) {
         excludesBody = true;
         continue;
       }
       const name = exclude[i]!.slice(QUERY_EXCLUSION.length);
-      const declared = queryFingerprint(ctx.operation, ctx.document);
+      declared ??= queryFingerprint(ctx.operation, ctx.document);
       if (declared.queryAll || declared.query.includes(name)) continue;
       const at = contract.at('fingerprint', 'exclude', i);
       ctx.report('noQueryParameter', at, {
