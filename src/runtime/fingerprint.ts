@@ -143,7 +143,7 @@ function quote(text: string): string {
 // collapses into another payload: a bigint or {@link JsonNumberText} exactly, NaN and ±Infinity by name, a Map or Set
 // by its entries, a class instance with `toJSON` (a Date, a decimal library's number) as `JSON.stringify` would.
 function write(value: unknown, depth: number, strict: boolean): string {
-  if (depth > MAX_DEPTH) throw new CanonicalJsonError('value nests deeper than 1000 levels');
+  if (depth > MAX_DEPTH) return writeDeep(value, strict);
   switch (typeof value) {
     case 'string':
       return quote(value);
@@ -191,6 +191,98 @@ function write(value: unknown, depth: number, strict: boolean): string {
     default:
       if (strict) throw new CanonicalJsonError(`a ${typeof value} has no JSON form`);
       return `~${typeof value}`;
+  }
+}
+
+/** An array or object {@link writeDeep} is inside of: its text so far and the members still to write. */
+interface Open {
+  readonly value: object;
+  readonly items: readonly unknown[] | undefined;
+  readonly names: readonly string[];
+  index: number;
+  out: string;
+  empty: boolean;
+}
+
+/**
+ * {@link write} for a value nested deeper than the call stack goes (`[[[…]]]` of 100,000 levels is 200 KB that
+ * `JSON.parse` reads): the same text, written with a stack of its own, so a request body any parser accepted is
+ * fingerprinted, never a 500 before the handler. A value that contains itself (only a body parser's `toJSON`, Map
+ * or Set can make one) throws, as in `JSON.stringify`.
+ */
+function writeDeep(root: unknown, strict: boolean): string {
+  const open: Open[] = [];
+  const inside = new Set<object>();
+  let next: unknown = root;
+  for (;;) {
+    // Down: open `next` when it is an array or an object, else write it.
+    let text: string | undefined;
+    let prefix = '';
+    for (;;) {
+      if (typeof next !== 'object' || next === null) {
+        text = write(next, 0, strict);
+        break;
+      }
+      if (!Array.isArray(next) && !strict) {
+        const prototype: unknown = Object.getPrototypeOf(next);
+        if (prototype !== Object.prototype && prototype !== null) {
+          if (next instanceof JsonNumberText) {
+            text = `${prefix}${numberText(next.text)}`;
+            break;
+          }
+          if (next instanceof Map || next instanceof Set) {
+            prefix += next instanceof Map ? '~Map' : '~Set';
+            next = [...next];
+            continue;
+          }
+          const toJSON = (next as { toJSON?: unknown }).toJSON;
+          if (typeof toJSON === 'function') {
+            next = toJSON.call(next);
+            continue;
+          }
+        }
+      }
+      if (inside.has(next)) throw new CanonicalJsonError('value contains itself');
+      inside.add(next);
+      const items = Array.isArray(next) ? (next as unknown[]) : undefined;
+      open.push({ value: next, items, names: items === undefined ? sortedNames(Object.keys(next)) : [], index: 0, out: `${prefix}${items === undefined ? '{' : '['}`, empty: true });
+      break;
+    }
+    // Up: add the text to its container, close the containers written in full, and find the next member.
+    for (;;) {
+      const top = open[open.length - 1];
+      if (top === undefined) return text!;
+      if (text !== undefined) top.out += text;
+      text = undefined;
+      if (top.items !== undefined) {
+        if (top.index < top.items.length) {
+          const item = top.items[top.index];
+          if (!top.empty) top.out += ',';
+          top.empty = false;
+          top.index += 1;
+          if (item === undefined) {
+            if (strict) throw new CanonicalJsonError('undefined has no JSON form inside an array');
+            top.out += '~undefined';
+            continue;
+          }
+          next = item;
+          break;
+        }
+      } else {
+        let member: unknown;
+        while (top.index < top.names.length && (member = (top.value as Record<string, unknown>)[top.names[top.index]!]) === undefined) top.index += 1;
+        if (top.index < top.names.length) {
+          top.out += `${top.empty ? '' : ','}${quote(top.names[top.index]!)}:`;
+          top.empty = false;
+          top.index += 1;
+          next = member;
+          break;
+        }
+      }
+      open.pop();
+      inside.delete(top.value);
+      text = `${top.out}${top.items === undefined ? '}' : ']'}`;
+    }
   }
 }
 

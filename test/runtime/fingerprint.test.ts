@@ -136,6 +136,31 @@ describe('runtime/fingerprint: computeFingerprint', () => {
     copy.items[19_999].text = 'changed';
     assert.notEqual(fp(big), fp(copy));
   });
+  it('takes a body nested deeper than the call stack goes (any depth JSON.parse reads), order-blind and leaf-exact as at any depth', () => {
+    const nest = (depth: number, leaf: unknown) => {
+      let value: unknown = leaf;
+      for (let i = 0; i < depth; i += 1) value = i % 2 === 0 ? [value, i] : { z: i, a: value, u: undefined };
+      return value;
+    };
+    const text = (depth: number, leaf: string) => `${'['.repeat(depth)}${leaf}${']'.repeat(depth)}`;
+    // 50,000 levels of `[…]`: 100 KB that a body parser reads; recursion would overflow the stack (a 500 before the handler).
+    assert.equal(fp(JSON.parse(text(50_000, '1'))), fp(JSON.parse(text(50_000, '1'))));
+    assert.notEqual(fp(JSON.parse(text(50_000, '1'))), fp(JSON.parse(text(50_000, '2'))));
+    assert.notEqual(fp(JSON.parse(text(50_000, '1'))), fp(JSON.parse(text(49_999, '[1]').replace('[[1]]', '[1,1]'))));
+    const deep = nest(20_000, { b: 1, a: [2, 'x'] });
+    let reordered: unknown = { a: [2, 'x'], b: 1 };
+    for (let i = 0; i < 20_000; i += 1) reordered = i % 2 === 0 ? [reordered, i] : { a: reordered, z: i };
+    assert.equal(fp(deep), fp(reordered), 'member order and undefined members do not count');
+    assert.notEqual(fp(deep), fp(nest(20_000, { b: 1, a: [2, 'y'] })));
+    assert.notEqual(fp(deep), fp(nest(19_999, { b: 1, a: [2, 'x'] })));
+    // Past the stack's depth the text is the same one, as canonical JSON shows (JSON.stringify still goes 3,000 levels deep).
+    const sorted = (depth: number): unknown => (depth === 0 ? { a: 'é\u0001"', b: [1e21, -0, true, null] } : [{ k: sorted(depth - 1), m: '' }]);
+    assert.equal(canonicalJson(sorted(1_500)), JSON.stringify(sorted(1_500)));
+    assert.throws(() => canonicalJson(nest(2_000, [undefined])), CanonicalJsonError);
+    const cycle: unknown[] = [];
+    cycle.push(new Set([nest(1_100, cycle)]));
+    assert.throws(() => fp(cycle), /value contains itself/);
+  });
   it('never collapses bodies the pointers cannot select from: text, bytes and scalars are fingerprinted by their exact bytes', () => {
     const selection = { include: ['/amount'], exclude: [] };
     assert.notEqual(fp('{"amount":1}', { selection }), fp('{"amount":999}', { selection }));

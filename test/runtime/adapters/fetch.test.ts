@@ -58,6 +58,21 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 2);
   });
 
+  it('a body nested 50,000 levels deep reaches the handler and replays; another leaf is 422 (not a 500 before the handler)', async () => {
+    let calls = 0;
+    const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(async (req) => {
+      await req.text();
+      return Response.json({ id: (calls += 1) }, { status: 201 });
+    });
+    const deep = (leaf: string) =>
+      new Request('http://x/things/t1', { method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': 'k-deep' }, body: `{"n":${'['.repeat(50_000)}${leaf}${']'.repeat(50_000)}}` });
+    const first = await guarded(deep('1'));
+    assert.equal(first.status, 201, await first.clone().text());
+    assert.equal((await guarded(deep('1'))).headers.get('idempotent-replayed'), 'true');
+    assert.equal((await guarded(deep('2'))).status, 422);
+    assert.equal(calls, 1);
+  });
+
   it('matches path templates at the end of the URL path, decoding parameters', () => {
     const match = pathMatcher('/things/{tenant}/items/{id}');
     assert.deepEqual(match('/things/t%201/items/42'), { tenant: 't 1', id: '42' });
