@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
 import { validator } from 'hono/validator';
 import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
@@ -179,6 +180,31 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
       assert.equal(replay.headers.get('idempotent-replayed'), 'true');
       await replay.body?.cancel();
       assert.equal((await post(`${server.url}/things/t1`, undefined, { n: 1 })).status, 400);
+      assert.equal(runs, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('bodyLimit in front of the guard (as the README says): a body past it is 413 before the guard reads it, sent with a length or chunked; the key stays free', async () => {
+    const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    const app = new Hono();
+    let runs = 0;
+    app.post('/things/:tenant', bodyLimit({ maxSize: 1024 }), guard.middleware, validN, (c) => c.json({ id: (runs += 1) }, 201));
+    const server = await listen(app);
+    try {
+      const big = { n: 1, pad: 'x'.repeat(4096) };
+      assert.equal((await post(`${server.url}/things/t1`, 'big', big)).status, 413);
+      const chunked = await fetch(`${server.url}/things/t1`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': 'big' },
+        body: new Blob([JSON.stringify(big)]).stream(),
+        duplex: 'half',
+      } as RequestInit);
+      assert.equal(chunked.status, 413);
+      assert.equal(runs, 0);
+      const small = await post(`${server.url}/things/t1`, 'big', { n: 1 });
+      assert.equal(small.status, 201, 'the key was never reserved');
       assert.equal(runs, 1);
     } finally {
       await server.close();
