@@ -314,6 +314,8 @@ class Hold {
   readonly before: ResponseHead | undefined;
   /** A socket `destroy()` asked for after `end()` (Express's final handler does it once `headersSent`). */
   destroyRequested = false;
+  /** The handler has begun a streamed answer (`write()` before `end()`). */
+  streaming = false;
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
   readonly res: HeldRes;
@@ -325,6 +327,28 @@ class Hold {
     this.sent = new Promise<GuardResponse | undefined>((resolve) => {
       this.resolveSent = resolve;
     });
+  }
+
+  /**
+   * The handler began a streamed answer. A client that goes away now ends it: Node marks the response destroyed
+   * without calling `destroy()`, so a `stream.pipeline` into it stops without ending or destroying it, as does a
+   * handler that stops writing on `'close'` — and the guard would wait for an `end()` that never comes, renewing the
+   * lease (in one-transaction mode holding the transaction) up to `leaseRenewalMaxMs`. Such a closed response counts
+   * as destroyed: the effect may have happened, so the record is kept for reconciliation (one transaction: rolled
+   * back). A handler that has written nothing may still be at work on an answer to record: it is waited for.
+   */
+  streamed(): void {
+    this.streaming = true;
+    const res = this.res;
+    if (res.destroyed) this.closed();
+    else res.once('close', () => this.closed());
+  }
+
+  private closed(): void {
+    if (this.ended || this.res[HELD] !== this) return;
+    this.ended = true;
+    this.destroyed = { error: undefined };
+    this.resolveSent(undefined);
   }
 
   /**
@@ -466,6 +490,7 @@ function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?:
     return false;
   }
   hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
+  if (!hold.streaming) hold.streamed();
   if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
   return true;
 }

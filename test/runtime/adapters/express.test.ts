@@ -30,6 +30,19 @@ function postBytes(port: number, options: { key: string; body: unknown }): Promi
 }
 
 
+/** POSTs JSON to `path` and goes away `ms` later, before any answer (the guard holds a streamed one until it ends). */
+function leaveAfter(port: number, path: string, key: string, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const request = http.request({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': key }, agent: false });
+    request.on('error', () => undefined);
+    request.end('{}');
+    setTimeout(() => {
+      request.destroy();
+      resolve();
+    }, ms);
+  });
+}
+
 async function listen(app: express.Express): Promise<{ port: number; close(): Promise<void> }> {
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -351,6 +364,35 @@ describe('runtime/adapters/express', () => {
     assert.equal(calls, 1);
   });
 
+  it('a client that leaves a streamed answer (a pipeline stops, a handler stops on close) ends the lease: the retry after it is reconciled, not "in progress" for a day', async function () {
+    this.timeout(10_000);
+    const app = express();
+    const reconciled: string[] = [];
+    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: "unknown" as const }) }));
+    const tick = () => new Promise((resolve) => setTimeout(resolve, 40));
+    app.post('/piped/:tenant', express.json(), guard, (_req, res) => {
+      calls += 1;
+      res.status(201).type('text/plain');
+      // The socket's close marks res destroyed without calling destroy(): pipeline stops, neither ending nor destroying it.
+      pipeline(Readable.from((async function* () { for (let i = 0; i < 50; i += 1) { yield `chunk ${i}\n`; await tick(); } })()), res, () => undefined);
+    });
+    app.post('/ticks/:tenant', express.json(), guard, (_req, res) => {
+      calls += 1;
+      res.status(201).type('text/event-stream');
+      const timer = setInterval(() => res.write('data: tick\n\n'), 40);
+      res.on('close', () => clearInterval(timer));
+    });
+    server = await listen(app);
+    for (const path of ['/piped/t1', '/ticks/t1']) {
+      await leaveAfter(server.port, path, `left-${path}`, 150);
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      const retry = await post(server.port, path, { key: `left-${path}`, user: 'u', body: {} });
+      assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned', `${path}: ${retry.text}`);
+    }
+    assert.equal(calls, 2);
+    assert.equal(reconciled.length, 2);
+  });
+
   it('an error after res.json cannot change what was sent: the wire and the record say 201, keep-alive stays in sync', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));
@@ -537,6 +579,34 @@ describe('runtime/adapters/express', () => {
       assert.equal(calls, 1);
       assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
       assert.equal((db.prepare("SELECT state FROM idempotency_records").get() as { state: string }).state, 'completed');
+    });
+
+    it('a client that leaves a streamed answer rolls its transaction back at once: the row is gone, the key free, other keys not stuck behind the lock', async function () {
+      this.timeout(10_000);
+      const app = express();
+      const guard = createRouteGuard(contract, options(store));
+      app.post('/things/:tenant', express.json(), guard.inTransaction, (req, res) => {
+        calls += 1;
+        idempotencyOf<Database.Database>(res).tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${calls}`, String(req.params['tenant']));
+        res.status(201).type('text/event-stream');
+        if (req.get('x-short') !== undefined) {
+          res.end('data: done\n\n');
+          return;
+        }
+        const timer = setInterval(() => res.write('data: tick\n\n'), 40);
+        res.on('close', () => clearInterval(timer));
+      });
+      server = await listen(app);
+      await leaveAfter(server.port, '/things/t1', 'left', 150);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const started = Date.now();
+      const other = await post(server.port, '/things/t1', { key: 'other', user: 'u', body: {}, headers: { 'x-short': '1' } });
+      assert.equal(other.status, 201, other.text);
+      assert.ok(Date.now() - started < 1000, `answered in ${Date.now() - started} ms`);
+      assert.deepEqual(db.prepare('SELECT id FROM things').all(), [{ id: 'thing-2' }]);
+      const again = await post(server.port, '/things/t1', { key: 'left', user: 'u', body: {}, headers: { 'x-short': '1' } });
+      assert.equal(again.status, 201, 'rolled back: the key is free');
+      assert.equal(calls, 3);
     });
 
     it("answers a failed commit with the guard's problem alone: none of the handler's headers, the whole body", async () => {
