@@ -282,19 +282,32 @@ export function readsQuery(contract: CompiledContract): boolean {
 }
 
 /**
+ * Each header's values as sent, from Node's flat `rawHeaders` (`[name, value, …]`): what `headersDistinct` gives on
+ * HTTP/1, for requests that lack it (Node's HTTP/2 compatibility API: Fastify with `http2: true`).
+ */
+export function distinctFromRaw(raw: readonly string[]): Record<string, string[]> {
+  const distinct: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    (distinct[name] ??= []).push(raw[i + 1]!);
+  }
+  return distinct;
+}
+
+/**
  * The guard's header map from Node's parsed headers: `headers` (repeated headers joined with `, `, as Node
  * does) with the key header's separate values from `distinct()` when it may have been sent several times —
  * asked only then, because Node builds that map on demand. `keyHeader` is undefined for a query or body key.
  */
 export function nodeHeaders(
   headers: Readonly<Record<string, string | readonly string[] | undefined>>,
-  distinct: () => Readonly<Record<string, readonly string[] | undefined>>,
+  distinct: () => Readonly<Record<string, readonly string[] | undefined>> | undefined,
   keyHeader: string | undefined,
 ): GuardHeaders {
   if (keyHeader === undefined) return headers;
   const joined = headers[keyHeader];
   if (typeof joined === 'string' && joined.includes(',')) {
-    const values = distinct()[keyHeader];
+    const values = distinct()?.[keyHeader];
     if (values !== undefined && values.length > 1) return { ...headers, [keyHeader]: values };
   }
   // The guard only reads the map: Node's own object serves as it is (no copy per request).

@@ -19,6 +19,7 @@ import {
   bodyForFingerprint,
   bodyNotParsed,
   concatBytes,
+  distinctFromRaw,
   identityAnswer,
   nodeHeaders,
   queryFromSearchParams,
@@ -109,7 +110,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         `idempotency guard for ${contract.operationId}: the request body was not parsed before the guard; give the route a body (for multipart, @fastify/multipart with attachFieldsToBody: 'keyValues')`,
       );
     }
-    const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct, keyHeader);
+    const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct ?? distinctFromRaw(request.raw.rawHeaders), keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(request);
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
     return {

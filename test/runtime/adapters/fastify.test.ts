@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import http2 from 'node:http2';
 import { Readable } from 'node:stream';
 import { brotliCompressSync, gunzipSync, gzipSync } from 'node:zlib';
 import type Database from 'better-sqlite3';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type RouteShorthandOptions } from 'fastify';
+import type { Http2Server } from 'node:http2';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { post } from '../../e2e/harness.js';
@@ -53,6 +55,54 @@ describe('runtime/adapters/fastify', () => {
     assert.equal((await post(port, '/queried/t1?requestId=q-1', { user: 'u', body: { a: 1 } })).headers['idempotent-replayed'], 'true');
     assert.equal((await post(port, '/queried/t1', { user: 'u', key: 'q-1', body: { a: 1 } })).status, 400);
     assert.equal(calls, 2);
+  });
+
+  it('over HTTP/2 (http2: true, which has no headersDistinct): a key with a comma, and a repeated key header, are read as on HTTP/1', async () => {
+    const h2 = Fastify({ http2: true });
+    try {
+      // The hooks are typed for Fastify's default (HTTP/1) server: an HTTP/2 app casts them (README).
+      const hooks = createRouteGuard(contract, options(new MemoryStore())).hooks as unknown as RouteShorthandOptions<Http2Server>;
+      h2.post('/things/:tenant', hooks, async (_request, reply) => {
+        calls += 1;
+        reply.code(201);
+        return { id: `thing-${calls}` };
+      });
+      const address = await h2.listen({ port: 0, host: '127.0.0.1' });
+      const session = http2.connect(address);
+      const send = (keys: string[]) =>
+        new Promise<{ status: number; replayed: unknown; text: string }>((resolve, reject) => {
+          const headers: http2.OutgoingHttpHeaders = { ':method': 'POST', ':path': '/things/t1', 'content-type': 'application/json', 'x-user': 'u' };
+          // Two entries of one name: an array sends each as its own header field.
+          headers['idempotency-key'] = keys.length === 1 ? keys[0]! : keys;
+          const stream = session.request(headers);
+          let status = 0;
+          let replayed: unknown;
+          const chunks: Buffer[] = [];
+          stream.on('response', (head) => {
+            status = Number(head[':status']);
+            replayed = head['idempotent-replayed'];
+          });
+          stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+          stream.on('end', () => resolve({ status, replayed, text: Buffer.concat(chunks).toString('utf8') }));
+          stream.on('error', reject);
+          stream.end('{"n":1}');
+        });
+      try {
+        const first = await send(['"k,x"']);
+        assert.equal(first.status, 201, first.text);
+        const again = await send(['"k,x"']);
+        assert.equal(again.replayed, 'true');
+        assert.equal(again.text, first.text);
+        const two = await send(['a', 'b']);
+        assert.equal(two.status, 400, two.text);
+        assert.match(two.text, /idempotency-key-invalid/);
+        assert.equal(calls, 1);
+      } finally {
+        session.close();
+      }
+    } finally {
+      await h2.close();
+    }
   });
 
   it('route hooks: replays the serialized payload and headers; the handler runs once', async () => {
