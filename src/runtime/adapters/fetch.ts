@@ -51,7 +51,10 @@ export interface RouteGuard {
   readonly contract: CompiledContract;
   /** The framework-agnostic guard underneath. */
   readonly guard: Guard;
-  /** Wraps a fetch handler; extra arguments (Next.js context, Bun server, …) pass through unchanged. */
+  /**
+   * Wraps a fetch handler; extra arguments (Next.js context, Bun server, …) pass through unchanged. A request of
+   * another method than the contract's (a CORS preflight, a GET on the same path) goes to the handler unguarded.
+   */
   wrap<Rest extends unknown[]>(
     handler: (request: Request, ...rest: Rest) => Response | Promise<Response>,
     options?: WrapOptions,
@@ -97,6 +100,11 @@ export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
   const matchPath = pathMatcher(contract.path);
+
+  /** Whether `request` is of the contract's method in any letter case (fetch normalises `post` to `POST`, not `patch`). */
+  function ofContractMethod(request: Request): boolean {
+    return request.method === contract.method || request.method.toUpperCase() === contract.method;
+  }
 
   async function toGuardRequest(request: Request): Promise<GuardRequest> {
     const url = new URL(request.url);
@@ -152,7 +160,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   function middlewareOf(transaction: boolean): Middleware {
     return async (c, next) => {
-      if (c.req.raw.method !== contract.method) return next();
+      if (!ofContractMethod(c.req.raw)) return next();
       const { response, invoked } = await run(
         c.req.raw,
         async () => {
@@ -181,7 +189,11 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       const transaction = wrapOptions?.transaction === true;
       const refusal = transaction ? transactionRefusal(contract, options.store) : undefined;
       if (refusal !== undefined) throw new TypeError(refusal);
-      return async (request: Request, ...rest: Rest) => (await run(request, async () => handler(request, ...rest), transaction)).response;
+      return async (request: Request, ...rest: Rest) => {
+        // As the middleware: the contract is one method's. A CORS preflight, or a GET with a POST's key, is not it.
+        if (!ofContractMethod(request)) return handler(request, ...rest);
+        return (await run(request, async () => handler(request, ...rest), transaction)).response;
+      };
     },
     middleware: middlewareOf(false),
   };

@@ -73,6 +73,27 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 1);
   });
 
+  it('wrap guards only the contract’s method, in any letter case: a CORS preflight and a GET with a used key reach the handler unguarded', async () => {
+    let calls = 0;
+    const run = async (req: Request) => {
+      calls += 1;
+      return req.method === 'OPTIONS' ? new Response(null, { status: 204, headers: { allow: 'GET, POST' } }) : Response.json({ id: calls, method: req.method }, { status: req.method === 'GET' ? 200 : 201 });
+    };
+    const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(run);
+    assert.equal((await guarded(request('http://x/things/t1', 'used', { n: 1 }))).status, 201);
+    const preflight = await guarded(new Request('http://x/things/t1', { method: 'OPTIONS', headers: { 'access-control-request-method': 'POST' } }));
+    assert.equal(preflight.status, 204);
+    const read = await guarded(new Request('http://x/things/t1', { headers: { 'idempotency-key': 'used', 'x-user': 'u' } }));
+    assert.equal(read.status, 200);
+    assert.equal(read.headers.get('idempotent-replayed'), null);
+    assert.deepEqual(await read.json(), { id: 3, method: 'GET' });
+    const patching = createRouteGuard({ ...contract, method: 'PATCH' }, options(new MemoryStore())).wrap(run);
+    const lower = () => new Request('http://x/things/t1', { method: 'patch', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': 'p' }, body: '{}' });
+    assert.equal((await patching(lower())).status, 201);
+    assert.equal((await patching(lower())).headers.get('idempotent-replayed'), 'true', 'a lower-case patch is still the PATCH contract’s');
+    assert.equal(calls, 4);
+  });
+
   it('matches path templates at the end of the URL path, decoding parameters', () => {
     const match = pathMatcher('/things/{tenant}/items/{id}');
     assert.deepEqual(match('/things/t%201/items/42'), { tenant: 't 1', id: '42' });
