@@ -111,6 +111,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   }
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
+    // Mounted with app.use or app.all, it guards the contract's method only: a CORS preflight, or a GET with a
+    // POST's key, passes on unguarded (Node gives the method in upper case).
+    if (req.method !== contract.method) {
+      next();
+      return;
+    }
     void (async () => {
       const pending = toGuardRequest(req);
       // A plain JSON request's view is ready: awaiting it anyway would cost a turn.
@@ -143,6 +149,10 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   };
 
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
+    if (req.method !== contract.method) {
+      next();
+      return;
+    }
     void (async () => {
       const request = await toGuardRequest(req);
       let held: Hold | undefined;

@@ -393,6 +393,29 @@ describe('runtime/adapters/express', () => {
     assert.equal(reconciled.length, 2);
   });
 
+  it('mounted with app.use, guards the contract’s method only: a preflight and a GET with a used key pass on unguarded', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.use('/things/:tenant', express.json(), guard);
+    app.options('/things/:tenant', (_req, res) => void res.sendStatus(204));
+    app.get('/things/:tenant', (_req, res) => void res.json({ read: (calls += 1) }));
+    app.post('/things/:tenant', (_req, res) => void res.status(201).json({ id: (calls += 1) }));
+    server = await listen(app);
+    assert.equal((await post(server.port, '/things/t1', { key: 'used', user: 'u', body: {} })).status, 201);
+    const read = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port: server.port, path: '/things/t1', headers: { 'idempotency-key': 'used', 'x-user': 'u' }, agent: false }, resolve).on('error', reject);
+    });
+    read.resume();
+    assert.equal(read.statusCode, 200);
+    assert.equal(read.headers['idempotent-replayed'], undefined);
+    const preflight = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      http.request({ host: '127.0.0.1', port: server.port, path: '/things/t1', method: 'OPTIONS', agent: false }, resolve).on('error', reject).end();
+    });
+    preflight.resume();
+    assert.equal(preflight.statusCode, 204);
+    assert.equal(calls, 2);
+  });
+
   it('an error after res.json cannot change what was sent: the wire and the record say 201, keep-alive stays in sync', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));
