@@ -261,19 +261,30 @@ export function identityAnswer(sent: GuardResponse): GuardResponse | Promise<Gua
 }
 
 async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<GuardResponse> {
+  const body = await decodeContent(sent.body, encoding);
+  if (body === undefined) return sent;
+  const { 'content-encoding': _encoding, ...headers } = sent.headers;
+  return { status: sent.status, headers, body };
+}
+
+/**
+ * `bytes` sent with `Content-Encoding: encoding`, decoded (gzip, deflate, br, also chained, up to 16 MiB), or
+ * undefined for an encoding it cannot undo: an unknown coding, bytes that are not what the header says, a body
+ * that would inflate past the limit.
+ */
+export async function decodeContent(bytes: Uint8Array, encoding: string): Promise<Uint8Array | undefined> {
   const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
-  let body = sent.body;
+  let body = bytes;
   for (const coding of codings.reverse()) {
     const decode = DECODERS[coding];
-    if (decode === undefined) return sent;
+    if (decode === undefined) return undefined;
     try {
       body = await decode(body);
     } catch {
-      return sent;
+      return undefined;
     }
   }
-  const { 'content-encoding': _encoding, ...headers } = sent.headers;
-  return { status: sent.status, headers, body };
+  return body;
 }
 
 /** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */

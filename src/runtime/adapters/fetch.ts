@@ -16,7 +16,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, headersFromEntries, identityAnswer, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, decodeContent, headersFromEntries, identityAnswer, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
@@ -220,8 +220,13 @@ async function readBody(request: Request, operationId: string): Promise<unknown>
   }
   // A clone, so the handler can still read the body itself. Bytes, not text: a binary body is fingerprinted
   // exactly, not through UTF-8 replacement characters.
-  const bytes = new Uint8Array(await request.clone().arrayBuffer());
+  let bytes: Uint8Array = new Uint8Array(await request.clone().arrayBuffer());
   if (bytes.length === 0) return undefined;
+  // A compressed request (fetch runtimes do not decode one; Express and Fastify parsers do): its content is the
+  // payload, not its bytes — gzip writes a time into each member, so every retry's bytes differ. One the guard
+  // cannot decode is fingerprinted by its bytes, as before.
+  const encoding = request.headers.get('content-encoding');
+  if (encoding !== null) bytes = (await decodeContent(bytes, encoding)) ?? bytes;
   return bodyForFingerprint(bytes, request.headers.get('content-type') ?? undefined);
 }
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { brotliCompressSync, deflateSync, gunzipSync, gzipSync } from 'node:zlib';
 import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
@@ -92,6 +92,36 @@ describe('runtime/adapters/fetch', () => {
     assert.equal((await patching(lower())).status, 201);
     assert.equal((await patching(lower())).headers.get('idempotent-replayed'), 'true', 'a lower-case patch is still the PATCH contract’s');
     assert.equal(calls, 4);
+  });
+
+  it('a compressed request body is fingerprinted by its content: gzip with another time, plain, deflate or br is the replay; a body key inside it is found', async () => {
+    let calls = 0;
+    const run = async () => Response.json({ id: (calls += 1) }, { status: 201 });
+    const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(run);
+    const json = Buffer.from(JSON.stringify({ n: 1, note: 'x'.repeat(200) }));
+    const gzipAt = (seconds: number) => {
+      const bytes = gzipSync(json);
+      bytes.writeUInt32LE(seconds, 4); // MTIME: each gzip member carries the time it was written
+      return bytes;
+    };
+    const send = (bytes: Buffer, encoding: string | undefined, key = 'gz') =>
+      guarded(new Request('http://x/things/t1', { method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': key, ...(encoding === undefined ? {} : { 'content-encoding': encoding }) }, body: new Uint8Array(bytes) }));
+    assert.notDeepEqual(gzipAt(1), gzipAt(2));
+    assert.equal((await send(gzipAt(1), 'gzip')).status, 201);
+    for (const [bytes, encoding] of [[gzipAt(2), 'gzip'], [json, undefined], [deflateSync(json), 'deflate'], [brotliCompressSync(json), 'br'], [gzipSync(brotliCompressSync(json)), 'br, gzip']] as const) {
+      assert.equal((await send(bytes, encoding)).headers.get('idempotent-replayed'), 'true', String(encoding));
+    }
+    assert.equal((await send(gzipSync(Buffer.from('{"n":2}')), 'gzip')).status, 422);
+    assert.equal((await send(json, 'zstd', 'unknown')).status, 201, 'an encoding it cannot undo: fingerprinted by its bytes');
+    const inBody = createRouteGuard(bodyKeyContract, options(new MemoryStore())).wrap(run);
+    const keyed = (seconds: number) => {
+      const bytes = gzipSync(Buffer.from('{"n":1,"client_token":"tok-gz"}'));
+      bytes.writeUInt32LE(seconds, 4);
+      return new Request('http://x/things/t1', { method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'content-encoding': 'gzip' }, body: new Uint8Array(bytes) });
+    };
+    assert.equal((await inBody(keyed(1))).status, 201);
+    assert.equal((await inBody(keyed(2))).headers.get('idempotent-replayed'), 'true');
+    assert.equal(calls, 3);
   });
 
   it('matches path templates at the end of the URL path, decoding parameters', () => {
