@@ -61,12 +61,13 @@ export function singleHeader(headers: GuardHeaders, name: string): string | unde
 }
 
 /**
- * Query parameters as the guard reads them: repeated names become arrays. No prototype: `?constructor=a` or
- * `?__proto__=b` are parameters like any other.
+ * Query parameters as the guard reads them, from a URL's query (`?` and all after it; a `#` ends it): repeated
+ * names become arrays, each name and value decoded by {@link decodeFormComponent}. No prototype: `?constructor=a`
+ * or `?__proto__=b` are parameters like any other.
  */
-export function queryFromSearchParams(params: URLSearchParams): Record<string, string | readonly string[]> {
+export function queryFromSearch(search: string): Record<string, string | readonly string[]> {
   const query = Object.create(null) as Record<string, string | string[]>;
-  for (const [name, value] of params) {
+  for (const [name, value] of formEntries(search)) {
     const previous = query[name];
     // Appended, not copied at each repeat (quadratic in a long query of one name).
     if (previous === undefined) query[name] = value;
@@ -74,6 +75,99 @@ export function queryFromSearchParams(params: URLSearchParams): Record<string, s
     else previous.push(value);
   }
   return query;
+}
+
+/**
+ * The query of a request target as `new URL(target).search` has it, without building a URL: from the first `?`
+ * (included) to a `#`, if any.
+ */
+export function searchOf(target: string): string {
+  const question = target.indexOf('?');
+  if (question < 0) return '';
+  const hash = target.indexOf('#', question);
+  return hash < 0 ? target.slice(question) : target.slice(question, hash);
+}
+
+/**
+ * The `name=value` pairs of urlencoded text (a query, with or without its `?`; a form body), in order, as
+ * `URLSearchParams` reads them — split at `&`, `+` a space, percent-escapes decoded — except bytes that are not
+ * UTF-8: `URLSearchParams` makes each one U+FFFD, so `%E9` and `%E8` (é and è in Latin-1, which Express's and
+ * Fastify's parsers hand the handler as they came) would be one payload, and the second the first's replay.
+ * Each such byte becomes the lone surrogate U+DC00 + byte instead (Python's "surrogateescape"), which no UTF-8
+ * text decodes to: every byte sequence stays its own value, and a key holding one is refused as malformed.
+ */
+export function formEntries(text: string): [string, string][] {
+  const entries: [string, string][] = [];
+  let from = text.startsWith('?') ? 1 : 0;
+  while (from <= text.length) {
+    let to = text.indexOf('&', from);
+    if (to < 0) to = text.length;
+    if (to > from) {
+      const equals = text.indexOf('=', from);
+      const split = equals >= 0 && equals < to;
+      entries.push([decodeFormComponent(text.slice(from, split ? equals : to)), split ? decodeFormComponent(text.slice(equals + 1, to)) : '']);
+    }
+    from = to + 1;
+  }
+  return entries;
+}
+
+/** One urlencoded name or value, decoded as {@link formEntries} says. */
+function decodeFormComponent(text: string): string {
+  const spaced = text.includes('+') ? text.replaceAll('+', ' ') : text;
+  if (!spaced.includes('%')) return spaced;
+  try {
+    return decodeURIComponent(spaced);
+  } catch {
+    return decodeEscaping(spaced);
+  }
+}
+
+const HEX = /^[0-9A-Fa-f]{2}$/;
+
+/** `text` with its percent-escapes decoded as UTF-8, each byte that is not UTF-8 a lone surrogate; a `%` without two hex digits stays. */
+function decodeEscaping(text: string): string {
+  let out = '';
+  let bytes: number[] = [];
+  for (let i = 0; i < text.length; i += 1) {
+    if (text[i] === '%' && HEX.test(text.slice(i + 1, i + 3))) {
+      bytes.push(Number.parseInt(text.slice(i + 1, i + 3), 16));
+      i += 2;
+      continue;
+    }
+    if (bytes.length > 0) {
+      out += utf8Escaping(bytes);
+      bytes = [];
+    }
+    out += text[i]!;
+  }
+  return bytes.length > 0 ? out + utf8Escaping(bytes) : out;
+}
+
+/** UTF-8 `bytes` as text; a byte that starts no well-formed sequence becomes U+DC00 + byte. */
+function utf8Escaping(bytes: readonly number[]): string {
+  let out = '';
+  let i = 0;
+  while (i < bytes.length) {
+    const lead = bytes[i]!;
+    const length = lead < 0x80 ? 0 : lead >= 0xc2 && lead <= 0xdf ? 1 : lead >= 0xe0 && lead <= 0xef ? 2 : lead >= 0xf0 && lead <= 0xf4 ? 3 : -1;
+    let point = length === 0 ? lead : length === 1 ? lead & 0x1f : length === 2 ? lead & 0x0f : lead & 0x07;
+    let valid = length >= 0;
+    for (let k = 1; valid && k <= length; k += 1) {
+      const next = bytes[i + k];
+      if (next === undefined || (next & 0xc0) !== 0x80) valid = false;
+      else point = (point << 6) | (next & 0x3f);
+    }
+    const least = length === 1 ? 0x80 : length === 2 ? 0x800 : length === 3 ? 0x10000 : 0;
+    if (valid && point >= least && point <= 0x10ffff && !(point >= 0xd800 && point <= 0xdfff)) {
+      out += String.fromCodePoint(point);
+      i += length + 1;
+    } else {
+      out += String.fromCharCode(0xdc00 + lead);
+      i += 1;
+    }
+  }
+  return out;
 }
 
 /** One segment of a path template: literals around its parameters (`{name}.{ext}`: `['', '.', '']`, names `name`, `ext`). */
@@ -496,7 +590,7 @@ function finishForm(value: FormNode | FormList | FormLeaf): unknown {
  * field named `__proto__` is data.
  */
 export function formFields(body: unknown): unknown {
-  if (typeof body === 'string') return nestFields([...new URLSearchParams(body)].map(([name, value]) => [name, [value]]));
+  if (typeof body === 'string') return nestFields(formEntries(body).map(([name, value]) => [name, [value]]));
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
   const names = Object.keys(body);
   if (!names.some((name) => name.includes('['))) return body;

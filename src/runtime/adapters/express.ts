@@ -18,9 +18,10 @@ import {
   concatBytes,
   identityAnswer,
   nodeHeaders,
-  queryFromSearchParams,
+  queryFromSearch,
   readsQuery,
   routerPathParams,
+  searchOf,
   singleHeader,
   withUploadedFiles,
   type RouteGuardOptionsFor,
@@ -94,7 +95,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const request: Mutable<GuardRequest> = {
       // `{item.id}` cannot be an Express param name: what req.params lacks is read from the path.
       pathParams: pathParamsOf(req.params, () => req.originalUrl || req.url),
-      query: withQuery ? queryFromSearchParams(new URL(req.originalUrl || req.url, 'http://localhost').searchParams) : {},
+      query: withQuery ? queryFromSearch(searchOf(req.originalUrl || req.url)) : {},
       headers,
       body: undefined,
     };

@@ -22,9 +22,10 @@ import {
   distinctFromRaw,
   identityAnswer,
   nodeHeaders,
-  queryFromSearchParams,
+  queryFromSearch,
   readsQuery,
   routerPathParams,
+  searchOf,
   singleHeader,
   type RouteGuardOptionsFor,
 } from './common.js';
@@ -116,7 +117,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     return {
       // `{item.id}` cannot be a Fastify param name: what request.params lacks is read from the path.
       pathParams: pathParamsOf(request.params, () => request.url),
-      query: withQuery ? queryFromSearchParams(new URL(request.url, 'http://localhost').searchParams) : {},
+      query: withQuery ? queryFromSearch(searchOf(request.url)) : {},
       headers,
       body: bodyForFingerprint(request.body, request.headers['content-type']),
       ...(principal !== undefined ? { principal } : {}),

@@ -16,7 +16,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, decodeContent, headersFromEntries, identityAnswer, pathMatcher, queryFromSearchParams, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, decodeContent, headersFromEntries, identityAnswer, pathMatcher, queryFromSearch, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
@@ -119,7 +119,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
     return {
       pathParams,
-      query: queryFromSearchParams(url.searchParams),
+      query: queryFromSearch(url.search),
       headers,
       body: await readBody(request, contract.operationId),
       ...(principal !== undefined ? { principal } : {}),

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { concatBytes, formFields, headersFromEntries, nodeHeaders, pathMatcher, queryFromSearchParams, readsQuery, requestPathname, routerPathParams, singleHeader, templateParamNames } from '../../../src/runtime/adapters/common.js';
+import { concatBytes, formFields, headersFromEntries, nodeHeaders, formEntries, pathMatcher, queryFromSearch, readsQuery, requestPathname, routerPathParams, searchOf, singleHeader, templateParamNames } from '../../../src/runtime/adapters/common.js';
 import { canonicalJson } from '../../../src/runtime/fingerprint.js';
 import { contract } from './fixtures.js';
 
@@ -33,11 +33,33 @@ describe('runtime/adapters/common', () => {
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] } }), false);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [] }, scope: [{ kind: 'query', name: 'tenant' }] }), true);
     assert.equal(readsQuery({ ...contract, fingerprint: { ...contract.fingerprint, query: [], queryAll: true } }), true, 'a free-form query object: every parameter counts');
-    assert.deepEqual({ ...queryFromSearchParams(new URLSearchParams('a=1&b=2&a=3&c=')) }, { a: ['1', '3'], b: '2', c: '' });
+    assert.deepEqual({ ...queryFromSearch('?a=1&b=2&a=3&c=') }, { a: ['1', '3'], b: '2', c: '' });
     // Object.prototype's names are parameters like any other: no inherited `constructor`, no prototype set.
-    const odd = queryFromSearchParams(new URLSearchParams('constructor=a&__proto__=b&__proto__=c'));
+    const odd = queryFromSearch('constructor=a&__proto__=b&__proto__=c');
     assert.deepEqual(Object.entries(odd), [['constructor', 'a'], ['__proto__', ['b', 'c']]]);
-    assert.equal(queryFromSearchParams(new URLSearchParams('x=1'))['constructor'], undefined);
+    assert.equal(queryFromSearch('x=1')['constructor'], undefined);
+  });
+
+  it('reads urlencoded text as URLSearchParams does, but keeps bytes that are not UTF-8 apart (%E9 is not %E8, nor U+FFFD)', () => {
+    // ASCII text: Node 20's URLSearchParams makes a raw é U+FFFD when the same value holds an escape and a lone `%`
+    // (`a=%3D%z é`), which the URL standard does not; formEntries follows the standard there.
+    const pieces = ['q', '=', '&', '+', '%20', '%2B', '%26', '%3D', '%C3%A9', '%E2%82%AC', '%F0%9F%98%80', '%', '%z', '%4', ' ', '?', '#x', '%00'];
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+    for (let n = 0; n < 3000; n += 1) {
+      const text = Array.from({ length: Math.floor(random() * 12) }, () => pieces[Math.floor(random() * pieces.length)]).join('');
+      assert.deepEqual(formEntries(text), [...new URLSearchParams(text)], text);
+    }
+    assert.deepEqual(formEntries('a=é+%C3%A9&b=%3D%z é'), [['a', 'é é'], ['b', '=%z é']]);
+    assert.deepEqual(formEntries('?note=%E9'), [['note', '\udce9']]);
+    assert.notDeepEqual(formEntries('note=%E9'), formEntries('note=%E8'));
+    assert.notDeepEqual(formEntries('note=%E9'), formEntries('note=%EF%BF%BD'));
+    assert.notDeepEqual(formEntries('note=%E9'), formEntries('note=%25E9'));
+    // Valid sequences around an invalid byte are still decoded; an overlong or surrogate encoding is bytes.
+    assert.deepEqual(formEntries('a=%C3%A9%FF%C3%A9&b=%C0%AF&c=%ED%A0%80&d=%F0%9F%98'), [['a', 'é\udcffé'], ['b', '\udcc0\udcaf'], ['c', '\udced\udca0\udc80'], ['d', '\udcf0\udc9f\udc98']]);
+    assert.equal(searchOf('/things/t1?mode=a&b=%E9#frag'), '?mode=a&b=%E9');
+    assert.equal(searchOf('/things/t1'), '');
+    assert.deepEqual({ ...(formFields('n=%E9') as object) }, { n: '\udce9' });
   });
 
   it('completes router params with the template names the router cannot spell, from the percent-decoded path', () => {

@@ -105,6 +105,16 @@ describe('runtime/adapters/fastify', () => {
     }
   });
 
+  it('a fingerprinted query value of bytes that are not UTF-8 is its own payload: ?mode=%E9 then %E8 (or U+FFFD) is 422, not the replay', async () => {
+    thingsRoute(createRouteGuard(contract, options(new MemoryStore())));
+    const port = await listen(app);
+    assert.equal((await post(port, '/things/t1?mode=%E9', { user: 'u', key: 'latin1', body: {} })).status, 201);
+    assert.equal((await post(port, '/things/t1?mode=%E9', { user: 'u', key: 'latin1', body: {} })).headers['idempotent-replayed'], 'true');
+    assert.equal((await post(port, '/things/t1?mode=%E8', { user: 'u', key: 'latin1', body: {} })).status, 422);
+    assert.equal((await post(port, '/things/t1?mode=%EF%BF%BD', { user: 'u', key: 'latin1', body: {} })).status, 422);
+    assert.equal(calls, 1);
+  });
+
   it('route hooks: replays the serialized payload and headers; the handler runs once', async () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     app.post('/things/:tenant', { ...guard.hooks }, async (request, reply) => {
