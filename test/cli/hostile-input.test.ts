@@ -34,7 +34,11 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       writeFileSync(file('paths.yaml'), 'post:\n  responses:\n    "201": {description: created}\n');
       writeFileSync(file('refs.yaml'), 'openapi: 3.0.3\ninfo: {title: t, version: "1"}\npaths:\n  /x:\n    $ref: "./paths.yaml"\n');
       symlinkSync('api.yaml', file('link.yaml'));
+      // A link to a baseline not written yet: the report written through it would be the baseline (left empty).
+      symlinkSync('bl.json', file('rep.txt'));
       const cases: [string[], RegExp][] = [
+        [['lint', 'api.yaml', '--write-baseline', 'bl.json', '-o', 'rep.txt'], /^--output and --write-baseline name the same file \(bl\.json\) — give each its own$/],
+        [['lint', 'api.yaml', '--write-baseline', 'rep.txt', '-o', 'bl.json'], /^--output and --write-baseline name the same file \(rep\.txt\) — give each its own$/],
         [['lint', 'api.yaml', '-o', 'api.yaml'], /^--output api\.yaml is a file this run reads — writing there would replace it; name another file$/],
         [['lint', 'api.yaml', '-o', 'link.yaml'], /^--output link\.yaml is the file api\.yaml, which this run reads/],
         [['lint', 'api.yaml', '--write-baseline', 'api.yaml'], /^--write-baseline api\.yaml is a file this run reads/],
@@ -50,6 +54,7 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       }
       for (const [name, bytes] of before) assert.deepEqual(readFileSync(file(name)), bytes, name);
       assert.ok(!existsSync(file('b.json')));
+      assert.ok(!existsSync(file('bl.json')));
       assert.ok(lstatSync(file('link.yaml')).isSymbolicLink());
     });
   });

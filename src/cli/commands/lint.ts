@@ -3,7 +3,7 @@
  * at or above `--fail-on`), 1 (findings) or 2 (an unreadable or invalid document). The parser loads `yaml`
  * and `ajv` only when a document needs them, so importing this module stays cheap.
  */
-import { statSync } from 'node:fs';
+import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../../errors.js';
@@ -84,14 +84,35 @@ function refuseOverwrite(targets: readonly { readonly flag: string; readonly fil
   }
 }
 
-/** Whether two paths are one file: the same path, or (both existing) the same device and inode (a link, another spelling). */
+/**
+ * Whether two paths are one file: the same path, the same file once links are followed (also a link to a file not
+ * there yet: writing through it creates that file), or (both existing) the same device and inode.
+ */
 function sameFile(a: string, b: string): boolean {
-  if (a === b) return true;
+  if (a === b || linkTarget(a) === linkTarget(b)) return true;
   try {
     const [x, y] = [statSync(a), statSync(b)];
     return x.dev === y.dev && x.ino === y.ino;
   } catch {
     return false;
+  }
+}
+
+/** Where writing `file` lands: its links followed, even to a file that does not exist yet, in its real directory. */
+function linkTarget(file: string): string {
+  let current = file;
+  for (let hops = 0; hops < 40; hops += 1) {
+    try {
+      if (!lstatSync(current).isSymbolicLink()) break;
+      current = path.resolve(path.dirname(current), readlinkSync(current));
+    } catch {
+      break;
+    }
+  }
+  try {
+    return path.join(realpathSync(path.dirname(current)), path.basename(current));
+  } catch {
+    return current;
   }
 }
 
