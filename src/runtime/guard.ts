@@ -33,8 +33,8 @@ export interface GuardRequest {
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
   /** Parsed JSON body (undefined when none). */
   readonly body: unknown;
-  /** From the user's principal hook (security scheme → owner id). */
-  readonly principal?: string;
+  /** From the user's principal hook (security scheme → owner id): a string, a finite number or a bigint. */
+  readonly principal?: string | number | bigint;
   /** The delivery's request id (e.g. `X-Request-Id`), for logs only. */
   readonly requestId?: string;
 }
@@ -1288,7 +1288,8 @@ function principalOf(value: unknown): string | number | undefined {
   if (typeof value === 'number' && Number.isFinite(value)) return value;
   if (typeof value === 'bigint') return String(value);
   const kind = typeof value === 'object' ? (Object.getPrototypeOf(value) as { constructor?: { name?: string } } | null)?.constructor?.name ?? 'object' : typeof value;
-  throw new TypeError(`the principal hook returned ${kind === 'number' ? String(value) : `a ${kind}`}, not the owner's id: return it as a string (e.g. String(user.id))`);
+  const what = typeof value === 'number' ? String(value) : typeof value !== 'object' ? `a ${kind}` : kind === 'Object' || kind === 'object' ? 'a plain object' : `an object of class ${kind}`;
+  throw new TypeError(`the principal hook returned ${what}, not the owner's id: return it as a string (e.g. String(user.id))`);
 }
 
 function own<T>(record: Readonly<Record<string, T>>, name: string): T | undefined {

@@ -57,6 +57,28 @@ describe('cli generate', () => {
     assert.doesNotMatch(client.err, /without a key/);
   });
 
+  it('notes the ttl, lease and retry budget a contract leaves out, with the defaults the code gets (lint errors that do not stop generate)', async () => {
+    const spec = readFileSync(DEMO, 'utf8');
+    const bare = spec.replace('  ttl: P1D\n  lease: PT5S\n', '').replace('  retry:\n    deadline: PT30S\n    maxAttempts: 4\n', '  retry:\n');
+    assert.notEqual(bare, spec);
+    writeFileSync(path.join(tmp, 'bare.yaml'), bare);
+    const server = bufferIo();
+    assert.equal(await main(['generate', 'server', path.join(tmp, 'bare.yaml'), '--out', path.join(tmp, 'server')], server), 0, server.err);
+    assert.deepEqual(server.err.split('\n').filter((line) => line.startsWith('note: ')), [
+      'note: POST /v1/demo-requests (createDemoRequest) leaves out how long a replay is kept and how long a crashed request holds its key: generated with ttl P1D, lease PT30S; write them in its x-idempotency',
+      'note: POST /v1/accounts/{accountId}/payments (createPayment) leaves out how long a replay is kept and how long a crashed request holds its key: generated with ttl P1D; write them in its x-idempotency',
+    ]);
+    assert.match(readFileSync(path.join(tmp, 'server', 'contracts.ts'), 'utf8'), /"ttlMs": 86400000,\n\s+"leaseMs": 30000/);
+    const client = bufferIo();
+    assert.equal(await main(['generate', 'client', path.join(tmp, 'bare.yaml'), '--out', path.join(tmp, 'client')], client), 0, client.err);
+    assert.deepEqual(client.err.split('\n').filter((line) => line.startsWith('note: ')), [
+      "note: 2 operations leave out how long and how often the client retries: generated with retry.deadline PT30S, retry.maxAttempts 4; write them in their x-idempotency (or once in the document's defaults):",
+    ]);
+    const demo = bufferIo();
+    assert.equal(await main(['generate', 'client', DEMO, '--out', path.join(tmp, 'demo')], demo), 0, demo.err);
+    assert.equal(demo.err, '');
+  });
+
   it('says the local-effect note once for many contracts without an effect, listing their operations one per line', async () => {
     const op = (name: string) => `  /v1/${name}:
     post:
@@ -64,7 +86,7 @@ describe('cli generate', () => {
       parameters: [{ name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 64 } }]
       requestBody: { required: true, content: { application/json: { schema: { type: object } } } }
       responses: { '201': { description: created } }
-      x-idempotency: { key: { header: Idempotency-Key, required: true, maxLength: 64 }, scope: [global], fingerprint: { include: all }, ttl: P1D, lease: PT30S }
+      x-idempotency: { key: { header: Idempotency-Key, required: true, maxLength: 64 }, scope: [global], fingerprint: { include: all }, ttl: P1D, lease: PT30S, retry: { deadline: PT30S, maxAttempts: 4 } }
 `;
     const spec = `openapi: 3.0.3\ninfo: { title: many, version: '1' }\npaths:\n${['createA', 'createB', 'createC'].map(op).join('')}`;
     writeFileSync(path.join(tmp, 'many.yaml'), spec);

@@ -71,7 +71,7 @@ export const generateCommand: Command = {
     const specFile = path.resolve(io.cwd, String(args['spec']));
     const outArg = String(args['out']);
     const outDir = path.resolve(io.cwd, outArg);
-    const [{ loadDocument }, { compileContract }, { checkOutput, withImportExtension, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
+    const [{ loadDocument }, { compileContract, CONTRACT_DEFAULTS }, { checkOutput, withImportExtension, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
       import('../../parser/load.js'),
       import('../../parser/compile.js'),
       import('../../generate/output.js'),
@@ -127,6 +127,7 @@ export const generateCommand: Command = {
     }
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     if (target === 'server') for (const note of optionalKeyNotes(doc, compileContract)) io.stderr(`note: ${note}\n`);
+    for (const note of defaultedNotes(doc, target, CONTRACT_DEFAULTS)) io.stderr(`note: ${note}\n`);
     // What the guards were made with anyway, so that accepting a risk is never silent.
     for (const { finding, why } of acceptedRisks) {
       io.stderr(`note: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId}); generated anyway: ${why}\n`);
@@ -233,6 +234,46 @@ function localEffectNotes(doc: ApiDocument, target: string, compile: (op: Operat
       : `${labels.length} operations do not say whether their effect leaves the service (effect.external), so they are generated as local effects: ` +
         `${consequence}; where a handler calls another service, ${fix} on its operation (or once in the document's x-idempotency defaults):\n` +
         labels.map((label) => `  ${label}`).join('\n'),
+  );
+}
+
+/** The defaults {@link defaultedNotes} names. */
+type Defaults = { readonly ttlMs: number; readonly leaseMs: number; readonly retry: { readonly deadlineMs: number; readonly maxAttempts: number } };
+
+/** `ms` as an ISO 8601 duration, as a contract writes it: `P1D`, `PT30S`, `PT0.5S`. */
+function isoDuration(ms: number): string {
+  return ms % 86_400_000 === 0 ? `P${ms / 86_400_000}D` : `PT${ms / 1000}S`;
+}
+
+/**
+ * A note on the contracts that leave out what the generated code runs by — the guard's `ttl` and `lease`, the
+ * client's `retry.deadline` and `retry.maxAttempts` (lint's ttl-missing, lease-missing, retry-budget-missing):
+ * the defaults they get, said where the code is made, so that a retention or lease nobody chose is never silent.
+ */
+function defaultedNotes(doc: ApiDocument, target: string, defaults: Defaults): string[] {
+  const byDefaults = new Map<string, string[]>();
+  for (const op of doc.operations) {
+    const contract = op.contract;
+    if (contract?.enabled !== true) continue;
+    const left: string[] = [];
+    if (target === 'server') {
+      if (contract.ttl === undefined) left.push(`ttl ${isoDuration(defaults.ttlMs)}`);
+      if (contract.lease === undefined) left.push(`lease ${isoDuration(defaults.leaseMs)}`);
+    } else {
+      if (contract.retry?.deadline === undefined) left.push(`retry.deadline ${isoDuration(defaults.retry.deadlineMs)}`);
+      if (contract.retry?.maxAttempts === undefined) left.push(`retry.maxAttempts ${defaults.retry.maxAttempts}`);
+    }
+    if (left.length === 0) continue;
+    const key = left.join(', ');
+    const labels = byDefaults.get(key);
+    if (labels === undefined) byDefaults.set(key, [op.label]);
+    else labels.push(op.label);
+  }
+  const why = target === 'server' ? 'how long a replay is kept and how long a crashed request holds its key' : 'how long and how often the client retries';
+  return [...byDefaults].map(([used, labels]) =>
+    labels.length === 1
+      ? `${labels[0]!} leaves out ${why}: generated with ${used}; write them in its x-idempotency`
+      : `${labels.length} operations leave out ${why}: generated with ${used}; write them in their x-idempotency (or once in the document's defaults):\n${labels.map((label) => `  ${label}`).join('\n')}`,
   );
 }
 

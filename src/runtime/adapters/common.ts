@@ -17,14 +17,18 @@ import { parseJsonExact } from '../fingerprint.js';
  */
 export interface RouteGuardOptionsFor<Req> extends GuardOptions {
   /**
-   * The authenticated owner of the request (user, account, API client id) for `principal` key scopes.
-   * Return `undefined` when the request has none: a principal-scoped operation then answers 400.
+   * The authenticated owner of the request (user, account, API client id) for `principal` key scopes: a string, a
+   * finite number (`42` and `"42"` are two owners: return one type every time) or a bigint (its decimal text).
+   * Return `undefined` or `null` when the request has none: a principal-scoped operation then answers 400.
    * Runs after your authentication middleware, so read what it attached.
    */
-  readonly principal?: (request: Req) => string | undefined | Promise<string | undefined>;
+  readonly principal?: (request: Req) => Principal | Promise<Principal>;
   /** The delivery's request id, for logs only (default: the `X-Request-Id` header). */
   readonly requestId?: (request: Req) => string | undefined;
 }
+
+/** What a principal hook answers: the owner's id, or none. */
+export type Principal = string | number | bigint | null | undefined;
 
 /** Header map for the guard: lower-case names; a header sent several times stays an array. */
 export type GuardHeaders = Record<string, string | readonly string[] | undefined>;

@@ -24,6 +24,7 @@ import {
   searchOf,
   singleHeader,
   withUploadedFiles,
+  type Principal,
   type RouteGuardOptionsFor,
 } from './common.js';
 
@@ -89,7 +90,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     return isThenable(principal) ? Promise.resolve(principal).then((resolved) => withPrincipal(req, headers, resolved)) : withPrincipal(req, headers, principal);
   }
 
-  function withPrincipal(req: Request, headers: GuardRequest['headers'], principal: string | undefined): GuardRequest | Promise<GuardRequest> {
+  function withPrincipal(req: Request, headers: GuardRequest['headers'], principal: Principal): GuardRequest | Promise<GuardRequest> {
     const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
     const body = fingerprintBody(req);
     const request: Mutable<GuardRequest> = {
@@ -99,7 +100,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       headers,
       body: undefined,
     };
-    if (principal !== undefined) request.principal = principal;
+    if (principal !== undefined && principal !== null) request.principal = principal;
     if (requestId !== undefined) request.requestId = requestId;
     if (!(body instanceof Promise)) {
       request.body = body;

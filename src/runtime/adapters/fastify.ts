@@ -120,7 +120,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       query: withQuery ? queryFromSearch(searchOf(request.url)) : {},
       headers,
       body: bodyForFingerprint(request.body, request.headers['content-type']),
-      ...(principal !== undefined ? { principal } : {}),
+      ...(principal !== undefined && principal !== null ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };
   }

@@ -122,7 +122,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       query: queryFromSearch(url.search),
       headers,
       body: await readBody(request, contract.operationId),
-      ...(principal !== undefined ? { principal } : {}),
+      ...(principal !== undefined && principal !== null ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };
   }

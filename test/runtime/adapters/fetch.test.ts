@@ -124,6 +124,20 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 3);
   });
 
+  it('a principal hook may answer a number, a bigint or null, as its type says: 42 and "42" are two owners, null is none', async () => {
+    let calls = 0;
+    const run = async () => Response.json({ id: (calls += 1) }, { status: 201 });
+    const store = new MemoryStore();
+    const owners: Record<string, () => string | number | bigint | null> = { number: () => 42, text: () => '42', big: () => 42n, none: () => null };
+    for (const [name, principal] of Object.entries(owners)) {
+      const guarded = createRouteGuard(contract, { store, principal }).wrap(run);
+      const answer = await guarded(request('http://x/things/t1', 'same-key', { n: 1 }));
+      assert.equal(answer.status, name === 'none' ? 400 : 201, name);
+      if (name === 'big') assert.equal(answer.headers.get('idempotent-replayed'), 'true', 'a bigint is its decimal text: the owner "42"');
+    }
+    assert.equal(calls, 2);
+  });
+
   it('matches path templates at the end of the URL path, decoding parameters', () => {
     const match = pathMatcher('/things/{tenant}/items/{id}');
     assert.deepEqual(match('/things/t%201/items/42'), { tenant: 't 1', id: '42' });
