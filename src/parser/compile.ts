@@ -2,7 +2,7 @@
  * `compileContract`: turns an operation's normalised contract into the runtime's {@link CompiledContract},
  * filling every default the design names. Generators call it; it never throws on user input.
  */
-import type { CompiledBackoff, CompiledContract, ProviderKey } from '../runtime/contract.js';
+import type { CompiledBackoff, CompiledContract, ProviderKey, ScopePart } from '../runtime/contract.js';
 import { isPlainObject } from './merge.js';
 import type { ApiDocument, Duration, Location, OperationView, StateName } from './model.js';
 
@@ -62,7 +62,7 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
       maxLength,
       ...(contract.key.pattern !== undefined ? { pattern: contract.key.pattern } : {}),
     },
-    scope: contract.scope ?? [],
+    scope: scopeParts(op, contract.scope ?? []),
     fingerprint: {
       include: contract.fingerprint?.include ?? 'all',
       ...fingerprintExclusions(contract.fingerprint?.exclude ?? [], queryFingerprint(op, doc)),
@@ -120,6 +120,21 @@ function fingerprintExclusions(
 
 /** How `fingerprint.exclude` names a query parameter. */
 export const QUERY_EXCLUSION = 'query:';
+
+/**
+ * The scope parts, each header or query part whose parameter the operation declares optional (`required` not true,
+ * as OpenAPI defaults it) marked so: the guard scopes a request without it by its absence. A part of no declared
+ * parameter (lint's scope-unresolvable) or a required one stays as it is: a request without it is answered 400.
+ */
+function scopeParts(op: OperationView, scope: readonly ScopePart[]): ScopePart[] {
+  const parameters = op.parameters;
+  if (parameters === undefined) return [...scope];
+  return scope.map((part) => {
+    if (part.kind !== 'header' && part.kind !== 'query') return part;
+    const declared = parameters.find((p) => p.in === part.kind && (part.kind === 'header' ? p.name.toLowerCase() === part.name.toLowerCase() : p.name === part.name));
+    return declared !== undefined && declared.node['required'] !== true ? { ...part, optional: true as const } : part;
+  });
+}
 
 /**
  * The query part of a fingerprint: the names of the query parameters that apply to the operation (path-level ones

@@ -10,7 +10,15 @@
 export type ScopePart =
   | { readonly kind: 'principal' }
   | { readonly kind: 'global' }
-  | { readonly kind: 'header' | 'path' | 'query'; readonly name: string };
+  | {
+      readonly kind: 'header' | 'path' | 'query';
+      readonly name: string;
+      /**
+       * The operation declares the parameter optional (`required` not true): a request without it is scoped by its
+       * absence (xendit's `for-user-id`: none is the account itself) instead of answered 400.
+       */
+      readonly optional?: true;
+    };
 
 /** Where a request carries its idempotency key. */
 export type KeyLocation = 'header' | 'query' | 'body';

@@ -666,6 +666,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push(['principal', principal]);
       } else {
         const source = part.kind === 'header' ? own(req.headers, part.name.toLowerCase()) : part.kind === 'path' ? own(req.pathParams, part.name) : own(req.query, part.name);
+        if ((source === undefined || source === '') && part.optional === true) {
+          // A parameter the operation declares optional: its absence is a scope of its own (none of any value's).
+          scopeValues.push([part.kind, part.name]);
+          continue;
+        }
         if (source === undefined || source === '') {
           // An absent part must not become one shared key space (every caller without it would see the others' replays).
           if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);

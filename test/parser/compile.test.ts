@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { compileContract } from '../../src/parser/compile.js';
 import { loadDocument } from '../../src/parser/load.js';
@@ -67,6 +70,47 @@ describe('compileContract', () => {
       },
       unknownOutcome: 'surface',
     });
+  });
+
+  it('marks a header or query scope part optional where the operation declares its parameter optional ($ref followed, header case-blind)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-compile-'));
+    try {
+      const file = path.join(dir, 'api.yaml');
+      writeFileSync(
+        file,
+        [
+          'openapi: 3.0.3',
+          'info: {title: t, version: "1"}',
+          'components:',
+          '  parameters:',
+          '    ForUser: {name: for-user-id, in: header, schema: {type: string}}',
+          'paths:',
+          '  /payouts/{id}:',
+          '    parameters: [{name: id, in: path, required: true, schema: {type: string}}]',
+          '    post:',
+          '      operationId: createPayout',
+          '      security: [{key: []}]',
+          '      parameters:',
+          '        - $ref: "#/components/parameters/ForUser"',
+          '        - {name: X-Region, in: header, required: true, schema: {type: string}}',
+          '        - {name: channel, in: query, required: false, schema: {type: string}}',
+          '      responses: {"201": {description: created}}',
+          '      x-idempotency: {key: {header: Idempotency-Key}, scope: [principal, "header:For-User-Id", "header:X-Region", "query:channel", "path:id", "header:X-Undeclared"]}',
+          '',
+        ].join('\n'),
+      );
+      const doc = await loadDocument(file);
+      assert.deepEqual(compileContract(operation(doc, 'createPayout')).scope, [
+        { kind: 'principal' },
+        { kind: 'header', name: 'For-User-Id', optional: true },
+        { kind: 'header', name: 'X-Region' },
+        { kind: 'query', name: 'channel', optional: true },
+        { kind: 'path', name: 'id' },
+        { kind: 'header', name: 'X-Undeclared' },
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('deep-merges an override, forwards the provider key for external effects and reads path-level query parameters', async () => {

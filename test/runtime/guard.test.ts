@@ -185,6 +185,22 @@ describe('runtime/guard: key and scope', () => {
     }
   });
 
+  it('scopes a request without an optional header or query part by its absence: guarded, replayed, apart from every value', async () => {
+    for (const [kind, without, withValue] of [
+      ['header', { headers: { 'idempotency-key': KEY } }, { headers: { 'idempotency-key': KEY, 'for-user-id': 'sub-1' } }],
+      ['query', { query: {} }, { query: { for_user_id: 'sub-1' } }],
+    ] as const) {
+      const s = setup({}, demoContract({ scope: [{ kind: 'principal' }, { kind, name: kind === 'header' ? 'For-User-Id' : 'for_user_id', optional: true }] }));
+      const first = await s.guard.handle(demoRequest(KEY, undefined, without), s.handler);
+      assert.equal(first.status, 201, kind);
+      assert.equal((await s.guard.handle(demoRequest(KEY, undefined, without), s.handler)).headers['idempotent-replayed'], 'true');
+      const empty = kind === 'header' ? { headers: { 'idempotency-key': KEY, 'for-user-id': '' } } : { query: { for_user_id: '' } };
+      assert.equal((await s.guard.handle(demoRequest(KEY, undefined, empty), s.handler)).headers['idempotent-replayed'], 'true', 'empty is absent');
+      assert.equal((await s.guard.handle(demoRequest(KEY, undefined, withValue), s.handler)).headers['idempotent-replayed'], 'false', 'a value is another scope');
+      assert.equal(s.runs(), 2);
+    }
+  });
+
   it('keeps the keys of different principals and tenants apart', async () => {
     const s = setup();
     const body = { topic: 'pricing', contact: { email: 'a@example.com' } };
