@@ -55,7 +55,14 @@ export default defineRule({
         return;
       }
       if (declared.required !== undefined && declared.required !== required && declared.requiredAt) {
-        const fix = key.in === 'query' ? `set \`required: ${required}\` on the parameter` : required ? 'list the field under `required`' : 'take the field out of `required`';
+        const fix =
+          key.in === 'query'
+            ? `set \`required: ${required}\` on the parameter`
+            : declared.optionalOuter !== undefined
+              ? `it is inside \`${declared.optionalOuter}\`, which a request may leave out: list \`${declared.optionalOuter}\` under \`required\` too`
+              : required
+                ? 'list the field under `required`'
+                : 'take the field out of `required`';
         ctx.report('fieldRequiredMismatch', declared.requiredAt, { label: declared.label, declared: declared.required ? 'required' : 'optional', contract: String(required), fix });
       }
       return;

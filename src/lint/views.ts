@@ -970,6 +970,8 @@ export interface KeyDeclaration {
   readonly requiredAt: Location | undefined;
   /** The key's schema, when declared with one. */
   readonly schema: Located<Record<string, unknown>> | undefined;
+  /** For a body field inside an optional object (`/options/idempotencyKey`): that object's member name (`options`). */
+  readonly optionalOuter?: string;
   /** The name as declared (a header parameter's letter case), or the contract's pointer for a body field. */
   readonly name: string;
   /** The declaration for messages: "the header parameter `Idempotency-Key`", "the body field `/ClientToken`". */
@@ -1031,6 +1033,16 @@ function declareKey(doc: ApiDocument, op: OperationView, key: KeyPlace): KeyDecl
   const field = resolveSchemaPointer(doc, body.value, body.at, key.name);
   if (!field.ok) return none;
   const schema = field.schema && isObject(field.schema.value) ? (field.schema as Located<Record<string, unknown>>) : undefined;
+  // A field inside an optional object (`/options/idempotencyKey`, `options` not required) can be left out with it.
+  for (let depth = 0; depth < tokens.length - 1; depth += 1) {
+    const outerPointer = tokens.slice(0, depth).map(escapePointerToken).map((token) => `/${token}`).join('');
+    const outer = outerPointer === '' ? { ok: true as const, schema: body as Located<unknown> } : resolveSchemaPointer(doc, body.value, body.at, outerPointer);
+    const object = outer.ok && outer.schema ? deref(doc, outer.schema.value, outer.schema.at) : undefined;
+    if (!object || !isObject(object.value) || !isObject(object.value['properties']) || !Object.hasOwn(object.value['properties'], tokens[depth]!)) continue;
+    if (requiredProperties(doc, object.value, object.at).some((property) => property.name === tokens[depth])) continue;
+    const list = object.value['required'];
+    return { found: true, required: false, requiredAt: Array.isArray(list) ? lazyChild(object.at, 'required') : object.at, schema, name, label, optionalOuter: tokens[depth]! };
+  }
   // `required` lives on the object that holds the field: read it when that object is one plain schema.
   const parentPointer = tokens.slice(0, -1).map(escapePointerToken).map((token) => `/${token}`).join('');
   const parent = parentPointer === '' ? { ok: true as const, schema: body as Located<unknown> } : resolveSchemaPointer(doc, body.value, body.at, parentPointer);

@@ -38,11 +38,19 @@ ruleTester.run(keyHeaderUndeclared, {
       document: queryKeyed({ schema: { type: 'string' } }, { query: 'requestId', required: false }),
     },
     { name: 'a body key declared as a required field of the body schema', document: bodyKeyed(TOKEN) },
+    {
+      name: 'a required nested body key inside a required object',
+      document: bodyKeyed(undefined, true, { body: '/options/idempotencyKey' }, (t) => {
+        input(t).properties.options = { type: 'object', required: ['idempotencyKey'], properties: { idempotencyKey: TOKEN } };
+        input(t).required.push('options');
+      }),
+    },
     { name: 'an optional body key the schema does not list under required', document: bodyKeyed(TOKEN, false, { body: '/ClientToken', required: false }) },
     {
       name: 'a body key in a nested object that lists it under its own required',
       document: bodyKeyed(undefined, true, { body: '/meta/ClientToken' }, (t) => {
         input(t).properties.meta = { type: 'object', required: ['ClientToken'], properties: { ClientToken: TOKEN } };
+        input(t).required.push('meta');
       }),
     },
     {
@@ -51,6 +59,7 @@ ruleTester.run(keyHeaderUndeclared, {
         t.components.schemas.Meta = { type: 'object', required: ['ClientToken'], properties: { ClientToken: { $ref: '#/components/schemas/Token' } } };
         t.components.schemas.Token = TOKEN;
         input(t).properties.meta = { $ref: '#/components/schemas/Meta' };
+        input(t).required.push('meta');
       }),
     },
     ...['application/x-amz-json-1.1', 'text/json', '*/*', 'application/*', 'text/plain'].map((media) => ({
@@ -138,8 +147,16 @@ ruleTester.run(keyHeaderUndeclared, {
       document: bodyKeyed(undefined, true, { body: '/meta/ClientToken' }, (t) => {
         t.components.schemas.Meta = { type: 'object', properties: { ClientToken: TOKEN } };
         input(t).properties.meta = { $ref: '#/components/schemas/Meta' };
+        input(t).required.push('meta');
       }),
       errors: [{ messageId: 'fieldRequiredMismatch', pointer: '/components/schemas/Meta' }],
+    },
+    {
+      name: 'a required nested body key inside an object the body may leave out (Trigger.dev\'s /options/idempotencyKey): the finding is at the outer required list',
+      document: bodyKeyed(undefined, true, { body: '/options/idempotencyKey' }, (t) => {
+        input(t).properties.options = { type: 'object', required: ['idempotencyKey'], properties: { idempotencyKey: TOKEN } };
+      }),
+      errors: [{ messageId: 'fieldRequiredMismatch', pointer: '/components/schemas/PayoutInput/required', message: /the body field `\/options\/idempotencyKey` is optional .*it is inside `options`, which a request may leave out: list `options` under `required` too/ }],
     },
     {
       name: 'a header-key contract whose body also offers ClientToken still reports bodyKey',
