@@ -52,7 +52,9 @@ export default defineRule({
       ctx.report('patternRejectsSdkKeys', contract.at('key', 'pattern'), { header: key.name });
     }
     if (own !== undefined) {
-      if (own < minimum) {
+      // With a pattern, the pattern decides which keys the guard takes (a UUID pattern caps them at 36): the SDK
+      // keys it refuses are patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue.
+      if (own < minimum && (uuidKey || key.pattern === undefined)) {
         ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
       }
       else if (declared !== undefined && declared !== own) {

@@ -478,6 +478,7 @@ ruleTester.run(keyUnbounded, {
   valid: [
     { name: 'maxLength in the contract', document: payouts() },
     { name: 'a pattern in the contract', document: payouts((_t, c) => ((c.key.pattern = '^[a-z0-9-]{1,64}$'), delete c.key.maxLength)) },
+
     {
       name: "a UUID-only pattern on OASIS Repeatability-Request-ID (its clients send UUIDs)",
       document: payouts((t, c) => {
@@ -538,6 +539,15 @@ paths:
       x-idempotency: { key: { required: true } }
 `,
       errors: [{ messageId: 'unbounded', pointer: '/paths/~1payments/post/x-idempotency/key' }],
+    },
+    {
+      // The pattern decides what the guard takes (36 characters at most): "accepts up to 64 anyway" would be untrue.
+      name: 'a maxLength below 64 beside a UUID pattern: only that the pattern refuses SDK keys',
+      document: payouts((t, c) => {
+        Object.assign(c.key, { maxLength: 36, pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' });
+        t.components.parameters.IdempotencyKey.schema.maxLength = 36;
+      }),
+      errors: [{ messageId: 'patternRejectsSdkKeys', pointer: `${CONTRACT}/key/pattern` }],
     },
     {
       name: 'a contract maxLength below 64 rejects SDK keys',
