@@ -48,13 +48,14 @@ export default defineRule({
     const tooShort = uuidKey ? 'tooShortForUuid' : 'tooShort';
     // A UUID key's clients send UUIDs; any other key header may come from an SDK that makes its own (a key in the
     // query or body is the API's own convention, which generic SDKs do not fill).
-    if (!uuidKey && key.in === 'header' && key.pattern !== undefined && !SDK_KEYS.some((sample) => matchesWhole(key.pattern!, sample))) {
+    const takesSdkKeys = key.pattern === undefined || SDK_KEYS.some((sample) => matchesWhole(key.pattern!, sample));
+    if (!uuidKey && key.in === 'header' && !takesSdkKeys) {
       ctx.report('patternRejectsSdkKeys', contract.at('key', 'pattern'), { header: key.name });
     }
     if (own !== undefined) {
-      // With a pattern, the pattern decides which keys the guard takes (a UUID pattern caps them at 36): the SDK
-      // keys it refuses are patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue.
-      if (own < minimum && (uuidKey || key.pattern === undefined)) {
+      // A pattern that refuses SDK keys (a UUID pattern caps keys at 36) decides what the guard takes: that is
+      // patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue.
+      if (own < minimum && (uuidKey || takesSdkKeys)) {
         ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
       }
       else if (declared !== undefined && declared !== own) {

@@ -550,6 +550,11 @@ paths:
       errors: [{ messageId: 'patternRejectsSdkKeys', pointer: `${CONTRACT}/key/pattern` }],
     },
     {
+      name: 'a maxLength below 64 beside a pattern that takes SDK keys: the guard takes 64 anyway',
+      document: payouts((_t, c) => Object.assign(c.key, { maxLength: 20, pattern: '^[A-Za-z0-9-]+$' })),
+      errors: [{ messageId: 'tooShort', pointer: `${CONTRACT}/key/maxLength`, message: /accepts up to 64 anyway/ }],
+    },
+    {
       name: 'a contract maxLength below 64 rejects SDK keys',
       document: payouts((_t, c) => (c.key.maxLength = 20)),
       errors: [{ messageId: 'tooShort', pointer: `${CONTRACT}/key/maxLength`, message: /the contract's `maxLength: 20` is shorter than the keys SDKs generate .*the generated guard accepts up to 64 anyway/ }],
