@@ -14,6 +14,8 @@ export default defineRule({
     messages: {
       undeclared:
         'scope part `{part}` names a {where} parameter that {operation} does not declare{hint}: declare it (in the operation or its path item) or fix the name',
+      credentialHeader:
+        'scope part `{part}` scopes by the credentials themselves, which {operation} takes through its security scheme (OpenAPI 3 ignores an `Authorization` header parameter): scope by `principal`, the caller your authentication resolves them to — a rotated token would otherwise start a new key space',
       principalUnsecured:
         'scope part `principal`, but {reason}, so there is no principal to scope by: declare the security requirement, or scope by a declared parameter instead',
       principalAnonymous:
@@ -50,6 +52,10 @@ export default defineRule({
       if (part.kind === 'global') continue;
       // A header or query API key of a security scheme that applies is declared by the scheme.
       if (findParameter(doc, op, part.kind, part.name) || securityParameter(doc, op, part.kind, part.name)) continue;
+      if (part.kind === 'header' && part.name.toLowerCase() === 'authorization' && effectiveSecurity(doc, op).secured) {
+        ctx.report('credentialHeader', partAt(contract, part, i), { part: formatScopePart(part), operation: partPhrase(contract, op, part, i) });
+        continue;
+      }
       const declared = effectiveParameters(doc, op).filter((p) => p.in === part.kind).map((p) => p.name);
       const near = closest(part.name, declared);
       ctx.report('undeclared', partAt(contract, part, i), { part: formatScopePart(part), where: part.kind, operation: partPhrase(contract, op, part, i), hint: near ? ` (did you mean \`${part.kind}:${near}\`?)` : '' });

@@ -135,6 +135,11 @@ paths:
       errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/scope/1`, message: /`header:X-Tenant-Id`.*header parameter/ }],
     },
     {
+      name: 'the Authorization header of a bearer-secured operation: scope by principal, not the token',
+      document: payouts((_t, c) => (c.scope = ['header:Authorization'])),
+      errors: [{ messageId: 'credentialHeader', pointer: `${CONTRACT}/scope/0`, message: /`header:Authorization` scopes by the credentials themselves.*scope by `principal`/ }],
+    },
+    {
       name: 'a header of an API key scheme the operation does not use',
       document: payouts((t, c) => {
         t.components.securitySchemes.tenantKey = { type: 'apiKey', in: 'header', name: 'X-Tenant-Id' };
