@@ -59,7 +59,7 @@ export default defineRule({
           key.in === 'query'
             ? `set \`required: ${required}\` on the parameter`
             : declared.optionalOuter !== undefined
-              ? `it is inside \`${declared.optionalOuter}\`, which a request may leave out: list \`${declared.optionalOuter}\` under \`required\` too`
+              ? `it is inside \`${declared.optionalOuter}\`, which a request may leave out: list \`${declared.optionalOuter}\` under \`required\`, and the field under its own object's \`required\` where it is not`
               : required
                 ? 'list the field under `required`'
                 : 'take the field out of `required`';

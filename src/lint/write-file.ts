@@ -63,7 +63,7 @@ export function writeFileAtomic(file: string, text: string): void {
     writeInto(file, text);
     return;
   }
-  const target = stats === undefined ? danglingTarget(file) : realpathSync(file);
+  const target = landingPath(file);
   const mode = stats === undefined ? undefined : stats.mode & 0o7777;
   if (mode !== undefined && (mode & 0o200) === 0) {
     throw Object.assign(new Error(`${file} is read-only`), { code: 'EREADONLY' });
@@ -81,6 +81,14 @@ export function writeFileAtomic(file: string, text: string): void {
     rmSync(temp, { force: true });
     throw error;
   }
+}
+
+/**
+ * Where writing `file` lands: the file its links name, also when that file is not there yet (a link to a baseline
+ * a first run writes). Throws ELOOP for a link loop.
+ */
+export function landingPath(file: string): string {
+  return statIfExists(file) === undefined ? danglingTarget(file) : realpathSync(file);
 }
 
 /** `stat` (links followed), or `undefined` when nothing is there. */

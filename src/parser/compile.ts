@@ -123,12 +123,14 @@ export const QUERY_EXCLUSION = 'query:';
 
 /**
  * The scope parts, each header or query part whose parameter the operation declares optional (`required` not true,
- * as OpenAPI defaults it) marked so: the guard scopes a request without it by its absence. A part of no declared
- * parameter (lint's scope-unresolvable) or a required one stays as it is: a request without it is answered 400.
+ * as OpenAPI defaults it) marked so when the scope also holds `principal`: the guard scopes a request without it by
+ * its absence, within its caller's keys. A part of no declared parameter (lint's scope-unresolvable), a required one,
+ * or any part of a scope without `principal` stays as it is: a request without it is answered 400 — there its
+ * absence would be one key space for every caller without it (an API key header that bearer callers leave out).
  */
 function scopeParts(op: OperationView, scope: readonly ScopePart[]): ScopePart[] {
   const parameters = op.parameters;
-  if (parameters === undefined) return [...scope];
+  if (parameters === undefined || !scope.some((part) => part.kind === 'principal')) return [...scope];
   return scope.map((part) => {
     if (part.kind !== 'header' && part.kind !== 'query') return part;
     const declared = parameters.find((p) => p.in === part.kind && (part.kind === 'header' ? p.name.toLowerCase() === part.name.toLowerCase() : p.name === part.name));

@@ -218,7 +218,8 @@ function writeDeep(root: unknown, strict: boolean): string {
     // Down: open `next` when it is an array or an object, else write it.
     let text: string | undefined;
     let prefix = '';
-    for (;;) {
+    for (let hops = 0; ; hops += 1) {
+      if (hops > MAX_DEPTH) throw new CanonicalJsonError('toJSON answers with values that have toJSON without end');
       if (typeof next !== 'object' || next === null) {
         text = write(next, 0, strict);
         break;
@@ -237,8 +238,12 @@ function writeDeep(root: unknown, strict: boolean): string {
           }
           const toJSON = (next as { toJSON?: unknown }).toJSON;
           if (typeof toJSON === 'function') {
-            next = toJSON.call(next);
-            continue;
+            const json: unknown = toJSON.call(next);
+            // A toJSON that answers with its own object: that object, as written (write() ends there too, at its depth).
+            if (json !== next) {
+              next = json;
+              continue;
+            }
           }
         }
       }

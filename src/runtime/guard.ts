@@ -414,6 +414,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const operation = contract.operationId;
   const recordIdOf = recordIdFor(operation);
   const fingerprintOf = fingerprintFor(operation, contract.fingerprint);
+  const scopedByPrincipal = contract.scope.some((part) => part.kind === 'principal');
   const fingerprintQuery = contract.fingerprint.query;
   const fingerprintAllQuery = contract.fingerprint.queryAll === true;
   const queryLeftOut = new Set(contract.fingerprint.queryExclude ?? []);
@@ -666,8 +667,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push(['principal', principal]);
       } else {
         const source = part.kind === 'header' ? own(req.headers, part.name.toLowerCase()) : part.kind === 'path' ? own(req.pathParams, part.name) : own(req.query, part.name);
-        if ((source === undefined || source === '') && part.optional === true) {
-          // A parameter the operation declares optional: its absence is a scope of its own (none of any value's).
+        if ((source === undefined || source === '') && part.optional === true && scopedByPrincipal) {
+          // A parameter the operation declares optional, beside the caller: its absence is a scope of its own (none
+          // of any value's) within the caller's keys.
           scopeValues.push([part.kind, part.name]);
           continue;
         }

@@ -65,14 +65,14 @@ describe('cli generate', () => {
     const server = bufferIo();
     assert.equal(await main(['generate', 'server', path.join(tmp, 'bare.yaml'), '--out', path.join(tmp, 'server')], server), 0, server.err);
     assert.deepEqual(server.err.split('\n').filter((line) => line.startsWith('note: ')), [
-      'note: POST /v1/demo-requests (createDemoRequest) leaves out how long a replay is kept and how long a crashed request holds its key: generated with ttl P1D, lease PT30S; write them in its x-idempotency',
-      'note: POST /v1/accounts/{accountId}/payments (createPayment) leaves out how long a replay is kept and how long a crashed request holds its key: generated with ttl P1D; write them in its x-idempotency',
+      'note: POST /v1/demo-requests (createDemoRequest) leaves out how long a replay is kept and how long a crashed request holds its key: generated with ttl P1D, lease PT30S; write it in its x-idempotency',
+      'note: POST /v1/accounts/{accountId}/payments (createPayment) leaves out how long a replay is kept: generated with ttl P1D; write it in its x-idempotency',
     ]);
     assert.match(readFileSync(path.join(tmp, 'server', 'contracts.ts'), 'utf8'), /"ttlMs": 86400000,\n\s+"leaseMs": 30000/);
     const client = bufferIo();
     assert.equal(await main(['generate', 'client', path.join(tmp, 'bare.yaml'), '--out', path.join(tmp, 'client')], client), 0, client.err);
     assert.deepEqual(client.err.split('\n').filter((line) => line.startsWith('note: ')), [
-      "note: 2 operations leave out how long and how often the client retries: generated with retry.deadline PT30S, retry.maxAttempts 4; write them in their x-idempotency (or once in the document's defaults):",
+      "note: 2 operations leave out how long the client retries and how often it tries: generated with retry.deadline PT30S, retry.maxAttempts 4; write it in their x-idempotency (or once in the document's defaults):",
     ]);
     const demo = bufferIo();
     assert.equal(await main(['generate', 'client', DEMO, '--out', path.join(tmp, 'demo')], demo), 0, demo.err);

@@ -72,7 +72,7 @@ describe('compileContract', () => {
     });
   });
 
-  it('marks a header or query scope part optional where the operation declares its parameter optional ($ref followed, header case-blind)', async () => {
+  it('marks a header or query scope part optional where the operation declares its parameter optional and the scope holds principal ($ref followed, header case-blind)', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-compile-'));
     try {
       const file = path.join(dir, 'api.yaml');
@@ -96,6 +96,12 @@ describe('compileContract', () => {
           '        - {name: channel, in: query, required: false, schema: {type: string}}',
           '      responses: {"201": {description: created}}',
           '      x-idempotency: {key: {header: Idempotency-Key}, scope: [principal, "header:For-User-Id", "header:X-Region", "query:channel", "path:id", "header:X-Undeclared"]}',
+          '  /transfers:',
+          '    post:',
+          '      operationId: createTransfer',
+          '      parameters: [{$ref: "#/components/parameters/ForUser"}]',
+          '      responses: {"201": {description: created}}',
+          '      x-idempotency: {key: {header: Idempotency-Key}, scope: ["header:for-user-id"]}',
           '',
         ].join('\n'),
       );
@@ -108,6 +114,8 @@ describe('compileContract', () => {
         { kind: 'path', name: 'id' },
         { kind: 'header', name: 'X-Undeclared' },
       ]);
+      // Without principal, the absence would be one key space for every caller without it: a request lacking it stays 400.
+      assert.deepEqual(compileContract(operation(doc, 'createTransfer')).scope, [{ kind: 'header', name: 'for-user-id' }]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -156,7 +156,7 @@ ruleTester.run(keyHeaderUndeclared, {
       document: bodyKeyed(undefined, true, { body: '/options/idempotencyKey' }, (t) => {
         input(t).properties.options = { type: 'object', required: ['idempotencyKey'], properties: { idempotencyKey: TOKEN } };
       }),
-      errors: [{ messageId: 'fieldRequiredMismatch', pointer: '/components/schemas/PayoutInput/required', message: /the body field `\/options\/idempotencyKey` is optional .*it is inside `options`, which a request may leave out: list `options` under `required` too/ }],
+      errors: [{ messageId: 'fieldRequiredMismatch', pointer: '/components/schemas/PayoutInput/required', message: /the body field `\/options\/idempotencyKey` is optional .*it is inside `options`, which a request may leave out: list `options` under `required`, and the field under its own object's `required` where it is not/ }],
     },
     {
       name: 'a header-key contract whose body also offers ClientToken still reports bodyKey',

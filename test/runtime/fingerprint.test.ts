@@ -160,6 +160,26 @@ describe('runtime/fingerprint: computeFingerprint', () => {
     const cycle: unknown[] = [];
     cycle.push(new Set([nest(1_100, cycle)]));
     assert.throws(() => fp(cycle), /value contains itself/);
+    // A body parser's class whose toJSON answers with itself is written as its members, not followed without end.
+    class Self {
+      constructor(readonly a: number) {}
+      toJSON(): this {
+        return this;
+      }
+    }
+    assert.equal(fp({ x: new Self(1) }), fp({ x: new Self(1) }));
+    assert.notEqual(fp({ x: new Self(1) }), fp({ x: new Self(2) }));
+    class Ping {
+      toJSON(): unknown {
+        return new Pong();
+      }
+    }
+    class Pong {
+      toJSON(): unknown {
+        return new Ping();
+      }
+    }
+    assert.throws(() => fp(new Ping()), /toJSON answers with values that have toJSON without end/);
   });
   it('never collapses bodies the pointers cannot select from: text, bytes and scalars are fingerprinted by their exact bytes', () => {
     const selection = { include: ['/amount'], exclude: [] };

@@ -199,6 +199,10 @@ describe('runtime/guard: key and scope', () => {
       assert.equal((await s.guard.handle(demoRequest(KEY, undefined, withValue), s.handler)).headers['idempotent-replayed'], 'false', 'a value is another scope');
       assert.equal(s.runs(), 2);
     }
+    // Without principal in the scope, absence would be every such caller's one key space: 400, as for a required part.
+    const alone = setup({}, demoContract({ scope: [{ kind: 'header', name: 'For-User-Id', optional: true }] }));
+    assert.equal(problemType(await alone.guard.handle(demoRequest(KEY, undefined, { headers: { 'idempotency-key': KEY } }), alone.handler)), `${PROBLEM_BASE}idempotency-scope-unresolved`);
+    assert.equal(alone.runs(), 0);
   });
 
   it('keeps the keys of different principals and tenants apart', async () => {

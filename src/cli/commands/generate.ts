@@ -255,25 +255,24 @@ function defaultedNotes(doc: ApiDocument, target: string, defaults: Defaults): s
   for (const op of doc.operations) {
     const contract = op.contract;
     if (contract?.enabled !== true) continue;
-    const left: string[] = [];
+    const left: [what: string, used: string][] = [];
     if (target === 'server') {
-      if (contract.ttl === undefined) left.push(`ttl ${isoDuration(defaults.ttlMs)}`);
-      if (contract.lease === undefined) left.push(`lease ${isoDuration(defaults.leaseMs)}`);
+      if (contract.ttl === undefined) left.push(['how long a replay is kept', `ttl ${isoDuration(defaults.ttlMs)}`]);
+      if (contract.lease === undefined) left.push(['how long a crashed request holds its key', `lease ${isoDuration(defaults.leaseMs)}`]);
     } else {
-      if (contract.retry?.deadline === undefined) left.push(`retry.deadline ${isoDuration(defaults.retry.deadlineMs)}`);
-      if (contract.retry?.maxAttempts === undefined) left.push(`retry.maxAttempts ${defaults.retry.maxAttempts}`);
+      if (contract.retry?.deadline === undefined) left.push(['how long the client retries', `retry.deadline ${isoDuration(defaults.retry.deadlineMs)}`]);
+      if (contract.retry?.maxAttempts === undefined) left.push(['how often it tries', `retry.maxAttempts ${defaults.retry.maxAttempts}`]);
     }
     if (left.length === 0) continue;
-    const key = left.join(', ');
+    const key = `${left.map(([what]) => what).join(' and ')}: generated with ${left.map(([, used]) => used).join(', ')}`;
     const labels = byDefaults.get(key);
     if (labels === undefined) byDefaults.set(key, [op.label]);
     else labels.push(op.label);
   }
-  const why = target === 'server' ? 'how long a replay is kept and how long a crashed request holds its key' : 'how long and how often the client retries';
-  return [...byDefaults].map(([used, labels]) =>
+  return [...byDefaults].map(([said, labels]) =>
     labels.length === 1
-      ? `${labels[0]!} leaves out ${why}: generated with ${used}; write them in its x-idempotency`
-      : `${labels.length} operations leave out ${why}: generated with ${used}; write them in their x-idempotency (or once in the document's defaults):\n${labels.map((label) => `  ${label}`).join('\n')}`,
+      ? `${labels[0]!} leaves out ${said}; write it in its x-idempotency`
+      : `${labels.length} operations leave out ${said}; write it in their x-idempotency (or once in the document's defaults):\n${labels.map((label) => `  ${label}`).join('\n')}`,
   );
 }
 

@@ -3,7 +3,7 @@
  * at or above `--fail-on`), 1 (findings) or 2 (an unreadable or invalid document). The parser loads `yaml`
  * and `ajv` only when a document needs them, so importing this module stays cheap.
  */
-import { lstatSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Argv } from 'yargs';
 import { DocumentError, UsageError } from '../../errors.js';
@@ -11,6 +11,7 @@ import { catalogue } from '../../lint/catalogue.js';
 import { compareFindings } from '../../lint/engine.js';
 import { baselineStep, createConfigResolver, lintWithConfig } from '../../lint/pipeline.js';
 import { writeUserFile } from '../../lint/output-file.js';
+import { landingPath } from '../../lint/write-file.js';
 import { formatNames, isFormatName, loadFormatter } from '../../lint/formatters/index.js';
 import type { DocumentFailure } from '../../lint/formatters/common.js';
 import type { Finding, Severity } from '../../lint/rule.js';
@@ -98,21 +99,18 @@ function sameFile(a: string, b: string): boolean {
   }
 }
 
-/** Where writing `file` lands: its links followed, even to a file that does not exist yet, in its real directory. */
+/** Where writing `file` lands ({@link landingPath}), in its real directory; `file` itself when that cannot be told. */
 function linkTarget(file: string): string {
-  let current = file;
-  for (let hops = 0; hops < 40; hops += 1) {
-    try {
-      if (!lstatSync(current).isSymbolicLink()) break;
-      current = path.resolve(path.dirname(current), readlinkSync(current));
-    } catch {
-      break;
-    }
+  let target: string;
+  try {
+    target = landingPath(file);
+  } catch {
+    return file;
   }
   try {
-    return path.join(realpathSync(path.dirname(current)), path.basename(current));
+    return path.join(realpathSync(path.dirname(target)), path.basename(target));
   } catch {
-    return current;
+    return target;
   }
 }
 

@@ -86,10 +86,10 @@ export function queryFromSearch(search: string): Record<string, string | readonl
  * (included) to a `#`, if any.
  */
 export function searchOf(target: string): string {
+  const hash = target.indexOf('#');
+  const end = hash < 0 ? target.length : hash;
   const question = target.indexOf('?');
-  if (question < 0) return '';
-  const hash = target.indexOf('#', question);
-  return hash < 0 ? target.slice(question) : target.slice(question, hash);
+  return question < 0 || question > end ? '' : target.slice(question, end);
 }
 
 /**

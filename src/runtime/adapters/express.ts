@@ -80,9 +80,11 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     if (bodyNotParsed(req.body, req.headers)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       // A parser mounted for another type skips the body (express.json() takes application/json only): say which.
-      const type = req.get('content-type') ?? 'none';
+      const type = req.get('content-type');
       throw new Error(
-        `idempotency guard for ${contract.operationId}: the request body (content-type ${type}) was not parsed before the guard; mount a parser for it first, e.g. express.json() or express.json({ type: ['application/json', '${type.split(';')[0]!.trim()}'] })`,
+        type === undefined
+          ? `idempotency guard for ${contract.operationId}: the request body (sent without a content-type) was not parsed before the guard; mount a parser that takes such bodies first, e.g. express.raw({ type: () => true }) (a '*/*' type matches only bodies that name one)`
+          : `idempotency guard for ${contract.operationId}: the request body (content-type ${type}) was not parsed before the guard; mount a parser for it first, e.g. express.json() or express.json({ type: ['application/json', '${type.split(';')[0]!.trim()}'] })`,
       );
     }
     const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
@@ -112,10 +114,18 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     });
   }
 
+  /**
+   * Whether `req` is another operation's, passed on unguarded: a request of another method than the contract's (a
+   * CORS preflight, a GET with a POST's key) where the guard is mounted for a path (`app.use`), not on a route
+   * (`app.post`, `app.patch`: Express sets `req.route`), where it guards whatever the route takes, as before.
+   */
+  const contractMethod = contract.method.toUpperCase();
+  function otherOperation(req: Request): boolean {
+    return req.method !== contractMethod && req.method.toUpperCase() !== contractMethod && (req as { route?: unknown }).route === undefined;
+  }
+
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
-    // Mounted with app.use or app.all, it guards the contract's method only: a CORS preflight, or a GET with a
-    // POST's key, passes on unguarded (Node gives the method in upper case).
-    if (req.method !== contract.method) {
+    if (otherOperation(req)) {
       next();
       return;
     }
@@ -129,7 +139,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         return;
       }
       (res.locals as ContextHolder)[CONTEXT] = { reservation: decision.reservation, tx: undefined, idempotencyKey: decision.idempotencyKey };
-      const held = holdResponse(res);
+      const held = holdResponse(res, contract.leaseMs);
       next();
       const sent = await held.sent;
       if (sent === undefined) {
@@ -151,7 +161,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   };
 
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
-    if (req.method !== contract.method) {
+    if (otherOperation(req)) {
       next();
       return;
     }
@@ -164,7 +174,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
           request,
           async (context) => {
             (res.locals as ContextHolder)[CONTEXT] = context;
-            held = holdResponse(res, true);
+            held = holdResponse(res, contract.leaseMs, true);
             next();
             const sent = await held.sent;
             // Destroyed before it ended: as a throw, the transaction rolls back.
@@ -331,9 +341,12 @@ class Hold {
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
   readonly res: HeldRes;
+  /** How long a streamed answer whose client left may still take to end (see {@link Hold.streamed}). */
+  readonly graceMs: number;
 
-  constructor(res: HeldRes, keepBefore: boolean) {
+  constructor(res: HeldRes, keepBefore: boolean, graceMs: number) {
     this.res = res;
+    this.graceMs = graceMs;
     this.original = { writeHead: res.writeHead, write: res.write, end: res.end, destroy: res.destroy };
     this.before = keepBefore ? headOf(res) : undefined;
     this.sent = new Promise<GuardResponse | undefined>((resolve) => {
@@ -342,21 +355,27 @@ class Hold {
   }
 
   /**
-   * The handler began a streamed answer. A client that goes away now ends it: Node marks the response destroyed
-   * without calling `destroy()`, so a `stream.pipeline` into it stops without ending or destroying it, as does a
-   * handler that stops writing on `'close'` — and the guard would wait for an `end()` that never comes, renewing the
-   * lease (in one-transaction mode holding the transaction) up to `leaseRenewalMaxMs`. Such a closed response counts
-   * as destroyed: the effect may have happened, so the record is kept for reconciliation (one transaction: rolled
-   * back). A handler that has written nothing may still be at work on an answer to record: it is waited for.
+   * The handler began a streamed answer. When its client goes away, Node marks the response destroyed without
+   * calling `destroy()`: a `stream.pipeline` into it stops without ending or destroying it, as does a handler that
+   * stops writing on `'close'` — and the guard would wait for an `end()` that never comes, renewing the lease (in
+   * one-transaction mode holding the transaction, and SQLite's lock) up to `leaseRenewalMaxMs`. A handler still at
+   * work ends it all the same, and that answer is the replay its client's retry wants (the guard held every byte,
+   * so the client saw none). So a streamed answer whose client left has `graceMs` (the contract's lease) to end;
+   * one that has not by then counts as destroyed: the record is kept for reconciliation (one transaction: rolled
+   * back). A handler that has written nothing is waited for as before: it may still be at work on its answer.
    */
-  streamed(): void {
+  streamed(graceMs: number): void {
     this.streaming = true;
     const res = this.res;
-    if (res.destroyed) this.closed();
-    else res.once('close', () => this.closed());
+    const left = (): void => {
+      if (this.ended || this.res[HELD] !== this) return;
+      setTimeout(() => this.givenUp(), graceMs).unref();
+    };
+    if (res.destroyed) left();
+    else res.once('close', left);
   }
 
-  private closed(): void {
+  private givenUp(): void {
     if (this.ended || this.res[HELD] !== this) return;
     this.ended = true;
     this.destroyed = { error: undefined };
@@ -502,7 +521,7 @@ function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?:
     return false;
   }
   hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
-  if (!hold.streaming) hold.streamed();
+  if (!hold.streaming) hold.streamed(hold.graceMs);
   if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
   return true;
 }
@@ -533,10 +552,10 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
  * Shadows `writeHead`, `write` and `end` on `res` so the handler's status, headers and body are buffered
  * instead of sent. Headers given to `writeHead` are applied with `setHeader`, so they are captured too.
  */
-function holdResponse(res: Response, keepBefore = false): Hold {
+function holdResponse(res: Response, graceMs: number, keepBefore = false): Hold {
   toDictionary(res);
   const held = res as HeldRes;
-  const hold = new Hold(held, keepBefore);
+  const hold = new Hold(held, keepBefore, graceMs);
   held[HELD] = hold;
   res.writeHead = heldWriteHead as Response['writeHead'];
   res.write = heldWrite as Response['write'];

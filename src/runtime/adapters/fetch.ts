@@ -52,8 +52,9 @@ export interface RouteGuard {
   /** The framework-agnostic guard underneath. */
   readonly guard: Guard;
   /**
-   * Wraps a fetch handler; extra arguments (Next.js context, Bun server, …) pass through unchanged. A request of
-   * another method than the contract's (a CORS preflight, a GET on the same path) goes to the handler unguarded.
+   * Wraps a fetch handler; extra arguments (Next.js context, Bun server, …) pass through unchanged. A request of a
+   * safe method (a CORS preflight, a GET on the same path) goes to the handler unguarded; one of another unsafe
+   * method than the contract's rejects, as one whose path the template does not match does.
    */
   wrap<Rest extends unknown[]>(
     handler: (request: Request, ...rest: Rest) => Response | Promise<Response>,
@@ -89,6 +90,9 @@ export type Middleware = (c: MiddlewareContext, next: () => Promise<void>) => Pr
 
 const contexts = new WeakMap<Request, HandlerContext<unknown>>();
 
+/** RFC 9110 §9.2.1: methods without an effect to repeat. */
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+
 /** The guard's context for a request (reservation, transaction, canonical key), or throws when no guard ran. */
 export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx> {
   const context = contexts.get(request);
@@ -101,9 +105,10 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const guard = createGuard(contract, options);
   const matchPath = pathMatcher(contract.path);
 
+  const contractMethod = contract.method.toUpperCase();
   /** Whether `request` is of the contract's method in any letter case (fetch normalises `post` to `POST`, not `patch`). */
   function ofContractMethod(request: Request): boolean {
-    return request.method === contract.method || request.method.toUpperCase() === contract.method;
+    return request.method === contractMethod || request.method.toUpperCase() === contractMethod;
   }
 
   async function toGuardRequest(request: Request): Promise<GuardRequest> {
@@ -190,8 +195,13 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       const refusal = transaction ? transactionRefusal(contract, options.store) : undefined;
       if (refusal !== undefined) throw new TypeError(refusal);
       return async (request: Request, ...rest: Rest) => {
-        // As the middleware: the contract is one method's. A CORS preflight, or a GET with a POST's key, is not it.
-        if (!ofContractMethod(request)) return handler(request, ...rest);
+        if (!ofContractMethod(request)) {
+          // A safe method (a CORS preflight, a GET with a POST's key) has nothing to guard and is not this operation:
+          // the handler answers it. Another unsafe method is another operation routed here by mistake: said, as a
+          // path the template does not match is, rather than run unguarded or under this operation's records.
+          if (SAFE_METHODS.has(request.method.toUpperCase())) return handler(request, ...rest);
+          throw new Error(`idempotency guard for ${contract.operationId}: a ${request.method} request reached the guard of ${contractMethod} ${contract.path}; route only ${contractMethod} requests to it`);
+        }
         return (await run(request, async () => handler(request, ...rest), transaction)).response;
       };
     },

@@ -59,6 +59,9 @@ describe('runtime/adapters/common', () => {
     assert.deepEqual(formEntries('a=%C3%A9%FF%C3%A9&b=%C0%AF&c=%ED%A0%80&d=%F0%9F%98'), [['a', 'é\udcffé'], ['b', '\udcc0\udcaf'], ['c', '\udced\udca0\udc80'], ['d', '\udcf0\udc9f\udc98']]);
     assert.equal(searchOf('/things/t1?mode=a&b=%E9#frag'), '?mode=a&b=%E9');
     assert.equal(searchOf('/things/t1'), '');
+    // A `#` ends the query, also before any `?`; a bare `?` is an empty query, as URL's `search` ('') reads it.
+    assert.deepEqual(['/things/t1#?mode=x', '/a?b=1#c?d=2', '/?', '/x?#', '/x?a=%E9&b'].map(searchOf), ['', '?b=1', '?', '?', '?a=%E9&b']);
+    assert.deepEqual(formEntries('?'), []);
     assert.deepEqual({ ...(formFields('n=%E9') as object) }, { n: '\udce9' });
   });
 

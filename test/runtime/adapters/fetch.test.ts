@@ -73,7 +73,7 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 1);
   });
 
-  it('wrap guards only the contract’s method, in any letter case: a CORS preflight and a GET with a used key reach the handler unguarded', async () => {
+  it('wrap guards the contract’s method in any letter case; a CORS preflight and a GET with a used key reach the handler unguarded; another unsafe method is refused', async () => {
     let calls = 0;
     const run = async (req: Request) => {
       calls += 1;
@@ -91,6 +91,9 @@ describe('runtime/adapters/fetch', () => {
     const lower = () => new Request('http://x/things/t1', { method: 'patch', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': 'p' }, body: '{}' });
     assert.equal((await patching(lower())).status, 201);
     assert.equal((await patching(lower())).headers.get('idempotent-replayed'), 'true', 'a lower-case patch is still the PATCH contract’s');
+    // Another unsafe method is another operation routed here by mistake: refused, neither unguarded nor this one's records.
+    const deleting = new Request('http://x/things/t1', { method: 'DELETE', headers: { 'x-user': 'u', 'idempotency-key': 'used' } });
+    await assert.rejects(guarded(deleting), /a DELETE request reached the guard of POST \/things\/\{tenant\}; route only POST requests to it/);
     assert.equal(calls, 4);
   });
 
