@@ -380,18 +380,24 @@ export function describeTransactionContract<Tx>(name: string, make: () => Promis
     });
 
     it('answers a duplicate that waits past its bound with 503 and never runs it', async () => {
+      // The first request's guard has the default bounds, so a loaded machine cannot time its reservation out; the
+      // duplicate's waits 50 ms. The duplicate is sent once the first is inside its handler, holding the row.
+      const patient = createGuard<Tx>(demoContract(), { store: sut.store });
       const guard = createGuard<Tx>(demoContract(), { store: sut.store, storeTimeoutMs: 50, transactionWaitMs: 50 });
       let open!: () => void;
       const gate = new Promise<void>((resolve) => { open = resolve; });
+      let entered!: () => void;
+      const inHandler = new Promise<void>((resolve) => { entered = resolve; });
       let runs = 0;
       const slow = async (ctx: HandlerContext<Tx>) => {
         runs += 1;
         await sut.writeBusiness(ctx.tx!, `bounded-${runs}`);
+        entered();
         await gate;
         return jsonResponse(201, { id: `bounded-${runs}` });
       };
-      const first = guard.handle(demoRequest('tx-7'), slow, { transaction: true });
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      const first = patient.handle(demoRequest('tx-7'), slow, { transaction: true });
+      await Promise.race([inHandler, first.then((answer) => assert.fail(`the first request answered ${answer.status} before its handler ran`))]);
       const second = await guard.handle(demoRequest('tx-7'), slow, { transaction: true });
       assert.equal(second.status, 503);
       assert.equal(second.headers['retry-after'], '1');
