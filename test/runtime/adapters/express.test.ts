@@ -43,6 +43,15 @@ function leaveAfter(port: number, path: string, key: string, ms: number): Promis
   });
 }
 
+/** A client that leaves a streamed answer 100 ms in and retries 500 ms later: the retry must be the finished answer's replay. */
+async function leftThenReplayed(port: number, key: string, text: string): Promise<void> {
+  await leaveAfter(port, '/things/t1', key, 100);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const retry = await post(port, '/things/t1', { key, user: 'u', body: {} });
+  assert.equal(retry.headers['idempotent-replayed'], 'true', retry.text);
+  assert.equal(retry.text, text);
+}
+
 async function listen(app: express.Express): Promise<{ port: number; close(): Promise<void> }> {
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -375,11 +384,7 @@ describe('runtime/adapters/express', () => {
       res.end(`thing-${calls}\n`);
     });
     server = await listen(app);
-    await leaveAfter(server.port, '/things/t1', 'late', 100);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    const retry = await post(server.port, '/things/t1', { key: 'late', user: 'u', body: {} });
-    assert.equal(retry.headers['idempotent-replayed'], 'true', retry.text);
-    assert.equal(retry.text, 'working…\nthing-1\n');
+    await leftThenReplayed(server.port, 'late', 'working…\nthing-1\n');
     assert.equal(calls, 1);
   });
 
@@ -647,11 +652,7 @@ describe('runtime/adapters/express', () => {
         res.end(`thing-${calls}\n`);
       });
       server = await listen(app);
-      await leaveAfter(server.port, '/things/t1', 'late', 100);
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      const retry = await post(server.port, '/things/t1', { key: 'late', user: 'u', body: {} });
-      assert.equal(retry.headers['idempotent-replayed'], 'true', retry.text);
-      assert.equal(retry.text, 'working…\nthing-1\n');
+      await leftThenReplayed(server.port, 'late', 'working…\nthing-1\n');
       assert.equal(calls, 1);
       assert.deepEqual(db.prepare('SELECT id FROM things').all(), [{ id: 'thing-1' }]);
     });
