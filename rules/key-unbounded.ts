@@ -53,9 +53,10 @@ export default defineRule({
       ctx.report('patternRejectsSdkKeys', contract.at('key', 'pattern'), { header: key.name });
     }
     if (own !== undefined) {
-      // A pattern that refuses SDK keys (a UUID pattern caps keys at 36) decides what the guard takes: that is
-      // patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue.
-      if (own < minimum && (uuidKey || takesSdkKeys)) {
+      // A key header's pattern that refuses SDK keys (a UUID pattern caps keys at 36) decides what the guard takes:
+      // that is patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue. A query or
+      // body key (no SDK fills one) keeps this finding, as before.
+      if (own < minimum && (uuidKey || takesSdkKeys || key.in !== 'header')) {
         ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
       }
       else if (declared !== undefined && declared !== own) {
