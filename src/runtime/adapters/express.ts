@@ -114,12 +114,13 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     });
   }
 
+  const contractMethod = contract.method.toUpperCase();
+
   /**
    * Whether `req` is another operation's, passed on unguarded: a request of another method than the contract's (a
    * CORS preflight, a GET with a POST's key) where the guard is mounted for a path (`app.use`), not on a route
    * (`app.post`, `app.patch`: Express sets `req.route`), where it guards whatever the route takes, as before.
    */
-  const contractMethod = contract.method.toUpperCase();
   function otherOperation(req: Request): boolean {
     return req.method !== contractMethod && req.method.toUpperCase() !== contractMethod && (req as { route?: unknown }).route === undefined;
   }
@@ -360,16 +361,16 @@ class Hold {
    * stops writing on `'close'` — and the guard would wait for an `end()` that never comes, renewing the lease (in
    * one-transaction mode holding the transaction, and SQLite's lock) up to `leaseRenewalMaxMs`. A handler still at
    * work ends it all the same, and that answer is the replay its client's retry wants (the guard held every byte,
-   * so the client saw none). So a streamed answer whose client left has `graceMs` (the contract's lease) to end;
+   * so the client saw none). So a streamed answer whose client left has {@link Hold.graceMs} (the contract's lease) to end;
    * one that has not by then counts as destroyed: the record is kept for reconciliation (one transaction: rolled
    * back). A handler that has written nothing is waited for as before: it may still be at work on its answer.
    */
-  streamed(graceMs: number): void {
+  streamed(): void {
     this.streaming = true;
     const res = this.res;
     const left = (): void => {
       if (this.ended || this.res[HELD] !== this) return;
-      setTimeout(() => this.givenUp(), graceMs).unref();
+      setTimeout(() => this.givenUp(), this.graceMs).unref();
     };
     if (res.destroyed) left();
     else res.once('close', left);
@@ -521,7 +522,7 @@ function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?:
     return false;
   }
   hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
-  if (!hold.streaming) hold.streamed(hold.graceMs);
+  if (!hold.streaming) hold.streamed();
   if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
   return true;
 }
