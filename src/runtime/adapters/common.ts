@@ -107,9 +107,10 @@ export function formEntries(text: string): [string, string][] {
     let to = text.indexOf('&', from);
     if (to < 0) to = text.length;
     if (to > from) {
-      const equals = text.indexOf('=', from);
-      const split = equals >= 0 && equals < to;
-      entries.push([decodeFormComponent(text.slice(from, split ? equals : to)), split ? decodeFormComponent(text.slice(equals + 1, to)) : '']);
+      // The `=` looked for in this pair alone: a search of the whole rest would be quadratic in `a&a&a…`.
+      const pair = text.slice(from, to);
+      const equals = pair.indexOf('=');
+      entries.push(equals < 0 ? [decodeFormComponent(pair), ''] : [decodeFormComponent(pair.slice(0, equals)), decodeFormComponent(pair.slice(equals + 1))]);
     }
     from = to + 1;
   }

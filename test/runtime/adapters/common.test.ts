@@ -62,6 +62,13 @@ describe('runtime/adapters/common', () => {
     // A `#` ends the query, also before any `?`; a bare `?` is an empty query, as URL's `search` ('') reads it.
     assert.deepEqual(['/things/t1#?mode=x', '/a?b=1#c?d=2', '/?', '/x?#', '/x?a=%E9&b'].map(searchOf), ['', '?b=1', '?', '?', '?a=%E9&b']);
     assert.deepEqual(formEntries('?'), []);
+    assert.equal(formEntries('a&'.repeat(1_000)).length, 1_000);
+  });
+
+  it('reads urlencoded text in time linear in its length: 2,000,000 names without a value (a 4 MB form a fetch guard reads) in one pass', function () {
+    // Each `=` looked for in the whole rest of the text took 1.5 s at 800 KB and grew with the square of the length.
+    this.timeout(10_000);
+    assert.equal(formEntries('a&'.repeat(2_000_000)).length, 2_000_000);
     assert.deepEqual({ ...(formFields('n=%E9') as object) }, { n: '\udce9' });
   });
 
