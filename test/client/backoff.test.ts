@@ -30,4 +30,13 @@ describe('client backoff', () => {
     assert.equal(parseRetryAfter('-1', now), undefined);
     assert.equal(parseRetryAfter('1.5', now), undefined);
   });
+
+  it("reads Retry-After in RFC 9110's obsolete forms too: RFC 850's and asctime's (UTC, though it names no zone)", () => {
+    const now = Date.parse('Sun, 06 Nov 1994 08:49:30 GMT');
+    assert.equal(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT', now), 7_000);
+    assert.equal(parseRetryAfter('Sun Nov  6 08:49:37 1994', now), 7_000);
+    assert.equal(parseRetryAfter('Sun Nov 16 08:49:30 1994', now), 10 * 24 * 3_600_000);
+    assert.equal(parseRetryAfter('Sun Nov 6 08:49:37 1994', now), undefined, 'asctime pads the day with a space');
+    assert.equal(parseRetryAfter('Sun Nov  6 08:49:37 1994 PST', now), undefined);
+  });
 });

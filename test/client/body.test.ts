@@ -94,6 +94,58 @@ describe('client encodeBody', () => {
     assert.equal(encodeBody([1, new Date(0), new (class Point { x = 1; })()], 'application/json').body, '[1,"1970-01-01T00:00:00.000Z",{"x":1}]');
   });
 
+  it('a Promise, a Response, an Error or another opaque object is a TypeError as a whole body of any type, and nested in a JSON body (was {} or numbers, sent and completed)', async () => {
+    const { createReadStream } = await import('node:fs');
+    const opaque = [
+      [Promise.resolve({ a: 1 }), 'a Promise or other thenable (a forgotten await?)'],
+      [new Blob(['x']).arrayBuffer(), 'a Promise or other thenable (a forgotten await?)'],
+      [new Response('x'), 'a Response'],
+      [new Request('http://127.0.0.1/'), 'a Request'],
+      [new Headers({ a: 'b' }), 'a Headers'],
+      [new Error('boom'), 'an Error'],
+      [/x/, 'a RegExp'],
+      [new WeakMap(), 'a WeakMap'],
+      [new AbortController().signal, 'an AbortSignal'],
+    ] as const;
+    for (const [value, kind] of opaque) {
+      assert.throws(() => encodeBody(value, 'application/octet-stream'), new TypeError(`a application/octet-stream body is a string, a Blob or bytes, not ${kind}`), kind);
+      assert.throws(() => encodeBody(value, 'application/json'), (error: Error) => error instanceof TypeError && error.message.startsWith(`a application/json body is JSON data, not ${kind}`), kind);
+      assert.throws(() => encodeBody({ order: { doc: value } }, 'application/json'), new TypeError(`a application/json body holds ${kind} at \`doc\`: JSON would write it as {} or leave it out`), kind);
+    }
+    const stream = createReadStream(new URL(import.meta.url));
+    try {
+      for (const [value, kind] of [[new Blob(['x']), 'a file or bytes'], [Uint8Array.of(1, 2), 'a file or bytes'], [Buffer.from('x'), 'a file or bytes'], [stream, 'a stream'],
+        [new Map([['a', 1]]), 'a Map'], [new URLSearchParams('a=1'), 'a URLSearchParams']] as const) {
+        assert.throws(() => encodeBody({ doc: value }, 'application/json'), new TypeError(`a application/json body holds ${kind} at \`doc\`: JSON would write it as {} or leave it out`), kind);
+      }
+    } finally {
+      stream.destroy();
+    }
+    // Data stays data: Dates, URLs (their toJSON), class instances with or without fields, null-prototype objects,
+    // arrays, boxed scalars.
+    class Empty {}
+    const data = { at: new Date(0), url: new URL('https://h/p'), empty: new Empty(), bare: Object.assign(Object.create(null) as object, { a: 1 }), list: [1, 'x'], boxed: Object(2) as number };
+    assert.equal(encodeBody(data, 'application/json').body, '{"at":"1970-01-01T00:00:00.000Z","url":"https://h/p","empty":{},"bare":{"a":1},"list":[1,"x"],"boxed":2}');
+  });
+
+  it('multipart: a stream, a Promise or a Response as a field is a TypeError before anything is sent (a ReadStream was sent as JSON with its local path)', async () => {
+    const { createReadStream } = await import('node:fs');
+    const stream = createReadStream(new URL(import.meta.url));
+    try {
+      const cases = [[stream, 'a stream'], [new ReadableStream(), 'a stream'], [Promise.resolve(new Blob(['x'])), 'a Promise or other thenable (a forgotten await?)'], [new Response('x'), 'a Response']] as const;
+      for (const [value, kind] of cases) {
+        assert.throws(
+          () => encodeBody({ f: value, n: 'x' }, 'multipart/form-data'),
+          new TypeError(`"f" is ${kind}: a multipart/form-data field is text, a file (a Blob: read a stream into one first, so every attempt sends the same bytes) or JSON data`),
+          kind,
+        );
+        assert.throws(() => encodeBody({ doc: { f: value } }, 'multipart/form-data'), (error: Error) => error instanceof TypeError && error.message.startsWith(`"doc" holds ${kind} inside a JSON part (at \`f\`)`), kind);
+      }
+    } finally {
+      stream.destroy();
+    }
+  });
+
   it('urlencoded: null is sent empty (unset), undefined left out, nested values bracketed, 2.0 formats applied', () => {
     const { body, contentType } = encodeBody({ a: null, b: undefined, c: { d: [1, 2] }, e: ['x', 'y'] }, 'application/x-www-form-urlencoded', {
       e: { style: 'spaceDelimited', explode: false },

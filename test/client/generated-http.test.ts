@@ -259,6 +259,21 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       });
     }
 
+    it('a chain of same-origin 307s as long as the attempts ends rejected as redirected (no answer ran the command), not unknown', async () => {
+      const server = await serve((req, res) => answer(res, 307, undefined, { location: `/api/orders-${server.arrivals.length}` }));
+      const result = await client(server).createOrder({ body: order });
+      assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
+      assert.equal(result.status, 307);
+      assert.equal(server.arrivals.length, 3, "the contract's maxAttempts");
+    });
+
+    it('a same-origin 307 whose Location holds credentials is not followed (fetch refuses it) and not retried: rejected, the credentials not repeated', async () => {
+      const server = await serve((_req, res) => answer(res, 307, undefined, { location: `${server.url.replace('//', '//user:pw@')}/api/orders-moved` }));
+      const result = await client(server).createOrder({ body: order });
+      assert.ok(result.kind === 'rejected' && result.reason === 'redirected', JSON.stringify(result));
+      assert.equal(result.location, `${server.url}/api/orders-moved`);
+      assert.equal(server.arrivals.length, 1);
+    });
   });
 
   describe('headers', () => {
@@ -341,6 +356,32 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.equal(intent.attempts, 0);
       await assert.rejects(api.ping({ body: {} }, { headers: { 'x-note': 'a\nb' } }), { name: 'TypeError', message: /x-note cannot be sent/ });
       assert.equal(server.arrivals.length, 0);
+    });
+
+    it("a header fetch frames itself (Transfer-Encoding, Expect, a Content-Length) is a TypeError before anything is sent, not attempts that end unknown", async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }));
+      const api = client(server);
+      for (const headers of [{ 'Transfer-Encoding': 'chunked' }, { Expect: '100-continue' }, { 'Content-Length': '3' }, { Upgrade: 'h2c' }]) {
+        const intent = api.intent('createOrder');
+        await assert.rejects(api.createOrder({ body: order }, { intent, headers }), { name: 'TypeError', message: /cannot be set: fetch frames the message/ }, JSON.stringify(headers));
+        assert.equal(intent.attempts, 0);
+      }
+      assert.equal(server.arrivals.length, 0);
+    });
+
+    it("a signal aborted before anything is sent rejects the call with the signal's reason: nothing ran, no unknown outcome", async () => {
+      const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }));
+      const api = client(server);
+      const ctl = new AbortController();
+      ctl.abort(new Error('the user left the page'));
+      const intent = api.intent('createOrder');
+      await assert.rejects(api.createOrder({ body: order }, { intent, signal: ctl.signal }), /the user left the page/);
+      assert.equal(intent.attempts, 0);
+      assert.equal(server.arrivals.length, 0);
+      // The same intent is sent later as it was made.
+      const result = await api.createOrder({ body: order }, { intent });
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      assert.deepEqual(server.arrivals[0]!.headers['idempotency-key'], [intent.key]);
     });
 
     it('a key with a line break is a TypeError that does not show the key', async () => {
@@ -471,6 +512,19 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
       assert.ok(plain.kind === 'completed' && plain.body.id === 'o-1', JSON.stringify(plain));
       assert.deepEqual((await api.getOrder({ path: { id: 'bare' } })).body, { id: 'o-1' });
       assert.deepEqual((await api.getOrder({ path: { id: 'plain' } })).body, { id: 'o-1' });
+    });
+
+    it("a refusal whose body stalls after its headers is still the refusal at the deadline: a 422 mismatch rejected, an abandoned 409 unknown/abandoned (was unknown/deadline)", async () => {
+      const mismatch = { 'content-type': 'application/problem+json', 'idempotency-problem': 'idempotency-key-reused' };
+      const gone = { 'content-type': 'application/problem+json', 'idempotency-problem': 'idempotency-request-abandoned' };
+      for (const [status, headers, kind, reason] of [[422, mismatch, 'rejected', 'mismatch'], [400, { 'content-type': 'application/problem+json' }, 'rejected', 'client-error'], [409, gone, 'unknown', 'abandoned']] as const) {
+        const server = await serve((_req, res) => res.writeHead(status, headers).write('{"type":'));
+        const intent = module.Intent.create({ operationId: 'createOrder', deadlineMs: 300, now: Date.now() });
+        const result = await client(server).createOrder({ body: order }, { intent });
+        assert.equal(result.kind, kind, JSON.stringify(result));
+        assert.equal((result as { reason?: string }).reason, reason, JSON.stringify(result));
+        assert.equal(server.arrivals.length, 1, 'not retried');
+      }
     });
 
     it('a 201 whose body stalls after its headers ends unknown at the deadline with lastStatus 201 (the effect ran)', async () => {

@@ -34,6 +34,17 @@ describe('client buildRequest', () => {
     assert.equal(buildRequest('http://h', 'GET', '/v1', { query: { constructor: ['a', 'b'], toString: ['c', 'd'] } }).url, 'http://h/v1?constructor=a&constructor=b&toString=c&toString=d');
   });
 
+  it('a path parameter of "." or ".." is a TypeError: the URL would resolve it away and reach another route (was GET /api/)', () => {
+    for (const [template, path] of [['/api/orders/{id}', { id: '..' }], ['/api/orders/{id}', { id: '.' }], ['/api/{a}{b}/x', { a: '.', b: '.' }]] as const) {
+      assert.throws(() => buildRequest('http://h', 'GET', template, { path }), new TypeError(`a path parameter of ${template} is "." or "..": the URL would resolve it away and reach another path`), template);
+    }
+    // Dots inside a segment, a value with a slash (encoded), and a template's own dot segments are left alone.
+    assert.equal(buildRequest('http://h', 'GET', '/api/orders/{id}', { path: { id: '...' } }).url, 'http://h/api/orders/...');
+    assert.equal(buildRequest('http://h', 'GET', '/api/files/{name}.json', { path: { name: '.' } }).url, 'http://h/api/files/..json');
+    assert.equal(buildRequest('http://h', 'GET', '/api/orders/{id}', { path: { id: '../x' } }).url, 'http://h/api/orders/..%2Fx');
+    assert.equal(buildRequest('http://h', 'GET', '/api/./orders/{id}', { path: { id: 'a' } }).url, 'http://h/api/./orders/a');
+  });
+
   it("never sends a template's fragment, which would take the query with it (AWS's `/#Action=…`, `/lenses/{id}#ClientRequestToken`)", () => {
     const lens = buildRequest('https://wellarchitected.example.com', 'DELETE', '/lenses/{LensAlias}#ClientRequestToken&LensStatus', {
       path: { LensAlias: 'lens 1' },

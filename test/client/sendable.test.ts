@@ -19,4 +19,12 @@ describe('runtime/client/sendable: what fetch would refuse, said before anything
       return true;
     });
   });
+
+  it("refuses the headers fetch frames itself (Node's fetch rejects them, or hangs on a wrong Content-Length), in any letter case, before anything is counted", () => {
+    for (const [name, value] of [['Transfer-Encoding', 'chunked'], ['keep-alive', 'timeout=5'], ['Upgrade', 'websocket'], ['EXPECT', '100-continue'], ['Content-Length', '3'], ['Connection', 'upgrade']]) {
+      assert.throws(() => assertSendable('http://api.test/x', 'POST', { [name]: value }), new TypeError(`the header ${name} cannot be set: fetch frames the message and the connection itself (leave it out)`), name);
+    }
+    for (const value of ['close', 'keep-alive', ' Keep-Alive ']) assert.doesNotThrow(() => assertSendable('http://api.test/x', 'POST', { Connection: value }));
+    assert.doesNotThrow(() => assertSendable('http://api.test/x', 'POST', { TE: 'trailers', 'X-Content-Length': '3' }));
+  });
 });

@@ -34,9 +34,11 @@ export function parseRetryAfter(value: string | null | undefined, now: number): 
   if (value === null || value === undefined) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
-  // Only the IMF-fixdate / obsolete HTTP-date forms carry a weekday and "GMT"; Date.parse reads all of them.
-  if (!/GMT$/i.test(text)) return undefined;
-  const at = Date.parse(text);
+  // The three HTTP-date forms (RFC 9110 §5.6.7): IMF-fixdate and RFC 850's end in "GMT"; asctime's
+  // (`Wed Dec  2 09:21:15 2026`) has no zone and is UTC, which Date.parse would read as local time.
+  const asctime = /^[A-Za-z]{3} ([A-Za-z]{3}) ( \d|\d\d) (\d\d:\d\d:\d\d) (\d{4})$/.exec(text);
+  if (!asctime && !/GMT$/i.test(text)) return undefined;
+  const at = Date.parse(asctime ? `${asctime[2]!.trim()} ${asctime[1]} ${asctime[4]} ${asctime[3]} GMT` : text);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - now);
 }

@@ -50,11 +50,53 @@ export function encodeBody(
     if (typeof value === 'string' || value instanceof Blob) return { body: value, contentType: rawContentType(value, mediaType, given) };
     const bytes = bytesOf(value);
     if (bytes !== undefined) return { body: bytes, contentType: rawContentType(value, mediaType, given) };
-    if (kind !== undefined) throw new TypeError(`a ${mediaType} body is a string, a Blob or bytes, not ${kind}`);
-  } else if (kind !== undefined || isBinary(value)) {
-    throw new TypeError(`a ${mediaType} body is JSON data, not ${kind ?? 'a file or bytes'}${kind === 'a stream' ? '' : ' (its JSON text would be {} or empty)'}`);
+    const opaque = kind ?? opaqueKind(value);
+    if (opaque !== undefined) throw new TypeError(`a ${mediaType} body is a string, a Blob or bytes, not ${opaque}`);
+  } else {
+    const opaque = kind ?? opaqueKind(value);
+    if (opaque !== undefined) {
+      throw new TypeError(`a ${mediaType} body is JSON data, not ${opaque}${opaque === 'a stream' || opaque.startsWith('a Promise') ? '' : ' (its JSON text would be {} or empty)'}`);
+    }
   }
-  return { body: JSON.stringify(value), contentType: mediaType };
+  return { body: JSON.stringify(value, jsonMember(mediaType)), contentType: mediaType };
+}
+
+/** Built-in tags (`Object.prototype.toString`) of objects JSON writes by value: not {@link opaqueKind}s. */
+const JSON_VALUES = new Set(['Object', 'Array', 'Boolean', 'Number', 'String', 'Date']);
+
+/**
+ * What `value` is when `JSON.stringify` would write it as `{}`, as numbers, or not at all, though it holds data —
+ * so a JSON body or part would silently lose it — or `undefined`: a file or bytes (a `Buffer` too, before its own
+ * `toJSON`), a stream, form data, a `Map` or `Set`, a `Promise` or other thenable (a forgotten `await`), an `Error`,
+ * and any other built-in or platform object (a `Response`, `Request`, `Headers`, `RegExp`, `WeakMap`, `AbortSignal`:
+ * a `Symbol.toStringTag` of its own) with no own enumerable members and no `toJSON`. Plain objects, arrays, `Date`s
+ * and class instances (their own enumerable fields, as JSON writes them) are data.
+ */
+function opaqueKind(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (isBinary(value)) return 'a file or bytes';
+  const kind = unsendableKind(value);
+  if (kind !== undefined) return kind;
+  if (typeof (value as { then?: unknown }).then === 'function') return 'a Promise or other thenable (a forgotten await?)';
+  if (value instanceof Error) return 'an Error';
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  if (JSON_VALUES.has(tag) || Object.keys(value).length > 0) return undefined;
+  return `${/^[AEIOU]/.test(tag) ? 'an' : 'a'} ${tag}`;
+}
+
+/**
+ * The `JSON.stringify` replacer of a JSON body: a member that is an {@link opaqueKind} (as held, or as its own
+ * `toJSON` made it) is a `TypeError` naming its key, instead of being written as `{}` or numbers.
+ */
+function jsonMember(mediaType: string): (this: unknown, key: string, member: unknown) => unknown {
+  return function (this: unknown, key, member) {
+    if (key === '') return member;
+    const original: unknown = this === null || typeof this !== 'object' ? member : (this as Record<string, unknown>)[key];
+    const kind = opaqueKind(original) ?? opaqueKind(member);
+    if (kind === undefined) return member;
+    throw new TypeError(`a ${mediaType} body holds ${kind} at \`${key}\`: JSON would write it as {} or leave it out`);
+  };
 }
 
 /**
@@ -179,26 +221,26 @@ function quoted(text: string): string {
   return `"${text.replace(/"/g, '%22').replace(/\r/g, '%0D').replace(/\n/g, '%0A')}"`;
 }
 
-/** What a multipart JSON part cannot hold (see {@link jsonPartMember}), or `undefined`. */
-function unwritableKind(value: unknown): string | undefined {
-  return isBinary(value) ? 'a file or bytes' : value instanceof Map ? 'a Map' : value instanceof Set ? 'a Set' : undefined;
-}
-
 /**
  * The `JSON.stringify` replacer of a multipart JSON part: a file or bytes (a `Buffer` too, read before its own
- * `toJSON` turns it into `{type, data}`), a `Map` or a `Set` inside it would be written as `{}` or as numbers and the
- * file never sent, so it is a `TypeError` naming the field and the member instead. Other objects (class instances
- * with fields, Dates) are written as JSON writes them.
+ * `toJSON` turns it into `{type, data}`), a stream, a `Promise`, a `Map` or a `Set` — any {@link opaqueKind} —
+ * inside it would be written as `{}` or as numbers and the file never sent, so it is a `TypeError` naming the field
+ * and the member instead; so is a field that is itself a stream, a `Promise` or another opaque object. Other
+ * objects (class instances with fields, Dates) are written as JSON writes them.
  */
 function jsonPartMember(field: string): (this: unknown, key: string, member: unknown) => unknown {
   return function (this: unknown, key, member) {
     const original: unknown = key === '' || this === null || typeof this !== 'object' ? member : (this as Record<string, unknown>)[key];
     // The value as held, and what its own `toJSON` made of it.
-    const kind = [original, member].map(unwritableKind).find((found) => found !== undefined);
+    const kind = opaqueKind(original) ?? opaqueKind(member);
     if (kind === undefined) return member;
-    const where = key === '' ? '' : ` (at \`${key}\`)`;
+    if (key === '') {
+      throw new TypeError(
+        `"${field}" is ${kind}: a multipart/form-data field is text, a file (a Blob: read a stream into one first, so every attempt sends the same bytes) or JSON data`,
+      );
+    }
     throw new TypeError(
-      `"${field}" holds ${kind} inside a JSON part${where}: it cannot be written there (send a file as a field of its own, or give the field \`encoding: {style: deepObject}\` to send its members as parts)`,
+      `"${field}" holds ${kind} inside a JSON part (at \`${key}\`): it cannot be written there (send a file as a field of its own, or give the field \`encoding: {style: deepObject}\` to send its members as parts)`,
     );
   };
 }

@@ -97,7 +97,10 @@ export type UnknownReason =
    * 412): it may have run already.
    */
   | 'expired'
-  /** The caller aborted the intent. */
+  /**
+   * The caller aborted the intent after an attempt may have reached a handler (an abort before that rejects the
+   * promise with the signal's reason instead).
+   */
   | 'aborted'
   /**
    * A redirect the client does not follow (see {@link RedirectedResult}) came after an earlier attempt of this
@@ -200,7 +203,10 @@ export interface SendOptions<TStatus> {
    * carries the key on every attempt, and the key is each attempt's request id.
    */
   readonly requestIdHeader?: string;
-  /** Aborts the whole intent (the result is then `unknown` / `aborted`). */
+  /**
+   * Aborts the whole intent: the result is then `unknown` / `aborted`, unless nothing of it had reached a handler
+   * (not sent yet, or answered only by redirects): then the promise rejects with the signal's reason, as `fetch`'s.
+   */
   readonly signal?: AbortSignal;
   /** The typed status-route call put on an `unknown` result. */
   readonly checkStatus: TStatus;
@@ -354,6 +360,8 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   // a wait; any attempt of an earlier call, before a reload): a redirect that then ends the intent cannot say the
   // command did not run.
   let mayHaveRun = intent.attempts > 0;
+  // The last redirect followed: an intent whose every answer was a redirect did not run the command.
+  let lastRedirect: { res: Response; location: string } | undefined;
   const redirected = (res: Response, location: string | undefined): RedirectedResult | UnknownResult<TStatus> => {
     if (mayHaveRun) return unknown('redirected');
     return {
@@ -368,12 +376,20 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     };
   };
   for (;;) {
-    if (options.signal?.aborted) return unknown('aborted');
+    if (options.signal?.aborted) {
+      // Nothing of the intent reached a handler (nothing sent yet, or only redirected): the promise rejects with the
+      // signal's reason, as `fetch` does; the intent can be sent again.
+      if (!mayHaveRun) options.signal.throwIfAborted();
+      return unknown('aborted');
+    }
     // The deadline runs from the first attempt (an intent made early, with its form, keeps its whole budget).
     const now = rt.now();
     const remaining = intent.remainingMs(now);
     if (remaining <= 0) return unknown('deadline');
-    if (intent.attempts >= contract.retry.maxAttempts) return unknown('attempts');
+    if (intent.attempts >= contract.retry.maxAttempts) {
+      // Every answer so far was a redirect (each an attempt): the command did not run.
+      return !mayHaveRun && lastRedirect !== undefined ? redirected(lastRedirect.res, lastRedirect.location) : unknown('attempts');
+    }
 
     const requestId = keyIsRequestId ? intent.key : rt.newRequestId();
     const firstSent: Record<string, string> = firstSentHeader === undefined ? {} : { [firstSentHeader]: new Date(intent.firstSentAt ?? now).toUTCString() };
@@ -408,6 +424,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         if ('stop' in redirect) return redirected(res, redirect.location);
         if (visited.has(redirect.follow) || visited.size > MAX_INTENT_REDIRECTS) return redirected(res, redirect.follow);
         visited.add(redirect.follow);
+        lastRedirect = { res, location: redirect.follow };
         url = redirect.follow;
         continue;
       }
@@ -417,14 +434,14 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         await discardBody(res);
         return unknown('redirect-followed');
       }
-      // A body that breaks off after the headers: its status still decides a terminal refusal (a 422 mismatch is not
-      // retried for want of its body); a success or anything retried is treated as the lost answer it is.
+      // A body that breaks off after the headers, or stalls until the deadline or the caller's abort: its status
+      // still decides a terminal refusal (a 422 mismatch is not retried, nor turned unknown, for want of its body); a
+      // success or anything retried is treated as the lost answer it is (below: thrown, so `unknown` / a retry).
       let body: unknown;
       let bodyLost: unknown;
       try {
         body = await readBody(res, options.jsonAnswers);
       } catch (error) {
-        if (controller.signal.aborted) throw error;
         bodyLost = error;
       }
       const replayHeader = res.headers.get(contract.responses.replayHeader)?.trim().toLowerCase();

@@ -16,7 +16,8 @@ export type Redirect = { readonly follow: string } | { readonly stop: true; read
  * A 307 or 308 (which keep the method and body) to `url`'s own origin is followed — any redirect there when the
  * request is `safe` (a GET or HEAD, which every redirect keeps as it is); every other redirect stops:
  * a 301, 302 or 303 (`fetch` would resend a `POST` as a `GET`), a 307 or 308 to another origin (the request's
- * headers and body would go there), one without a usable `Location`, and one a browser hides (`opaqueredirect`,
+ * headers and body would go there), one without a usable `Location` or with credentials in it (its `location` is
+ * given without them), and one a browser hides (`opaqueredirect`,
  * status 0, under `redirect: 'manual'`). An answer that a `fetch` reached by following redirects anyway
  * (`res.redirected`) is no redirect but the answer of the request it landed on: `undefined`.
  */
@@ -33,7 +34,11 @@ export function redirectOf(res: Response, url: string, safe = false): Redirect |
   } catch {
     return { stop: true, location };
   }
-  if ((safe || res.status === 307 || res.status === 308) && to.origin === from.origin) return { follow: to.href };
+  // A `Location` with credentials (`user:pw@`) is one `fetch` refuses to request: never followed, never repeated.
+  const credentials = to.username !== '' || to.password !== '';
+  to.username = '';
+  to.password = '';
+  if ((safe || res.status === 307 || res.status === 308) && to.origin === from.origin && !credentials) return { follow: to.href };
   return { stop: true, location: to.href };
 }
 

@@ -37,7 +37,7 @@ export interface RequestFormat {
  * itself; a fragment in the template is not sent), writes cookie parameters, and encodes the body for the operation's request
  * media type (default `application/json`; see `encodeBody`). Parameters are written in their
  * {@link ParamFormat} (values percent-encoded in the URL, separators as the style says).
- * Throws `TypeError` when a path parameter is missing, a form body is not an object of fields, or a value cannot
+ * Throws `TypeError` when a path parameter is missing or makes a `.` or `..` segment, a form body is not an object of fields, or a value cannot
  * be written where it goes (a path or header value with an array or object inside it, a `Map`, a file outside a
  * multipart body, a value nested past 32 names; see `queryPairs` and `expand`).
  */
@@ -50,6 +50,7 @@ export function buildRequest(baseUrl: string, method: string, pathTemplate: stri
   });
   // Values are percent-encoded (`?`, `&` and `=` too), so the first `?` is the template's own.
   const { url: path, query: fixedQuery } = splitPathQuery(filled);
+  refuseDotSegments(path, pathTemplate);
   const query: string[] = [];
   for (const [name, value] of Object.entries(parts.query ?? {})) {
     // `null` (a nullable parameter left empty) is sent like an absent one.
@@ -97,6 +98,18 @@ function withoutFragment(pathTemplate: string): string {
   // `{#x}` (an RFC 6570 expansion) is a parameter's name here, not a fragment.
   const hash = pathTemplate.search(/(?<!\{)#/);
   return hash < 0 ? pathTemplate : pathTemplate.slice(0, hash);
+}
+
+/**
+ * Throws `TypeError` when path parameters made a `.` or `..` segment of `path` that `pathTemplate` does not have:
+ * the URL parser resolves it away (`/orders/..` is `/`), so the request would reach another route. Encoding cannot
+ * help: `%2e` is a dot to the parser too.
+ */
+function refuseDotSegments(path: string, pathTemplate: string): void {
+  const dots = (text: string): number => text.split('/').filter((segment) => segment === '.' || segment === '..').length;
+  if (dots(path) > dots(withoutFragment(pathTemplate).split('?')[0]!)) {
+    throw new TypeError(`a path parameter of ${pathTemplate} is "." or "..": the URL would resolve it away and reach another path`);
+  }
 }
 
 /** A filled path template's path, and the query pairs it writes itself. */

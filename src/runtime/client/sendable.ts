@@ -11,11 +11,17 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const UNSENDABLE = /[\0\r\n\u0100-\uffff]/;
 /** Methods `fetch` refuses. */
 const FORBIDDEN_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
+/**
+ * Headers that frame the message or the connection, which `fetch` writes itself: Node's refuses them (`Expect`,
+ * `Transfer-Encoding`, `Keep-Alive`, `Upgrade`, a `Connection` other than `close` or `keep-alive`) or hangs on a
+ * `Content-Length` the body does not have; a browser drops them. Never an attempt, never an unknown outcome.
+ */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'keep-alive', 'upgrade', 'expect']);
 
 /**
  * Throws `TypeError` unless `fetch` can send this request: `url` absolute (or, in a page, relative to it), the
  * method allowed, every header name a token and every value free of line breaks, NUL and characters beyond
- * Latin-1. The message names the header, never its value, and a URL without its query (either may hold a key or a
+ * Latin-1, and no header that frames the message ({@link FRAMING}). The message names the header, never its value, and a URL without its query (either may hold a key or a
  * credential).
  */
 export function assertSendable(url: string, method: string, headers: Readonly<Record<string, string>>): void {
@@ -23,6 +29,10 @@ export function assertSendable(url: string, method: string, headers: Readonly<Re
     if (!TOKEN.test(name)) throw new TypeError(`the header name ${JSON.stringify(name)} cannot be sent: a name is letters, digits and !#$%&'*+-.^_\`|~ only`);
     if (typeof value !== 'string' || UNSENDABLE.test(value)) {
       throw new TypeError(`the value of the header ${name} cannot be sent: it holds a line break, a NUL or a character beyond Latin-1 (encode it, e.g. with encodeURIComponent)`);
+    }
+    const lower = name.toLowerCase();
+    if (FRAMING.has(lower) || (lower === 'connection' && !/^\s*(close|keep-alive)\s*$/i.test(value))) {
+      throw new TypeError(`the header ${name} cannot be set: fetch frames the message and the connection itself (leave it out)`);
     }
   }
   if (FORBIDDEN_METHODS.has(method.toUpperCase())) throw new TypeError(`fetch cannot send a ${method} request`);

@@ -64,7 +64,12 @@ export interface CallOptions {
 }
 
 /** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
-export interface IntentOptions extends Omit<CallOptions, 'timeoutMs' | 'redirect'> {
+export interface IntentOptions extends Omit<CallOptions, 'signal' | 'timeoutMs' | 'redirect'> {
+  /**
+   * Aborts the intent. Before any attempt could reach a handler (nothing sent yet, or only redirects), the promise
+   * rejects with the signal's reason; after, it resolves `unknown` with reason `aborted` (the command may have run).
+   */
+  readonly signal?: AbortSignal;
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
