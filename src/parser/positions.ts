@@ -4,7 +4,7 @@
  * YAML positions come from the node ranges of the `yaml` Document the loader already built.
  */
 import type { Position } from './model.js';
-import { escapeRegExp } from './regexp.js';
+import { escapeRegExp, jsonStringSource, mayEscapeName } from './regexp.js';
 
 /** Offsets of a node: where its key starts (for an object member) and where its value starts. */
 export interface NodeOffsets {
@@ -252,7 +252,10 @@ export class JsonPositionIndex implements PositionIndex {
     const half = text.length >> 1;
     for (let at = text.lastIndexOf(needle, rootEnd), tries = 0; at >= half && tries < LATE_MEMBER_TRIES; at = text.lastIndexOf(needle, at - 1), tries++) {
       const valueOffset = this.memberValueAt(at, needle.length);
-      if (valueOffset !== undefined && this.membersRunTo(valueOffset, rootEnd)) return { keyOffset: at, valueOffset };
+      if (valueOffset === undefined) continue;
+      const run = this.membersRunTo(valueOffset, rootEnd, token);
+      // A later member spelling the same name with escapes is the one JSON.parse kept.
+      if (run !== undefined) return run.twin ?? { keyOffset: at, valueOffset };
     }
     return undefined;
   }
@@ -270,19 +273,25 @@ export class JsonPositionIndex implements PositionIndex {
 
   /**
    * Whether, from the value at `offset`, the text is that value and then members of the same object (`, "name":
-   * value`…) up to the closing brace at `end`: then the value's member belongs to the object that closes there.
+   * value`…) up to the closing brace at `end`: then the value's member belongs to the object that closes there
+   * (`undefined` otherwise). `twin`: the last of those members whose name, written with escapes, is `token`.
    */
-  private membersRunTo(offset: number, end: number): boolean {
+  private membersRunTo(offset: number, end: number, token: string): { twin?: NodeOffsets } | undefined {
     const text = this.text;
+    let twin: NodeOffsets | undefined;
     let i = this.skipWhitespace(this.skipValue(offset));
     while (text.charCodeAt(i) === COMMA) {
       const name = this.skipWhitespace(i + 1);
-      if (text.charCodeAt(name) !== QUOTE) return false;
-      const colon = this.skipWhitespace(this.skipString(name));
-      if (text.charCodeAt(colon) !== COLON) return false;
-      i = this.skipWhitespace(this.skipValue(this.skipWhitespace(colon + 1)));
+      if (text.charCodeAt(name) !== QUOTE) return undefined;
+      const nameEnd = this.skipString(name);
+      const colon = this.skipWhitespace(nameEnd);
+      if (text.charCodeAt(colon) !== COLON) return undefined;
+      const valueOffset = this.skipWhitespace(colon + 1);
+      const raw = text.slice(name, nameEnd);
+      if (raw.includes('\\') && (JSON.parse(raw) as string) === token) twin = { keyOffset: name, valueOffset };
+      i = this.skipWhitespace(this.skipValue(valueOffset));
     }
-    return i === end;
+    return i === end ? (twin === undefined ? {} : { twin }) : undefined;
   }
 
   duplicateKey(tokens: readonly string[], deep: boolean): DuplicateKey | undefined {
@@ -318,7 +327,9 @@ export class JsonPositionIndex implements PositionIndex {
     // A native search instead of a scan: in valid JSON the quoted key followed by `:` is a member name exactly
     // when `{` or `,` precedes it (quotes inside strings are escaped). A regex, not indexOf: on text full of
     // quotes it skips ahead on the whole name, three times faster on a 10 MB file.
-    const name = new RegExp(`${escapeRegExp(JSON.stringify(key))}[ \\t\\r\\n]*:`, 'g');
+    // Every spelling of the name (`"x-idem\\u0070otency"` is `x-idempotency` too) when the text has escapes.
+    const quoted = mayEscapeName(text, key) ? jsonStringSource(key) : escapeRegExp(JSON.stringify(key));
+    const name = new RegExp(`${quoted}[ \\t\\r\\n]*:`, 'g');
     for (let found = name.exec(text); found !== null; found = name.exec(text)) {
       let before = found.index - 1;
       while (before >= 0 && isJsonSpace(text.charCodeAt(before))) before -= 1;

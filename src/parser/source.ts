@@ -15,6 +15,7 @@ import { encodingProblem, notUtf8 } from './encoding.js';
 import { describeJsonSyntaxError, isSpace } from './json-errors.js';
 import { appendPointer, parsePointer } from './pointer.js';
 import { JsonPositionIndex, LineTable, type PositionIndex } from './positions.js';
+import { jsonStringSource } from './regexp.js';
 import { describeYamlSyntaxError } from './yaml-errors.js';
 import { YamlEventIndex } from './yaml-positions.js';
 
@@ -157,9 +158,10 @@ export class SourceFile {
     if (this.format !== 'json') return undefined;
     const found = this.index.duplicateKey?.(parsePointer(pointer), false);
     if (!found) return undefined;
-    // The name as the text searched writes it: in the escaped text, its non-ASCII characters as escapes.
-    const quoted = this.#escaped === undefined ? JSON.stringify(key) : asciiEscaped(JSON.stringify(key));
-    const held = this.scanText.indexOf(quoted, found.firstOffset);
+    // The name in every spelling the text searched may write it: `"x-idem\u0070otency"` is `x-idempotency` too.
+    const name = new RegExp(jsonStringSource(key), 'g');
+    name.lastIndex = found.firstOffset;
+    const held = name.exec(this.scanText)?.index ?? -1;
     if (held === -1 || held >= (found.firstValueEnd ?? found.secondOffset)) return undefined;
     return { key: found.key, first: this.scanPosition(found.firstOffset), second: this.scanPosition(found.secondOffset) };
   }

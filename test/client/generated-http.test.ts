@@ -361,7 +361,7 @@ describe('generated client over real HTTP (127.0.0.1, default runtime)', functio
     it("a header fetch frames itself (Transfer-Encoding, Expect, a Content-Length) is a TypeError before anything is sent, not attempts that end unknown", async () => {
       const server = await serve((_req, res) => answer(res, 201, { id: 'o-1' }));
       const api = client(server);
-      for (const headers of [{ 'Transfer-Encoding': 'chunked' }, { Expect: '100-continue' }, { 'Content-Length': '3' }, { Upgrade: 'h2c' }]) {
+      for (const headers of [{ 'Transfer-Encoding': 'chunked' }, { Expect: '100-continue' }, { 'Content-Length': '3' }, { Upgrade: 'h2c' }] as Record<string, string>[]) {
         const intent = api.intent('createOrder');
         await assert.rejects(api.createOrder({ body: order }, { intent, headers }), { name: 'TypeError', message: /cannot be set: fetch frames the message/ }, JSON.stringify(headers));
         assert.equal(intent.attempts, 0);

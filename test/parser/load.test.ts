@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DocumentError } from '../../src/errors.js';
@@ -546,6 +546,30 @@ describe('loadDocument', () => {
       const paths = await loadError('bad/duplicate-paths.json');
       assert.equal(paths.message, 'duplicate key `paths` (first at line 4) — keep one');
       assert.deepEqual({ line: paths.line, column: paths.column }, { line: 12, column: 3 });
+    });
+
+    it('a JSON key written twice is found when `x-idempotency` is spelled with an escape (`"x-idem\\u0070otency"` is the same member to JSON.parse)', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
+      try {
+        // The contract's name escaped (its ttl twice), the second of two contracts escaped, the dropped operation's contract escaped.
+        for (const [name, nth, message] of [
+          ['bad/duplicate-key.json', 0, 'duplicate key `ttl` (first at line 20) — keep one'],
+          ['bad/duplicate-contract.json', 1, 'duplicate key `x-idempotency` (first at line 11) — keep one'],
+          ['bad/duplicate-operation.json', 0, 'duplicate key `post` (first at line 6) — keep one'],
+        ] as const) {
+          const plain = await loadError(name);
+          let seen = -1;
+          const text = readFileSync(fixture(name), 'utf8').replace(/"x-idempotency"/g, (whole) => (++seen === nth ? '"x-idem\\u0070otency"' : whole));
+          assert.ok(seen >= nth, name);
+          const file = path.join(dir, path.basename(name));
+          writeFileSync(file, text);
+          const error = await loadError(file);
+          assert.equal(error.message, message, name);
+          assert.deepEqual([error.line, error.column], [plain.line, plain.column], name);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('a JSON contract whose strings hold an escaped quote followed by `:` loads, and a key written twice beside one is still found', async () => {

@@ -141,6 +141,14 @@ describe('parser positions', () => {
       const twice = `{"components": {"a": 1}, "paths": ${big('pad')}, "components": {"a": 2}}`;
       assert.deepEqual(JSON.parse(twice).components, { a: 2 });
       assert.equal(new JsonPositionIndex(twice).locate(['components', 'a']).keyOffset, keyAt(twice, '"a": 2'));
+      // Written twice, the second time with an escape (`"comp\u006fnents"`): JSON.parse keeps that one, so positions
+      // point there, not at the plain copy a text search finds last.
+      for (const spelling of ['comp\\u006fnents', '\\u0063omponents', 'comp\\u006Fnents']) {
+        const escaped = `{"paths": ${big('pad')}, "components": {"a": 1}, "${spelling}": {"a": 2}}`;
+        assert.deepEqual(JSON.parse(escaped).components, { a: 2 }, spelling);
+        const located = new JsonPositionIndex(escaped).locate(['components', 'a']);
+        assert.equal(located.keyOffset, keyAt(escaped, '"a": 2'), spelling);
+      }
       // A name that appears only as a string value, or escaped inside a string, is not a member.
       const strings = `{"paths": ${big('pad')}, "info": {"title": "components", "description": "\\"components\\": no"}}`;
       const missing = new JsonPositionIndex(strings).locate(['components']);
