@@ -125,6 +125,8 @@ export function loadConfig(options: LoadConfigOptions): LintConfig {
 export function parseConfig(text: string, file: string, knownRuleIds: readonly string[]): LintConfig {
   // A UTF-8 BOM (Notepad writes one) is not content, as in documents.
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  // A lone CR is a line break, as in documents; `yaml` breaks lines at LF only (same length: offsets hold).
+  text = text.replace(/\r(?!\n)/g, '\n');
   const yamlModule = yaml();
   const lineCounter = new yamlModule.LineCounter();
   const doc = yamlModule.parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });

@@ -562,10 +562,13 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
     return new DocumentError(`invalid YAML: nested too deeply (over ${depth[1]} levels) — flatten the structure here`, file, undefined, line, column);
   }
   const yaml = loadYaml();
-  const document = yaml.parseDocument(text, { merge: true, prettyErrors: false, keepSourceTokens: false, uniqueKeys: false });
+  // `yaml` breaks lines at LF only; a lone CR (old Mac files, which js-yaml reads) becomes an LF of the same length,
+  // so its offsets still point into `text`.
+  const lf = text.replace(/\r(?!\n)/g, '\n');
+  const document = yaml.parseDocument(lf, { merge: true, prettyErrors: false, keepSourceTokens: false, uniqueKeys: false });
   const first = document.errors[0];
   if (first) {
-    const { offset, message } = describeYamlSyntaxError(yaml, text, first);
+    const { offset, message } = describeYamlSyntaxError(yaml, lf, first);
     const { line, column } = lines.position(offset);
     return new DocumentError(`invalid YAML: ${message}`, file, undefined, line, column);
   }

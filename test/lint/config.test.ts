@@ -50,6 +50,14 @@ describe('lint config', () => {
     assert.match(error.message, /unknown rule id "scope-to-wide".*did you mean "scope-too-wide"/);
   });
 
+  it('reads a config with lone-CR line breaks (a classic Mac file), YAML or JSON, and names the right line', () => {
+    assert.deepEqual(parseConfig('rules:\r  scope-missing: warn\r', '/x/.idemkitrc.yaml', known).rules, { 'scope-missing': 'warn' });
+    assert.deepEqual(parseConfig('{\r  "rules": {\r    "scope-missing": "warn"\r  }\r}\r', '/x/idemkit.config.json', known).rules, { 'scope-missing': 'warn' });
+    const error = usageError(() => parseConfig('{\r  "rules": {\r    "scope-to-wide": "warn"\r  }\r}\r', '/x/idemkit.config.json', known));
+    assert.deepEqual([error.line, error.column], [3, 5]);
+    assert.match(error.message, /unknown rule id "scope-to-wide"/);
+  });
+
   it('names the line of a bad severity', () => {
     const error = usageError(() => parseConfig('rules:\n  scope-missing: fatal\n', '/x/.idemkitrc.yaml', known));
     assert.equal(error.line, 2);

@@ -462,6 +462,24 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/truncated.yaml'), 'title: "truncated', '"'));
     });
 
+    it('YAML with lone-CR line breaks that does not parse: the same message and position as with LF (was 1:10, "Nested mappings…")', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
+      try {
+        const lf = await loadError('bad/truncated.yaml');
+        const file = path.join(dir, 'cr.yaml');
+        writeFileSync(file, readFileSync(fixture('bad/truncated.yaml'), 'utf8').replace(/\n/g, '\r'));
+        const cr = await loadError(file);
+        assert.deepEqual([cr.message, cr.line, cr.column], [lf.message, lf.line, lf.column]);
+        // A complex key, which js-yaml refuses without a position.
+        writeFileSync(file, 'openapi: 3.1.0\rinfo: {title: t, version: "1"}\rpaths:\r  ? [a, b]\r  : {}\r');
+        const key = await loadError(file);
+        assert.match(key.message, /^invalid YAML: a mapping key must be a string/);
+        assert.deepEqual([key.line, key.column], [4, 5]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('a JSON syntax error, at the token', async () => {
       const error = await loadError('bad/syntax.json');
       assert.match(error.message, /^invalid JSON: .* — fix the syntax/);
