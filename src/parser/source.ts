@@ -458,6 +458,14 @@ function parseJson(file: string, text: string): SourceFile {
 
 function parseYaml(file: string, text: string): SourceFile {
   const jsYaml = loadJsYaml();
+  // The member name the loader makes of a plain key: the core schema reads `0x1F7` as 503, `~` as null.
+  const plainKey = (plain: string): string => {
+    try {
+      return String(jsYaml.load(plain, { schema: yamlSchema }));
+    } catch {
+      return plain;
+    }
+  };
   // YAML 1.2 core schema (no timestamps: `2024-01-01` stays a string) plus `<<` merge keys. js-yaml rejects
   // a key written twice; the error path below decides whether it matters to a contract.
   // Local tags (`!Sub`, `!Ref`, `!GetAtt` of AWS SAM / CloudFormation templates that embed an API) are read
@@ -477,7 +485,7 @@ function parseYaml(file: string, text: string): SourceFile {
     if ((error as { reason?: string }).reason !== 'duplicated mapping key') throw yamlError(file, text, error);
     // A key written twice where it could change a contract stays an error; elsewhere (two `description`s in
     // a schema) the document loads with the last one, as lenient YAML tools do, and each gets a warning.
-    const index = new YamlEventIndex(text, events, jsYaml.getScalarValue);
+    const index = new YamlEventIndex(text, events, jsYaml.getScalarValue, plainKey);
     const duplicates = index.duplicates();
     const lines = new LineTable(text);
     const fatal = duplicates.find((duplicate) => duplicate.contract);
@@ -513,7 +521,7 @@ function parseYaml(file: string, text: string): SourceFile {
   if (value === undefined || value === null) {
     throw new DocumentError('the file has no content (only comments or blank lines) — write an OpenAPI document (openapi: 3.1.0, info, paths)', file, '', 1, 1);
   }
-  return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue), warnings);
+  return new SourceFile(file, 'yaml', text, value, new YamlEventIndex(text, events, jsYaml.getScalarValue, plainKey), warnings);
 }
 
 /** Where the second document of a YAML stream starts: its `---` marker, else its first node. */

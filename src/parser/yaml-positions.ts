@@ -14,6 +14,7 @@ export const MAPPING = 3;
 export const SCALAR = 4;
 export const ALIAS = 5;
 export const POP = 6;
+const PLAIN = 1;
 const SINGLE_QUOTED = 2;
 const DOUBLE_QUOTED = 3;
 const LITERAL_BLOCK = 4;
@@ -22,6 +23,12 @@ const FOLDED_BLOCK = 5;
 const BLOCK_HEADER_END = /[|>][0-9+-]*(?:[ \t]+#.*)?$/;
 
 type ScalarReader = (input: string, scalar: ScalarEvent) => string;
+/** The member name the loader makes of an untagged plain scalar key (`0x1F7` → `503`, `+409` → `409`, `~` → `null`). */
+type KeyResolver = (plain: string) => string;
+/** A plain scalar the core schema may read as something other than its text: a number, a boolean, a null. */
+const MAY_NOT_BE_TEXT = /^(?:[-+.0-9~]|(?:true|false|null)$)/i;
+/** A plain key that is a number written as the loader writes it back (`201`): its own name. */
+const CANONICAL_INT = /^(?:0|[1-9][0-9]{0,14})$/;
 
 /** A key written twice in one YAML mapping (see {@link YamlEventIndex.duplicates}). */
 export interface YamlDuplicate {
@@ -43,6 +50,7 @@ export class YamlEventIndex implements PositionIndex {
     private readonly text: string,
     private readonly events: readonly Event[],
     private readonly readScalar: ScalarReader,
+    private readonly resolveKey?: KeyResolver,
   ) {}
 
   locate(tokens: readonly string[]): Located {
@@ -298,7 +306,10 @@ export class YamlEventIndex implements PositionIndex {
     const event = this.events[this.resolve(index)]!;
     if (event.type !== SCALAR) return undefined;
     if (event.valueStart < 0) return '';
-    return event.fast ? this.text.slice(event.valueStart, event.valueEnd) : this.readScalar(this.text, event);
+    const text = event.fast ? this.text.slice(event.valueStart, event.valueEnd) : this.readScalar(this.text, event);
+    // `0x1F7:` is the member `503` of the loaded value, `+409:` the member `409`: named as the loader names it.
+    if (this.resolveKey !== undefined && event.style === PLAIN && event.tagStart < 0 && MAY_NOT_BE_TEXT.test(text) && !CANONICAL_INT.test(text)) return this.resolveKey(text);
+    return text;
   }
 
   /** Where a person would point at the node: its anchor or tag if it has one, else its first character. */

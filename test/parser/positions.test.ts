@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { loadDocument } from '../../src/parser/load.js';
 import { JsonPositionIndex, LineTable } from '../../src/parser/positions.js';
 import type { ApiDocument, OperationView } from '../../src/parser/model.js';
@@ -66,6 +69,29 @@ describe('parser positions', () => {
       assert.deepEqual(doc.position(contract.at('retry', 'deadline')), spot(file, /^ {6}x-idempotency:$/));
       assert.deepEqual(doc.position(contract.at('key', 'pattern')), spot(file, '        key:'));
       assert.deepEqual(doc.position({ file, pointer: '/paths/~1nope/post' }), spot(file, 'paths:'));
+    });
+  });
+
+  describe('YAML keys the core schema reads as numbers or nulls', () => {
+    it('finds `0x1F7:` as response 503, `+409:` as 409, `1e3:` as 1000 and `~:` as null, where they are written (was their parent)', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-positions-'));
+      try {
+        const file = path.join(dir, 'keys.yaml');
+        writeFileSync(
+          file,
+          ['openapi: 3.1.0', 'info: {title: t, version: "1"}', 'paths:', '  /a:', '    post:', '      responses:', '        201: {description: ok}',
+            '        +409: {description: busy}', '        0x1F7: {description: down}', '        1e3: {description: odd}', '        ~: {description: null key}',
+            "        '0x10': {description: quoted stays text}", '        !!str 0x11: {description: tagged stays text}', ''].join('\n'),
+        );
+        const doc = await loadDocument(file);
+        const responses = (doc.root.paths as Record<string, { post: { responses: Record<string, unknown> } }>)['/a']!.post.responses;
+        assert.deepEqual(Object.keys(responses).sort(), ['0x10', '0x11', '1000', '201', '409', '503', 'null']);
+        for (const [code, written] of [['201', '201:'], ['409', '+409:'], ['503', '0x1F7:'], ['1000', '1e3:'], ['null', '~:'], ['0x10', "'0x10'"], ['0x11', '!!str 0x11']]) {
+          assert.deepEqual(doc.position({ file, pointer: `/paths/~1a/post/responses/${code}` }), spot(file, written), code);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   });
 
