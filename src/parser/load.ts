@@ -87,7 +87,8 @@ type Followed =
  *   OpenAPI, or a `$ref` that an operation or contract needs points at a missing file or node.
  */
 export async function loadDocument(file: string, options: LoadOptions = {}): Promise<ApiDocument> {
-  return new DocumentLoader(resolve(file), options.cache ?? new SourceCache()).load();
+  const cache = options.cache ?? new SourceCache();
+  return new DocumentLoader(cache.name(resolve(file)), cache).load();
 }
 
 /** Keys whose values are data, not schemas: an `$id` below one names no schema resource. */
@@ -798,7 +799,7 @@ class DocumentLoader implements ApiDocument {
       }
       try {
         const decoded = decodeURIComponent(filePart);
-        file = FILE_URL.test(decoded) ? fileURLToPath(decoded) : isAbsolute(decoded) ? decoded : resolve(dirname(from.file), decoded);
+        file = this.cache.name(FILE_URL.test(decoded) ? fileURLToPath(decoded) : isAbsolute(decoded) ? decoded : resolve(dirname(from.file), decoded));
       } catch {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is not a valid reference — write a relative path and/or #/json/pointer` };
       }

@@ -4,7 +4,7 @@
  * positions.
  */
 import { isAscii } from 'node:buffer';
-import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
 import type * as JsYamlModule from 'js-yaml';
@@ -606,6 +606,26 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
 /** Files loaded in one run, by absolute path; entry documents and the external files they share. */
 export class SourceCache {
   private readonly files = new Map<string, SourceFile | DocumentError>();
+  /** The path each real file was first named by, by its real path. */
+  private readonly names = new Map<string, string>();
+
+  /**
+   * The path `file` was first named by in this run when it is a file named before under another path (through a
+   * symbolic link, or a `$ref` spelled another way): one file, one name, so its findings are reported once.
+   * `file` itself otherwise, and when it cannot be resolved (a missing file is reported under its own name).
+   */
+  name(file: string): string {
+    let real: string;
+    try {
+      real = realpathSync(file);
+    } catch {
+      return file;
+    }
+    const known = this.names.get(real);
+    if (known !== undefined) return known;
+    this.names.set(real, file);
+    return file;
+  }
 
   /** Returns the parsed file, reading it on first use; rethrows the same error for a bad file. */
   get(file: string): SourceFile {

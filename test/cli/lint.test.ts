@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
@@ -70,6 +72,34 @@ describe('idemkit lint', () => {
       const junit = (await lint(file, '--format', 'junit')).out;
       assert.match(junit, /<testcase classname="[^"]*" name="POST \/b \(b\)">\n\s*<failure message="POST \/b \(b\): /);
       assert.match((await lint(file, '--format', 'markdown')).out, /`contract-invalid` `test\/fixtures\/parser\/external\/components\/contracts\.yaml:4:3` also `POST \/b \(b\)`:/);
+    });
+
+    it('reports a file named twice (a symbolic link on the command line, or two $ref spellings) once, under the first name', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-lint-links-'));
+      try {
+        mkdirSync(path.join(dir, 'sub dir'));
+        symlinkSync('sub dir', path.join(dir, 'sublink'));
+        writeFileSync(path.join(dir, 'sub dir', 'contracts.yaml'), 'base:\n  key: {header: Idempotency-Key}\n  scope: [global]\n  ttl: P1D\n  lease: P2D\n');
+        const operation = (id: string, ref: string) =>
+          [`  /${id}:`, '    post:', `      operationId: ${id}`, '      parameters: [{name: Idempotency-Key, in: header, required: true, schema: {type: string}}]',
+            "      responses: {'201': {description: ok}}", `      x-idempotency: {$ref: '${ref}#/base'}`];
+        writeFileSync(
+          path.join(dir, 'main.yaml'),
+          ['openapi: 3.0.3', "info: {title: t, version: '1'}", 'paths:', ...operation('a', 'sub%20dir/contracts.yaml'), ...operation('b', 'sublink/contracts.yaml'), ''].join('\n'),
+        );
+        symlinkSync('main.yaml', path.join(dir, 'link.yaml'));
+        for (const argv of [['main.yaml'], ['main.yaml', 'link.yaml'], ['main.yaml', './main.yaml']]) {
+          const io = bufferIo(dir);
+          assert.equal(await main(['lint', ...argv], io), 1, io.err);
+          const leases = io.out.split('\n').filter((line) => line.endsWith('lease-exceeds-ttl'));
+          assert.equal(leases.length, 1, `${argv.join(' ')}:\n${io.out}`);
+          assert.match(leases[0]!, /\(in a, b\) +lease-exceeds-ttl$/);
+          assert.match(io.out, /^sub dir\/contracts\.yaml$/m);
+          assert.doesNotMatch(io.out, /sublink|link\.yaml/);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
 
     it('counts a lone CR as a line break, as editors do: a stray one, and a classic Mac file', async () => {

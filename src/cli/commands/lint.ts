@@ -131,12 +131,13 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
   if (options.baseline !== undefined && options.writeBaseline !== undefined) {
     throw new UsageError('use --baseline FILE or --write-baseline FILE, not both');
   }
-  const files = [...new Set(options.files.map((file) => path.resolve(io.cwd, file)))];
+  const cache = new SourceCache();
+  // A file named twice (also through a symbolic link) is one document, linted once.
+  const files = [...new Set(options.files.map((file) => cache.name(path.resolve(io.cwd, file))))];
   // What this run writes must not be what it reads: a report written over the spec replaced it.
   const targets = writtenFiles(options, io.cwd);
   refuseOverwrite(targets, [...files, ...[options.config, options.baseline].flatMap((file) => (file === undefined ? [] : [path.resolve(io.cwd, file)]))], io.cwd);
   const configFor = createConfigResolver({ cwd: io.cwd, configFile: options.config, knownRuleIds: catalogue().map((rule) => rule.meta.id) });
-  const cache = new SourceCache();
   const documents: ApiDocument[] = [];
   const failures: DocumentError[] = [];
   const failed: DocumentFailure[] = [];
