@@ -422,6 +422,7 @@ class DocumentLoader implements ApiDocument {
 
   private readDefaults(): { value: Record<string, unknown>; at: Location } | undefined {
     if (!Object.prototype.hasOwnProperty.call(this.root, 'x-idempotency')) return undefined;
+    this.warnRefSiblings(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' });
     const defaults = this.need(this.root['x-idempotency'], { file: this.file, pointer: '/x-idempotency' }, this.contractTargets);
     // Written in place, the defaults are checked with every `x-idempotency` value of the entry file.
     if (defaults.at.file !== this.file || defaults.at.pointer !== '/x-idempotency') this.rejectDuplicateKeys(defaults.at, true);
@@ -433,6 +434,21 @@ class DocumentLoader implements ApiDocument {
     return { value: defaults.value, at: defaults.at };
   }
 
+  /**
+   * Warns at each key written beside a contract's `$ref` (`{$ref: '#/…/base', lease: PT1M}`): the contract is what
+   * the `$ref` points at, so the key is neither read nor checked — saying nothing would let `lease: forever` pass.
+   */
+  private warnRefSiblings(value: unknown, at: Location): void {
+    if (!isPlainObject(value) || typeof value.$ref !== 'string') return;
+    for (const key of Object.keys(value)) {
+      if (key === '$ref') continue;
+      this.warn(
+        { file: at.file, pointer: appendPointer(at.pointer, key) },
+        `\`${key}\` beside \`$ref\` in x-idempotency is not read: the contract is the one the $ref points at — move \`${key}\` into that contract, or write this contract in full without the $ref`,
+      );
+    }
+  }
+
   private readContract(
     node: Record<string, unknown>,
     at: Location,
@@ -441,6 +457,7 @@ class DocumentLoader implements ApiDocument {
     defaults: { value: Record<string, unknown>; at: Location } | undefined,
   ): IdempotencyContract {
     const written: Location = { file: at.file, pointer: `${at.pointer}/x-idempotency` };
+    this.warnRefSiblings(node['x-idempotency'], written);
     const own = this.need(node['x-idempotency'], written, this.contractTargets);
     // A contract written in place in the entry file is checked by rejectJsonDuplicates.
     if (own.at.file !== this.file || (own.at !== written && own.at.pointer !== written.pointer)) this.rejectDuplicateKeys(own.at, true);

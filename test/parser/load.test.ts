@@ -228,6 +228,36 @@ describe('loadDocument', () => {
   });
 
   describe('leniency', () => {
+    it('warns at a key written beside a contract\'s $ref, which is not read (an invalid `lease: forever` passed silently)', async () => {
+      await withYaml(
+        [
+          'openapi: 3.1.0',
+          "info: {title: t, version: '1'}",
+          "x-idempotency: {$ref: '#/x-contracts/defaults', ttl: P2D}",
+          'x-contracts:',
+          '  defaults: {ttl: P1D}',
+          '  base: {key: {header: Idempotency-Key}, scope: [principal], lease: PT30S}',
+          'paths:',
+          '  /a:',
+          '    post:',
+          '      operationId: a',
+          "      x-idempotency: {$ref: '#/x-contracts/base', lease: forever}",
+          "      responses: {'201': {description: ok}}",
+        ],
+        (doc, file) => {
+          const contract = op(doc, 'a').contract!;
+          assert.equal(contract.lease?.ms, 30_000, 'the contract is the one the $ref points at');
+          assert.equal(contract.ttl?.ms, 86_400_000);
+          const beside = doc.warnings.filter((warning) => warning.message.includes('beside `$ref`'));
+          assert.deepEqual(beside.map((warning) => [warning.message.split(' ')[0], doc.position(warning.at)]), [
+            ['`ttl`', spot(file, "x-idempotency: {$ref: '#/x-contracts/defaults'", 'ttl')],
+            ['`lease`', spot(file, 'lease: forever', 'lease')],
+          ]);
+          assert.match(beside[1]!.message, /^`lease` beside `\$ref` in x-idempotency is not read: the contract is the one the \$ref points at — move `lease` into that contract, or write this contract in full without the \$ref$/);
+        },
+      );
+    });
+
     it('loads a document that is invalid elsewhere and lists the problems as warnings', async () => {
       const file = fixture('lenient.yaml');
       const doc = await loadDocument(file);
