@@ -4,6 +4,7 @@
  * `partialFingerprints` entry built from the finding's stable identity (no line numbers), so a result keeps
  * its identity across edits. Suppressed findings are emitted with an in-source suppression.
  */
+import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { findingIdentity, identityHash } from '../baseline.js';
 import { catalogue } from '../catalogue.js';
@@ -21,6 +22,17 @@ export const FINGERPRINT_KEY = 'idemkitFindingIdentity/v1';
 /** Encodes a `/`-separated relative path as a URI reference. */
 function uriOf(relative: string): string {
   return relative.split('/').map(encodeURIComponent).join('/');
+}
+
+/**
+ * A file's SARIF artifact location: relative to `%SRCROOT%` (the working directory) when it is under it, else its
+ * absolute `file:` URI (`/dev/stdin`, a `$ref` to a file beside the checkout): a `../../dev/stdin` under the
+ * source root names no file a code-scanning service can show.
+ */
+function artifactOf(cwd: string, file: string): { uri: string; uriBaseId?: string } {
+  const relative = relativePath(cwd, file);
+  if (relative === '..' || relative.startsWith('../') || path.isAbsolute(relative)) return { uri: pathToFileURL(file).href };
+  return { uri: uriOf(relative), uriBaseId: '%SRCROOT%' };
 }
 
 function ruleName(id: string): string {
@@ -72,7 +84,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
       locations: [
         {
           physicalLocation: {
-            artifactLocation: { uri: uriOf(relativePath(report.cwd, finding.file)), uriBaseId: '%SRCROOT%' },
+            artifactLocation: artifactOf(report.cwd, finding.file),
             region: { startLine: Math.max(1, finding.line), startColumn: Math.max(1, finding.column) },
           },
           ...(finding.operations.length > 0

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { formatSarif, FINGERPRINT_KEY } from '../../../src/lint/formatters/sarif.js';
@@ -80,6 +82,17 @@ describe('sarif formatter', () => {
     });
     assert.equal(log.runs[0].originalUriBaseIds['%SRCROOT%'].uri, `file://${cwd}/`);
     assert.ok(result.message.text.endsWith(`[${payout}]`));
+  });
+
+  it('locates a file outside the working directory by its absolute file: URI, not ../ under %SRCROOT%', () => {
+    const base = report();
+    const outside = [path.join(path.dirname(cwd), 'shared dir', 'contracts.yaml'), '/dev/stdin'];
+    const log = JSON.parse(formatSarif({ ...base, findings: outside.map((file) => ({ ...base.findings[2]!, file })) }));
+    assertValid(log);
+    assert.deepEqual(
+      (log.runs[0].results as SarifResult[]).map((r) => r.locations[0]!.physicalLocation.artifactLocation).sort((a, b) => a.uri.localeCompare(b.uri)),
+      outside.map((file) => ({ uri: pathToFileURL(file).href })).sort((a, b) => a.uri.localeCompare(b.uri)),
+    );
   });
 
   it('names the operations in the message, in properties and as logical locations', () => {
