@@ -65,6 +65,16 @@ const RESERVED = new Set(
 );
 
 /**
+ * Names that are not to be members of an object the generated code returns (the client, the guards): `then` makes
+ * it a thenable (`await getClient()` would call the operation and never settle), `toJSON`, `toString` and
+ * `valueOf` are called by `JSON.stringify`, templates and comparisons, the rest shadow `Object.prototype`. An
+ * operation named so gets a numbered name (`then2`).
+ */
+export const OBJECT_PROTOCOL_NAMES: readonly string[] = [
+  'then', 'toJSON', 'toString', 'valueOf', 'toLocaleString', 'constructor', 'hasOwnProperty', 'isPrototypeOf', 'propertyIsEnumerable',
+];
+
+/**
  * A safe TypeScript identifier (camelCase, ASCII letters, digits, `_`) derived from `text`, e.g. an
  * operationId. Never empty, never a reserved word, never starts with a digit. Not unique on its own:
  * the view model deduplicates.

@@ -11,7 +11,7 @@ import { DocumentError, UsageError } from '../errors.js';
 import { documentServers, operationServer } from './client/servers.js';
 import { isBasePath } from '../runtime/adapters/fastify-routes.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from './output.js';
-import { packageRoot, renderTemplate, toIdentifier } from './render.js';
+import { OBJECT_PROTOCOL_NAMES, packageRoot, renderTemplate, toIdentifier } from './render.js';
 
 /** Frameworks a guard can be generated for. */
 export const FRAMEWORKS = ['express', 'fastify', 'fetch'] as const;
@@ -183,6 +183,7 @@ export function buildServerModel(doc: ApiDocument, options: Omit<ServerOptions, 
   // `createRouteGuard` (operationId `createRoute`) would clash with the import and index.ts's `export *`.
   const taken = new Set<string>([
     ...GENERATED_LOCALS,
+    ...OBJECT_PROTOCOL_NAMES,
     ...exportedNames(readFileSync(path.join(packageRoot(), 'templates', 'server', 'index.ts.hbs'), 'utf8')),
     ...[`adapters/${options.framework}.ts`, `stores/${options.store}.ts`].flatMap((name) =>
       exportedNames(readFileSync(path.join(packageRoot(), 'src', 'runtime', ...name.split('/')), 'utf8')),

@@ -65,6 +65,15 @@ describe('generate/server', () => {
     }
   });
 
+  it('numbers an operation named then, toJSON or valueOf: the Guards object is no thenable (awaiting it would not settle)', async () => {
+    const doc = await load({ '/t': op('then', true), '/j': op('toJSON', true), '/v': op('valueOf', true) });
+    const model = buildServerModel(doc, { framework: 'express', store: 'sqlite' });
+    assert.deepEqual(
+      model.operations.map((o) => o.name),
+      ['then2', 'toJSON2', 'valueOf2'],
+    );
+  });
+
   it('refuses an invalid contract with file:line:column instead of generating from defaults', async () => {
     for (const [contract, message] of [
       [{ ttl: 'one day' }, /^POST \/x \(bad\): .*ttl.*"one day".*ISO 8601 duration/],

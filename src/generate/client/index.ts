@@ -14,7 +14,7 @@ import type { RequestFormat } from '../../runtime/client/request.js';
 import type { CompiledContract } from '../../runtime/contract.js';
 import { fileSet, generatedHeader, runtimeClosure, runtimeFiles, type OutputFile } from '../output.js';
 import { assertContractsValid } from '../server.js';
-import { renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
+import { OBJECT_PROTOCOL_NAMES, renderTemplate, toIdentifier, toJsLiteral } from '../render.js';
 import { formEncoding, formFieldFormats, paramFormats } from './params.js';
 import { ClientRefs } from './refs.js';
 import { SchemaTypes } from './schema-types.js';
@@ -461,7 +461,7 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
   const decls: string[] = [];
   const typer = new OperationTyper(doc, types, decls, refs);
   const where = documentServers(doc);
-  const taken = new Set([...CLIENT_EXPORTS, ...CLIENT_LOCALS]);
+  const taken = new Set([...CLIENT_EXPORTS, ...CLIENT_LOCALS, ...OBJECT_PROTOCOL_NAMES]);
   const sorted = [...doc.operations].sort((a, b) => compare(opId(a), opId(b)) || compare(a.path, b.path) || compare(a.method, b.method));
   const drafts = sorted.map((op) => {
     const base = toIdentifier(opId(op));

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import ts from 'typescript';
 import { buildClientModel, CLIENT_EXPORTS, CLIENT_LOCALS, generateClient, SCHEMA_GLOBALS } from '../../../src/generate/client/index.js';
 import { writeOutput } from '../../../src/generate/output.js';
@@ -158,6 +159,35 @@ describe('generate client: operation names never collide with the client\'s own 
     assert.deepEqual(strictDiagnostics(tsFiles(out), out), []);
     const methods = buildClientModel(doc).model.operations.map((op) => op.name);
     for (const name of ['contract2', 'sent2', 'statusInput2', 'intent2']) assert.ok(methods.includes(name), `${name} in ${methods.join(', ')}`);
+  });
+
+  it('operations named then, toJSON, toString or valueOf are numbered: the client is no thenable, and JSON.stringify or a template sends nothing', async () => {
+    const names = ['then', 'toJSON', 'toString', 'valueOf', 'constructor', 'hasOwnProperty'];
+    const ops = names.map(
+      (name) => `  /commands/${name}:
+    post:
+      operationId: ${name}
+      requestBody: { required: true, content: { application/json: { schema: { type: object } } } }
+      responses: { '201': { description: created } }
+      x-idempotency:
+${contractYaml('        ')}`,
+    );
+    const spec = path.join(dir, 'protocol.yaml');
+    writeFileSync(spec, `openapi: 3.0.3\ninfo: { title: t, version: '1' }\nservers: [{ url: 'https://api.example.com' }]\npaths:\n${ops.join('\n')}\n`);
+    const doc = await loadDocument(spec);
+    assert.deepEqual(buildClientModel(doc).model.operations.map((op) => op.name).sort(), names.map((name) => `${name}2`).sort());
+    const out = path.join(dir, 'protocol');
+    await writeOutput(out, generateClient(doc, { source: 'protocol.yaml' }));
+    writeFileSync(path.join(out, 'package.json'), JSON.stringify({ type: 'module', private: true }));
+    assert.deepEqual(strictDiagnostics(tsFiles(out), out), []);
+    const sent: string[] = [];
+    const module = (await import(pathToFileURL(path.join(out, 'index.ts')).href)) as { createClient(options: object): Record<string, unknown> };
+    const client = module.createClient({ runtime: { fetch: async (url: string) => (sent.push(url), new Response('{}', { status: 201 })) } });
+    assert.equal(await (async () => client)(), client, 'awaiting a function that returns the client gives the client');
+    JSON.stringify({ client });
+    void `${String(client)}`;
+    assert.deepEqual(sent, []);
+    assert.equal(typeof client['then2'], 'function');
   });
 
   it('SCHEMA_GLOBALS holds every global type a generated schema.ts refers to', async () => {
