@@ -897,7 +897,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     } catch {
       verdict = { outcome: 'unknown' };
     }
-    if (verdict.outcome === 'unknown') return abandoned(record, req.requestId);
+    // Only the two verdicts it knows act: `unknown`, and anything else a hook may return from plain JavaScript
+    // (`'unknown'`, `{}`, nothing), leaves the record abandoned — never a takeover that runs the effect again.
+    const outcome: unknown = typeof verdict === 'object' && verdict !== null ? verdict.outcome : undefined;
+    if (outcome !== 'completed' && outcome !== 'not-happened') return abandoned(record, req.requestId);
     try {
       if (verdict.outcome === 'completed') {
         const input = toStored(verdict.response);
@@ -1018,8 +1021,15 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       raw = field.found ? field.value : undefined;
     }
     const id = request.requestId;
-    const isKey = typeof raw === 'string' ? raw === id || raw.trim() === id : Array.isArray(raw) && raw.includes(id);
+    const isKey = typeof raw === 'string' ? keyTexts(raw).includes(id) : Array.isArray(raw) && raw.some((item) => typeof item === 'string' && keyTexts(item).includes(id));
     return isKey ? withoutRequestId(request) : request;
+  }
+
+  /** The texts a key value may be logged as: as sent, trimmed, and the key inside an RFC 9651 quoted string (`"k"`). */
+  function keyTexts(raw: string): string[] {
+    const trimmed = raw.trim();
+    const quoted = trimmed.length >= 2 && trimmed.startsWith('"') && trimmed.endsWith('"');
+    return quoted ? [raw, trimmed, trimmed.slice(1, -1).replace(/\\(["\\])/g, '$1')] : [raw, trimmed];
   }
 
   function beginNow(request: GuardRequest): Promise<Begun> {

@@ -446,6 +446,19 @@ describe('runtime/guard: states', () => {
     assert.deepEqual(await s.store.listAbandoned(), []);
   });
 
+  it('a reconcile hook answering anything but its verdicts (a string, {}, nothing) leaves the record abandoned: the effect never runs twice', async () => {
+    for (const answer of ['unknown', 'not-happened', {}, undefined, null, { outcome: 'NOT-HAPPENED' }, { outcome: 'retry' }]) {
+      const s = setup({ reconcile: () => answer as never });
+      const original = await s.guard.begin(demoRequest(KEY));
+      assert.equal(original.kind, 'proceed');
+      s.advance(31_000);
+      const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+      assert.equal(retry.status, 409, JSON.stringify(answer));
+      assert.equal(retry.headers['idempotency-problem'], 'idempotency-request-abandoned', JSON.stringify(answer));
+      assert.equal(s.runs(), 0, JSON.stringify(answer));
+    }
+  });
+
   it('reconcile "not-happened" takes over and runs; the late original is fenced out', async () => {
     const s = setup({ reconcile: () => ({ outcome: 'not-happened' }) });
     const original = await s.guard.begin(demoRequest(KEY));
@@ -1433,6 +1446,17 @@ describe('runtime/guard: a contract keyed on the request-id header', () => {
     const s = setup({}, queryKeyed);
     await s.guard.handle(demoRequest(undefined, undefined, { query: { requestId: KEY }, requestId: 'req-1' }), s.handler);
     assert.equal(s.events[0]!.requestId, 'req-1');
+  });
+});
+
+describe('runtime/guard: a key sent as an RFC 9651 quoted string', () => {
+  it('is not logged as the request id either, when the client sends it as both', async () => {
+    const s = setup();
+    const headers = { 'idempotency-key': ` "${KEY}" `, 'x-tenant-id': 't1' };
+    await s.guard.handle(demoRequest(undefined, undefined, { headers, requestId: KEY }), s.handler);
+    await s.guard.handle(demoRequest(undefined, undefined, { headers, requestId: KEY }), s.handler);
+    assert.deepEqual(s.events.map((e) => e.decision), ['reserved', 'completed', 'replay']);
+    assert.ok(!JSON.stringify(s.events).includes(KEY), JSON.stringify(s.events));
   });
 });
 
