@@ -18,6 +18,7 @@ import {
   concatBytes,
   identityAnswer,
   nodeHeaders,
+  pathMatcher,
   queryFromSearch,
   readsQuery,
   routerPathParams,
@@ -115,14 +116,21 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   }
 
   const contractMethod = contract.method.toUpperCase();
+  const matchPath = pathMatcher(contract.path);
 
   /**
-   * Whether `req` is another operation's, passed on unguarded: a request of another method than the contract's (a
-   * CORS preflight, a GET with a POST's key) where the guard is mounted for a path (`app.use`), not on a route
-   * (`app.post`, `app.patch`: Express sets `req.route`), where it guards whatever the route takes, as before.
+   * Whether `req` is another operation's, passed on unguarded: where the guard is mounted for a path (`app.use`),
+   * not on a route (`app.post`, `app.patch`: Express sets `req.route`, and the guard guards whatever the route
+   * takes), a request of another method than the contract's (a CORS preflight, a GET with a POST's key) or to
+   * another path under the mount (`app.use('/pay', guard)` also sees `POST /pay/p-1/refund`, which must not be
+   * answered with `/pay`'s replay).
    */
   function otherOperation(req: Request): boolean {
-    return req.method !== contractMethod && req.method.toUpperCase() !== contractMethod && (req as { route?: unknown }).route === undefined;
+    if ((req as { route?: unknown }).route !== undefined) return false;
+    if (req.method !== contractMethod && req.method.toUpperCase() !== contractMethod) return true;
+    const url = req.originalUrl || req.url;
+    const end = url.search(/[?#]/);
+    return matchPath(end < 0 ? url : url.slice(0, end)) === undefined;
   }
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {

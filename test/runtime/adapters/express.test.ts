@@ -417,7 +417,7 @@ describe('runtime/adapters/express', () => {
     assert.equal(reconciled.length, 2);
   });
 
-  it('mounted with app.use, guards the contract’s method only (a preflight and a GET with a used key pass on unguarded); on a route, whatever the route takes', async () => {
+  it('mounted with app.use, guards the contract’s method and path only (a preflight, a GET with a used key and a POST to a path under the mount pass on unguarded); on a route, whatever the route takes', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     app.use('/things/:tenant', express.json(), guard);
@@ -438,6 +438,13 @@ describe('runtime/adapters/express', () => {
     preflight.resume();
     assert.equal(preflight.statusCode, 204);
     assert.equal(calls, 2);
+    // Another path under the mount, with the used key and the same body: its own handler runs (was /things/t1's replay).
+    app.post('/things/:tenant/refund', (_req, res) => void res.status(201).json({ refund: (calls += 1) }));
+    const refund = await post(server.port, '/things/t1/refund', { key: 'used', user: 'u', body: {} });
+    assert.equal(refund.status, 201);
+    assert.equal(refund.headers['idempotent-replayed'], undefined);
+    assert.deepEqual(refund.json, { refund: 3 });
+    calls -= 1;
     // Mounted on a route, it guards whatever the route takes, as before: a PATCH route behind a POST contract's guard.
     app.patch('/routed/:tenant', express.json(), guard, (_req, res) => void res.status(201).json({ id: (calls += 1) }));
     const patch = (): Promise<http.IncomingMessage> =>
