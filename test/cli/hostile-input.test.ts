@@ -254,4 +254,24 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       assert.ok(!existsSync(file('gen')));
     });
   });
+
+  describe('names that hold line breaks or terminal escapes', () => {
+    it('generate and init print each message on one line: an operationId cannot start a GitHub Actions command or restyle the terminal', async () => {
+      const hostile = 'createDemoRequest\n::error file=README.md,line=1::injected\n::stop-commands::pwn\n\u001b]0;TITLE\u0007\u001b[2J\r';
+      // The sample without its defaults and with the operation's effect reach left out, so generate prints notes naming it.
+      const spec = demo.replace('operationId: createDemoRequest', `operationId: ${JSON.stringify(hostile)}`);
+      assert.notEqual(spec, demo);
+      writeFileSync(file('hostile.yaml'), spec.replace(/^\s*external: false$/m, ''));
+      // init finds the operation without a contract only when its x-idempotency is gone.
+      writeFileSync(file('bare.yaml'), spec.replace(/\n {6}x-idempotency:\n(?: {8}.*\n)+/, '\n'));
+      for (const argv of [['generate', 'server', 'hostile.yaml', '--out', 'gen'], ['generate', 'client', 'hostile.yaml', '--out', 'gen2'], ['init', 'bare.yaml']]) {
+        const result = await run(...argv);
+        const text = result.out + result.err;
+        assert.ok(text.includes('injected'), `${argv.join(' ')} names the operation:\n${text}`);
+        assert.doesNotMatch(text, /^::/m, argv.join(' '));
+        // eslint-disable-next-line no-control-regex
+        assert.doesNotMatch(text, /[\u0000-\u0009\u000b-\u001f\u007f]/, argv.join(' '));
+      }
+    });
+  });
 });

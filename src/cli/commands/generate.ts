@@ -10,6 +10,7 @@ import type { Command } from '../main.js';
 import { displayPath } from '../display.js';
 import { nonEmpty } from '../options.js';
 import type { CliIo, ExitCode } from '../io.js';
+import { printable } from '../../parser/printable.js';
 
 const TARGETS = ['server', 'client'] as const;
 
@@ -84,7 +85,7 @@ export const generateCommand: Command = {
       const { refused: unsafe, accepted } = await unsafeContracts(doc, io.cwd, args['config'] === undefined ? undefined : String(args['config']));
       acceptedRisks = accepted;
       if (unsafe.length > 0) {
-        for (const finding of unsafe) io.stderr(`error: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId})\n`);
+        for (const finding of unsafe) io.stderr(`${printable(`error: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId})`)}\n`);
         io.stderr(
           `refused: ${unsafe.length === 1 ? 'this contract' : 'these contracts'} would make a guard that replays one caller's answer to another or runs an effect twice; ` +
             'fix the contract (idemkit explain <rule> says how), or, to accept the risk, set the rule to off or warn in .idemkitrc.yaml or suppress it on the operation with a reason. Nothing was written.\n',
@@ -103,7 +104,7 @@ export const generateCommand: Command = {
     // route, a contract on a path item guards nothing): said here too, for whoever generates (or checks) without linting.
     for (const warning of doc.warnings) {
       const { line, column } = warning.position ?? doc.position(warning.at);
-      io.stderr(`warning: ${displayPath(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}\n`);
+      io.stderr(`${printable(`warning: ${displayPath(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}`)}\n`);
     }
     if (args['check'] === true) {
       const drift = await checkOutput(outDir, files).catch((error: unknown) => {
@@ -130,7 +131,7 @@ export const generateCommand: Command = {
     for (const note of defaultedNotes(doc, target, CONTRACT_DEFAULTS)) io.stderr(`note: ${note}\n`);
     // What the guards were made with anyway, so that accepting a risk is never silent.
     for (const { finding, why } of acceptedRisks) {
-      io.stderr(`note: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId}); generated anyway: ${why}\n`);
+      io.stderr(`${printable(`note: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId}); generated anyway: ${why}`)}\n`);
     }
     return 0;
   },
@@ -223,8 +224,8 @@ function localEffectNotes(doc: ApiDocument, target: string, compile: (op: Operat
         ? `${transient.length > 0 ? `a ${transient.join(' or ')} from the handler releases its key, so a retry runs the handler again, and ` : ''}another 5xx ends its lease at once, so a retry goes to reconciliation`
         : 'the client repeats a 5xx or a lost answer with the same key';
     const labels = byConsequence.get(consequence);
-    if (labels === undefined) byConsequence.set(consequence, [op.label]);
-    else labels.push(op.label);
+    if (labels === undefined) byConsequence.set(consequence, [printable(op.label)]);
+    else labels.push(printable(op.label));
   }
   const fix = 'write effect: {owner: …, external: true, providerKey: forward|derived|none}';
   return [...byConsequence].map(([consequence, labels]) =>
@@ -266,8 +267,8 @@ function defaultedNotes(doc: ApiDocument, target: string, defaults: Defaults): s
     if (left.length === 0) continue;
     const key = `${left.map(([what]) => what).join(' and ')}: generated with ${left.map(([, used]) => used).join(', ')}`;
     const labels = byDefaults.get(key);
-    if (labels === undefined) byDefaults.set(key, [op.label]);
-    else labels.push(op.label);
+    if (labels === undefined) byDefaults.set(key, [printable(op.label)]);
+    else labels.push(printable(op.label));
   }
   return [...byDefaults].map(([said, labels]) =>
     labels.length === 1
@@ -282,7 +283,7 @@ function defaultedNotes(doc: ApiDocument, target: string, defaults: Defaults): s
  * share one, their labels one per line.
  */
 function optionalKeyNotes(doc: ApiDocument, compile: (op: OperationView) => CompiledContract): string[] {
-  const labels = doc.operations.filter((op) => op.contract?.enabled === true && !compile(op).key.required).map((op) => op.label);
+  const labels = doc.operations.filter((op) => op.contract?.enabled === true && !compile(op).key.required).map((op) => printable(op.label));
   if (labels.length === 0) return [];
   const what = 'a request without a key runs unguarded, so a retry of it (an SDK retrying a 502 or a lost answer) runs the handler again; require the key where clients can send one (idemkit explain key-optional)';
   return [

@@ -10,6 +10,7 @@ import type { Argv } from 'yargs';
 import type { Command } from '../main.js';
 import { describeDocumentError, displayPath } from '../display.js';
 import { nonEmpty } from '../options.js';
+import { printable } from '../../parser/printable.js';
 
 export const initCommand: Command = {
   command: 'init <spec>',
@@ -92,7 +93,8 @@ export const initCommand: Command = {
     } else {
       lines.push(`${count} contract${count === 1 ? '' : 's'} to add${alsoSkipped}; nothing written — run again with --write to apply`);
     }
-    io.stdout(`${lines.join('\n')}\n`);
+    // Each line one line, whatever the document's names hold (a newline in an operationId, ESC sequences).
+    io.stdout(`${lines.map(printable).join('\n')}\n`);
     return 0;
   },
 };
