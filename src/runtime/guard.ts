@@ -262,6 +262,13 @@ export interface Guard<Tx = unknown> {
    * reserved. A thrown handler error propagates.
    */
   handle(req: GuardRequest, handler: (ctx: HandlerContext<Tx>) => Promise<GuardResponse>, opts?: HandleOptions): Promise<GuardResponse>;
+  /**
+   * The answer to a request the guard refuses whatever its body holds — a missing or invalid key in a header or the
+   * query, a scope the request cannot resolve — given the request without its body; `undefined` when the key is in the
+   * body, or nothing is refused. An adapter that reads the whole body itself asks first, so a request it would refuse
+   * is answered before its body is read, decompressed or parsed. Never touches the store.
+   */
+  refuse(req: GuardRequest): GuardResponse | undefined;
 }
 
 export { DEFAULT_REPLAY_HEADERS } from './wire.js';
@@ -1267,6 +1274,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const begun = await beginInternal(req);
       if (begun.kind === 'respond') return begun.response;
       return runHandler(begun, handler);
+    },
+    refuse(request) {
+      // A key in the body needs the body; a missing optional key is no refusal (the request runs unguarded).
+      if (keyTokens !== undefined) return undefined;
+      const req = withoutKeyAsRequestId(request);
+      if (!contract.key.required && readKey(req).kind === 'missing') return undefined;
+      const prep = prepare(req);
+      return prep.kind === 'respond' ? prep.response : undefined;
     },
   };
 }

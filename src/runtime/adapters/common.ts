@@ -455,6 +455,9 @@ export function bodyForFingerprint(body: unknown, contentType: string | readonly
     }
   }
   if (form) return formFields(text);
+  // JSON nested absurdly deep (a 16 KiB gzip of `[[[…]]]` inflates to 16 MiB, 8 million levels) costs seconds to
+  // parse and write canonically, with the loop blocked: it is fingerprinted by its bytes, in one pass.
+  if (text.length > 2 * MAX_PARSED_DEPTH && nestsDeeperThan(text, MAX_PARSED_DEPTH)) return body;
   try {
     // Numbers a double cannot hold stay exact: a handler that reads the text losslessly acts on them as sent.
     return parseJsonExact(text);
@@ -462,6 +465,30 @@ export function bodyForFingerprint(body: unknown, contentType: string | readonly
     // Not JSON: the exact text or bytes; the handler answers whatever is wrong with it.
     return body;
   }
+}
+
+/** How deep a JSON body the guard parses for its fingerprint; a deeper one is fingerprinted by its bytes. */
+const MAX_PARSED_DEPTH = 1000;
+
+/** Whether `text`'s brackets (outside strings) nest deeper than `limit`: one pass, stopping there. */
+function nestsDeeperThan(text: string, limit: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth -= 1;
+    } else if (c === 0x22) {
+      // A string: to its closing quote, over escapes.
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    }
+  }
+  return false;
 }
 
 /** A file an upload middleware took out of the body (multer's shape: `req.file`, `req.files`). */

@@ -111,6 +111,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     return request.method === contractMethod || request.method.toUpperCase() === contractMethod;
   }
 
+  /** The guard's view of `request` without its body (read by {@link readBody} once the guard does not refuse it at once). */
   async function toGuardRequest(request: Request): Promise<GuardRequest> {
     const url = new URL(request.url);
     const pathParams = options.params?.(request) ?? matchPath(url.pathname);
@@ -126,7 +127,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       pathParams,
       query: queryFromSearch(url.search),
       headers,
-      body: await readBody(request, contract.operationId),
+      body: undefined,
       ...(principal !== undefined && principal !== null ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
     };
@@ -137,7 +138,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
    * the answer to send, and `invoked` tells whether `invoke` ran.
    */
   async function run(request: Request, invoke: () => Promise<Response>, transaction: boolean): Promise<{ response: Response; invoked: boolean }> {
-    const guardRequest = await toGuardRequest(request);
+    const head = await toGuardRequest(request);
+    // Refused whatever the body holds (no key, an invalid one, no principal): answered before the body is read,
+    // decompressed and parsed — a request without a key costs no more than its headers.
+    const refused = guard.refuse(head);
+    if (refused !== undefined) return { response: toResponse(refused, new Headers(refused.headers)), invoked: false };
+    const guardRequest: GuardRequest = { ...head, body: await readBody(request, contract.operationId) };
     let original: { response: Response; captured: GuardResponse; recorded: GuardResponse } | undefined;
     const answer = await guard.handle(
       guardRequest,

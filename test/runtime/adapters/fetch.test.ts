@@ -73,6 +73,43 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 1);
   });
 
+  it('a request refused whatever its body (no key, an invalid key, no principal) is answered before its body is read: a body that never ends gets its 400', async () => {
+    let calls = 0;
+    const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(async () => Response.json({ id: (calls += 1) }, { status: 201 }));
+    const endless = (headers: Record<string, string>) =>
+      new Request('http://x/things/t1', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', ...headers },
+        body: new ReadableStream({ pull: () => new Promise<void>(() => undefined) }),
+        duplex: 'half',
+      } as RequestInit);
+    for (const [headers, problem] of [
+      [{ 'x-user': 'u' }, 'idempotency-key-missing'],
+      [{ 'x-user': 'u', 'idempotency-key': 'a, b' }, 'idempotency-key-invalid'],
+      [{ 'idempotency-key': 'k' }, 'idempotency-scope-unresolved'],
+    ] as const) {
+      const answer = await guarded(endless(headers));
+      assert.equal(answer.status, 400, problem);
+      assert.equal(answer.headers.get('idempotency-problem'), problem);
+    }
+    assert.equal(calls, 0);
+  });
+
+  it('JSON nested deeper than the guard parses (a 16 KiB gzip of 16 MiB of [[[…]]]) is fingerprinted by its bytes: the same bytes replay, others are 422', async () => {
+    let calls = 0;
+    const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(async () => Response.json({ id: (calls += 1) }, { status: 201 }));
+    const levels = 8 * 1024 * 1024;
+    const bomb = (leaf: string) => gzipSync(Buffer.from(`${'['.repeat(levels)}${leaf}${']'.repeat(levels)}`));
+    const send = (bytes: Buffer) =>
+      guarded(new Request('http://x/things/t1', { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-user': 'u', 'idempotency-key': 'bomb' }, body: new Uint8Array(bytes) }));
+    const first = bomb('1');
+    assert.ok(first.length < 32 * 1024, `${first.length} bytes`);
+    assert.equal((await send(first)).status, 201);
+    assert.equal((await send(first)).headers.get('idempotent-replayed'), 'true');
+    assert.equal((await send(bomb('2'))).status, 422);
+    assert.equal(calls, 1);
+  });
+
   it('wrap guards the contract’s method in any letter case; a CORS preflight and a GET with a used key reach the handler unguarded; another unsafe method is refused', async () => {
     let calls = 0;
     const run = async (req: Request) => {
