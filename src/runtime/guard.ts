@@ -482,8 +482,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const landing = new Map<string, Set<Promise<void>>>();
 
   function trackHeartbeat(token: string, call: Promise<boolean>): void {
-    let set = landing.get(token);
-    if (set === undefined) landing.set(token, (set = new Set()));
+    // `const`: TypeScript before 5.4 does not narrow a reassigned `let` inside the callbacks below.
+    const set = landing.get(token) ?? new Set<Promise<void>>();
+    if (!landing.has(token)) landing.set(token, set);
     const landed: Promise<void> = call.then(
       () => undefined,
       () => undefined,

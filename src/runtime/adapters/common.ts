@@ -306,7 +306,11 @@ export function routerPathParams(template: string): (routerParams: unknown, targ
     match ??= pathMatcher(template);
     const matched = match(requestPathname(target()));
     if (matched === undefined) return params;
-    for (const name of names) if (!Object.hasOwn(params, name) && matched[name] !== undefined) params[name] = matched[name];
+    for (const name of names) {
+      // Read once: TypeScript before 5.5 does not narrow `matched[name]` between two reads.
+      const value = matched[name];
+      if (!Object.hasOwn(params, name) && value !== undefined) params[name] = value;
+    }
     return params;
   };
 }

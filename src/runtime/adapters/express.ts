@@ -66,6 +66,20 @@ export function idempotencyOf<Tx = unknown>(res: Response): HandlerContext<Tx> {
   return context as HandlerContext<Tx>;
 }
 
+/**
+ * `req.body`, or `undefined` where it is Express 4's placeholder: body-parser 1.x sets `req.body = {}` when a body's
+ * type is not the parser's (`express.json()` and a `text/plain` body) and marks a body it did parse with
+ * `req._body`; fingerprinted, that `{}` would make every payload under a key look alike (another body replayed).
+ * Express 4 is told by `req.param` (Express 5 removed it; its body-parser leaves an unparsed `req.body` undefined).
+ * A parsed `{}`, multer's null-prototype fields, and every body under Express 5 are kept.
+ */
+function placeholderless(req: Request): unknown {
+  const body: unknown = req.body;
+  if (body === null || typeof body !== 'object' || Object.getPrototypeOf(body) !== Object.prototype || Object.keys(body).length > 0) return body;
+  const express4 = typeof (req as { param?: unknown }).param === 'function';
+  return express4 && (req as { _body?: unknown })._body !== true ? undefined : body;
+}
+
 /** Builds the Express middleware that guards one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
@@ -78,7 +92,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
    * promise: a plain JSON request takes no extra promise.
    */
   function toGuardRequest(req: Request): GuardRequest | Promise<GuardRequest> {
-    if (bodyNotParsed(req.body, req.headers)) {
+    if (bodyNotParsed(placeholderless(req), req.headers)) {
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       // A parser mounted for another type skips the body (express.json() takes application/json only): say which.
       const type = req.get('content-type');
@@ -169,6 +183,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     })().catch(next);
   };
 
+  // setTimeout's own limit (about 24.8 days): past it Node would fire at once.
+  const renewalMaxMs = Math.min(options.leaseRenewalMaxMs ?? contract.ttlMs, 2 ** 31 - 1);
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
     if (otherOperation(req)) {
       next();
@@ -183,9 +199,14 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
           request,
           async (context) => {
             (res.locals as ContextHolder)[CONTEXT] = context;
-            held = holdResponse(res, contract.leaseMs, true);
+            const hold = holdResponse(res, contract.leaseMs, true);
+            held = hold;
+            // The transaction (and SQLite's lock) is held no longer than a running handler's lease is renewed: a
+            // handler that never answers (an async one rejected under Express 4) is then rolled back.
+            const bound = setTimeout(() => hold.giveUp(), renewalMaxMs).unref();
             next();
-            const sent = await held.sent;
+            const sent = await hold.sent;
+            clearTimeout(bound);
             // Destroyed before it ended: as a throw, the transaction rolls back.
             if (sent === undefined) throw new Error(`idempotency guard for ${contract.operationId}: the response was destroyed before the handler ended it`);
             recorded = await identityAnswer(sent);
@@ -350,7 +371,7 @@ class Hold {
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
   readonly res: HeldRes;
-  /** How long a streamed answer whose client left may still take to end (see {@link Hold.streamed}). */
+  /** How long an answer whose client left may still take to end (see {@link Hold.watchClient}). */
   readonly graceMs: number;
 
   constructor(res: HeldRes, keepBefore: boolean, graceMs: number) {
@@ -364,27 +385,33 @@ class Hold {
   }
 
   /**
-   * The handler began a streamed answer. When its client goes away, Node marks the response destroyed without
-   * calling `destroy()`: a `stream.pipeline` into it stops without ending or destroying it, as does a handler that
-   * stops writing on `'close'` — and the guard would wait for an `end()` that never comes, renewing the lease (in
-   * one-transaction mode holding the transaction, and SQLite's lock) up to `leaseRenewalMaxMs`. A handler still at
-   * work ends it all the same, and that answer is the replay its client's retry wants (the guard held every byte,
-   * so the client saw none). So a streamed answer whose client left has {@link Hold.graceMs} (the contract's lease) to end;
-   * one that has not by then counts as destroyed: the record is kept for reconciliation (one transaction: rolled
-   * back). A handler that has written nothing is waited for as before: it may still be at work on its answer.
+   * Watches for the client going away before the handler ended the answer. Node then marks the response destroyed
+   * without calling `destroy()`: a `stream.pipeline` into it stops without ending or destroying it, as does a handler
+   * that stops writing on `'close'`; an async handler that rejects under Express 4 (which drops the promise) never
+   * answers at all — and the guard would wait for an `end()` that never comes, renewing the lease (in one-transaction
+   * mode holding the transaction, and SQLite's lock, so every other key got 503) up to `leaseRenewalMaxMs`. A handler
+   * still at work ends it all the same, and that answer is the replay its client's retry wants (the guard held every
+   * byte, so the client saw none). So an answer whose client left has {@link Hold.graceMs} (the contract's lease) to
+   * end; one that has not by then counts as destroyed: the record is kept for reconciliation (one transaction: rolled
+   * back).
    */
-  streamed(): void {
-    this.streaming = true;
+  watchClient(): void {
     const res = this.res;
     const left = (): void => {
       if (this.ended || this.res[HELD] !== this) return;
-      setTimeout(() => this.givenUp(), this.graceMs).unref();
+      setTimeout(() => this.giveUp(), this.graceMs).unref();
     };
     if (res.destroyed) left();
     else res.once('close', left);
   }
 
-  private givenUp(): void {
+  /** The handler began a streamed answer (`write()` before `end()`). */
+  streamed(): void {
+    this.streaming = true;
+  }
+
+  /** Counts the answer as destroyed unless it has ended: nothing is recorded, the record goes to reconciliation. */
+  giveUp(): void {
     if (this.ended || this.res[HELD] !== this) return;
     this.ended = true;
     this.destroyed = { error: undefined };
@@ -566,6 +593,7 @@ function holdResponse(res: Response, graceMs: number, keepBefore = false): Hold 
   const held = res as HeldRes;
   const hold = new Hold(held, keepBefore, graceMs);
   held[HELD] = hold;
+  hold.watchClient();
   res.writeHead = heldWriteHead as Response['writeHead'];
   res.write = heldWrite as Response['write'];
   res.end = heldEnd as Response['end'];

@@ -417,6 +417,25 @@ describe('runtime/adapters/express', () => {
     assert.equal(reconciled.length, 2);
   });
 
+  it("a handler that never answers (an async handler's rejection, which Express 4 drops): once its client left, after the lease the record goes to reconciliation", async function () {
+    this.timeout(10_000);
+    const app = express();
+    const reconciled: string[] = [];
+    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: 'unknown' as const }) }));
+    // Express 4 calls the handler and ignores the promise it returns: a rejection never reaches an error handler.
+    app.post('/things/:tenant', express.json(), guard, (_req, _res) => {
+      calls += 1;
+      void Promise.reject(new Error('lost by Express 4')).catch(() => undefined);
+    });
+    server = await listen(app);
+    await leaveAfter(server.port, '/things/t1', 'silent', 150);
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    const retry = await post(server.port, '/things/t1', { key: 'silent', user: 'u', body: {} });
+    assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned', retry.text);
+    assert.equal(calls, 1);
+    assert.equal(reconciled.length, 1);
+  });
+
   it('mounted with app.use, guards the contract’s method and path only (a preflight, a GET with a used key and a POST to a path under the mount pass on unguarded); on a route, whatever the route takes', async () => {
     const app = express();
     const guard = createRouteGuard(contract, options(new MemoryStore()));
@@ -516,6 +535,31 @@ describe('runtime/adapters/express', () => {
     // AWS's JSON protocol under express.json(), which takes application/json only: the message names the type to add.
     const amz = await post(server.port, '/things/t1', { key: 'k2', user: 'u', headers: { 'content-type': 'application/x-amz-json-1.1' }, body: { a: 1 } });
     assert.match(amz.text, /express\.json\(\{ type: \['application\/json', 'application\/x-amz-json-1\.1'\] \}\)/);
+  });
+
+  it("refuses Express 4's placeholder body ({} from a parser that skipped the type), which would replay another payload; a parsed {} is a body", async () => {
+    const app = express();
+    // What body-parser 1.x (Express 4) does for a type it does not take, and marks when it did parse one.
+    const express4Json: express.RequestHandler = (req, _res, next) => {
+      // Express 4's request has req.param (Express 5 removed it).
+      (req as { param?: unknown }).param = () => undefined;
+      if (req.is('application/json')) return express.json()(req, _res, () => ((req as { _body?: boolean })._body = true, next()));
+      req.body = req.body || {};
+      next();
+    };
+    app.post('/things/:tenant', express4Json, createRouteGuard(contract, options(new MemoryStore())), (_req, res) => void res.status(201).json({ id: (calls += 1) }));
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => void res.status(500).send(error.message));
+    server = await listen(app);
+    const text = (body: string) => post(server.port, '/things/t1', { key: 'k-text', user: 'u', headers: { 'content-type': 'text/plain' }, raw: body });
+    const first = await text('transfer 10 to alice');
+    assert.equal(first.status, 500);
+    assert.match(first.text, /the request body \(content-type text\/plain\) was not parsed before the guard/);
+    assert.equal((await text('transfer 9999 to mallory')).status, 500);
+    assert.equal(calls, 0);
+    // A JSON {} the parser did read is a body like any other.
+    assert.equal((await post(server.port, '/things/t1', { key: 'k-json', user: 'u', body: {} })).status, 201);
+    assert.equal((await post(server.port, '/things/t1', { key: 'k-json', user: 'u', body: {} })).headers['idempotent-replayed'], 'true');
+    assert.equal(calls, 1);
   });
 
   it('gives the handler the canonical key and reservation; throws when no guard ran', async () => {
@@ -691,6 +735,36 @@ describe('runtime/adapters/express', () => {
       const again = await post(server.port, '/things/t1', { key: 'left', user: 'u', body: {}, headers: { 'x-short': '1' } });
       assert.equal(again.status, 201, 'rolled back: the key is free');
       assert.equal(calls, 3);
+    });
+
+    it('a handler that never answers rolls its transaction back once its client left and the lease ran out, or at leaseRenewalMaxMs if the client stays: other keys are not stuck behind the lock', async function () {
+      this.timeout(15_000);
+      const app = express();
+      const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(store, { leaseRenewalMaxMs: 1_200 }));
+      app.post('/things/:tenant', express.json(), guard.inTransaction, (req, res) => {
+        calls += 1;
+        idempotencyOf<Database.Database>(res).tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${calls}`, String(req.params['tenant']));
+        // An async handler whose rejection Express 4 drops: no answer, ever.
+        if (req.get('x-short') === undefined) return;
+        res.status(201).json({ id: `thing-${calls}` });
+      });
+      server = await listen(app);
+      // The client leaves: rolled back one lease later.
+      await leaveAfter(server.port, '/things/t1', 'left', 150);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const other = await post(server.port, '/things/t1', { key: 'other', user: 'u', body: {}, headers: { 'x-short': '1' } });
+      assert.equal(other.status, 201, other.text);
+      assert.deepEqual(db.prepare('SELECT id FROM things').all(), [{ id: 'thing-2' }]);
+      // The client stays: rolled back at leaseRenewalMaxMs, and its connection closed without an answer.
+      const stayed = await post(server.port, '/things/t1', { key: 'stays', user: 'u', body: {} }).then(
+        (answer) => `answered ${answer.status}`,
+        (error: Error) => error.message,
+      );
+      assert.match(stayed, /socket hang up|ECONNRESET/);
+      const after = await post(server.port, '/things/t1', { key: 'after', user: 'u', body: {}, headers: { 'x-short': '1' } });
+      assert.equal(after.status, 201, after.text);
+      assert.deepEqual(db.prepare('SELECT id FROM things ORDER BY id').all(), [{ id: 'thing-2' }, { id: 'thing-4' }]);
+      assert.equal(calls, 4);
     });
 
     it("answers a failed commit with the guard's problem alone: none of the handler's headers, the whole body", async () => {
