@@ -54,9 +54,9 @@ export default defineRule({
     }
     if (own !== undefined) {
       // A key header's pattern that refuses SDK keys (a UUID pattern caps keys at 36) decides what the guard takes:
-      // that is patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue. A query or
-      // body key (no SDK fills one) keeps this finding, as before.
-      if (own < minimum && (uuidKey || takesSdkKeys || key.in !== 'header')) {
+      // that is patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue.
+      // A query or body key (no SDK fills one) is bounded by the API's own rule, which the guard enforces as written.
+      if (own < minimum && (uuidKey || (takesSdkKeys && key.in === 'header'))) {
         ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
       }
       else if (declared !== undefined && declared !== own) {
@@ -64,7 +64,7 @@ export default defineRule({
       }
       return;
     }
-    if (declared !== undefined && declared < minimum && key.pattern === undefined) {
+    if (declared !== undefined && declared < minimum && key.pattern === undefined && (uuidKey || key.in === 'header')) {
       ctx.report(tooShort, child(schema!.at, 'maxLength'), {
         where: `${declaration.label}'s`,
         maxLength: declared,

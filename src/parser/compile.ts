@@ -11,7 +11,7 @@ export const CONTRACT_DEFAULTS = {
   keyHeader: 'Idempotency-Key',
   keyRequired: true,
   keyMaxLength: 255,
-  /** Real clients send 54–57 characters (`stripe-node-retry-<uuid>`): never accept less than this. */
+  /** Real clients send 54–57 characters (`stripe-node-retry-<uuid>`) in a key header: never accept less than this there. */
   keyMinMaxLength: 64,
   transient: [429, 503],
   /**
@@ -49,7 +49,10 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
   const statusRoute = contract.effect?.statusRoute;
   const providerKey: ProviderKey = contract.effect?.providerKey ?? (external ? 'forward' : 'none');
   const jitter = backoff?.jitter === 'full' || backoff?.jitter === 'equal' || backoff?.jitter === 'none' ? backoff.jitter : defaults.retry.backoff.jitter;
-  const maxLength = Math.max(contract.key.maxLength ?? defaults.keyMaxLength, defaults.keyMinMaxLength);
+  // A key header may come from an SDK that makes its own (`<sdk>-retry-<uuid>`): never fewer than 64 there. A query or
+  // body key is the API's own convention, which no SDK fills: its documented bound is the bound (Square's 45).
+  const ownMaxLength = contract.key.maxLength ?? defaults.keyMaxLength;
+  const maxLength = contract.key.in === 'header' ? Math.max(ownMaxLength, defaults.keyMinMaxLength) : ownMaxLength;
 
   return {
     operationId: op.operationId ?? `${op.method.toUpperCase()} ${op.path}`,

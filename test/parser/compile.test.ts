@@ -170,7 +170,17 @@ describe('compileContract', () => {
     assert.deepEqual(closed.query, ['a', 'dry', 'filter', 'limit', 'meta', 'status', 'strict']);
   });
 
-  it('never accepts keys shorter than 64 characters, whatever maxLength says', async () => {
+  it('keeps a query or body key to its own maxLength (no SDK fills one: Square documents 45), even below 64', async () => {
+    const doc = await loadDocument(sample);
+    const op = doc.operations.find((o) => o.contract?.enabled)!;
+    const contract = op.contract!;
+    for (const place of ['query', 'body'] as const) {
+      const keyed: OperationView = { ...op, contract: { ...contract, key: { ...contract.key, in: place, name: place === 'body' ? '/idempotency_key' : 'requestId', maxLength: 45 } } };
+      assert.equal(compileContract(keyed).key.maxLength, 45, place);
+    }
+  });
+
+  it('never accepts key headers shorter than 64 characters, whatever maxLength says', async () => {
     const doc = await loadDocument(fixture('defaults.yaml'));
     const op = operation(doc, 'usesTrue');
     const contract = op.contract!;
