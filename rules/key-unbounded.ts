@@ -1,6 +1,6 @@
 import { CONTRACT_DEFAULTS } from '../src/parser/compile.js';
 import { defineRule } from '../src/lint/rule.js';
-import { exponentialBacktracking } from '../src/parser/regex-ambiguity.js';
+import { exponentialBacktracking, polynomialDegree } from '../src/parser/regex-ambiguity.js';
 import { isRepeatableRequestsKey } from '../src/runtime/wire.js';
 import { activeContract, child, keyDeclaration } from '../src/lint/views.js';
 
@@ -87,7 +87,9 @@ export default defineRule({
  * exponential time (not run here: lint must not hang on it), is contract-invalid's finding.
  */
 function matchesWhole(pattern: string, text: string): boolean {
-  if (exponentialBacktracking(pattern) !== null) return true; // not known (a back-reference) is not run either
+  // Not run when it may backtrack long (exponential, not known, or polynomial past a few repeats): that is
+  // contract-invalid's finding, and a lint in CI must not hang on a hostile spec.
+  if (exponentialBacktracking(pattern) !== null || (polynomialDegree(pattern) ?? 0) >= 3) return true;
   try {
     return new RegExp(`^(?:${pattern})$`).test(text);
   } catch {

@@ -8,7 +8,8 @@
  */
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
-import { exponentialBacktracking } from '../parser/regex-ambiguity.js';
+import { CONTRACT_DEFAULTS } from '../parser/compile.js';
+import { exponentialBacktracking, POLYNOMIAL_BUDGET, polynomialDegree } from '../parser/regex-ambiguity.js';
 import type { ApiDocument, KeyPlace, Location, OperationView, Position } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
@@ -123,9 +124,9 @@ export function proposeContract(document: ApiDocument, operation: OperationView,
   const key: Record<string, unknown> = { [place.in]: place.name, required: declaration.required ?? false };
   if (typeof maxLength === 'number' && Number.isInteger(maxLength)) key.maxLength = maxLength;
   // An OpenAPI pattern matches anywhere in the value, `key.pattern` the whole key: only an anchored one means the same.
-  // One that can take exponential time (or cannot be checked) is not copied: the guard would run it on every key (the document's own
+  // One that can take exponential time (or cannot be checked), or a high power of the key's bound, is not copied: the guard would run it on every key (the document's own
   // validator is the API's to mend; the bound above still holds).
-  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern) && exponentialBacktracking(pattern) === null) key.pattern = pattern;
+  if (typeof pattern === 'string' && isAnchored(pattern) && isRegExp(pattern) && exponentialBacktracking(pattern) === null && !slowPolynomial(pattern, key)) key.pattern = pattern;
   const contract: Record<string, unknown> = { key };
   // The caller is the scope only when every request names one: an anonymous alternative (`{}`) leaves it to the author.
   if (openScope(document, operation) === undefined) contract.scope = ['principal'];
@@ -161,6 +162,14 @@ function isAnchored(pattern: string): boolean {
     else if (c === '|' && depth === 0) return false;
   }
   return true;
+}
+
+/** Whether `pattern` backtracks as a power of the key's bound past the budget `contract-invalid` refuses (see `polynomialDegree`). */
+function slowPolynomial(pattern: string, key: Record<string, unknown>): boolean {
+  const degree = polynomialDegree(pattern) ?? 0;
+  const own = typeof key.maxLength === 'number' ? key.maxLength : CONTRACT_DEFAULTS.keyMaxLength;
+  const bound = key.header !== undefined ? Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) : own;
+  return degree >= 3 && bound ** degree > POLYNOMIAL_BUDGET;
 }
 
 /** Whether the guard can compile `pattern` (a documented pattern it cannot is left for lint to report). */

@@ -14,7 +14,8 @@ import {
   type StateResponse,
 } from './model.js';
 import { appendPointer } from './pointer.js';
-import { exponentialBacktracking, exponentialPatternMessage } from './regex-ambiguity.js';
+import { CONTRACT_DEFAULTS } from './compile.js';
+import { exponentialBacktracking, exponentialPatternMessage, POLYNOMIAL_BUDGET, polynomialDegree, polynomialPatternMessage } from './regex-ambiguity.js';
 import { DEFAULT_REPLAY_HEADERS, PROBLEM_HEADER } from '../runtime/wire.js';
 import { validateContractValue } from './schema.js';
 
@@ -85,6 +86,15 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
       // checked for it, is refused.
       const exponential = exponentialBacktracking(pattern);
       if (exponential !== null) schemaErrors.push({ at: at('key', 'pattern'), message: exponentialPatternMessage(exponential) });
+      else {
+        // Polynomial: n^d ways to split a near-miss key of n characters among d repeats, n up to the key's bound.
+        const degree = polynomialDegree(pattern) ?? 0;
+        const own = typeof key.maxLength === 'number' ? key.maxLength : CONTRACT_DEFAULTS.keyMaxLength;
+        const bound = key.query === undefined && key.body === undefined ? Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) : own;
+        if (degree >= 3 && bound ** degree > POLYNOMIAL_BUDGET) {
+          schemaErrors.push({ at: at('key', 'pattern'), message: polynomialPatternMessage(degree, bound) });
+        }
+      }
     }
   }
 

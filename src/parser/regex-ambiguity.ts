@@ -548,3 +548,138 @@ function classRanges(node: Extract<Node, { type: 'characterClass' }>): Ranges {
 function unitRange(lo: number, hi: number): readonly [number, number] {
   return lo > MAX_UNIT ? [0xd800, 0xdfff] : [lo, Math.min(hi, MAX_UNIT)];
 }
+
+/**
+ * The most ways (key length to the pattern's {@link polynomialDegree}) a key pattern may give a backtracking matcher
+ * to try on one key: about 10 ms of the guard's loop. 255^2 (a quadratic pattern at the default bound) is well within.
+ */
+export const POLYNOMIAL_BUDGET = 10_000_000;
+
+/** What a contract's finding says of a key pattern whose backtracking grows as n^degree, for keys of up to `bound` characters. */
+export function polynomialPatternMessage(degree: number, bound: number): string {
+  return (
+    `x-idempotency.key.pattern can take time growing as the key's length to the power ${degree}: ${degree} repeats that follow one another read the same characters, ` +
+    `so a ${bound}-character key of them followed by a character the pattern refuses makes the matcher try about ${bound}^${degree} ways to split it ` +
+    `(a 121-character key held a loop 4.4 s at power 5), before the key is refused; rewrite it so that each character can be read by one part only ` +
+    `(e.g. \`^[a-z0-9]+(?:-[a-z0-9]+)*$\` for \`[a-z0-9]*-?[a-z0-9]*-?[a-z0-9]*\`), or lower key.maxLength`
+  );
+}
+
+/**
+ * The polynomial degree of backtracking `source` shows as a whole-key pattern: the most one-character repeats
+ * without an upper bound that follow one another (with only optional parts between them) and share a character —
+ * `[a-z0-9]*-?[a-z0-9]*-?[a-z0-9]*` is 3. A key of n such characters that then fails can be split among d of them in
+ * about n^d ways, and a backtracking matcher tries each: a 121-character key held the loop 4.4 s at degree 5. 1 for
+ * a pattern without such a chain (0 without any unbounded repeat), `undefined` when the pattern is not read. A
+ * sufficient test, not a complete one: chains through groups and alternatives are followed only inside them, and
+ * exponential ambiguity is {@link exponentialBacktracking}'s.
+ */
+export function polynomialDegree(source: string): number | undefined {
+  let ast: Node;
+  try {
+    const { parse } = require('regjsparser') as typeof RegjsparserModule;
+    ast = parse(source, '', { lookbehind: true, namedGroups: true }) as Node;
+  } catch {
+    return undefined;
+  }
+  try {
+    return degreeOf(ast);
+  } catch (error) {
+    if (error instanceof Unanalyzable) return undefined;
+    throw error;
+  }
+}
+
+/** {@link polynomialDegree} of a parsed node: its sequences' longest chain, or a nested one's. */
+function degreeOf(node: Node): number {
+  switch (node.type) {
+    case 'alternative':
+      return chainDegree(node.body as Node[]);
+    case 'disjunction':
+      return Math.max(0, ...(node.body as Node[]).map(degreeOf));
+    case 'group':
+      return chainDegree(node.body as Node[]);
+    case 'quantifier':
+      return Math.max(node.max === undefined && isCharacter(node.body[0]!) ? 1 : 0, degreeOf(node.body[0]!));
+    default:
+      return 0;
+  }
+}
+
+/**
+ * The longest chain of unbounded one-character repeats in `terms` that share a character, with only optional parts
+ * (another repeat that shares nothing with the chain included) between them. A group that is neither repeated nor a
+ * lookaround is part of the sequence it stands in.
+ */
+function chainDegree(terms: readonly Node[]): number {
+  const flat = inline(terms);
+  let best = 0;
+  for (const term of flat) best = Math.max(best, degreeOf(term));
+  for (let i = 0; i < flat.length; i++) {
+    if (!isUnboundedCharacter(flat[i]!)) continue;
+    let shared = charRanges((flat[i] as Extract<Node, { type: 'quantifier' }>).body[0]!);
+    let chain = 1;
+    for (let j = i + 1; j < flat.length; j++) {
+      const term = flat[j]!;
+      const common = isUnboundedCharacter(term) ? intersection(shared, charRanges((term as Extract<Node, { type: 'quantifier' }>).body[0]!)) : [];
+      if (common.length > 0) {
+        chain += 1;
+        shared = common;
+      } else if (!nullable(term)) {
+        break;
+      }
+    }
+    best = Math.max(best, chain);
+  }
+  return best;
+}
+
+/** `terms` with each plain group (not repeated, not a lookaround, one alternative) replaced by its own terms. */
+function inline(terms: readonly Node[]): Node[] {
+  const out: Node[] = [];
+  for (const term of terms) {
+    const body = term.type === 'group' && (term.behavior === 'normal' || term.behavior === 'ignore') ? (term.body as Node[]) : undefined;
+    if (body !== undefined && !(body.length === 1 && body[0]!.type === 'disjunction')) out.push(...inline(body));
+    else out.push(term);
+  }
+  return out;
+}
+
+/** A one-character repeat without an upper bound (`[a-z]*`, `\d+`). */
+function isUnboundedCharacter(node: Node): boolean {
+  return node.type === 'quantifier' && node.max === undefined && isCharacter(node.body[0]!);
+}
+
+/** Whether `node` can read nothing (an optional part, an assertion): a chain of repeats goes on across it. */
+function nullable(node: Node): boolean {
+  switch (node.type) {
+    case 'anchor':
+      return true;
+    case 'quantifier':
+      return node.min === 0 || nullable(node.body[0]!);
+    case 'group':
+      return node.behavior !== 'normal' && node.behavior !== 'ignore' ? true : (node.body as Node[]).every(nullable);
+    case 'alternative':
+      return (node.body as Node[]).every(nullable);
+    case 'disjunction':
+      return (node.body as Node[]).some(nullable);
+    default:
+      return false;
+  }
+}
+
+/** The code units a one-character node reads. */
+function charRanges(node: Node): Ranges {
+  switch (node.type) {
+    case 'value':
+      return node.codePoint <= MAX_UNIT ? [[node.codePoint, node.codePoint]] : [[0xd800, 0xdfff]];
+    case 'dot':
+      return complement(LINE_TERMINATORS);
+    case 'characterClassEscape':
+      return classEscape(node.value);
+    case 'characterClass':
+      return classRanges(node);
+    default:
+      throw new Unanalyzable();
+  }
+}

@@ -274,4 +274,30 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
       }
     });
   });
+
+  describe('patterns from the document', () => {
+    it('lint never runs a patternProperties pattern that backtracks for long on a fingerprint pointer (a pull request could hang CI)', async () => {
+      for (const pattern of ['^(a+)+$', '^[a-z]*[a-z]*[a-z]*[a-z]*[a-z]*$']) {
+        writeFileSync(
+          file('redos.yaml'),
+          [
+            'openapi: 3.0.3',
+            'info: {title: t, version: "1"}',
+            'paths:',
+            '  /a:',
+            '    post:',
+            '      parameters: [{name: Idempotency-Key, in: header, required: true, schema: {type: string, maxLength: 64}}]',
+            `      requestBody: {content: {application/json: {schema: {type: object, patternProperties: {'${pattern}': {type: string}}}}}}`,
+            '      responses: {"201": {description: ok}}',
+            `      x-idempotency: {scope: [global], fingerprint: {include: [/${'a'.repeat(200)}!]}}`,
+            '',
+          ].join('\n'),
+        );
+        const result = await run('lint', 'redos.yaml', '--format', 'json');
+        assert.equal(result.code, 1, result.err);
+        const ids = (JSON.parse(result.out) as { findings: { ruleId: string }[] }).findings.map((finding) => finding.ruleId);
+        assert.ok(!ids.includes('fingerprint-field-unknown'), `${pattern}: a pattern not run is taken to declare the field: ${ids.join(', ')}`);
+      }
+    });
+  });
 });
