@@ -111,7 +111,9 @@ export interface AbandonedReservation {
  * `not-happened` — the effect did not happen and **can no longer happen** (the owner is gone, or whatever would
  *   carry the effect out was cancelled): this request takes the reservation over and runs. "Not yet" is
  *   `unknown` — a slow owner may still be running. `createdAt` / `leaseUntil` tell how long it has been;
- *   with a store that has `extend`, a live owner's lease is renewed, so past the lease it really stopped.
+ *   with a store that has `extend`, a live owner's lease is renewed — but by a timer of its app's event loop, so a
+ *   synchronous stall or a store outage of a good part of the lease lets it lapse under a live owner: a lapsed lease
+ *   is no proof the owner stopped, and `not-happened` wants evidence that does not depend on time.
  *   For a local effect (`effect.external: false`) the lease also ends as soon as the handler answered a
  *   non-transient 5xx or threw: its request is over, so the record is reconciled at once (the effect's own
  *   data tells whether it happened). An external effect's lease runs its course: work handed to a provider

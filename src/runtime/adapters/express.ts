@@ -4,7 +4,9 @@
  * piped into `res` and the error handler's answer are all captured, not only `send`.
  *
  * The response is held until it is recorded: the client never sees a first answer whose record could
- * still be missing, so a retry after a lost response always finds `completed`.
+ * still be missing, so a retry after a lost response finds `completed` — unless the completion itself could not be
+ * written (the store failed after the handler ran): the answer is then sent all the same, the record stays in
+ * progress, and a retry meets 409 until the lease ends, then reconciliation.
  *
  * Mount it after the body parser: `app.post(path, express.json(), guard, handler)`.
  * Imports only Express's types, Node built-ins and the runtime core; copied into users' generated code.
