@@ -79,7 +79,11 @@ function placeholderless(req: Request): unknown {
   const body: unknown = req.body;
   if (body === null || typeof body !== 'object' || Object.getPrototypeOf(body) !== Object.prototype || Object.keys(body).length > 0) return body;
   const express4 = typeof (req as { param?: unknown }).param === 'function';
-  return express4 && (req as { _body?: unknown })._body !== true ? undefined : body;
+  if (!express4 || (req as { _body?: unknown })._body === true) return body;
+  // A JSON body read by another parser (body-parser 2, a custom one) is a real `{}`; the placeholder is what a JSON
+  // parser leaves for a body of another type (a `text/plain` one under `express.json()`).
+  const type = req.headers['content-type'];
+  return type !== undefined && /^application\/(?:[\w.+-]*\+)?json\b|\+json\b/i.test(type) ? body : undefined;
 }
 
 /** Builds the Express middleware that guards one operation. */
@@ -132,7 +136,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   }
 
   const contractMethod = contract.method.toUpperCase();
-  const matchPath = pathMatcher(contract.path);
+  // Express routes without letter case by default (`/Things/t1` reaches `/things/:tenant`): compared the same way.
+  const matchPath = pathMatcher(contract.path.toLowerCase());
 
   /**
    * Whether `req` is another operation's, passed on unguarded: where the guard is mounted for a path (`app.use`),
@@ -144,9 +149,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   function otherOperation(req: Request): boolean {
     if ((req as { route?: unknown }).route !== undefined) return false;
     if (req.method !== contractMethod && req.method.toUpperCase() !== contractMethod) return true;
-    const url = req.originalUrl || req.url;
-    const end = url.search(/[?#]/);
-    return matchPath(end < 0 ? url : url.slice(0, end)) === undefined;
+    // The path Express routed (after any rewrite of req.url), in any letter case.
+    return matchPath(`${req.baseUrl}${req.path}`.toLowerCase()) === undefined;
   }
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
@@ -373,7 +377,7 @@ class Hold {
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
   readonly res: HeldRes;
-  /** How long an answer whose client left may still take to end (see {@link Hold.watchClient}). */
+  /** How long a streamed answer whose client left may still take to end (see {@link Hold.streamed}). */
   readonly graceMs: number;
 
   constructor(res: HeldRes, keepBefore: boolean, graceMs: number) {
@@ -387,17 +391,19 @@ class Hold {
   }
 
   /**
-   * Watches for the client going away before the handler ended the answer. Node then marks the response destroyed
-   * without calling `destroy()`: a `stream.pipeline` into it stops without ending or destroying it, as does a handler
-   * that stops writing on `'close'`; an async handler that rejects under Express 4 (which drops the promise) never
-   * answers at all — and the guard would wait for an `end()` that never comes, renewing the lease (in one-transaction
-   * mode holding the transaction, and SQLite's lock, so every other key got 503) up to `leaseRenewalMaxMs`. A handler
-   * still at work ends it all the same, and that answer is the replay its client's retry wants (the guard held every
-   * byte, so the client saw none). So an answer whose client left has {@link Hold.graceMs} (the contract's lease) to
-   * end; one that has not by then counts as destroyed: the record is kept for reconciliation (one transaction: rolled
-   * back).
+   * The handler began a streamed answer. When its client goes away, Node marks the response destroyed without
+   * calling `destroy()`: a `stream.pipeline` into it stops without ending or destroying it, as does a handler that
+   * stops writing on `'close'` — and the guard would wait for an `end()` that never comes, renewing the lease (in
+   * one-transaction mode holding the transaction, and SQLite's lock) up to `leaseRenewalMaxMs`. A handler still at
+   * work ends it all the same, and that answer is the replay its client's retry wants (the guard held every byte,
+   * so the client saw none). So a streamed answer whose client left has {@link Hold.graceMs} (the contract's lease) to end;
+   * one that has not by then counts as destroyed: the record is kept for reconciliation (one transaction: rolled
+   * back). A handler that has written nothing is waited for as before — it may still be at work on its answer, and
+   * giving it up would lose that answer or, with a reconcile hook or a rolled-back transaction, run it twice — up to
+   * `leaseRenewalMaxMs` (see the one-transaction bound in `inTransaction`).
    */
-  watchClient(): void {
+  streamed(): void {
+    this.streaming = true;
     const res = this.res;
     const left = (): void => {
       if (this.ended || this.res[HELD] !== this) return;
@@ -405,11 +411,6 @@ class Hold {
     };
     if (res.destroyed) left();
     else res.once('close', left);
-  }
-
-  /** The handler began a streamed answer (`write()` before `end()`). */
-  streamed(): void {
-    this.streaming = true;
   }
 
   /** Counts the answer as destroyed unless it has ended: nothing is recorded, the record goes to reconciliation. */
@@ -595,7 +596,6 @@ function holdResponse(res: Response, graceMs: number, keepBefore = false): Hold 
   const held = res as HeldRes;
   const hold = new Hold(held, keepBefore, graceMs);
   held[HELD] = hold;
-  hold.watchClient();
   res.writeHead = heldWriteHead as Response['writeHead'];
   res.write = heldWrite as Response['write'];
   res.end = heldEnd as Response['end'];

@@ -417,11 +417,11 @@ describe('runtime/adapters/express', () => {
     assert.equal(reconciled.length, 2);
   });
 
-  it("a handler that never answers (an async handler's rejection, which Express 4 drops): once its client left, after the lease the record goes to reconciliation", async function () {
+  it("a handler that never answers (an async handler's rejection, which Express 4 drops): its record goes to reconciliation once leaseRenewalMaxMs is spent", async function () {
     this.timeout(10_000);
     const app = express();
     const reconciled: string[] = [];
-    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: 'unknown' as const }) }));
+    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { leaseRenewalMaxMs: 600, reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: 'unknown' as const }) }));
     // Express 4 calls the handler and ignores the promise it returns: a rejection never reaches an error handler.
     app.post('/things/:tenant', express.json(), guard, (_req, _res) => {
       calls += 1;
@@ -429,11 +429,33 @@ describe('runtime/adapters/express', () => {
     });
     server = await listen(app);
     await leaveAfter(server.port, '/things/t1', 'silent', 150);
-    await new Promise((resolve) => setTimeout(resolve, 900));
+    await new Promise((resolve) => setTimeout(resolve, 1_300));
     const retry = await post(server.port, '/things/t1', { key: 'silent', user: 'u', body: {} });
     assert.equal(retry.json['type'], 'https://idemkit.dev/problems/idempotency-request-abandoned', retry.text);
     assert.equal(calls, 1);
     assert.equal(reconciled.length, 1);
+  });
+
+  it('a slow handler whose client left is waited for, not given up after one lease: the retry gets its replay, the handler ran once', async function () {
+    this.timeout(10_000);
+    const app = express();
+    const reconciled: string[] = [];
+    // A hook that trusts the lease would take over (and charge twice) if the guard gave the live handler up.
+    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: 'not-happened' as const }) }));
+    app.post('/things/:tenant', express.json(), guard, async (_req, res) => {
+      calls += 1;
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      res.status(201).json({ id: `thing-${calls}` });
+    });
+    server = await listen(app);
+    await leaveAfter(server.port, '/things/t1', 'slow', 100);
+    await new Promise((resolve) => setTimeout(resolve, 1_900));
+    const retry = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.deepEqual(retry.json, { id: 'thing-1' });
+    assert.equal(calls, 1);
+    assert.deepEqual(reconciled, []);
   });
 
   it('mounted with app.use, guards the contract’s method and path only (a preflight, a GET with a used key and a POST to a path under the mount pass on unguarded); on a route, whatever the route takes', async () => {
@@ -464,6 +486,9 @@ describe('runtime/adapters/express', () => {
     assert.equal(refund.headers['idempotent-replayed'], undefined);
     assert.deepEqual(refund.json, { refund: 3 });
     calls -= 1;
+    // Express routes without letter case: /THINGS/t1 reaches the handler, and the guard with it.
+    const upper = await post(server.port, '/THINGS/t1', { key: 'used', user: 'u', body: {} });
+    assert.equal(upper.headers['idempotent-replayed'], 'true', upper.text);
     // Mounted on a route, it guards whatever the route takes, as before: a PATCH route behind a POST contract's guard.
     app.patch('/routed/:tenant', express.json(), guard, (_req, res) => void res.status(201).json({ id: (calls += 1) }));
     const patch = (): Promise<http.IncomingMessage> =>
@@ -556,7 +581,12 @@ describe('runtime/adapters/express', () => {
     assert.match(first.text, /the request body \(content-type text\/plain\) was not parsed before the guard/);
     assert.equal((await text('transfer 9999 to mallory')).status, 500);
     assert.equal(calls, 0);
-    // A JSON {} the parser did read is a body like any other.
+    // A JSON {} the parser did read is a body like any other — also from a parser that sets no req._body (body-parser 2, a custom one).
+    app.post('/custom/:tenant', (req, _res, next) => {
+      (req as { param?: unknown }).param = () => undefined;
+      express.json()(req, _res, next);
+    }, createRouteGuard(contract, options(new MemoryStore())), (_req, res) => void res.status(201).json({ ok: true }));
+    assert.equal((await post(server.port, '/custom/t1', { key: 'k-custom', user: 'u', body: {} })).status, 201);
     assert.equal((await post(server.port, '/things/t1', { key: 'k-json', user: 'u', body: {} })).status, 201);
     assert.equal((await post(server.port, '/things/t1', { key: 'k-json', user: 'u', body: {} })).headers['idempotent-replayed'], 'true');
     assert.equal(calls, 1);
@@ -737,10 +767,10 @@ describe('runtime/adapters/express', () => {
       assert.equal(calls, 3);
     });
 
-    it('a handler that never answers rolls its transaction back once its client left and the lease ran out, or at leaseRenewalMaxMs if the client stays: other keys are not stuck behind the lock', async function () {
+    it('a handler that never answers rolls its transaction back at leaseRenewalMaxMs, whether its client left or waits: other keys are not stuck behind the lock for good', async function () {
       this.timeout(15_000);
       const app = express();
-      const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(store, { leaseRenewalMaxMs: 1_200 }));
+      const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(store, { leaseRenewalMaxMs: 800 }));
       app.post('/things/:tenant', express.json(), guard.inTransaction, (req, res) => {
         calls += 1;
         idempotencyOf<Database.Database>(res).tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${calls}`, String(req.params['tenant']));
@@ -749,13 +779,13 @@ describe('runtime/adapters/express', () => {
         res.status(201).json({ id: `thing-${calls}` });
       });
       server = await listen(app);
-      // The client leaves: rolled back one lease later.
+      // The client leaves: rolled back at leaseRenewalMaxMs.
       await leaveAfter(server.port, '/things/t1', 'left', 150);
-      await new Promise((resolve) => setTimeout(resolve, 600));
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
       const other = await post(server.port, '/things/t1', { key: 'other', user: 'u', body: {}, headers: { 'x-short': '1' } });
       assert.equal(other.status, 201, other.text);
       assert.deepEqual(db.prepare('SELECT id FROM things').all(), [{ id: 'thing-2' }]);
-      // The client stays: rolled back at leaseRenewalMaxMs, and its connection closed without an answer.
+      // The client waits: rolled back at leaseRenewalMaxMs too, and its connection closed without an answer.
       const stayed = await post(server.port, '/things/t1', { key: 'stays', user: 'u', body: {} }).then(
         (answer) => `answered ${answer.status}`,
         (error: Error) => error.message,
@@ -765,6 +795,27 @@ describe('runtime/adapters/express', () => {
       assert.equal(after.status, 201, after.text);
       assert.deepEqual(db.prepare('SELECT id FROM things ORDER BY id').all(), [{ id: 'thing-2' }, { id: 'thing-4' }]);
       assert.equal(calls, 4);
+    });
+
+    it('a slow handler whose client left keeps its transaction until it answers: one row, the retry replays it', async function () {
+      this.timeout(10_000);
+      const app = express();
+      const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(store));
+      app.post('/things/:tenant', express.json(), guard.inTransaction, async (req, res) => {
+        calls += 1;
+        const { tx } = idempotencyOf<Database.Database>(res);
+        tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`before-${calls}`, String(req.params['tenant']));
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`after-${calls}`, String(req.params['tenant']));
+        res.status(201).json({ id: `thing-${calls}` });
+      });
+      server = await listen(app);
+      await leaveAfter(server.port, '/things/t1', 'slow', 100);
+      await new Promise((resolve) => setTimeout(resolve, 1_600));
+      const retry = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+      assert.equal(retry.headers['idempotent-replayed'], 'true', retry.text);
+      assert.deepEqual(db.prepare('SELECT id FROM things ORDER BY id').all(), [{ id: 'after-1' }, { id: 'before-1' }]);
+      assert.equal(calls, 1);
     });
 
     it("answers a failed commit with the guard's problem alone: none of the handler's headers, the whole body", async () => {
