@@ -29,7 +29,7 @@ export default defineRule({
       tooShort:
         '{where} `maxLength: {maxLength}` is shorter than the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): the generated guard accepts up to {accepted} anyway, so the documented limit tells clients and reviewers less than the server takes; accept at least 64 (255 is a good default), unless every client makes its own shorter keys',
       tooShortForUuid:
-        '{where} `maxLength: {maxLength}` is shorter than a UUID (36 characters), which is what clients send as `{header}`: accept at least 36',
+        '{where} `maxLength: {maxLength}` is shorter than a UUID (36 characters), which is what clients — the generated one among them — send as `{header}`: accept at least 36',
       disagrees:
         '`key.maxLength` is {maxLength} but {label} declares `maxLength: {declared}`: clients follow the documented limit and the guard enforces the contract one; make them agree',
     },
@@ -44,8 +44,10 @@ export default defineRule({
     const declared = typeof schema?.value['maxLength'] === 'number' ? (schema.value['maxLength'] as number) : undefined;
     const own = key.maxLength;
     const uuidKey = (key.in === 'header' && isRepeatableRequestsKey(key.name)) || schema?.value['format'] === 'uuid';
-    const minimum = uuidKey ? UUID_LENGTH : MIN_KEY_LENGTH;
-    const tooShort = uuidKey ? 'tooShortForUuid' : 'tooShort';
+    // A query or body key: no SDK fills one, but the generated client sends a UUID there.
+    const uuidBound = uuidKey || key.in !== 'header';
+    const minimum = uuidBound ? UUID_LENGTH : MIN_KEY_LENGTH;
+    const tooShort = uuidBound ? 'tooShortForUuid' : 'tooShort';
     // A UUID key's clients send UUIDs; any other key header may come from an SDK that makes its own (a key in the
     // query or body is the API's own convention, which generic SDKs do not fill).
     const takesSdkKeys = key.pattern === undefined || SDK_KEYS.some((sample) => matchesWhole(key.pattern!, sample));
@@ -55,8 +57,8 @@ export default defineRule({
     if (own !== undefined) {
       // A key header's pattern that refuses SDK keys (a UUID pattern caps keys at 36) decides what the guard takes:
       // that is patternRejectsSdkKeys' finding, and "the guard accepts up to 64 anyway" would be untrue.
-      // A query or body key (no SDK fills one) is bounded by the API's own rule, which the guard enforces as written.
-      if (own < minimum && (uuidKey || (takesSdkKeys && key.in === 'header'))) {
+      // A query or body key (no SDK fills one) is bounded by the API's own rule, down to the generated client's UUIDs.
+      if (own < minimum && (uuidBound || takesSdkKeys)) {
         ctx.report(tooShort, contract.at('key', 'maxLength'), { where: 'the contract\'s', maxLength: own, header: key.name, accepted: Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) });
       }
       else if (declared !== undefined && declared !== own) {
@@ -64,7 +66,7 @@ export default defineRule({
       }
       return;
     }
-    if (declared !== undefined && declared < minimum && key.pattern === undefined && (uuidKey || key.in === 'header')) {
+    if (declared !== undefined && declared < minimum && key.pattern === undefined) {
       ctx.report(tooShort, child(schema!.at, 'maxLength'), {
         where: `${declaration.label}'s`,
         maxLength: declared,

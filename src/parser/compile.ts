@@ -13,6 +13,8 @@ export const CONTRACT_DEFAULTS = {
   keyMaxLength: 255,
   /** Real clients send 54–57 characters (`stripe-node-retry-<uuid>`) in a key header: never accept less than this there. */
   keyMinMaxLength: 64,
+  /** The generated client's keys are UUIDs (`crypto.randomUUID()`): a query or body key is never bounded below this. */
+  keyUuidLength: 36,
   transient: [429, 503],
   /**
    * For an external effect: a 503 from a handler that called a provider does not prove the provider did
@@ -50,9 +52,10 @@ export function compileContract(op: OperationView, doc?: Pick<ApiDocument, 'dere
   const providerKey: ProviderKey = contract.effect?.providerKey ?? (external ? 'forward' : 'none');
   const jitter = backoff?.jitter === 'full' || backoff?.jitter === 'equal' || backoff?.jitter === 'none' ? backoff.jitter : defaults.retry.backoff.jitter;
   // A key header may come from an SDK that makes its own (`<sdk>-retry-<uuid>`): never fewer than 64 there. A query or
-  // body key is the API's own convention, which no SDK fills: its documented bound is the bound (Square's 45).
+  // body key is the API's own convention, which no SDK fills: its documented bound is the bound (Square's 45) — but
+  // never below a UUID's 36, the key the generated client makes.
   const ownMaxLength = contract.key.maxLength ?? defaults.keyMaxLength;
-  const maxLength = contract.key.in === 'header' ? Math.max(ownMaxLength, defaults.keyMinMaxLength) : ownMaxLength;
+  const maxLength = Math.max(ownMaxLength, contract.key.in === 'header' ? defaults.keyMinMaxLength : defaults.keyUuidLength);
 
   return {
     operationId: op.operationId ?? `${op.method.toUpperCase()} ${op.path}`,

@@ -170,13 +170,16 @@ describe('compileContract', () => {
     assert.deepEqual(closed.query, ['a', 'dry', 'filter', 'limit', 'meta', 'status', 'strict']);
   });
 
-  it('keeps a query or body key to its own maxLength (no SDK fills one: Square documents 45), even below 64', async () => {
+  it('keeps a query or body key to its own maxLength (no SDK fills one: Square documents 45), even below 64, not below a UUID', async () => {
     const doc = await loadDocument(sample);
     const op = doc.operations.find((o) => o.contract?.enabled)!;
     const contract = op.contract!;
     for (const place of ['query', 'body'] as const) {
       const keyed: OperationView = { ...op, contract: { ...contract, key: { ...contract.key, in: place, name: place === 'body' ? '/idempotency_key' : 'requestId', maxLength: 45 } } };
       assert.equal(compileContract(keyed).key.maxLength, 45, place);
+      // Never below a UUID: the generated client's keys.
+      const short: OperationView = { ...keyed, contract: { ...keyed.contract!, key: { ...keyed.contract!.key, maxLength: 32 } } };
+      assert.equal(compileContract(short).key.maxLength, 36, place);
     }
   });
 

@@ -176,10 +176,20 @@ ruleTester.run(keyUnbounded, {
     // No SDK fills a query or body key: a bound below 64 is the API's own rule (Square's idempotency_key: 45), and the
     // guard enforces it as written (it widened it to 64, and the finding said so).
     { name: "a query parameter's maxLength below 64", document: queryKeyed({ required: true, schema: { type: 'string', maxLength: 40 } }, { query: 'requestId' }) },
-    { name: "a body field's maxLength below 64", document: bodyKeyed({ type: 'string', maxLength: 32 }, true, { body: '/ClientToken' }) },
+    { name: "a body field's maxLength below 64", document: bodyKeyed({ type: 'string', maxLength: 40 }, true, { body: '/ClientToken' }) },
     { name: "a body key's contract maxLength of 45, as the body field", document: bodyKeyed({ type: 'string', maxLength: 45 }, true, { body: '/ClientToken', maxLength: 45 }) },
   ],
   invalid: [
+    {
+      name: "a body field's maxLength below a UUID, the key the generated client sends",
+      document: bodyKeyed({ type: 'string', maxLength: 32 }, true, { body: '/ClientToken' }),
+      errors: [{ messageId: 'tooShortForUuid', pointer: '/components/schemas/PayoutInput/properties/ClientToken/maxLength', message: /the body field `\/ClientToken`'s `maxLength: 32` is shorter than a UUID/ }],
+    },
+    {
+      name: "a query key's contract maxLength below a UUID",
+      document: queryKeyed({ required: true, schema: { type: 'string', maxLength: 32 } }, { query: 'requestId', maxLength: 32 }),
+      errors: [{ messageId: 'tooShortForUuid', pointer: `${CONTRACT}/key/maxLength` }],
+    },
     {
       name: 'a query key bounded nowhere',
       document: queryKeyed({ required: true, schema: { type: 'string' } }, { query: 'requestId' }),
