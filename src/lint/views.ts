@@ -14,7 +14,7 @@ import type { ApiDocument, KeyPlace, Location, OperationView, ParameterView } fr
 import { operationParameters } from '../parser/load.js';
 import { appendPointer, escapeToken, lazyChild, unescapeToken } from '../parser/pointer.js';
 import { isKnownKeyHeader } from '../parser/key-headers.js';
-import { exponentialBacktracking, polynomialDegree } from '../parser/regex-ambiguity.js';
+import { quickToRun } from '../parser/regex-ambiguity.js';
 import { bracketPath } from '../runtime/form-names.js';
 
 /** A node together with where it is written. */
@@ -792,10 +792,10 @@ function resolveUncached(doc: ApiDocument, schema: unknown, at: Location, pointe
           declaresShape = true;
           for (const [source, sub] of Object.entries(patterns)) {
             let matches = false;
-            // The pattern is the document's: one that may backtrack for long (exponential, not known, or polynomial past
-            // a few repeats) is not run — a hostile spec must not hang a lint in CI — and is taken to match (the pointer
+            // The pattern is the document's: one that may backtrack for long on this token (exponential, not known, or a
+            // high power of its length) is not run — a hostile spec must not hang a lint in CI — and is taken to match (the pointer
             // may be declared by it: no finding rests on a pattern not run).
-            if (exponentialBacktracking(source) !== null || (polynomialDegree(source) ?? 0) >= 3) matches = true;
+            if (!quickToRun(source, token.length, true)) matches = true;
             else {
               try {
                 matches = new RegExp(source, 'u').test(token);

@@ -555,6 +555,20 @@ function unitRange(lo: number, hi: number): readonly [number, number] {
  */
 export const POLYNOMIAL_BUDGET = 10_000_000;
 
+/**
+ * Whether a document's pattern `source` may be run on a text of `length` characters without backtracking for long:
+ * not exponential (nor not known), and `length` to its {@link polynomialDegree} within {@link POLYNOMIAL_BUDGET}.
+ * Lint runs document patterns only so: a pull request's spec must not hang a CI job.
+ */
+export function quickToRun(source: string, length: number, search = false): boolean {
+  if (exponentialBacktracking(source) !== null) return false;
+  const degree = polynomialDegree(source);
+  if (degree === undefined) return false;
+  // A search (`test` of an unanchored pattern) tries the pattern from each position: one power more.
+  const power = degree + (search && !source.startsWith('^') ? 1 : 0);
+  return power <= 1 || Math.max(length, 1) ** power <= POLYNOMIAL_BUDGET;
+}
+
 /** What a contract's finding says of a key pattern whose backtracking grows as n^degree, for keys of up to `bound` characters. */
 export function polynomialPatternMessage(degree: number, bound: number): string {
   return (

@@ -272,6 +272,10 @@ describe('idemkit on hostile input: exit 2, one line, nothing of the user change
         // eslint-disable-next-line no-control-regex
         assert.doesNotMatch(text, /[\u0000-\u0009\u000b-\u001f\u007f]/, argv.join(' '));
       }
+      // The block init would write keeps its layout: a tab-indented JSON file's tabs are tabs, not `\t`.
+      writeFileSync(file('tabs.json'), JSON.stringify(JSON.parse(JSON.stringify({ openapi: '3.0.3', info: { title: 't', version: '1' }, paths: { '/a': { post: { operationId: 'a', parameters: [{ name: 'Idempotency-Key', in: 'header', required: true, schema: { type: 'string' } }], responses: { '201': { description: 'ok' } } } } } })), null, '\t'));
+      const preview = await run('init', 'tabs.json');
+      assert.match(preview.out, /^\+ \t+"x-idempotency": \{$/m, preview.out);
     });
   });
 

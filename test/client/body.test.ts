@@ -124,6 +124,16 @@ describe('client encodeBody', () => {
     // Data stays data: Dates, URLs (their toJSON), class instances with or without fields, null-prototype objects,
     // arrays, boxed scalars.
     class Empty {}
+    // Second read: an Error with fields of its own, an object with pipe() and its own toJSON (Effect's Option), an
+    // empty class of the app's that names itself.
+    const appError = Object.assign(new Error('x'), { code: 'E1', detail: 'd' });
+    const option = { _tag: 'Some', value: 1, pipe: () => undefined, toJSON: () => ({ _tag: 'Some', value: 1 }) };
+    class Cancel {
+      get [Symbol.toStringTag]() {
+        return 'Cancel';
+      }
+    }
+    assert.equal(encodeBody({ lastError: appError, option, cancel: new Cancel() }, 'application/json').body, '{"lastError":{"code":"E1","detail":"d"},"option":{"_tag":"Some","value":1},"cancel":{}}');
     const data = { at: new Date(0), url: new URL('https://h/p'), empty: new Empty(), bare: Object.assign(Object.create(null) as object, { a: 1 }), list: [1, 'x'], boxed: Object(2) as number };
     assert.equal(encodeBody(data, 'application/json').body, '{"at":"1970-01-01T00:00:00.000Z","url":"https://h/p","empty":{},"bare":{"a":1},"list":[1,"x"],"boxed":2}');
   });

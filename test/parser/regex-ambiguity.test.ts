@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { exponentialBacktracking, polynomialDegree } from '../../src/parser/regex-ambiguity.js';
+import { exponentialBacktracking, polynomialDegree, quickToRun } from '../../src/parser/regex-ambiguity.js';
 
 describe('parser/regex-ambiguity: key patterns that take exponential time', () => {
   it('finds the patterns whose part reads the same text in two ways, inside a loop or a long bounded repeat', () => {
@@ -105,5 +105,16 @@ describe('parser/regex-ambiguity: key patterns whose backtracking grows as a pow
       assert.equal(polynomialDegree(pattern), degree, pattern);
     }
     assert.equal(polynomialDegree('(a'), undefined);
+  });
+
+  it('tells lint which document patterns it may run on a text of a given length: a low power of it, never an exponential one', () => {
+    assert.equal(quickToRun('^[a-z]*[0-9]*[a-z]*[0-9]*[a-z]*$', 57), true, 'a 57-character SDK key: 57^3 ways at most');
+    assert.equal(quickToRun('[a-z0-9]*-?[a-z0-9]*-?[a-z0-9]*-?[a-z0-9]*-?[a-z0-9]*', 57), false);
+    assert.equal(quickToRun('^(a+)+$', 3), false);
+    assert.equal(quickToRun('(a', 3), false);
+    assert.equal(quickToRun('\\d+\\d+', 200), true);
+    // An unanchored search tries each position: a power more.
+    assert.equal(quickToRun('[a-z]*[a-z]*[a-z]*', 200, true), false);
+    assert.equal(quickToRun('^[a-z]*[a-z]*[a-z]*', 200, true), true);
   });
 });

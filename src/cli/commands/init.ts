@@ -49,11 +49,13 @@ export const initCommand: Command = {
     // The spec as the user named it; an external file it references, as lint names files.
     const name = (changed: string) => (changed === document.file ? shown : displayPath(io.cwd, changed));
     const lines: string[] = [];
+    const snippet = new Set<number>();
     for (const change of result.changes) {
       // With --write, where the block is in the written file; without, where its operation is in the file as it is.
       const { line, column } = args.write === true ? change : document.position(change.at);
       lines.push(`${name(change.file)}:${line}:${column}  ${change.operation}  (key ${change.key.in} ${change.key.name})`);
-      for (const line of change.lines) lines.push(`+ ${line}`);
+      // The block as it would be written (a tab-indented JSON file's tabs are its layout): not escaped below.
+      for (const line of change.lines) snippet.add(lines.push(`+ ${line}`) - 1);
       lines.push('');
     }
     for (const skip of result.skipped) {
@@ -94,7 +96,7 @@ export const initCommand: Command = {
       lines.push(`${count} contract${count === 1 ? '' : 's'} to add${alsoSkipped}; nothing written — run again with --write to apply`);
     }
     // Each line one line, whatever the document's names hold (a newline in an operationId, ESC sequences).
-    io.stdout(`${lines.map(printable).join('\n')}\n`);
+    io.stdout(`${lines.map((line, i) => (snippet.has(i) ? line : printable(line))).join('\n')}\n`);
     return 0;
   },
 };

@@ -61,28 +61,34 @@ export function encodeBody(
   return { body: JSON.stringify(value, jsonMember(mediaType)), contentType: mediaType };
 }
 
-/** Built-in tags (`Object.prototype.toString`) of objects JSON writes by value: not {@link opaqueKind}s. */
-const JSON_VALUES = new Set(['Object', 'Array', 'Boolean', 'Number', 'String', 'Date']);
+/**
+ * Tags (`Object.prototype.toString`) of built-in and platform objects whose data JSON does not write (`{}`): their
+ * state is internal. A class of the app's own that names itself (`Symbol.toStringTag`) is not one of them.
+ */
+const OPAQUE_TAGS = new Set([
+  'Response', 'Request', 'Headers', 'AbortSignal', 'AbortController', 'EventTarget', 'RegExp', 'WeakMap', 'WeakSet',
+  'WeakRef', 'Symbol', 'MessagePort', 'MessageChannel', 'BroadcastChannel', 'WebSocket', 'Worker', 'CryptoKey',
+]);
 
 /**
  * What `value` is when `JSON.stringify` would write it as `{}`, as numbers, or not at all, though it holds data —
  * so a JSON body or part would silently lose it — or `undefined`: a file or bytes (a `Buffer` too, before its own
- * `toJSON`), a stream, form data, a `Map` or `Set`, a `Promise` or other thenable (a forgotten `await`), an `Error`,
- * and any other built-in or platform object (a `Response`, `Request`, `Headers`, `RegExp`, `WeakMap`, `AbortSignal`:
- * a `Symbol.toStringTag` of its own) with no own enumerable members and no `toJSON`. Plain objects, arrays, `Date`s
- * and class instances (their own enumerable fields, as JSON writes them) are data.
+ * `toJSON`), a stream, form data, a `Map` or `Set`, a `Promise` or other thenable (a forgotten `await`), an `Error`
+ * with no fields of its own, a `Response`, `Request`, `Headers`, `RegExp`, `WeakMap`, `AbortSignal` and the like.
+ * An object with its own `toJSON` (a `Date`, a `URL`, a decimal, an Effect `Option`) says how it is written, and
+ * plain objects, arrays and class instances (their own enumerable fields, as JSON writes them) are data.
  */
 function opaqueKind(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   if (isBinary(value)) return 'a file or bytes';
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
   const kind = unsendableKind(value);
   if (kind !== undefined) return kind;
   if (typeof (value as { then?: unknown }).then === 'function') return 'a Promise or other thenable (a forgotten await?)';
-  if (value instanceof Error) return 'an Error';
-  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+  const fieldless = Object.keys(value).length === 0;
+  if (value instanceof Error) return fieldless ? 'an Error' : undefined;
   const tag = Object.prototype.toString.call(value).slice(8, -1);
-  if (JSON_VALUES.has(tag) || Object.keys(value).length > 0) return undefined;
-  return `${/^[AEIOU]/.test(tag) ? 'an' : 'a'} ${tag}`;
+  return fieldless && OPAQUE_TAGS.has(tag) ? `${/^[AEIOU]/.test(tag) ? 'an' : 'a'} ${tag}` : undefined;
 }
 
 /**
