@@ -476,7 +476,10 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
   });
   const byOperationId = new Map(drafts.filter((d) => d.op.operationId !== undefined).map((d) => [d.op.operationId!, d]));
   const operations: ClientOperation[] = drafts.map(({ op, name, contract, t, resultType, statusCallType }) => {
-    const route = contract?.effect.statusRoute !== undefined ? byOperationId.get(contract.effect.statusRoute) : undefined;
+    // A status route is a GET without a contract of its own (status-route-unresolved's error otherwise): another
+    // operation — the contracted POST itself — would be typed as one and called to read an outcome. None then.
+    const named = contract?.effect.statusRoute !== undefined ? byOperationId.get(contract.effect.statusRoute) : undefined;
+    const route = named !== undefined && named.op.method === 'get' && named.contract === null ? named : undefined;
     return {
       operationId: opId(op),
       label: op.label,

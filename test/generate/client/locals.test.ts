@@ -190,6 +190,31 @@ ${contractYaml('        ')}`,
     assert.equal(typeof client['then2'], 'function');
   });
 
+  it("a statusRoute that names no GET (the contracted operation itself, a POST) gives no status call, and the client compiles (it had two type errors)", async () => {
+    const spec = path.join(dir, 'self-route.yaml');
+    writeFileSync(
+      spec,
+      `openapi: 3.1.0
+info: { title: t, version: '1' }
+servers: [{ url: 'https://api.example.com' }]
+paths:
+  /payouts:
+    post:
+      operationId: createPayout
+      requestBody: { required: true, content: { application/json: { schema: { type: object } } } }
+      responses: { '201': { description: created } }
+      x-idempotency:
+${contractYaml('        ')}
+        effect: { owner: o, external: false, statusRoute: createPayout }
+`,
+    );
+    const doc = await loadDocument(spec);
+    assert.equal(buildClientModel(doc).model.operations[0]!.status, null);
+    const out = path.join(dir, 'self-route');
+    await writeOutput(out, generateClient(doc, { source: 'self-route.yaml' }));
+    assert.deepEqual(strictDiagnostics(tsFiles(out), out), []);
+  });
+
   it('SCHEMA_GLOBALS holds every global type a generated schema.ts refers to', async () => {
     const spec = path.join(dir, 'globals.yaml');
     writeFileSync(spec, globalNamedSchemasSpec());
