@@ -91,15 +91,23 @@ export function exponentialPatternMessage(found: ExponentialBacktracking | undef
 }
 
 function check(source: string): ExponentialBacktracking | null | undefined {
+  return analysed(`^(?:${source})$`, checkNode);
+}
+
+/**
+ * `analyse` of `pattern` parsed (no flags, as the guard compiles it), or `undefined` — not known — when the parser does
+ * not read it or `analyse` finds what it cannot judge ({@link Unanalyzable}).
+ */
+function analysed<T>(pattern: string, analyse: (ast: Node) => T): T | undefined {
   let ast: Node;
   try {
     const { parse } = require('regjsparser') as typeof RegjsparserModule;
-    ast = parse(`^(?:${source})$`, '', { lookbehind: true, namedGroups: true }) as Node;
+    ast = parse(pattern, '', { lookbehind: true, namedGroups: true }) as Node;
   } catch {
     return undefined;
   }
   try {
-    return checkNode(ast);
+    return analyse(ast);
   } catch (error) {
     if (error instanceof Unanalyzable) return undefined;
     throw error;
@@ -589,19 +597,7 @@ export function polynomialPatternMessage(degree: number, bound: number): string 
  * exponential ambiguity is {@link exponentialBacktracking}'s.
  */
 export function polynomialDegree(source: string): number | undefined {
-  let ast: Node;
-  try {
-    const { parse } = require('regjsparser') as typeof RegjsparserModule;
-    ast = parse(source, '', { lookbehind: true, namedGroups: true }) as Node;
-  } catch {
-    return undefined;
-  }
-  try {
-    return degreeOf(ast);
-  } catch (error) {
-    if (error instanceof Unanalyzable) return undefined;
-    throw error;
-  }
+  return analysed(source, degreeOf);
 }
 
 /** {@link polynomialDegree} of a parsed node: its sequences' longest chain, or a nested one's. */
