@@ -997,12 +997,21 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
-  /** Releases a reservation that landed after the guard gave up on it; never rejects. */
+  /**
+   * Releases a reservation that landed after the guard gave up on it; never rejects. The store that was too slow (or
+   * down) may still fail the release: it is tried again, a quarter of the lease apart, within the lease (fenced on
+   * its own token, so a later release changes nothing it should not). Only then is the record left to run out its
+   * lease, when reconciliation finds it abandoned with no handler run for it.
+   */
   async function freeLate(input: ReserveInput): Promise<void> {
-    try {
-      await store.release(input.id, input.token);
-    } catch {
-      // Its lease runs out; reconciliation finds it abandoned, with no handler run for it.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await store.release(input.id, input.token);
+        return;
+      } catch {
+        if (attempt >= FREE_LATE_ATTEMPTS) return;
+        await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS))));
+      }
     }
   }
 
@@ -1294,6 +1303,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
  * Edge, browsers), where a process-lifetime hint means nothing. Calling `unref()` on a number threw inside a store
  * call's settlement, so its promise never settled: every request hung.
  */
+/** How many times a late reservation's release is tried (see `freeLate`), and the least time between two tries. */
+const FREE_LATE_ATTEMPTS = 4;
+const FREE_LATE_MIN_GAP_MS = 50;
+
 function unrefTimer(timer: unknown): void {
   const unref = (timer as { unref?: unknown } | undefined)?.unref;
   if (typeof unref === 'function') unref.call(timer);

@@ -1071,6 +1071,29 @@ describe('runtime/guard: store failures', () => {
     assert.deepEqual(unhandled, []);
   });
 
+  it('frees a late reservation once the store takes the release again (it failed twice): the retry runs, not 409 then abandoned', async () => {
+    const inner = new MemoryStore();
+    let failures = 2;
+    const { slow, releaseLater } = lateStore(inner, {
+      release: async (id: string, token: string) => {
+        if (failures > 0) {
+          failures -= 1;
+          throw new Error('ECONNREFUSED');
+        }
+        return inner.release(id, token);
+      },
+      get: (id: string) => inner.get(id),
+    });
+    // A 400 ms lease: the release is tried again 100 ms apart.
+    const guard = createGuard(demoContract({ leaseMs: 400 }), { store: slow, storeTimeoutMs: 20 });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}))).status, 503);
+    releaseLater();
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    assert.equal(failures, 0);
+    const after = createGuard(demoContract(), { store: inner });
+    assert.equal((await after.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'ok' }))).headers['idempotent-replayed'], 'false');
+  });
+
   it('frees a reservation that lands after the guard gave up', async () => {
     const inner = new MemoryStore();
     const { slow, releaseLater } = lateStore(inner, {
