@@ -641,7 +641,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return parseFieldKey(field.found ? field.value : undefined, keyRules);
   }
 
-  function prepare(req: GuardRequest): Prepared {
+  /**
+   * The request's key, record and fingerprint, or the guard's refusal. With `refusalOnly` (see `refuse`), only whether
+   * it refuses: nothing is hashed that a refusal does not need (`unguarded` then stands for "not refused").
+   */
+  function prepare(req: GuardRequest, refusalOnly = false): Prepared {
     const parsed = readKey(req);
     if (parsed.kind === 'missing') {
       if (!contract.key.required) {
@@ -695,11 +699,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push([part.kind, part.name, source]);
       }
     }
+    if (refusalOnly && !repeatable) return NOT_REFUSED;
     const recordId = recordIdOf(scopeValues, parsed.key);
     if (repeatable) {
       const stale = staleRepeat(req, recordId);
       if (stale !== undefined) return stale;
     }
+    if (refusalOnly) return NOT_REFUSED;
     // Null prototype and own members only: a query parameter named `constructor` or `__proto__` is just a name.
     // Without declared parameters, one shared empty map (a null-prototype object is a dictionary: costly to make).
     const query: Record<string, QueryValue> = fingerprintQuery.length === 0 && !fingerprintAllQuery ? NO_QUERY : (Object.create(null) as Record<string, QueryValue>);
@@ -1292,7 +1298,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (keyTokens !== undefined) return undefined;
       const req = withoutKeyAsRequestId(request);
       if (!contract.key.required && readKey(req).kind === 'missing') return undefined;
-      const prep = prepare(req);
+      const prep = prepare(req, true);
       return prep.kind === 'respond' ? prep.response : undefined;
     },
   };
@@ -1303,6 +1309,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
  * Edge, browsers), where a process-lifetime hint means nothing. Calling `unref()` on a number threw inside a store
  * call's settlement, so its promise never settled: every request hung.
  */
+/** What `prepare` answers with `refusalOnly` for a request it does not refuse. */
+const NOT_REFUSED = { kind: 'unguarded' } as const;
+
 /** How many times a late reservation's release is tried (see `freeLate`), and the least time between two tries. */
 const FREE_LATE_ATTEMPTS = 4;
 const FREE_LATE_MIN_GAP_MS = 50;
