@@ -3,7 +3,7 @@ import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import express from 'express';
-import { createRouteGuard, idempotencyOf, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
+import { createRouteGuard, idempotencyOf, type RouteGuard, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
 import { bodyKeyContract, contract, oddPathContract, queryKeyContract } from './fixtures.js';
 import type { CompiledContract } from '../../../src/runtime/contract.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
@@ -29,6 +29,16 @@ function postBytes(port: number, options: { key: string; body: unknown }): Promi
   });
 }
 
+
+/**
+ * A guard over a memory store with a 300 ms lease whose reconcile hook answers `outcome` and records each abandoned
+ * record id it is asked about.
+ */
+function reconcilingGuard(outcome: 'unknown' | 'not-happened', extra: Partial<RouteGuardOptions> = {}): { guard: RouteGuard; reconciled: string[] } {
+  const reconciled: string[] = [];
+  const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { ...extra, reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome }) }));
+  return { guard, reconciled };
+}
 
 /** POSTs JSON to `path` and goes away `ms` later, before any answer (the guard holds a streamed one until it ends). */
 function leaveAfter(port: number, path: string, key: string, ms: number): Promise<void> {
@@ -391,8 +401,7 @@ describe('runtime/adapters/express', () => {
   it('a client that leaves a streamed answer the handler never ends (a pipeline stops, a handler stops on close): after the lease the record goes to reconciliation, not "in progress" for a day', async function () {
     this.timeout(10_000);
     const app = express();
-    const reconciled: string[] = [];
-    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: "unknown" as const }) }));
+    const { guard, reconciled } = reconcilingGuard('unknown');
     const tick = () => new Promise((resolve) => setTimeout(resolve, 40));
     app.post('/piped/:tenant', express.json(), guard, (_req, res) => {
       calls += 1;
@@ -420,8 +429,7 @@ describe('runtime/adapters/express', () => {
   it("a handler that never answers (an async handler's rejection, which Express 4 drops): its record goes to reconciliation once leaseRenewalMaxMs is spent", async function () {
     this.timeout(10_000);
     const app = express();
-    const reconciled: string[] = [];
-    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { leaseRenewalMaxMs: 600, reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: 'unknown' as const }) }));
+    const { guard, reconciled } = reconcilingGuard('unknown', { leaseRenewalMaxMs: 600 });
     // Express 4 calls the handler and ignores the promise it returns: a rejection never reaches an error handler.
     app.post('/things/:tenant', express.json(), guard, (_req, _res) => {
       calls += 1;
@@ -439,9 +447,8 @@ describe('runtime/adapters/express', () => {
   it('a slow handler whose client left is waited for, not given up after one lease: the retry gets its replay, the handler ran once', async function () {
     this.timeout(10_000);
     const app = express();
-    const reconciled: string[] = [];
     // A hook that trusts the lease would take over (and charge twice) if the guard gave the live handler up.
-    const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(new MemoryStore(), { reconcile: (abandoned) => (reconciled.push(abandoned.recordId), { outcome: 'not-happened' as const }) }));
+    const { guard, reconciled } = reconcilingGuard('not-happened');
     app.post('/things/:tenant', express.json(), guard, async (_req, res) => {
       calls += 1;
       await new Promise((resolve) => setTimeout(resolve, 1_200));
