@@ -6,13 +6,13 @@ export default defineRule({
   meta: {
     id: 'lease-exceeds-ttl',
     severity: 'error',
-    description: 'The `lease` is longer than the `ttl`: a record could expire while its owner still runs the effect.',
+    description: 'The `lease` is longer than the `ttl`: one attempt may hold the key past the window the contract promises its clients.',
     criterion: 'owner',
     rationale:
-      'Reservation must stay atomic for as long as the owner may run: if the record expires first, a retry reserves the key again and two processes run one effect.',
+      'The ttl is the window clients are promised, the lease how long one attempt may hold the key: with the lease longer, a retry budget inside the ttl ends before a long-running owner can be declared abandoned, and a client that reuses the key after the ttl meets a request still in progress.',
     messages: {
       exceeds:
-        '`lease` {lease} is longer than `ttl` {ttl}: the record could expire while its owner still runs, and a retry would run the effect a second time; shorten the lease or raise `ttl` above it',
+        '`lease` {lease} is longer than `ttl` {ttl}: one attempt may still hold the key after the window the ttl promises clients, whose retries then end unknown while it runs; shorten the lease or raise `ttl` above it',
     },
   },
   operations: 'contracted',

@@ -15,7 +15,7 @@ export interface GeneratedServer {
     readonly store: unknown;
     readonly principal?: (req: unknown) => string | undefined;
     readonly log?: (event: GuardLogEvent) => void;
-  }): Record<string, RequestHandler>;
+  }): Record<string, RequestHandler & { readonly status?: RequestHandler }>;
 }
 
 /** What the "network" does to one delivery, chosen by its `X-Request-Id`. */
@@ -112,6 +112,14 @@ export async function startDemoService(server: GeneratedServer, dbFile: string):
     db.prepare('INSERT INTO demo_requests (id, topic, email, state) VALUES (?, ?, ?, ?)').run(id, body.topic, body.contact.email, 'received');
     res.status(201).json({ id, state: 'received' });
   });
+
+  // The status route after an unknown outcome: the guard answers a request that carries the key from its record.
+  const outcome = guards['createDemoRequest']?.status;
+  if (outcome !== undefined) {
+    app.get('/v1/demo-request-outcome', network, outcome, (_req: Request, res: Response) => {
+      res.status(400).json({ type: 'about:blank', title: 'Send the Idempotency-Key header of the request to look up', status: 400 });
+    });
+  }
 
   app.get('/v1/demo-requests/:id', network, (req: Request, res: Response) => {
     const row = db.prepare('SELECT id, state FROM demo_requests WHERE id = ?').get(req.params['id'] ?? '');

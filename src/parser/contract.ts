@@ -100,11 +100,28 @@ export function buildContract(inputs: ContractInputs): IdempotencyContract {
 
   // A transient status frees the key for a retry to run the handler again: only for answers that did not act.
   if (Array.isArray(source.transient)) {
+    const effect = isPlainObject(source.effect) ? source.effect : {};
+    // An external effect whose provider dedupes nothing: a 503 may come after the provider acted.
+    const unkeyedExternal = effect.external === true && effect.providerKey === 'none';
     source.transient.forEach((status, i) => {
-      if (Number.isInteger(status) && (status as number) >= 100 && (status as number) < 400) {
+      if (!Number.isInteger(status)) return;
+      const code = status as number;
+      if (code >= 100 && code < 400) {
         schemaErrors.push({
           at: at('transient', i),
-          message: `x-idempotency.transient lists ${String(status)}, which is no failure: a transient answer frees the key, so a retry would run the handler again after every ${String(status)} — list only failures that did not act, such as 429 and 503`,
+          message: `x-idempotency.transient lists ${String(code)}, which is no failure: a transient answer frees the key, so a retry would run the handler again after every ${String(code)} — list only failures that did not act, such as 429 and 503`,
+        });
+      } else if (code >= 500 && code < 600 && code !== 503) {
+        // A 500 is what a handler that threw half-way answers; 502 and 504 what one answers when its call to another
+        // service failed or timed out — which that service may have carried out. The key stays for reconciliation.
+        schemaErrors.push({
+          at: at('transient', i),
+          message: `x-idempotency.transient lists ${String(code)}, an answer that may follow an effect (a handler that failed half-way, or a call to another service whose outcome is unknown): freeing the key would let a retry run the effect twice — remove it; a 5xx keeps the key for reconciliation, and only 503 (the handler declined to start) may be transient`,
+        });
+      } else if (code === 503 && unkeyedExternal) {
+        schemaErrors.push({
+          at: at('transient', i),
+          message: 'x-idempotency.transient lists 503 for an external effect with `providerKey: none`: a provider (or a proxy in front of it) may answer 503 after it acted, and nothing there would stop a retry from acting again — remove 503 (the default for external effects is [429]), or forward a provider key (`providerKey: forward`)',
         });
       }
     });

@@ -151,7 +151,9 @@ export type GuardDecisionName =
   | 'fenced'
   | 'record-lost'
   | 'rolled-back'
-  | 'record-failed';
+  | 'record-failed'
+  /** `status`: no record of the key (404). */
+  | 'not-found';
 
 /** One structured log event. Safe fields only: no raw key, headers, payload or response body. */
 export interface GuardLogEvent {
@@ -271,6 +273,16 @@ export interface Guard<Tx = unknown> {
    * is answered before its body is read, decompressed or parsed. Never touches the store.
    */
   refuse(req: GuardRequest): GuardResponse | undefined;
+  /**
+   * The status route's answer for a request that carries this operation's key (in the same header, or the same
+   * query parameter), after an unknown outcome: the record of that key in the request's scope (principal, scope
+   * headers and parameters read from this request), never the handler. `completed` → the stored answer replayed
+   * (replay header `true`); in progress → 409 in progress + `Retry-After`; past its lease → 409 abandoned (the
+   * reconcile hook is not run: a read changes nothing); no record → 404 `idempotency-key-unknown` (none reached the
+   * guard, or it outlived the TTL); an invalid key or unresolved scope → 400; the store down → 503. `undefined`
+   * when the request carries no key (or the key travels in the body): the status route's own handler answers.
+   */
+  status(req: GuardRequest): Promise<GuardResponse | undefined>;
 }
 
 export { DEFAULT_REPLAY_HEADERS } from './wire.js';
@@ -641,30 +653,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return parseFieldKey(field.found ? field.value : undefined, keyRules);
   }
 
-  /**
-   * The request's key, record and fingerprint, or the guard's refusal. With `refusalOnly` (see `refuse`), only whether
-   * it refuses: nothing is hashed that a refusal does not need (`unguarded` then stands for "not refused").
-   */
-  function prepare(req: GuardRequest, refusalOnly = false): Prepared {
-    const parsed = readKey(req);
-    if (parsed.kind === 'missing') {
-      if (!contract.key.required) {
-        if (logging) log({ decision: 'unguarded' }, req.requestId);
-        return { kind: 'unguarded' };
-      }
-      if (logging) log({ decision: 'missing-key', status: R.missingKey }, req.requestId);
-      return {
-        kind: 'respond',
-        response: problemResponse('idempotency-key-missing', R.missingKey, `Send ${keyPlace}: one key per intent, kept across retries.`, {}, req.requestId),
-      };
-    }
-    if (parsed.kind === 'invalid') {
-      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
-      return {
-        kind: 'respond',
-        response: problemResponse('idempotency-key-invalid', R.invalidKey, `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${parsed.detail}.`, {}, req.requestId),
-      };
-    }
+  /** The request's scope values, in the contract's order, or the guard's refusal when a part is missing. */
+  function scopeOf(req: GuardRequest): unknown[] | Extract<Prepared, { kind: 'respond' }> {
     const scopeValues: unknown[] = [];
     for (const part of contract.scope) {
       if (part.kind === 'global') {
@@ -699,6 +689,35 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         scopeValues.push([part.kind, part.name, source]);
       }
     }
+    return scopeValues;
+  }
+
+  /**
+   * The request's key, record and fingerprint, or the guard's refusal. With `refusalOnly` (see `refuse`), only whether
+   * it refuses: nothing is hashed that a refusal does not need (`unguarded` then stands for "not refused").
+   */
+  function prepare(req: GuardRequest, refusalOnly = false): Prepared {
+    const parsed = readKey(req);
+    if (parsed.kind === 'missing') {
+      if (!contract.key.required) {
+        if (logging) log({ decision: 'unguarded' }, req.requestId);
+        return { kind: 'unguarded' };
+      }
+      if (logging) log({ decision: 'missing-key', status: R.missingKey }, req.requestId);
+      return {
+        kind: 'respond',
+        response: problemResponse('idempotency-key-missing', R.missingKey, `Send ${keyPlace}: one key per intent, kept across retries.`, {}, req.requestId),
+      };
+    }
+    if (parsed.kind === 'invalid') {
+      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
+      return {
+        kind: 'respond',
+        response: problemResponse('idempotency-key-invalid', R.invalidKey, `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${parsed.detail}.`, {}, req.requestId),
+      };
+    }
+    const scopeValues = scopeOf(req);
+    if (!Array.isArray(scopeValues)) return scopeValues;
     if (refusalOnly && !repeatable) return NOT_REFUSED;
     const recordId = recordIdOf(scopeValues, parsed.key);
     if (repeatable) {
@@ -1301,7 +1320,43 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const prep = prepare(req, true);
       return prep.kind === 'respond' ? prep.response : undefined;
     },
+    status,
   };
+
+  async function status(request: GuardRequest): Promise<GuardResponse | undefined> {
+    // A GET has no body to carry a body key in: the status route's own input names the intent.
+    if (keyTokens !== undefined) return undefined;
+    const req = withoutKeyAsRequestId(request);
+    const parsed = readKey(req);
+    if (parsed.kind === 'missing') return undefined;
+    if (parsed.kind === 'invalid') {
+      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
+      const detail = `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${parsed.detail}.`;
+      return problemResponse('idempotency-key-invalid', R.invalidKey, detail, {}, req.requestId);
+    }
+    const scopeValues = scopeOf(req);
+    if (!Array.isArray(scopeValues)) return scopeValues.response;
+    const recordId = recordIdOf(scopeValues, parsed.key);
+    let record: IdempotencyRecord | undefined;
+    let now: number;
+    try {
+      record = await bounded(store.get(recordId));
+      now = await bounded(store.now());
+    } catch {
+      return storeUnavailableResponse(req, recordId).response;
+    }
+    // A completed record past its retention counts as gone, as it does for a reservation (which would run anew).
+    if (record === undefined || (record.state === 'completed' && record.expiresAt <= now)) {
+      if (logging) log({ decision: 'not-found', keyId: recordId, status: 404 }, req.requestId);
+      const detail =
+        'No request with this key was recorded for you: none reached this service, or its record outlived the time records are kept. ' +
+        'Within that time, sending the same intent again with this key runs it at most once.';
+      return problemResponse('idempotency-key-unknown', 404, detail, {}, req.requestId);
+    }
+    if (record.state === 'completed') return replay(record, req.requestId).response;
+    if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, now - record.createdAt, req.requestId).response;
+    return abandoned(record, req.requestId).response;
+  }
 }
 
 /**

@@ -22,6 +22,11 @@ export const PROBLEM_TITLES = {
    * have run already with its record gone; it is not run again (412).
    */
   'idempotency-request-expired': 'Request first sent before the records kept',
+  /**
+   * The status route (`Guard.status`): no record of a request with this key, in this scope — none reached the guard,
+   * or its record outlived the TTL and was purged (404).
+   */
+  'idempotency-key-unknown': 'No request with this idempotency key recorded',
 } as const;
 
 /** One of the guard's problem type names. */

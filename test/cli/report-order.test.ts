@@ -40,7 +40,7 @@ describe('idemkit lint: reports do not depend on the order files are named in', 
       assert.deepEqual(card.match(/`[ab]\.yaml:\d+:\d+`/g), [`\`${file}:71:17\``]);
     }
     const junit = (await lint('b.yaml', 'a.yaml', '-f', 'junit')).out;
-    assert.match(junit, /<testsuite name="a\.yaml" tests="2" failures="1"[\s\S]*>a\.yaml:71:17 error[\s\S]*<testsuite name="b\.yaml" tests="2" failures="1"[\s\S]*>b\.yaml:71:17 error/);
+    assert.match(junit, /<testsuite name="a\.yaml" tests="3" failures="1"[\s\S]*>a\.yaml:71:17 error[\s\S]*<testsuite name="b\.yaml" tests="3" failures="1"[\s\S]*>b\.yaml:71:17 error/);
     assert.equal(junit.match(/<failure /g)?.length, 2);
   });
 

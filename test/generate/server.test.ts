@@ -81,6 +81,11 @@ describe('generate/server', () => {
       [{ key: { pattern: '([' } }, /key\.pattern is not a valid regular expression/],
       [{ key: { pattern: '([A-Za-z0-9]+-?)*' } }, /key\.pattern can take time exponential in the key's length.*"aaaa/],
       [{ transient: [429, 201] }, /transient lists 201, which is no failure: a transient answer frees the key/],
+      // A 500 (a handler that failed half-way) or a 502/504 (a call elsewhere whose outcome is unknown) may follow an
+      // effect: released, its retry ran the handler again (the article-review's three effects for one key).
+      [{ transient: [429, 500, 503] }, /transient lists 500, an answer that may follow an effect/],
+      [{ transient: [504] }, /transient lists 504, an answer that may follow an effect/],
+      [{ effect: { owner: 'mail', external: true, providerKey: 'none', statusRoute: 'x' }, transient: [429, 503] }, /transient lists 503 for an external effect with `providerKey: none`/],
       [{ key: { pattern: '([A-Za-z0-9]*)+' } }, /key\.pattern can take time exponential/],
       [{ key: { pattern: '(?:a|a)*(b)\\1' } }, /key\.pattern cannot be checked for exponential backtracking \(it uses a back-reference/],
       // The security review's: a 121-character near-miss key held the loop 4.4 s.

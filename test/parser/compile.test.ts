@@ -29,7 +29,7 @@ describe('compileContract', () => {
       ttlMs: 86_400_000,
       leaseMs: 30_000,
       retry: { deadlineMs: 30_000, maxAttempts: 4, backoff: { initialMs: 200, maxMs: 5_000, jitter: 'full' } },
-      effect: { owner: 'demo-requests', external: false, providerKey: 'none', statusRoute: 'getDemoRequest' },
+      effect: { owner: 'demo-requests', external: false, providerKey: 'none', statusRoute: 'getDemoRequestOutcome' },
       transient: [429, 503],
       responses: {
         replayHeader: 'Idempotent-Replayed',

@@ -165,6 +165,7 @@ describe('loadDocument', () => {
       assert.equal(sample.version, '3.1');
       assert.deepEqual(sample.operations.map((operation) => operation.label), [
         'POST /v1/demo-requests (createDemoRequest)',
+        'GET /v1/demo-request-outcome (getDemoRequestOutcome)',
         'GET /v1/demo-requests/{id} (getDemoRequest)',
       ]);
       const json = await loadDocument(fixture('positions.json'));

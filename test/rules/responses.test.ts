@@ -116,6 +116,23 @@ ruleTester.run(stateStatusInvalid, {
       errors: [{ messageId: 'mismatchSuccess', pointer: `${CONTRACT}/responses/mismatch/status` }],
     },
     {
+      // The article review's: a 503 mismatch (every SDK retries it) and a 201 for a request abandoned mid-run.
+      name: 'mismatch answered 503, abandoned answered 201',
+      document: payouts((_t, c) => {
+        c.responses.mismatch.status = 503;
+        c.responses.abandoned.status = 201;
+      }),
+      errors: [
+        { messageId: 'mismatchRetryable', pointer: `${CONTRACT}/responses/mismatch/status`, message: /answers 503/ },
+        { messageId: 'abandonedNotError', pointer: `${CONTRACT}/responses/abandoned/status`, message: /answers 201/ },
+      ],
+    },
+    {
+      name: 'mismatch answered 429',
+      document: payouts((_t, c) => (c.responses.mismatch.status = 429)),
+      errors: [{ messageId: 'mismatchRetryable', pointer: `${CONTRACT}/responses/mismatch/status` }],
+    },
+    {
       name: 'inProgress answered 503, invalidKey answered 409, storeUnavailable answered 400',
       document: payouts((_t, c) => {
         c.responses.inProgress.status = 503;

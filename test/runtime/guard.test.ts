@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { CompiledContract } from '../../src/runtime/contract.js';
-import { createGuard, type GuardLogEvent, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
+import { createGuard, type GuardLogEvent, type GuardRequest, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
 import { PROBLEM_BASE, type GuardProblem } from '../../src/runtime/problem.js';
 import { StoreError, type IdempotencyStore, type ReserveInput, type ReserveResult, type TransactionStep, type TransactionalStore } from '../../src/runtime/store.js';
 import { MemoryStore } from '../../src/runtime/stores/memory.js';
@@ -1580,5 +1580,76 @@ describe('runtime/guard: a key in the body or the query (AWS clientToken, Square
 
   it('allows the key header among replayHeaders when the key is not a header', () => {
     assert.doesNotThrow(() => createGuard(bodyKeyed, { store: new MemoryStore(), replayHeaders: ['content-type', 'idempotency-key'] }));
+  });
+});
+
+describe('runtime/guard: the status route (status), after an unknown outcome', () => {
+  /** A status-route GET carrying `key` (or none), with the caller and tenant of `demoRequest`. */
+  const statusRequest = (key: string | undefined, extra: Partial<GuardRequest> = {}): GuardRequest => ({ ...demoRequest(key, undefined), requestId: 'status-1', ...extra });
+
+  it('replays a completed request: the stored status, body and headers, the replay header true; the handler never runs again', async () => {
+    const s = setup();
+    const first = await s.guard.handle(demoRequest(KEY), s.handler);
+    const answer = await s.guard.status(statusRequest(KEY));
+    assert.ok(answer !== undefined);
+    assert.equal(answer.status, 201);
+    assert.deepEqual(bodyJson(answer), bodyJson(first));
+    assert.equal(answer.headers['idempotent-replayed'], 'true');
+    assert.equal(answer.headers['location'], '/v1/demo-requests/dr_1');
+    assert.equal(s.runs(), 1);
+  });
+
+  it('answers 409 in progress with Retry-After while the request runs, and 409 abandoned past its lease (no reconcile: a read changes nothing)', async () => {
+    let reconciled = 0;
+    const s = setup({ reconcile: () => ((reconciled += 1), { outcome: 'not-happened' }) });
+    const begun = await s.guard.begin(demoRequest(KEY));
+    assert.equal(begun.kind, 'proceed');
+    const running = await s.guard.status(statusRequest(KEY));
+    assert.equal(running?.status, 409);
+    assert.equal(bodyJson(running!).type, `${PROBLEM_BASE}idempotency-request-in-progress`);
+    assert.ok(Number(running!.headers['retry-after']) >= 1);
+    s.advance(31_000);
+    const gone = await s.guard.status(statusRequest(KEY));
+    assert.equal(gone?.status, 409);
+    assert.equal(bodyJson(gone!).type, `${PROBLEM_BASE}idempotency-request-abandoned`);
+    assert.equal(reconciled, 0);
+    assert.equal((await s.store.get(begun.kind === 'proceed' ? begun.reservation.recordId! : ''))?.state, 'in_progress');
+  });
+
+  it('answers 404 idempotency-key-unknown for a key never recorded, another caller\'s or tenant\'s key, and a record past its TTL', async () => {
+    const s = setup();
+    await s.guard.handle(demoRequest(KEY), s.handler);
+    for (const [what, request] of [
+      ['never sent', statusRequest('other-key-1')],
+      ['another caller', statusRequest(KEY, { principal: 'user-2' })],
+      ['another tenant', statusRequest(KEY, { headers: { 'idempotency-key': KEY, 'x-tenant-id': 't2' } })],
+    ] as const) {
+      const answer = await s.guard.status(request);
+      assert.equal(answer?.status, 404, what);
+      assert.equal(bodyJson(answer!).type, `${PROBLEM_BASE}idempotency-key-unknown`, what);
+    }
+    s.advance(86_400_001);
+    assert.equal((await s.guard.status(statusRequest(KEY)))?.status, 404, 'past the TTL');
+    assert.deepEqual(
+      s.events.filter((e) => e.decision === 'not-found').map((e) => e.status),
+      [404, 404, 404, 404],
+    );
+  });
+
+  it('leaves a request without the key to the route\'s handler (undefined); refuses an invalid key or an unresolved scope with 400; 503 when the store is down', async () => {
+    const s = setup();
+    assert.equal(await s.guard.status(statusRequest(undefined)), undefined);
+    assert.equal((await s.guard.status(statusRequest('bad key!')))?.status, 400);
+    const unscoped = await s.guard.status(statusRequest(KEY, { principal: undefined }));
+    assert.equal(bodyJson(unscoped!).type, `${PROBLEM_BASE}idempotency-scope-unresolved`);
+    const down = createGuard(demoContract(), { store: withMethods(new MemoryStore(), { get: () => Promise.reject(new StoreError('unavailable', 'down')) }) });
+    const answer = await down.status(statusRequest(KEY));
+    assert.equal(answer?.status, 503);
+    assert.equal(answer?.headers['retry-after'], '1');
+  });
+
+  it('never answers for a key that travels in the body (a GET has none): the route\'s own input names the intent', async () => {
+    const s = setup({}, demoContract({ key: { in: 'body', name: '/idempotency_key', required: true, maxLength: 255, pattern: undefined } }));
+    assert.equal(await s.guard.status(statusRequest(KEY, { query: { idempotency_key: KEY } })), undefined);
   });
 });

@@ -463,13 +463,21 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
   const where = documentServers(doc);
   const taken = new Set([...CLIENT_EXPORTS, ...CLIENT_LOCALS, ...OBJECT_PROTOCOL_NAMES]);
   const sorted = [...doc.operations].sort((a, b) => compare(opId(a), opId(b)) || compare(a.path, b.path) || compare(a.method, b.method));
+  const compiled = new Map(sorted.map((op) => [op, op.contract?.enabled === true ? compileContract(op, doc) : null] as const));
+  // A status route that a contract's key header reaches: `checkStatus` sends the intent's key in it, so the route's
+  // own declaration of that header is the client's, as on the contracted operation (left out of its input).
+  const statusKeys = new Map<string, { readonly in: string; readonly name: string }>();
+  for (const contract of compiled.values()) {
+    const route = contract?.effect.statusRoute;
+    if (route !== undefined && contract!.key.in === 'header' && !statusKeys.has(route)) statusKeys.set(route, contract!.key);
+  }
   const drafts = sorted.map((op) => {
     const base = toIdentifier(opId(op));
     let name = base;
     for (let n = 2; taken.has(name); n++) name = `${base}${n}`;
     taken.add(name);
-    const contract = op.contract?.enabled === true ? compileContract(op, doc) : null;
-    const t = typer.declare(op, name, contract?.key);
+    const contract = compiled.get(op) ?? null;
+    const t = typer.declare(op, name, contract?.key ?? (op.operationId === undefined ? undefined : statusKeys.get(op.operationId)));
     const pascal = name.charAt(0).toUpperCase() + name.slice(1);
     // `client.ts` exports these next to the schema types, so they share the schema types' names (and reservations).
     return { op, name, contract, t, resultType: types.uniqueIdentifier(`${pascal}Result`), statusCallType: types.uniqueIdentifier(`${pascal}StatusCall`) };

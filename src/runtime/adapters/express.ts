@@ -46,6 +46,13 @@ export interface RouteGuard extends RequestHandler {
    * throws a `TypeError` for an external effect without a provider key (see `transactionRefusal`).
    */
   readonly inTransaction: RequestHandler;
+  /**
+   * Middleware for the contract's status route (a `GET`, e.g. `app.get('/v1/payments/outcome', guards.x.status,
+   * handler)`): a request carrying this operation's key — in the same header, or the same query parameter — is answered
+   * from the key's record in the caller's scope (the stored answer replayed, 409 in progress or abandoned, 404
+   * `idempotency-key-unknown`), never by the handler; one without the key goes on to the handler.
+   */
+  readonly status: RequestHandler;
 }
 
 const CONTEXT = Symbol.for('idemkit.express.context');
@@ -233,10 +240,31 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     })().catch(next);
   };
 
+  const status: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
+    void (async () => {
+      const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
+      const pending = options.principal === undefined ? undefined : options.principal(req);
+      const principal = isThenable(pending) ? await pending : pending;
+      const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
+      const request: Mutable<GuardRequest> = {
+        // The status route's own path parameters: a `path:` scope part is read from them.
+        pathParams: { ...(req.params as Record<string, string>) },
+        query: queryFromSearch(searchOf(req.originalUrl || req.url)),
+        headers,
+        body: undefined,
+      };
+      if (principal !== undefined && principal !== null) request.principal = principal;
+      if (requestId !== undefined) request.requestId = requestId;
+      const answer = await guard.status(request);
+      if (answer === undefined) next();
+      else sendResponse(res, answer);
+    })().catch(next);
+  };
+
   const refusal = transactionRefusal(contract, options.store);
-  if (refusal === undefined) return Object.assign(middleware, { contract, guard, inTransaction });
+  if (refusal === undefined) return Object.assign(middleware, { contract, guard, inTransaction, status });
   // Refused where the route is declared (`guards.x.inTransaction`), not on its first request.
-  return Object.defineProperty(Object.assign(middleware, { contract, guard }), 'inTransaction', {
+  return Object.defineProperty(Object.assign(middleware, { contract, guard, status }), 'inTransaction', {
     // Not enumerable: spreading or copying the guard must not throw in an app that never uses the mode.
     enumerable: false,
     get(): never {

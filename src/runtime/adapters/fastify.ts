@@ -60,6 +60,13 @@ export interface RouteGuard {
    * Throws a `TypeError` for an external effect without a provider key (see `transactionRefusal`).
    */
   transactional<Tx = unknown>(handler: TransactionalHandler<Tx>): (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+  /**
+   * `preHandler` of the contract's status route (a `GET`: `app.get('/v1/payments/outcome', { preHandler:
+   * guards.x.status }, handler)`): a request carrying this operation's key — in the same header, or the same query
+   * parameter — is answered from the key's record in the caller's scope (the stored answer replayed, 409 in progress
+   * or abandoned, 404 `idempotency-key-unknown`), never by the handler; one without the key goes on to the handler.
+   */
+  readonly status: GuardPreHandler;
 }
 
 interface RequestState {
@@ -218,7 +225,23 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     return Object.assign(routeHandler, { [TRANSACTIONAL]: routeGuard });
   }
 
-  const routeGuard: RouteGuard = { contract, guard, preHandler, onSend, hooks: { preHandler, onSend }, transactional };
+  const status: GuardPreHandler = async (request, reply) => {
+    const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct ?? distinctFromRaw(request.raw.rawHeaders), keyHeader);
+    const principal = options.principal === undefined ? undefined : await options.principal(request);
+    const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
+    const answer = await guard.status({
+      // The status route's own path parameters: a `path:` scope part is read from them.
+      pathParams: { ...(request.params as Record<string, string>) },
+      query: queryFromSearch(searchOf(request.url)),
+      headers,
+      body: undefined,
+      ...(principal !== undefined && principal !== null ? { principal } : {}),
+      ...(requestId !== undefined ? { requestId } : {}),
+    });
+    return answer === undefined ? undefined : sendResponse(reply, answer);
+  };
+
+  const routeGuard: RouteGuard = { contract, guard, preHandler, onSend, hooks: { preHandler, onSend }, transactional, status };
   guardsByPreHandler.set(preHandler, routeGuard);
   return routeGuard;
 }

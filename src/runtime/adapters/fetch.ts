@@ -83,6 +83,23 @@ export interface RouteGuard {
    * the middleware. Reading it throws a `TypeError` where the mode cannot guard the operation (see `transactionRefusal`).
    */
   readonly inTransaction: Middleware;
+  /**
+   * Wraps the handler of the contract's status route (a `GET`, e.g. `export const GET = guards.createOrder.status(read)`):
+   * a request carrying this operation's key — in the same header, or the same query parameter — is answered from the
+   * key's record in the caller's scope (the stored answer replayed, 409 in progress or abandoned, 404
+   * `idempotency-key-unknown`), never by the handler; one without the key goes on to the handler. A `path:` scope
+   * part is read from `options.params` (the status route's path parameters).
+   */
+  status<Rest extends unknown[]>(
+    handler: (request: Request, ...rest: Rest) => Response | Promise<Response>,
+    options?: StatusOptions,
+  ): (request: Request, ...rest: Rest) => Promise<Response>;
+}
+
+/** Options of {@link RouteGuard.status}. */
+export interface StatusOptions {
+  /** The status route's path parameters, for a contract scoped by a path parameter. */
+  readonly params?: (request: Request) => Record<string, string> | undefined;
 }
 
 /** A Hono-style middleware: a context and `next`; it answers by returning a `Response` or by setting `c.res`. */
@@ -212,6 +229,25 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       };
     },
     middleware: middlewareOf(false),
+    status<Rest extends unknown[]>(handler: (request: Request, ...rest: Rest) => Response | Promise<Response>, statusOptions?: StatusOptions) {
+      return async (request: Request, ...rest: Rest) => {
+        const url = new URL(request.url);
+        const entries: [string, string][] = [];
+        request.headers.forEach((value, name) => entries.push([name, value]));
+        const headers = headersFromEntries(entries);
+        const principal = options.principal === undefined ? undefined : await options.principal(request);
+        const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');
+        const answer = await guard.status({
+          pathParams: statusOptions?.params?.(request) ?? {},
+          query: queryFromSearch(url.search),
+          headers,
+          body: undefined,
+          ...(principal !== undefined && principal !== null ? { principal } : {}),
+          ...(requestId !== undefined ? { requestId } : {}),
+        });
+        return answer === undefined ? handler(request, ...rest) : toResponse(answer, new Headers(answer.headers));
+      };
+    },
   };
   const refusal = transactionRefusal(contract, options.store);
   if (refusal === undefined) return { ...routeGuard, inTransaction: middlewareOf(true) };

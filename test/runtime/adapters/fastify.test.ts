@@ -41,6 +41,24 @@ describe('runtime/adapters/fastify', () => {
     });
   }
 
+  it('status: the status route answers a GET with the key from the record of its caller and path scope; without the key, its handler', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    thingsRoute(guard);
+    app.get('/things/:tenant/outcome', { preHandler: guard.status }, async () => ({ plain: true }));
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { user: 'u', key: 'k-1', body: { a: 1 } });
+    assert.equal(first.status, 201);
+    const get = (url: string, headers: Record<string, string>) => fetch(`http://127.0.0.1:${port}${url}`, { headers });
+    const found = await get('/things/t1/outcome', { 'x-user': 'u', 'idempotency-key': 'k-1' });
+    assert.equal(found.status, 201);
+    assert.equal(found.headers.get('idempotent-replayed'), 'true');
+    assert.equal(await found.text(), first.text);
+    assert.equal((await get('/things/t1/outcome', { 'x-user': 'u2', 'idempotency-key': 'k-1' })).status, 404, 'another caller');
+    assert.equal((await get('/things/t2/outcome', { 'x-user': 'u', 'idempotency-key': 'k-1' })).status, 404, 'another tenant');
+    assert.deepEqual(await (await get('/things/t1/outcome', { 'x-user': 'u' })).json(), { plain: true });
+    assert.equal(calls, 1);
+  });
+
   it('route hooks: a key in a body field or in the query, as the contract says', async () => {
     thingsRoute(createRouteGuard(bodyKeyContract, options(new MemoryStore())));
     thingsRoute(createRouteGuard(queryKeyContract, options(new MemoryStore())), '/queried/:tenant');

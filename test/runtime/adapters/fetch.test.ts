@@ -44,6 +44,23 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(calls, 3);
   });
 
+  it('status: wraps the status route; a GET with the key is answered from the record of its caller and path scope, one without it by the handler', async () => {
+    let calls = 0;
+    const route = createRouteGuard(contract, options(new MemoryStore()));
+    const guarded = route.wrap(async () => Response.json({ id: (calls += 1) }, { status: 201 }));
+    const outcome = route.status(async () => Response.json({ plain: true }), { params: (r) => ({ tenant: new URL(r.url).pathname.split('/')[2]! }) });
+    const first = await guarded(request('http://x/things/t1', 'k-1', { n: 1 }));
+    const get = (url: string, headers: Record<string, string>) => outcome(new Request(url, { headers }));
+    const found = await get('http://x/things/t1/outcome', { 'x-user': 'u', 'idempotency-key': 'k-1' });
+    assert.equal(found.status, 201);
+    assert.equal(found.headers.get('idempotent-replayed'), 'true');
+    assert.deepEqual(await found.json(), await first.json());
+    assert.equal((await get('http://x/things/t1/outcome', { 'x-user': 'u2', 'idempotency-key': 'k-1' })).status, 404);
+    assert.equal((await get('http://x/things/t2/outcome', { 'x-user': 'u', 'idempotency-key': 'k-1' })).status, 404);
+    assert.deepEqual(await (await get('http://x/things/t1/outcome', { 'x-user': 'u' })).json(), { plain: true });
+    assert.equal(calls, 1);
+  });
+
   it('takes headers and query names that are Object.prototype members, and many repeats of one name', async () => {
     let calls = 0;
     const guarded = createRouteGuard(contract, options(new MemoryStore())).wrap(async () => Response.json({ id: (calls += 1) }, { status: 201 }));

@@ -85,7 +85,7 @@ export type ContractedOperation = "createDemoRequest" | never;
 export type Client = ReturnType<typeof createClient>;
 
 /** The status-route call an unknown outcome of "POST /v1/demo-requests (createDemoRequest)" carries (`call` gives it a signal or its own timeout). */
-export type CreateDemoRequestStatusCall = (input: T.GetDemoRequestInput, call?: CallOptions) => Promise<ApiResponse<T.GetDemoRequestOk, T.GetDemoRequestError>>;
+export type CreateDemoRequestStatusCall = (input?: T.GetDemoRequestOutcomeInput, call?: CallOptions) => Promise<ApiResponse<T.GetDemoRequestOutcomeOk, T.GetDemoRequestOutcomeError>>;
 
 /** What "POST /v1/demo-requests (createDemoRequest)" ends with: completed, rejected, or unknown with a status check. */
 export type CreateDemoRequestResult = IntentResult<T.CreateDemoRequestOk, T.CreateDemoRequestError, CreateDemoRequestStatusCall>;
@@ -127,8 +127,8 @@ export function createClient(options: ClientOptions = {}) {
       jsonAnswers: true,
       ...(call.signal === undefined ? {} : { signal: call.signal }),
       request: buildRequest(base.url, contract.method, contract.path, withIntentKey(contract.key, given, sent.key)),
-      checkStatus: (statusInput: T.GetDemoRequestInput, statusCall: CallOptions = {}) =>
-        getDemoRequest(statusInput, { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key }, redirect: 'same-origin' }),
+      checkStatus: (statusInput?: T.GetDemoRequestOutcomeInput, statusCall: CallOptions = {}) =>
+        getDemoRequestOutcome(statusInput ?? {}, { ...statusCall, headers: { ...statusCall.headers, [contract.key.name]: sent.key }, redirect: 'same-origin' }),
     });
   }
 
@@ -146,9 +146,24 @@ export function createClient(options: ClientOptions = {}) {
     });
   }
 
+  /**
+   * "GET /v1/demo-request-outcome (getDemoRequestOutcome)".
+   */
+  async function getDemoRequestOutcome(input: T.GetDemoRequestOutcomeInput = {}, call: CallOptions = {}): Promise<ApiResponse<T.GetDemoRequestOutcomeOk, T.GetDemoRequestOutcomeError>> {
+    return sendOnce<T.GetDemoRequestOutcomeOk, T.GetDemoRequestOutcomeError>({
+      request: buildRequest(base.url, "GET", "/v1/demo-request-outcome", parts(input, options.headers, call.headers)),
+      runtime,
+      jsonAnswers: true,
+      timeoutMs: call.timeoutMs ?? options.timeoutMs,
+      ...(call.signal === undefined ? {} : { signal: call.signal }),
+      ...(call.redirect === undefined ? {} : { redirect: call.redirect }),
+    });
+  }
+
   return {
     intent,
     createDemoRequest,
     getDemoRequest,
+    getDemoRequestOutcome,
   };
 }

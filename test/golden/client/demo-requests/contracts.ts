@@ -43,7 +43,7 @@ const createDemoRequest = {
     "owner": "demo-requests",
     "external": false,
     "providerKey": "none",
-    "statusRoute": "getDemoRequest"
+    "statusRoute": "getDemoRequestOutcome"
   },
   "transient": [
     429,

@@ -23,3 +23,12 @@ export type GetDemoRequestOk = DemoRequest;
 
 /** The body of an error answer of "GET /v1/demo-requests/{id} (getDemoRequest)". */
 export type GetDemoRequestError = Problem;
+
+/** The input of "GET /v1/demo-request-outcome (getDemoRequestOutcome)". */
+export type GetDemoRequestOutcomeInput = Record<string, never>;
+
+/** The body of a 2xx answer of "GET /v1/demo-request-outcome (getDemoRequestOutcome)". */
+export type GetDemoRequestOutcomeOk = DemoRequest;
+
+/** The body of an error answer of "GET /v1/demo-request-outcome (getDemoRequestOutcome)". */
+export type GetDemoRequestOutcomeError = Problem;

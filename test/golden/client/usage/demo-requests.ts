@@ -21,7 +21,8 @@ export async function submit(saved: string | undefined): Promise<string> {
       if (result.reason === 'redirected') return `redirected (${result.status}) to ${result.location ?? 'a hidden location'}`;
       return `${result.reason} ${result.status} ${result.body.title}`;
     case 'unknown': {
-      const check = await result.checkStatus({ path: { id: 'demo-request-42' } });
+      // The status route reads the outcome by the intent's key, which checkStatus sends: nothing else to give.
+      const check = await result.checkStatus();
       const seen = check.ok ? check.body.state : check.body.title;
       return `unknown ${result.key} after ${result.requestIds.join(',')}: ${seen}`;
     }

@@ -43,7 +43,7 @@ export const createDemoRequestContract = {
     "owner": "demo-requests",
     "external": false,
     "providerKey": "none",
-    "statusRoute": "getDemoRequest"
+    "statusRoute": "getDemoRequestOutcome"
   },
   "transient": [
     429,
