@@ -40,6 +40,37 @@ describe('idemkit lint on extreme values: a finding or a usage error, bounded, n
     assert.ok(line !== undefined && line.length < 300, line?.slice(0, 400));
   });
 
+  it('a body schema of 60 levels of YAML aliases (each level twice the one below: 2^60 paths, 4 KB of text) is linted at once, its findings in place', async () => {
+    // The real-spec review's: 20 levels held lint 17 s and 800 MB, 22 levels 80 s and 3 GB, 40 never ended.
+    const levels = Array.from({ length: 60 }, (_, i) => `x-a${i + 1}: &a${i + 1} {allOf: [*a${i}, *a${i}]}`);
+    const text = [
+      'openapi: 3.0.3',
+      'info: {title: t, version: "1"}',
+      'x-a0: &a0 {type: object, required: [name], properties: {name: {type: string}, idempotency_key: {type: string}}}',
+      ...levels,
+      'paths:',
+      '  /a:',
+      '    post:',
+      '      x-idempotency:',
+      '        key: {body: /idempotency_key}',
+      '        fingerprint: {include: [/nosuch]}',
+      '      requestBody:',
+      '        content:',
+      '          application/json:',
+      '            schema: *a60',
+      "      responses: {'201': {description: ok}}",
+      '',
+    ].join('\n');
+    const result = await lint('aliases.yaml', text, '-f', 'json');
+    assert.equal(result.code, 1, result.err);
+    const findings = (JSON.parse(result.out) as { findings: { ruleId: string; message: string; line: number }[] }).findings;
+    const unknown = findings.filter((finding) => finding.ruleId === 'fingerprint-field-unknown');
+    assert.equal(unknown.length, 1, JSON.stringify(findings));
+    assert.match(unknown[0]!.message, /\/nosuch/);
+    // The required field the fingerprint leaves out is found through the aliases.
+    assert.ok(findings.some((finding) => finding.ruleId === 'fingerprint-required-uncovered' && /name/.test(finding.message)), JSON.stringify(findings));
+  });
+
   it('YAML nested over the depth limit is a one-line error at the place, not a stack overflow', async () => {
     const result = await lint('deep.yaml', `openapi: 3.1.0\ninfo: {title: x, version: "1"}\npaths: {}\nx-deep: ${'['.repeat(5000)}${']'.repeat(5000)}\n`);
     assert.deepEqual(result, { code: 2, out: '', err: 'deep.yaml:4:1008: invalid YAML: nested too deeply (over 1000 levels) — flatten the structure here\n' });
