@@ -1183,31 +1183,36 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // 409 + Retry-After 1 s: the key was busy (a lock wait timed out, or the record changed hands); the retry reserves anew.
     const retrySoon = (): Respond => inProgress(prep.recordId, 1000, 0, req.requestId);
     const input = reserveInput(prep);
-    const work = store.withReservation<Outcome>(input, async (reserved, tx) => {
-      if (gaveUp) return { commit: false, value: { kind: 'gave-up' } };
-      entered = true;
-      if (reserved.outcome === 'existing') return { commit: false, value: { kind: 'existing', result: reserved } };
-      const reservation = reservationOf(prep.recordId, input.token, req.requestId);
-      let response: GuardResponse;
-      handlerStarted = true;
-      try {
-        response = await handler({ reservation, tx, idempotencyKey: prep.key });
-      } catch (error) {
-        handlerFailed = true;
-        // Its rollback is bounded as a commit is: a stalled database answers outcome-unknown, not a hang.
+    const work = store.withReservation<Outcome>(
+      input,
+      async (reserved, tx) => {
+        if (gaveUp) return { commit: false, value: { kind: 'gave-up' } };
+        entered = true;
+        if (reserved.outcome === 'existing') return { commit: false, value: { kind: 'existing', result: reserved } };
+        const reservation = reservationOf(prep.recordId, input.token, req.requestId);
+        let response: GuardResponse;
+        handlerStarted = true;
+        try {
+          response = await handler({ reservation, tx, idempotencyKey: prep.key });
+        } catch (error) {
+          handlerFailed = true;
+          // Its rollback is bounded as a commit is: a stalled database answers outcome-unknown, not a hang.
+          handlerReturned();
+          throw error;
+        }
         handlerReturned();
-        throw error;
-      }
-      handlerReturned();
-      // Transient and 5xx answers roll the business writes back with the reservation: nothing happened, the key is free.
-      if (transient.has(response.status) || response.status >= 500) return { commit: false, value: { kind: 'done', response, committed: false } };
-      const completion = toStored(response);
-      return {
-        commit: true,
-        complete: completion,
-        value: { kind: 'done', response, committed: true, ...(completion.resultId !== undefined ? { resultId: completion.resultId } : {}) },
-      };
-    });
+        // Transient and 5xx answers roll the business writes back with the reservation: nothing happened, the key is free.
+        if (transient.has(response.status) || response.status >= 500) return { commit: false, value: { kind: 'done', response, committed: false } };
+        const completion = toStored(response);
+        return {
+          commit: true,
+          complete: completion,
+          value: { kind: 'done', response, committed: true, ...(completion.resultId !== undefined ? { resultId: completion.resultId } : {}) },
+        };
+      },
+      // A duplicate's lock wait ends with the guard's own (a lock-timeout: 409 + Retry-After), freeing its connection.
+      { lockWaitMs: txWaitMs },
+    );
 
     let outcome: Outcome;
     try {

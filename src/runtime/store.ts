@@ -184,7 +184,17 @@ export interface TransactionalStore<Tx> extends IdempotencyStore {
    * PostgreSQL locks the one row, so duplicates wait and other keys do not; SQLite locks the whole file for
    * the transaction (handler included), so there one-transaction mode is for a single process.
    */
-  withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: Tx) => Promise<TransactionStep<T>>): Promise<T>;
+  withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: Tx) => Promise<TransactionStep<T>>, options?: WithReservationOptions): Promise<T>;
+}
+
+/** Options of {@link TransactionalStore.withReservation}. */
+export interface WithReservationOptions {
+  /**
+   * The longest the reservation may wait on a duplicate's open transaction, when shorter than the store's own bound
+   * (PostgreSQL's `lockTimeoutMs`): past it the call rejects with a `lock-timeout` {@link StoreError}, and its
+   * connection goes back to the pool instead of waiting on (the guard passes its `transactionWaitMs`).
+   */
+  readonly lockWaitMs?: number;
 }
 
 /** The record a reservation creates: `in_progress` under the caller's token, leased and retained from `now`. */

@@ -39,6 +39,7 @@ import {
   type ReserveResult,
   type TransactionStep,
   type TransactionalStore,
+  type WithReservationOptions,
 } from '../store.js';
 
 /** What the store runs queries on: a `pg.Pool` (needed for one-transaction mode), or one connected `pg.Client`. */
@@ -162,6 +163,18 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     ].join('\n');
   }
 
+  /** Whether the table and both its indexes exist (a catalog read: it takes no lock on the table). */
+  async #schemaPresent(client: ClientBase): Promise<boolean> {
+    const schema = this.#table.includes('.') ? `${this.#table.replace(/\..*$/, '')}.` : '';
+    const base = this.#table.replace(/^.*\./, '');
+    const result = await client.query('SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS present', [
+      this.#table,
+      `${schema}${base}_expiry`,
+      `${schema}${base}_lease`,
+    ]);
+    return result.rows[0]?.present === true;
+  }
+
   /** Create the table and indexes if absent. Idempotent (also when two instances race). */
   async migrate(): Promise<void> {
     // Concurrent CREATE … IF NOT EXISTS can still collide on the catalog; an advisory lock orders them. The
@@ -182,6 +195,11 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     };
     if (client !== db) client.on('error', onError);
     try {
+      // Already there (every start but the first): no DDL at all. `CREATE INDEX IF NOT EXISTS` on an existing index
+      // still waits for a lock that any open transaction on the table holds — a one-transaction request of a running
+      // instance — and every reservation then queues behind it: one instance starting in a rolling deploy made the
+      // whole fleet answer 503 for as long as such a request ran (the deploy review's).
+      if (await this.#schemaPresent(client)) return;
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`idemkit:${this.#table}`]);
       await client.query(PostgresStore.schemaSql(this.#table));
@@ -332,7 +350,12 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return Number(result.rows[0]!.now);
   }
 
-  async withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: PoolClient) => Promise<TransactionStep<T>>): Promise<T> {
+  async withReservation<T>(input: ReserveInput, work: (reserved: ReserveResult, tx: PoolClient) => Promise<TransactionStep<T>>, options?: WithReservationOptions): Promise<T> {
+    // A duplicate waits on the row lock no longer than its guard waits for it: past that the guard answers anyway, and a
+    // statement still waiting would hold its pooled connection up to lockTimeoutMs — a few slow requests with their
+    // duplicates then took every connection, and every other key got 503 (the chaos review's).
+    const asked = options?.lockWaitMs;
+    const lockTimeoutMs = asked !== undefined && Number.isFinite(asked) ? Math.max(1, Math.min(this.#lockTimeoutMs, Math.floor(asked))) : this.#lockTimeoutMs;
     const pool = this.#db;
     if (!isPool(pool)) throw new StoreError('unsupported', 'one-transaction mode needs a pg.Pool (the store borrows a client per transaction)');
     let client: PoolClient;
@@ -354,7 +377,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       let reserved: ReserveResult;
       try {
         // One round trip for both (a simple-protocol query may hold several statements).
-        await client.query(`BEGIN; SET LOCAL lock_timeout = ${this.#lockTimeoutMs}`);
+        await client.query(`BEGIN; SET LOCAL lock_timeout = ${lockTimeoutMs}`);
         // Waits here while another open transaction holds an uncommitted reservation of the same id.
         reserved = await this.#reserveOn(client, input);
       } catch (error) {

@@ -285,6 +285,27 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     }
   });
 
+  it('migrate() on a table already there takes no lock: a new instance starting beside an open one-transaction request neither waits nor stalls the others', async () => {
+    const name = table();
+    const running = new PostgresStore(pool, { table: name });
+    await running.migrate();
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
+    const held = running.withReservation({ id: 'long', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 60_000, ttlMs: 60_000 }, async () => {
+      await gate;
+      return { commit: false, value: 'done' };
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const starting = new PostgresStore(pool, { table: name });
+    const migrated = starting.migrate().then(() => 'migrated');
+    const other = running.reserve({ id: 'other', operation: 'op', fingerprint: 'v1:x', token: 't2', leaseMs: 1000, ttlMs: 5000 }).then((r) => r.outcome);
+    const timeout = new Promise((resolve) => setTimeout(() => resolve('waiting'), 3000));
+    // Before: CREATE INDEX IF NOT EXISTS queued behind the open transaction, and the reservation behind it.
+    assert.deepEqual(await Promise.all([Promise.race([migrated, timeout]), Promise.race([other, timeout])]), ['migrated', 'reserved']);
+    open();
+    assert.equal(await held, 'done');
+  });
+
   it('uses the server clock when none is injected', async () => {
     const store = new PostgresStore(pool, { table: table() });
     await store.migrate();
@@ -322,6 +343,32 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     assert.ok(Number(second.headers['retry-after']) >= 1);
     open();
     assert.equal(bodyJson(await first).id, 'one');
+  });
+
+  it('one-transaction duplicates wait on the row lock no longer than the guard\'s transactionWaitMs: 409, and their connections go back to the pool', async () => {
+    // The chaos review's: with the store's 30 s lock_timeout, duplicates of a slow request held every pooled
+    // connection past the guard's own give-up (answered 503), and every other key got 503 until it ended.
+    const small = new pg.Pool({ connectionString: server.connectionString, max: 3 });
+    try {
+      const store = new PostgresStore(small, { table: table() });
+      await store.migrate();
+      const guard = createGuard<pg.PoolClient>(demoContract(), { store, storeTimeoutMs: 5000, transactionWaitMs: 300 });
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => { open = resolve; });
+      const slow = guard.handle(demoRequest('slow'), async () => { await gate; return jsonResponse(201, { id: 'slow' }); }, { transaction: true });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const started = Date.now();
+      const duplicates = await Promise.all([1, 2, 3, 4].map(() => guard.handle(demoRequest('slow'), async () => jsonResponse(201, { id: 'twice' }), { transaction: true })));
+      assert.deepEqual(duplicates.map((answer) => answer.status), [409, 409, 409, 409]);
+      assert.ok(Date.now() - started < 4000, `answered after ${Date.now() - started} ms`);
+      // The pool has 3 connections, the slow request holds one: the duplicates gave theirs back.
+      const fresh = await guard.handle(demoRequest('fresh'), async () => jsonResponse(201, { id: 'fresh' }), { transaction: true });
+      assert.equal(fresh.status, 201);
+      open();
+      assert.equal(bodyJson(await slow).id, 'slow');
+    } finally {
+      await small.end();
+    }
   });
 
   it('also runs on one pg.Client, but needs a Pool for one-transaction mode', async () => {
