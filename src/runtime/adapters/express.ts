@@ -57,6 +57,9 @@ export interface RouteGuard extends RequestHandler {
 
 const CONTEXT = Symbol.for('idemkit.express.context');
 
+/** `toGuardRequest`'s answer for a request whose client left before its body was read: nothing to guard or answer. */
+const CLIENT_GONE = Symbol('idemkit.express.client-gone');
+
 type ContextHolder = { [CONTEXT]?: HandlerContext<unknown> };
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -104,15 +107,21 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
    * The guard's view of `req`. Synchronous unless the principal hook or an upload's files answer with a
    * promise: a plain JSON request takes no extra promise.
    */
-  function toGuardRequest(req: Request): GuardRequest | Promise<GuardRequest> {
+  function toGuardRequest(req: Request): GuardRequest | Promise<GuardRequest> | typeof CLIENT_GONE {
     if (bodyNotParsed(placeholderless(req), req.headers)) {
+      // A client that left before its body was read: body-parser skips a finished request, so the body is missing for
+      // that reason, not for a missing parser. Nothing is reserved and nobody is left to answer.
+      if (req.destroyed || req.socket?.destroyed === true) return CLIENT_GONE;
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       // A parser mounted for another type skips the body (express.json() takes application/json only): say which.
       const type = req.get('content-type');
+      const media = type?.split(';')[0]!.trim();
       throw new Error(
         type === undefined
           ? `idempotency guard for ${contract.operationId}: the request body (sent without a content-type) was not parsed before the guard; mount a parser that takes such bodies first, e.g. express.raw({ type: () => true }) (a '*/*' type matches only bodies that name one)`
-          : `idempotency guard for ${contract.operationId}: the request body (content-type ${type}) was not parsed before the guard; mount a parser for it first, e.g. express.json() or express.json({ type: ['application/json', '${type.split(';')[0]!.trim()}'] })`,
+          : `idempotency guard for ${contract.operationId}: the request body (content-type ${type}) was not parsed before the guard; mount a parser for it first, e.g. ${
+              media?.toLowerCase() === 'application/json' ? 'express.json() before the guard' : `express.json() or express.json({ type: ['application/json', '${media}'] })`
+            }`,
       );
     }
     const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
@@ -167,6 +176,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     }
     void (async () => {
       const pending = toGuardRequest(req);
+      if (pending === CLIENT_GONE) return;
       // A plain JSON request's view is ready: awaiting it anyway would cost a turn.
       const request = pending instanceof Promise ? await pending : pending;
       const decision = await guard.begin(request);
@@ -204,7 +214,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       return;
     }
     void (async () => {
-      const request = await toGuardRequest(req);
+      const pending = toGuardRequest(req);
+      if (pending === CLIENT_GONE) return;
+      const request = await pending;
       let held: Hold | undefined;
       let recorded: GuardResponse | undefined;
       const response = await guard

@@ -562,11 +562,41 @@ describe('runtime/adapters/express', () => {
     server = await listen(app);
     const answer = await post(server.port, '/things/t1', { key: 'k', user: 'u', body: { a: 1 } });
     assert.equal(answer.status, 500);
-    assert.match(answer.text, /the request body \(content-type application\/json\) was not parsed before the guard; mount a parser for it first, e\.g\. express\.json\(\)/);
+    assert.match(answer.text, /the request body \(content-type application\/json\) was not parsed before the guard; mount a parser for it first, e\.g\. express\.json\(\) before the guard$/);
     assert.equal(calls, 0);
     // AWS's JSON protocol under express.json(), which takes application/json only: the message names the type to add.
     const amz = await post(server.port, '/things/t1', { key: 'k2', user: 'u', headers: { 'content-type': 'application/x-amz-json-1.1' }, body: { a: 1 } });
     assert.match(amz.text, /express\.json\(\{ type: \['application\/json', 'application\/x-amz-json-1\.1'\] \}\)/);
+  });
+
+  it('a client that left during a middleware before the parser is no configuration error: nothing reserved, no error raised', async () => {
+    // The client review's: under load, clients whose deadline aborted them while an async middleware ran made the guard
+    // throw "mount a parser" (body-parser skips a request already finished), a 500 and an error log each.
+    const app = express();
+    const errors: string[] = [];
+    let arrived!: () => void;
+    const reached = new Promise<void>((resolve) => { arrived = resolve; });
+    const slow: express.RequestHandler = (req, _res, next) => {
+      if (req.get('x-slow') === undefined) return next();
+      arrived();
+      req.socket.once('close', () => setTimeout(next, 20));
+    };
+    const store = new MemoryStore();
+    app.post('/things/:tenant', slow, express.json(), createRouteGuard(contract, options(store)), (_req, res) => void res.status(201).json({ id: (calls += 1) }));
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+      errors.push(error.message);
+      res.status(500).end();
+    });
+    server = await listen(app);
+    const request = http.request({ host: '127.0.0.1', port: server.port, method: 'POST', path: '/things/t1', headers: { 'content-type': 'application/json', 'idempotency-key': 'gone-1', 'x-user': 'u', 'x-slow': '1' } });
+    request.on('error', () => undefined);
+    request.end(JSON.stringify({ a: 1 }));
+    await reached;
+    request.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.deepEqual(errors, []);
+    assert.equal(calls, 0);
+    assert.equal((await post(server.port, '/things/t1', { key: 'gone-1', user: 'u', body: { a: 1 } })).status, 201, 'the key was never reserved');
   });
 
   it("refuses Express 4's placeholder body ({} from a parser that skipped the type), which would replay another payload; a parsed {} is a body", async () => {
