@@ -122,7 +122,8 @@ function decodes(text: string): boolean {
   }
 }
 
-function checkedKey(key: string, rules: KeyRules): ParsedKey {
+/** `key` against the contract's bounds and pattern (already read as text): valid, empty, too long or off the pattern. */
+export function checkedKey(key: string, rules: KeyRules): ParsedKey {
   if (key.length === 0) return invalid('empty', 'the key is empty');
   if (key.length > rules.maxLength) {
     return invalid('too-long', `the key is longer than ${rules.maxLength} characters`);

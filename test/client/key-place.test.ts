@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { CompiledContract } from '../../src/runtime/contract.js';
 import { keyGiven, withIntentKey } from '../../src/runtime/client/key-place.js';
+import { fittingKey } from '../../src/runtime/client/intent.js';
 
 const place = (where: CompiledContract['key']['in'], name: string): CompiledContract['key'] => ({ in: where, name, required: true, maxLength: 255 });
 
@@ -86,5 +87,23 @@ describe('runtime/client/key-place: a key in the query or the body', () => {
   it('leaves the parts of a header-keyed call as they are', () => {
     const parts = { body: { a: 1 } };
     assert.equal(withIntentKey(place('header', 'Idempotency-Key'), parts, 'k'), parts);
+  });
+});
+
+describe('runtime/client: keys the contract\'s server takes', () => {
+  it('refuses, before anything is sent, a body or query key longer than the contract allows or off its pattern (the server would answer 400)', () => {
+    const bounded = { ...place('body', '/idempotency_key'), maxLength: 64 };
+    assert.throws(() => withIntentKey(bounded, { body: {} }, 'k'.repeat(100)), /the idempotency key for the body field \/idempotency_key is refused by the server: the key is longer than 64 characters/);
+    const patterned = { ...place('query', 'requestId'), pattern: '[a-f0-9]+' };
+    assert.throws(() => withIntentKey(patterned, {}, 'NOT-HEX'), /the query parameter "requestId" is refused by the server: the key does not match the documented pattern/);
+    assert.deepEqual(withIntentKey(patterned, {}, 'abc123').query, { requestId: 'abc123' });
+  });
+
+  it('makes a UUID key, or its 32 hex digits when the pattern or bound refuses dashes; a UUID when nothing fits', () => {
+    assert.match(fittingKey({ maxLength: 255 }), /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    // The client review's: `^[A-Za-z0-9]+$` made every call of the generated client end rejected/invalid-key.
+    assert.match(fittingKey({ maxLength: 255, pattern: '^[A-Za-z0-9]+$' }), /^[0-9a-f]{32}$/);
+    assert.match(fittingKey({ maxLength: 32 }), /^[0-9a-f]{32}$/);
+    assert.match(fittingKey({ maxLength: 255, pattern: '[0-9]+' }), /^[0-9a-f]{8}-/);
   });
 });

@@ -47,6 +47,21 @@ export function randomKey(): string {
 }
 
 /**
+ * A fresh key the contract's server takes: a random UUID, or its 32 hex digits without the dashes when the contract's
+ * `maxLength` or `pattern` refuses the dashed form (`^[A-Za-z0-9]+$`). When neither fits, the UUID (the server will
+ * refuse it: make the intent with a key of your own, `client.intent(operation, key)`).
+ */
+export function fittingKey(rules: { readonly maxLength: number; readonly pattern?: string | undefined }): string {
+  const uuid = randomKey();
+  if (rules.pattern === undefined && uuid.length <= rules.maxLength) return uuid;
+  const pattern = rules.pattern === undefined ? undefined : new RegExp(`^(?:${rules.pattern})$`);
+  for (const key of [uuid, uuid.replace(/-/g, '')]) {
+    if (key.length <= rules.maxLength && (pattern === undefined || pattern.test(key))) return key;
+  }
+  return uuid;
+}
+
+/**
  * An intent. The key never changes: a changed command is a new intent, made explicitly with
  * {@link Intent.create}. Attempts are appended by the retry engine.
  */

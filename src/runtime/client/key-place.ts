@@ -7,7 +7,7 @@
  * This file is copied into users' generated output: it imports nothing outside `runtime/`.
  */
 import type { CompiledContract } from '../contract.js';
-import { textKeyProblem } from '../key.js';
+import { checkedKey, compileKeyPattern, textKeyProblem } from '../key.js';
 import { headerName } from './headers.js';
 import type { RequestParts } from './request.js';
 
@@ -75,6 +75,9 @@ export function withIntentKey(key: ContractKey, parts: RequestParts, intentKey: 
 function wellFormed(text: string, key: ContractKey): string {
   const problem = textKeyProblem(text);
   if (problem !== undefined) throw new TypeError(`the idempotency key for ${placeOf(key)} is refused by the server: ${problem.detail}`);
+  // The contract's bounds and pattern too: the server refuses such a key with a 400 after an attempt is spent.
+  const checked = checkedKey(text, { maxLength: key.maxLength, pattern: compileKeyPattern(key.pattern) });
+  if (checked.kind === 'invalid') throw new TypeError(`the idempotency key for ${placeOf(key)} is refused by the server: ${checked.detail}`);
   return text;
 }
 

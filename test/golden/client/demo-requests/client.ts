@@ -3,7 +3,7 @@ import type * as T from './schema.js';
 import { contracts } from './contracts.js';
 import type { CompiledContract } from './runtime/contract.js';
 import { defaultRuntime, sendIntent, sendOnce, type ApiResponse, type ClientRuntime, type IntentResult } from './runtime/client/engine.js';
-import { Intent } from './runtime/client/intent.js';
+import { Intent, fittingKey } from './runtime/client/intent.js';
 import { keyGiven, withIntentKey } from './runtime/client/key-place.js';
 import { mergeHeaders } from './runtime/client/headers.js';
 import type { ParamInput } from './runtime/client/params.js';
@@ -110,7 +110,8 @@ export function createClient(options: ClientOptions = {}) {
   function intent(operation: ContractedOperation, key?: string): Intent {
     // Typed as the contract shape: a document without contracts makes `operation` never (and `contracts` empty).
     const contract: CompiledContract = contracts[operation];
-    return Intent.create({ operationId: contract.operationId, deadlineMs: contract.retry.deadlineMs, now: runtime.now(), ...(key === undefined ? {} : { key }) });
+    // A key the contract's bounds and pattern allow (a UUID, or its hex digits alone), unless the caller gives one.
+    return Intent.create({ operationId: contract.operationId, deadlineMs: contract.retry.deadlineMs, now: runtime.now(), key: key ?? fittingKey(contract.key) });
   }
 
   /**
