@@ -67,7 +67,10 @@ export function defaultConfig(): LintConfig {
   return { file: undefined, rules: {}, settings: DEFAULT_SETTINGS };
 }
 
-/** The config file found in `startDir` or the nearest directory above it, or `undefined`; a directory with two is a UsageError. */
+/**
+ * The config file found in `startDir` or the nearest directory above it — up to the root of the git repository `startDir` is
+ * in, if any — or `undefined`; a directory with two is a UsageError.
+ */
 export function findConfigFile(startDir: string): string | undefined {
   let dir = path.resolve(startDir);
   for (;;) {
@@ -77,6 +80,9 @@ export function findConfigFile(startDir: string): string | undefined {
       throw new UsageError(`${here.map((file) => path.basename(file)).join(' and ')} are both in ${dir}: keep one config file there (or name one with --config)`);
     }
     if (here.length === 1) return here[0];
+    // Not past the repository's root (the directory holding `.git`, the bound `$ref`s keep to too): a config in a
+    // directory above the checkout — another project's, or one a CI machine happens to have — must not decide its lint.
+    if (existsSync(path.join(dir, '.git'))) return undefined;
     const parent = path.dirname(dir);
     if (parent === dir) return undefined;
     dir = parent;

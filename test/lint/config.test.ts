@@ -126,6 +126,19 @@ describe('lint config', () => {
     assert.match(error.message, /the config must be a mapping/);
   });
 
+  it('is not discovered above the git repository the spec is in: a config outside the checkout decides nothing', () => {
+    // The CLI review's: a .idemkitrc.yaml in a directory above the checkout turned off the scope rules, and
+    // generate wrote a guard it refuses otherwise.
+    mkdirSync(path.join(dir, 'repo', '.git'), { recursive: true });
+    mkdirSync(path.join(dir, 'repo', 'api'), { recursive: true });
+    writeFileSync(path.join(dir, '.idemkitrc.yaml'), 'rules:\n  scope-missing: off\n');
+    assert.equal(findConfigFile(path.join(dir, 'repo', 'api')), undefined);
+    writeFileSync(path.join(dir, 'repo', 'idemkit.config.json'), '{ "rules": { "scope-missing": "info" } }');
+    assert.equal(findConfigFile(path.join(dir, 'repo', 'api')), path.join(dir, 'repo', 'idemkit.config.json'));
+    // Outside any repository the walk goes on up.
+    assert.equal(findConfigFile(path.join(dir)), path.join(dir, '.idemkitrc.yaml'));
+  });
+
   it('is discovered upward from the spec, nearest first', () => {
     mkdirSync(path.join(dir, 'api', 'v1'), { recursive: true });
     writeFileSync(path.join(dir, 'idemkit.config.json'), '{ "rules": { "scope-missing": "off" } }');
