@@ -144,6 +144,8 @@ export function readBaseline(baselineFile: string, shownAs: string = baselineFil
     throw new UsageError(`cannot read baseline file ${shownAs}: ${why}`);
   }
   let value: unknown;
+  // A byte-order mark (an editor's "UTF-8 with BOM") is no part of the JSON, as in the documents linted.
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   try {
     value = JSON.parse(text);
   } catch (error) {

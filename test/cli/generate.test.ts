@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { main } from '../../src/cli/main.js';
 import { bufferIo } from '../helpers/io.js';
+import { assertBuilt, bin, runProcess } from './spawn.js';
 
 const DEMO = path.resolve('test/fixtures/server/demo.yaml');
 
@@ -13,6 +14,17 @@ describe('cli generate', () => {
     tmp = mkdtempSync(path.join(os.tmpdir(), 'idemkit-cli-generate-'));
   });
   afterEach(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('a file-size limit (ulimit -f) is the file system\'s refusal, exit 2 and nothing written — not an internal error to report', async function () {
+    if (process.platform === 'win32') this.skip();
+    assertBuilt();
+    // The CLI review's: EFBIG was not among the errors it knew, so it said "internal error … please report it".
+    const ran = await runProcess('bash', ['-c', `ulimit -f 2 && exec "${process.execPath}" "${bin}" generate server "${DEMO}" --framework express --store memory --out out`], { cwd: tmp });
+    assert.equal(ran.code, 2, ran.stderr);
+    assert.match(ran.stderr, /^cannot write --out out: a file would pass the size limit \(ulimit -f\) or the file system's largest file \(EFBIG/);
+    assert.doesNotMatch(ran.stderr, /internal error/);
+    assert.equal(readdirSync(tmp).filter((name) => !name.startsWith('.')).length, 0, readdirSync(tmp).join(', '));
+  });
 
   it('notes each contract without an effect, which is generated as a local one; a declared effect gets no note', async () => {
     const spec = readFileSync(DEMO, 'utf8');

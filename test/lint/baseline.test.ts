@@ -113,6 +113,12 @@ describe('baseline', () => {
     }
   });
 
+  it('reads a baseline saved with a byte-order mark (an editor\'s UTF-8 with BOM), as documents are read', () => {
+    const written = writeBaseline({ findings: [fakeFinding({ ruleId: 'ttl-missing', file: spec, pointer: '/paths/~1payouts/post', operations: [payout] })], documents: [doc()] }, baselineFile);
+    writeFileSync(baselineFile, `\ufeff${readFileSync(baselineFile, 'utf8')}`);
+    assert.deepEqual(readBaseline(baselineFile).entries, written.entries);
+  });
+
   it('rejects a missing or malformed baseline with a usage error', () => {
     assert.throws(() => readBaseline(path.join(dir, 'none.json')), (error: unknown) => error instanceof UsageError && /does not exist.*--write-baseline/.test(error.message));
     writeFileSync(baselineFile, '{ "entries": [] }');

@@ -151,12 +151,17 @@ const FILE_SYSTEM_PROBLEMS: Readonly<Record<string, string>> = {
   ENAMETOOLONG: 'the path is too long',
   ELOOP: 'a symbolic link loop in the path',
   EBUSY: 'the directory is busy (a mount point?)',
+  EFBIG: 'a file would pass the size limit (ulimit -f) or the file system\'s largest file',
+  EMFILE: 'too many open files (ulimit -n)',
+  ENOTEMPTY: 'another run replaced the directory at the same time (one generate per --out at a time)',
+  EIO: 'an input/output error of the device',
 };
 
 /** A {@link UsageError} for a file-system error of reading or writing `--out`, or `undefined` for any other error. */
 function fileSystemProblem(error: unknown, doing: 'read' | 'write', outArg: string, cwd: string): UsageError | undefined {
   const { code, path: where } = (error ?? {}) as NodeJS.ErrnoException;
-  const why = code === undefined ? undefined : FILE_SYSTEM_PROBLEMS[code];
+  // Any other error the file system names with a code and a call is still the file system's, not idemkit's.
+  const why = code === undefined ? undefined : (FILE_SYSTEM_PROBLEMS[code] ?? ((error as NodeJS.ErrnoException).syscall !== undefined ? 'the file system refused it' : undefined));
   if (why === undefined) return undefined;
   const at = where === undefined ? '' : ` at ${displayPath(cwd, where)}`;
   return new UsageError(`cannot ${doing} --out ${outArg}: ${why} (${code}${at}) — ${doing === 'write' ? 'nothing was written; ' : ''}fix it or choose another --out`);
