@@ -45,9 +45,16 @@ ruleTester.run(ttlBelowRetryBudget, {
     { name: 'P1D covers PT30S + PT30S', document: payouts() },
     { name: 'exactly the budget plus the lease', document: payouts((_t, c) => (c.ttl = 'PT1M')) },
     { name: 'no retry budget to compare with', document: payouts((_t, c) => ((c.ttl = 'PT1S'), delete c.retry)) },
-    { name: 'a lease beyond the ttl is lease-exceeds-ttl\'s', document: payouts((_t, c) => ((c.ttl = 'PT10S'), (c.lease = 'PT1M'))) },
+    { name: 'a lease beyond the ttl is lease-exceeds-ttl\'s (the ttl covers the budget alone)', document: payouts((_t, c) => ((c.ttl = 'PT40S'), (c.lease = 'PT1M'))) },
   ],
   invalid: [
+    {
+      // The real-spec review's: with the lease past the ttl this said nothing, so a ttl short of the deadline too came
+      // to light one run later.
+      name: 'a lease beyond the ttl, and the ttl short of the budget alone',
+      document: payouts((_t, c) => ((c.ttl = 'PT10S'), (c.lease = 'PT1M'))),
+      errors: [{ messageId: 'shortOfBudget', pointer: `${CONTRACT}/ttl`, message: /PT10S is shorter than the retry budget PT30S alone/ }],
+    },
     {
       name: 'ttl shorter than deadline plus lease',
       document: payouts((_t, c) => (c.ttl = 'PT45S')),

@@ -159,7 +159,10 @@ function renderCard(
     const answer = question.answer(contract);
     const against = active.filter((f) => criterionOf.get(f.ruleId) === question.criterion);
     const ok = answer !== undefined && against.length === 0;
-    const note = against.length > 0 ? ` — ${against.map((f) => code(f.ruleId)).join(', ')}` : '';
+    // Each rule once, with how many findings it has here when more than one (a rule listed five times says less).
+    const counts = new Map<string, number>();
+    for (const f of against) counts.set(f.ruleId, (counts.get(f.ruleId) ?? 0) + 1);
+    const note = counts.size > 0 ? ` — ${[...counts].map(([id, n]) => (n > 1 ? `${code(id)} ×${n}` : code(id))).join(', ')}` : '';
     return { ok, line: `| ${ok ? YES : NO} | ${question.title} | ${cell(`${answer ?? '_not answered_'}${note}`)} |` };
   });
   const ready = rows.every((row) => row.ok) && !active.some((f) => f.severity === 'error');

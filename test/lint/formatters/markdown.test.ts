@@ -16,6 +16,13 @@ describe('markdown formatter', () => {
     assert.match(md, /\| ✔ \| Unknown outcome — what happens when no answer came\? \| read the status route `getPayout` after the `PT30S` deadline \|/);
   });
 
+  it('names a rule once in a question\'s row, with its count when it has several findings there', () => {
+    const base = report();
+    const twice = base.findings.find((f) => f.ruleId === 'ttl-missing')!;
+    const md = formatMarkdown({ ...base, findings: [...base.findings, { ...twice, line: 11 }, { ...twice, line: 12 }] });
+    assert.match(md, /\| ✘ \| Replay answer — what does a replay get\? \| the stored status and body, marked `Idempotent-Replayed` — `ttl-missing` ×3 \|/);
+  });
+
   it('lists findings under their card, escaped, and suppressed ones with the reason', () => {
     const md = formatMarkdown(report());
     assert.ok(md.includes('- ✘ **error** `scope-too-wide` `api/open api.yaml:12:7` Scope 100% global: keys, of \\<tenants\\> & "owners" collide across accounts \\| `x`'));
