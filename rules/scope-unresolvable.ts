@@ -2,12 +2,32 @@ import { defineRule } from '../src/lint/rule.js';
 import type { IdempotencyContract, Location, OperationView, ScopePart } from '../src/parser/model.js';
 import { activeContract, closest, effectiveParameters, effectiveSecurity, findParameter, formatScopePart, operationPhrase, rawScopeIndex, securityParameter } from '../src/lint/views.js';
 
+/**
+ * Headers that name one delivery, not one intent: request and trace ids, new on every attempt (the generated client
+ * sends a fresh `X-Request-Id` per attempt; tracing libraries a new span per request).
+ */
+const PER_ATTEMPT_HEADERS: ReadonlySet<string> = new Set([
+  'x-request-id',
+  'request-id',
+  'x-correlation-id',
+  'x-amzn-trace-id',
+  'traceparent',
+  'tracestate',
+  'sentry-trace',
+  'x-b3-traceid',
+  'x-b3-spanid',
+  'b3',
+  'x-cloud-trace-context',
+  'x-trace-id',
+  'x-span-id',
+]);
+
 /** A scope part that the server cannot evaluate from the declared request. */
 export default defineRule({
   meta: {
     id: 'scope-unresolvable',
     severity: 'error',
-    description: 'A scope part names a header/path/query parameter the operation does not declare, or `principal` without a security requirement.',
+    description: 'A scope part names a header/path/query parameter the operation does not declare, a header that changes on every attempt (a request or trace id), or `principal` without a security requirement.',
     criterion: 'scope',
     rationale:
       'Readiness question 1: a scope the server cannot read from the request (an undeclared parameter, a principal on an anonymous operation) binds nothing, so every caller shares one key space.',
@@ -18,6 +38,8 @@ export default defineRule({
         'scope part `{part}` scopes by the credentials themselves, which {operation} takes through its security scheme (OpenAPI 3 ignores an `Authorization` header parameter): scope by `principal`, the caller your authentication resolves them to — a rotated token would otherwise start a new key space',
       principalUnsecured:
         'scope part `principal`, but {reason}, so there is no principal to scope by: declare the security requirement, or scope by a declared parameter instead',
+      perAttempt:
+        'scope part `{part}` names a header that changes on every attempt (a request or trace id: the generated client and SDKs send a new one per retry), so each retry of one intent gets a record of its own and runs the effect again; scope by `principal`, a tenant or an account instead',
       principalAnonymous:
         'scope part `principal`, but the security requirements of {operation} allow anonymous requests (an empty alternative): every anonymous caller shares one key space; remove the `{}` alternative or add another scope part',
     },
@@ -50,6 +72,10 @@ export default defineRule({
         continue;
       }
       if (part.kind === 'global') continue;
+      if (part.kind === 'header' && PER_ATTEMPT_HEADERS.has(part.name.toLowerCase())) {
+        ctx.report('perAttempt', partAt(contract, part, i), { part: formatScopePart(part) });
+        continue;
+      }
       // A header or query API key of a security scheme that applies is declared by the scheme.
       if (findParameter(doc, op, part.kind, part.name) || securityParameter(doc, op, part.kind, part.name)) continue;
       if (part.kind === 'header' && part.name.toLowerCase() === 'authorization' && effectiveSecurity(doc, op).secured) {

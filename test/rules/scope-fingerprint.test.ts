@@ -135,6 +135,19 @@ paths:
       errors: [{ messageId: 'undeclared', pointer: `${CONTRACT}/scope/1`, message: /`header:X-Tenant-Id`.*header parameter/ }],
     },
     {
+      // The article review's: the generated client sends a new X-Request-Id per attempt, so the lost-response retry
+      // of the article's own case got a record of its own and ran the effect twice — on a contract lint passed.
+      name: 'a declared X-Request-Id header, or a trace header: new on every attempt',
+      document: payouts((t, c) => {
+        post(t).parameters.push({ name: 'X-Request-Id', in: 'header', schema: { type: 'string' } }, { name: 'traceparent', in: 'header', schema: { type: 'string' } });
+        c.scope = ['principal', 'header:X-Request-Id', 'header:traceparent'];
+      }),
+      errors: [
+        { messageId: 'perAttempt', pointer: `${CONTRACT}/scope/1`, message: /`header:X-Request-Id` names a header that changes on every attempt/ },
+        { messageId: 'perAttempt', pointer: `${CONTRACT}/scope/2` },
+      ],
+    },
+    {
       name: 'the Authorization header of a bearer-secured operation: scope by principal, not the token',
       document: payouts((_t, c) => (c.scope = ['header:Authorization'])),
       errors: [{ messageId: 'credentialHeader', pointer: `${CONTRACT}/scope/0`, message: /`header:Authorization` scopes by the credentials themselves.*scope by `principal`/ }],
