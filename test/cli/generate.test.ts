@@ -26,6 +26,19 @@ describe('cli generate', () => {
     assert.equal(readdirSync(tmp).filter((name) => !name.startsWith('.')).length, 0, readdirSync(tmp).join(', '));
   });
 
+  it('notes operationIds that make one name: adding or renaming one would move the names the app mounts and calls', async () => {
+    // The deploy review's: adding `create-charge` (refunds) gave it guards.createCharge, and a USD charge was replayed
+    // a EUR answer.
+    const spec = readFileSync(DEMO, 'utf8').replace('operationId: createDemoRequest', 'operationId: create_demo_request');
+    const twin = spec.replace(/^paths:\n/m, `paths:\n  /v1/twins:\n    post:\n      operationId: create-demo-request\n      x-idempotency: { key: { header: Idempotency-Key }, scope: [principal], ttl: P1D, lease: PT30S, effect: { owner: twins, external: false } }\n      parameters: [{ name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }]\n      responses: { '201': { description: created } }\n`);
+    writeFileSync(path.join(tmp, 'api.yaml'), twin);
+    for (const target of [['server', '--framework', 'express', '--store', 'memory'], ['client']]) {
+      const io = bufferIo(tmp);
+      assert.equal(await main(['generate', target[0]!, 'api.yaml', ...target.slice(1), '--out', `out-${target[0]}`], io), 0, io.err);
+      assert.match(io.err, /note: "create-demo-request", "create_demo_request" all make the name createDemoRequest: they are numbered in operationId order \(createDemoRequest, createDemoRequest2, …\), so adding or renaming one of them gives its name to another operation/);
+    }
+  });
+
   it('notes each contract without an effect, which is generated as a local one; a declared effect gets no note', async () => {
     const spec = readFileSync(DEMO, 'utf8');
     // The demo declares both effects; take createDemoRequest's away.

@@ -72,12 +72,13 @@ export const generateCommand: Command = {
     const specFile = path.resolve(io.cwd, String(args['spec']));
     const outArg = String(args['out']);
     const outDir = path.resolve(io.cwd, outArg);
-    const [{ loadDocument }, { compileContract, CONTRACT_DEFAULTS }, { checkOutput, withImportExtension, writeOutput }, { generateClient }, { generateServer }] = await Promise.all([
+    const [{ loadDocument }, { compileContract, CONTRACT_DEFAULTS }, { checkOutput, withImportExtension, writeOutput }, { generateClient }, { generateServer }, { toIdentifier }] = await Promise.all([
       import('../../parser/load.js'),
       import('../../parser/compile.js'),
       import('../../generate/output.js'),
       import('../../generate/client/index.js'),
       import('../../generate/server.js'),
+      import('../../generate/render.js'),
     ]);
     const doc = await loadDocument(specFile);
     let acceptedRisks: readonly Accepted[] = [];
@@ -129,6 +130,7 @@ export const generateCommand: Command = {
     for (const note of localEffectNotes(doc, target, compileContract)) io.stderr(`note: ${note}\n`);
     if (target === 'server') for (const note of optionalKeyNotes(doc, compileContract)) io.stderr(`note: ${note}\n`);
     for (const note of defaultedNotes(doc, target, CONTRACT_DEFAULTS)) io.stderr(`note: ${note}\n`);
+    for (const note of sharedNameNotes(doc, target, toIdentifier)) io.stderr(`${printable(`note: ${note}`)}\n`);
     // What the guards were made with anyway, so that accepting a risk is never silent.
     for (const { finding, why } of acceptedRisks) {
       io.stderr(`${printable(`note: ${displayPath(io.cwd, finding.file)}:${finding.line}:${finding.column}: ${finding.message} (${finding.ruleId}); generated anyway: ${why}`)}\n`);
@@ -219,6 +221,32 @@ async function unsafeContracts(doc: ApiDocument, cwd: string, configFile: string
  * client repeats. One note per consequence: alone, an operation gets a sentence of its own; several share one,
  * with the fix said once and their labels listed one per line (a big document would otherwise repeat it for each).
  */
+/**
+ * A note on the operations whose operationIds make one identifier (`create_charge`, `create-charge`, `createCharge`;
+ * an unnamed `POST /charges` and `postCharges`): they are numbered in operationId order, so adding or renaming one
+ * of them moves the names — an app that mounts `guards.createCharge` would then guard another operation (another
+ * payload's replay), and `client.createCharge` call another endpoint, with nothing for the compiler to see.
+ */
+function sharedNameNotes(doc: ApiDocument, target: string, toIdentifier: (text: string) => string): string[] {
+  const byName = new Map<string, string[]>();
+  for (const op of doc.operations) {
+    if (target === 'server' && op.contract?.enabled !== true) continue;
+    const id = op.operationId ?? `${op.method.toUpperCase()} ${op.path}`;
+    const name = toIdentifier(id);
+    byName.set(name, [...(byName.get(name) ?? []), id]);
+  }
+  const notes: string[] = [];
+  for (const [name, ids] of byName) {
+    if (ids.length < 2) continue;
+    const sorted = [...ids].sort();
+    notes.push(
+      `${sorted.map((id) => JSON.stringify(id)).join(', ')} all make the name ${name}: they are numbered in operationId order (${name}, ${name}2, …), ` +
+        'so adding or renaming one of them gives its name to another operation, which the compiler cannot see; give them operationIds that differ in more than case and punctuation',
+    );
+  }
+  return notes;
+}
+
 function localEffectNotes(doc: ApiDocument, target: string, compile: (op: OperationView) => CompiledContract): string[] {
   const byConsequence = new Map<string, string[]>();
   for (const op of doc.operations) {
