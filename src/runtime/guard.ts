@@ -87,7 +87,9 @@ export interface HandlerContext<Tx = unknown> {
    */
   readonly tx: Tx | undefined;
   /**
-   * The canonical (unquoted) idempotency key, e.g. to forward to a payment provider. Never log or store it.
+   * The canonical (unquoted) idempotency key as the client sent it. Never log or store it. It is not scoped: forwarded
+   * to a provider whose keys your callers share (one payment account), two owners' equal keys meet there — forward
+   * `reservation.recordId` (the key hashed with its scope and operation) unless the provider's keys are per caller.
    */
   readonly idempotencyKey: string | undefined;
 }

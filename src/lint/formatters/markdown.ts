@@ -81,7 +81,14 @@ const QUESTIONS: readonly Question[] = [
     title: 'Effect owner — who owns the effect?',
     answer: (c) => {
       if (!c.effect?.owner) return undefined;
-      const where = c.effect.external ? `external effect, provider key: ${code(c.effect.providerKey ?? 'undeclared')}` : 'local effect';
+      // Undeclared is not local: the generated code takes it so, but whether the effect leaves the service is the
+      // reviewer's question (a handler that calls a provider would be retried as if it did not).
+      const where =
+        c.effect.external === true
+          ? `external effect, provider key: ${code(c.effect.providerKey ?? 'undeclared')}`
+          : c.effect.external === false
+            ? 'local effect'
+            : `reach undeclared: generated as a local effect — say ${code('external: true')} if it leaves the service`;
       return `${code(c.effect.owner)} (${where})`;
     },
   },

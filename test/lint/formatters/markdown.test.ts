@@ -23,6 +23,18 @@ describe('markdown formatter', () => {
     assert.match(md, /\| ✘ \| Replay answer — what does a replay get\? \| the stored status and body, marked `Idempotent-Replayed` — `ttl-missing` ×3 \|/);
   });
 
+  it('says an effect whose reach is undeclared is generated as local, not that it is local', () => {
+    // The article review's: the card said "(local effect)" for a contract that never said so, while its handler
+    // called a provider and the client retried a 503.
+    const base = report();
+    const document = base.documents[0]!;
+    const undecided = fakeContract(document.operations[0]!.at, { effect: { owner: 'payouts', external: undefined, providerKey: undefined, statusRoute: undefined } });
+    const md = formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, undecided)] });
+    assert.match(md, /\| Effect owner — who owns the effect\? \| `payouts` \(reach undeclared: generated as a local effect — say `external: true` if it leaves the service\) \|/);
+    const local = fakeContract(document.operations[0]!.at, { effect: { owner: 'payouts', external: false, providerKey: undefined, statusRoute: undefined } });
+    assert.match(formatMarkdown({ ...base, findings: [], documents: [withContract(document, payout, local)] }), /`payouts` \(local effect\)/);
+  });
+
   it('lists findings under their card, escaped, and suppressed ones with the reason', () => {
     const md = formatMarkdown(report());
     assert.ok(md.includes('- ✘ **error** `scope-too-wide` `api/open api.yaml:12:7` Scope 100% global: keys, of \\<tenants\\> & "owners" collide across accounts \\| `x`'));
