@@ -9,6 +9,7 @@
 import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
 import { CONTRACT_DEFAULTS } from '../parser/compile.js';
+import { isPlainObject } from '../parser/merge.js';
 import { exponentialBacktracking, POLYNOMIAL_BUDGET, polynomialDegree } from '../parser/regex-ambiguity.js';
 import type { ApiDocument, KeyPlace, Location, OperationView, Position } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
@@ -94,16 +95,22 @@ const STATE_STATUSES: readonly (readonly [string, readonly number[]])[] = [
  * replay, and the states whose response the operation does not document yet (each needs one before lint passes).
  */
 function scaffoldComment(contract: Record<string, unknown>): string {
-  const answered = (contract['responses'] ?? {}) as Record<string, unknown>;
+  // What the document-level defaults already answer is not open (they merge under the contract).
+  const defaults = DEFAULTS_OF.get(contract) ?? {};
+  const given = (field: string): boolean => field in contract || field in defaults;
+  const defaultResponses = isPlainObject(defaults['responses']) ? defaults['responses'] : {};
+  const answered = { ...defaultResponses, ...((contract['responses'] ?? {}) as Record<string, unknown>) };
   const undocumented = STATE_STATUSES.filter(([state]) => !(state in answered)).map(([state, [status]]) => `${state} ${status}`);
+  const effect = isPlainObject(defaults['effect']) ? defaults['effect'] : {};
   const open = [
-    ...('scope' in contract ? [] : ['scope']),
-    'effect owner',
-    'retry budget',
-    'unknown outcome',
-    'replay',
+    ...(given('scope') ? [] : ['scope']),
+    ...('owner' in effect ? [] : ['effect owner']),
+    ...(given('retry') ? [] : ['retry budget']),
+    ...(given('unknownOutcome') ? [] : ['unknown outcome']),
+    ...('replay' in answered ? [] : ['replay']),
     ...(undocumented.length > 0 ? [`a documented response for ${undocumented.join(', ')}`] : []),
   ];
+  if (open.length === 0) return 'Scaffolded by `idemkit init` over the document\'s x-idempotency defaults: `idemkit lint` checks it.';
   return `Scaffolded by \`idemkit init\`: \`idemkit lint\` lists what is still open (${open.join(', ')}).`;
 }
 
@@ -114,8 +121,40 @@ function openScope(document: ApiDocument, operation: OperationView): ScopeOpen |
   return security.anonymousAllowed ? 'anonymous' : undefined;
 }
 
-/** The contract idemkit proposes for an operation whose key travels at `place`. */
+/** The document-level `x-idempotency` defaults a proposed contract was made over, for its comment. */
+const DEFAULTS_OF = new WeakMap<Record<string, unknown>, Record<string, unknown>>();
+
+/** The document-level `x-idempotency` defaults (a `$ref` followed), or `{}`. */
+function documentDefaults(document: ApiDocument): Record<string, unknown> {
+  if (document.defaultsAt === undefined) return {};
+  const found = document.deref(document.get(document.defaultsAt), document.defaultsAt);
+  return found !== undefined && isPlainObject(found.value) ? found.value : {};
+}
+
+/**
+ * The contract idemkit proposes for an operation whose key travels at `place`. What the document-level defaults
+ * already say is left out: written into the contract, it would be deep-merged over them (a team's tenant scope, its
+ * ttl and lease, silently replaced by the scaffold's).
+ */
 export function proposeContract(document: ApiDocument, operation: OperationView, place: KeyPlace): Record<string, unknown> {
+  const proposed = proposeOwnContract(document, operation, place);
+  const defaults = documentDefaults(document);
+  if (Object.keys(defaults).length === 0) return proposed;
+  const contract: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(proposed)) {
+    const fromDefaults = defaults[field];
+    if (fromDefaults === undefined) contract[field] = value;
+    else if (isPlainObject(fromDefaults) && isPlainObject(value) && (field === 'key' || field === 'responses')) {
+      // Only what the defaults leave open: the key's place when they name none (or this one), and the states they do not answer.
+      const own = Object.fromEntries(Object.entries(value).filter(([name]) => !(name in fromDefaults)));
+      if (Object.keys(own).length > 0) contract[field] = own;
+    }
+  }
+  DEFAULTS_OF.set(contract, defaults);
+  return contract;
+}
+
+function proposeOwnContract(document: ApiDocument, operation: OperationView, place: KeyPlace): Record<string, unknown> {
   // The bounds the API documents for its key (3.x: the parameter's or field's schema, `$ref` followed; 2.0: the parameter).
   const declaration = keyDeclaration(document, operation, place);
   const schema = declaration.schema?.value;

@@ -84,6 +84,23 @@ describe('idemkit init', () => {
     assert.match(result.out, /\n1 contract to add; 1 operation skipped \(see above\) — write its x-idempotency by hand; nothing written — run again with --write to apply\n$/);
   });
 
+  it('leaves out what the document-level x-idempotency defaults already say: written, it would be merged over them', async () => {
+    // The real-spec review's: the team's tenant scope, 7-day ttl and 2-minute lease were replaced by the scaffold's.
+    const withDefaults = yamlSpec.replace(
+      /^paths:\n/m,
+      'x-idempotency:\n  scope: [principal, "header:X-Tenant-Id"]\n  ttl: P7D\n  lease: PT2M\n  fingerprint: {include: all}\n  retry: {deadline: PT60S, maxAttempts: 5}\n  effect: {owner: payouts, external: false}\n  unknownOutcome: surface\n  responses:\n    replay: {header: Idempotent-Replayed}\n    mismatch: {status: 422}\npaths:\n',
+    );
+    assert.notEqual(withDefaults, yamlSpec);
+    const written = await initWrite(withDefaults);
+    const contract = parse(written).paths['/payouts'].post['x-idempotency'];
+    assert.deepEqual(Object.keys(contract).sort(), ['key', 'responses']);
+    assert.deepEqual(contract.key, { header: 'Idempotency-Key', required: true, maxLength: 64 });
+    assert.ok(!('mismatch' in contract.responses), JSON.stringify(contract.responses));
+    // The comment names only what neither says.
+    const comment = written.split('\n').find((line) => line.includes('Scaffolded by'))!;
+    assert.doesNotMatch(comment, /scope|effect owner|retry budget|unknown outcome|replay/);
+  });
+
   it('inserts the contract keeping every comment and line of the YAML, and re-running is a no-op', async () => {
     const written = await initWrite(yamlSpec);
     // Nothing of the user's text is lost or changed: removing the inserted block gives the original back.
