@@ -2,7 +2,7 @@ import { defineRule, type RuleContext } from '../src/lint/rule.js';
 import { QUERY_EXCLUSION, queryFingerprint } from '../src/parser/compile.js';
 import type { IdempotencyContract } from '../src/parser/model.js';
 import { bracketPath } from '../src/runtime/form-names.js';
-import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, requestBody, resolveSchemaPointer, type Located } from '../src/lint/views.js';
+import { activeContract, bodySchemaPhrase, closest, escapePointerToken, fingerprintSchema, operationPhrase, parsePointer, propertyNames, requestBody, resolveSchemaPointer, type Located } from '../src/lint/views.js';
 
 type MessageId = 'noProperty' | 'notContainer' | 'notIndex' | 'pastEnd' | 'notPointer' | 'noBody' | 'noQueryParameter';
 
@@ -130,7 +130,15 @@ function checkPointer(
   if (suggestion === undefined) {
     // The field may sit one level deeper than written (`/card/number` for `/source/card/number`).
     const rest = pointer.split('/').slice(result.failedToken + 1).join('/');
+    // Only where the next name is a declared property: under a free-form map (`labels`, `nodeSelector`) any name
+    // resolves, and the hint would point into it (the real-spec review's `/spec/labels/image` on Kubernetes).
+    const next = parsePointer(`/${rest}`)?.[0];
     const deeper = result.known
+      .filter((name) => {
+        const under = resolveSchemaPointer(ctx.document, schema.value, schema.at, `${result.resolvedPrefix}/${escapePointerToken(name)}`);
+        if (!under.ok || under.schema === undefined || next === undefined) return false;
+        return propertyNames(ctx.document, under.schema.value, under.schema.at).some((property) => property.name === next);
+      })
       .map((name) => `${result.resolvedPrefix}/${escapePointerToken(name)}/${rest}`)
       .filter((candidate) => resolveSchemaPointer(ctx.document, schema.value, schema.at, candidate).ok);
     if (deeper.length === 1) suggestion = deeper[0];

@@ -592,6 +592,15 @@ parameters:
       errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/3`, message: /did you mean `\/source\/card\/number`/ }],
     },
     {
+      // The real-spec review's: on Kubernetes, `/spec/image` was told `did you mean /spec/labels/image` — a map's key.
+      name: 'no hint into a free-form map, where any name resolves',
+      document: payouts((t, c) => {
+        t.components.schemas.PayoutInput.properties.metadata = { type: 'object', additionalProperties: { type: 'string' } };
+        c.fingerprint.include = ['/amount', '/currency', '/destination', '/memo'];
+      }),
+      errors: [{ messageId: 'noProperty', pointer: `${CONTRACT}/fingerprint/include/3`, message: /the body has no property `memo`; fix the pointer/ }],
+    },
+    {
       name: 'a field no oneOf branch has',
       document: payouts((t, c) => {
         t.components.schemas.Destination = { oneOf: [{ properties: { iban: { type: 'string' } } }, { properties: { card: { type: 'string' } } }] };
