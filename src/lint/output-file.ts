@@ -2,7 +2,7 @@
  * Files idemkit writes because the user named them (`--output`, `--write-baseline`, `init --write`): a file
  * system failure there is the user's path, not idemkit's bug, so it becomes a one-line {@link UsageError}.
  */
-import { statSync } from 'node:fs';
+import { accessSync, constants, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { writeFileAtomic } from './write-file.js';
@@ -14,6 +14,21 @@ import { writeFileAtomic } from './write-file.js';
 export function writeUserFile(file: string, text: string, option: string, shown: string): void {
   try {
     writeFileAtomic(file, text);
+  } catch (error) {
+    throw describeWriteError(error, option, shown, file) ?? error;
+  }
+}
+
+/**
+ * Whether `file` could be written as {@link writeUserFile} writes it — its mode lets its owner write it, and its
+ * directory takes a new file beside it (the rename) — else the same {@link UsageError}. For a run that writes several
+ * files: all are checked before any is written, so one that cannot be does not leave the others half-applied.
+ */
+export function assertWritable(file: string, option: string, shown: string): void {
+  try {
+    const stats = statSync(file, { throwIfNoEntry: false });
+    if (stats?.isFile() === true && (stats.mode & 0o200) === 0) throw Object.assign(new Error(`${file} is read-only`), { code: 'EREADONLY' });
+    if (stats === undefined || stats.isFile()) accessSync(stats === undefined ? realpathSync(path.dirname(file)) : path.dirname(realpathSync(file)), constants.W_OK);
   } catch (error) {
     throw describeWriteError(error, option, shown, file) ?? error;
   }

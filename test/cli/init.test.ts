@@ -101,6 +101,20 @@ describe('idemkit init', () => {
     assert.doesNotMatch(comment, /scope|effect owner|retry budget|unknown outcome|replay/);
   });
 
+  it('writes all of its files or none: a $ref\'d file it cannot write leaves the spec as it was', async () => {
+    // The CLI review's: the spec was rewritten, then the read-only path item refused, and the error did not say so.
+    const op = (id: string) => `post:\n  operationId: ${id}\n  parameters:\n    - name: Idempotency-Key\n      in: header\n      schema: {type: string}\n  responses: {'201': {description: ok}}\n`;
+    const spec = `openapi: 3.0.3\ninfo: {title: t, version: '1'}\npaths:\n  /a:\n${op('a').replace(/^/gm, '    ').trimEnd()}\n  /z:\n    $ref: './zpath.yaml'\n`;
+    writeFileSync(path.join(dir, 'api.yaml'), spec);
+    writeFileSync(path.join(dir, 'zpath.yaml'), op('z'));
+    chmodSync(path.join(dir, 'zpath.yaml'), 0o444);
+    const result = await run('api.yaml', '--write');
+    assert.equal(result.code, 2, result.out);
+    assert.match(result.err, /zpath\.yaml/);
+    assert.equal(read('api.yaml'), spec, 'the spec is not changed');
+    assert.equal(read('zpath.yaml'), op('z'));
+  });
+
   it('inserts the contract keeping every comment and line of the YAML, and re-running is a no-op', async () => {
     const written = await initWrite(yamlSpec);
     // Nothing of the user's text is lost or changed: removing the inserted block gives the original back.

@@ -28,7 +28,7 @@ export const initCommand: Command = {
     const shown = String(args.spec);
     const file = path.resolve(io.cwd, shown);
     // Loaded here, not when `lint` starts: main imports every command module.
-    const [{ catalogue }, { loadConfig }, { scaffoldContracts, scopeNotices }, { writeUserFile }, { loadDocument }] = await Promise.all([
+    const [{ catalogue }, { loadConfig }, { scaffoldContracts, scopeNotices }, { assertWritable, writeUserFile }, { loadDocument }] = await Promise.all([
       import('../../lint/catalogue.js'),
       import('../../lint/config.js'),
       import('../../lint/scaffold.js'),
@@ -89,6 +89,8 @@ export const initCommand: Command = {
     } else if (count === 0) {
       lines.push(`nothing written to ${shown}: ${takeKey(byHand)} ${byHand === 1 ? 'was' : 'were'} skipped (see above) — ${writeByHand}${needNone === 0 ? '' : `; ${noneNeeded}`}`);
     } else if (args.write === true) {
+      // All or none: a file that cannot be written is said before any other is changed.
+      for (const edited of result.files) assertWritable(edited.file, '', name(edited.file));
       for (const edited of result.files) writeUserFile(edited.file, edited.text, '', name(edited.file));
       const where = result.files.map((edited) => name(edited.file)).join(', ');
       lines.push(`wrote ${count} contract${count === 1 ? '' : 's'} to ${where}${alsoSkipped}; next: idemkit lint ${shown}`);
