@@ -60,9 +60,18 @@ export function fileSet(files: readonly OutputFile[]): OutputFile[] {
   return result.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
+/** Every directory the generated files sit in (`runtime`, `runtime/client`), relative. */
+function generatedDirectories(files: readonly { readonly path: string }[]): Set<string> {
+  const dirs = new Set<string>();
+  for (const file of files) for (let at = file.path.lastIndexOf('/'); at > 0; at = file.path.lastIndexOf('/', at - 1)) dirs.add(file.path.slice(0, at));
+  return dirs;
+}
+
 async function listFiles(dir: string, prefix = '', regular?: Set<string>): Promise<string[]> {
   const entries = await readdir(path.join(dir, prefix), { withFileTypes: true });
   const files: string[] = [];
+  // An empty directory is something generate would remove (`dir/`, an extra to --check), as a file is.
+  if (entries.length === 0 && prefix !== '') return [`${prefix}/`];
   for (const entry of entries) {
     const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
     if (entry.isDirectory()) files.push(...(await listFiles(dir, rel, regular)));
@@ -96,7 +105,8 @@ export async function checkOutput(dir: string, files: readonly OutputFile[]): Pr
     // would wait for a writer, a link to /dev/zero would never end.
     else if (!regular.has(file.path) || (await readFile(path.join(dir, file.path), 'utf8')) !== file.contents) drift.push({ path: file.path, kind: 'changed' });
   }
-  for (const file of onDisk) if (!wanted.has(file)) drift.push({ path: file, kind: 'extra' });
+  const generated = generatedDirectories(expected);
+  for (const file of onDisk) if (!wanted.has(file) && !(file.endsWith('/') && generated.has(file.slice(0, -1)))) drift.push({ path: file, kind: 'extra' });
   return drift.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
@@ -130,7 +140,7 @@ export async function writeOutput(dir: string, files: readonly OutputFile[], cwd
     if (here === target || here.startsWith(`${target}${path.sep}`)) {
       throw new UsageError(`${dir} is ${here === target ? 'the current directory' : 'a directory that holds the current directory'}, which generate would replace whole; name a subdirectory for --out`);
     }
-    const foreign = await foreignFiles(target, 4);
+    const foreign = await foreignFiles(target, 4, generatedDirectories(files));
     if (foreign.length > 0) {
       throw new UsageError(
         `${dir} holds files idemkit did not generate (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}); ` +
@@ -188,16 +198,18 @@ function safeRealpath(file: string): string {
 }
 
 /**
- * Up to `limit` files under `dir` that idemkit did not write (a file without its header, or anything that is not a
- * regular file or a directory), found in sorted order; it stops at the limit and reads only each file's first bytes,
+ * Up to `limit` files under `dir` that idemkit did not write (a file without its header, anything that is not a
+ * regular file or a directory, or an empty directory, named `name/`), found in sorted order; it stops at the limit and reads only each file's first bytes,
  * so a wrong `--out` (`/usr`) is refused at once.
  */
-async function foreignFiles(dir: string, limit: number, prefix = '', found: string[] = []): Promise<string[]> {
+async function foreignFiles(dir: string, limit: number, generated: ReadonlySet<string>, prefix = '', found: string[] = []): Promise<string[]> {
   const entries = (await readdir(path.join(dir, prefix), { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // An empty directory generate does not write into is the user's (replacing --out would remove it without a word).
+  if (entries.length === 0 && prefix !== '' && !generated.has(prefix)) found.push(`${prefix}/`);
   for (const entry of entries) {
     if (found.length >= limit) break;
     const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
-    if (entry.isDirectory()) await foreignFiles(dir, limit, rel, found);
+    if (entry.isDirectory()) await foreignFiles(dir, limit, generated, rel, found);
     else if (!entry.isFile() || !(await startsGenerated(path.join(dir, rel)))) found.push(rel);
   }
   return found;

@@ -105,6 +105,16 @@ describe('generate/output', () => {
     assert.deepEqual(readdirSync(tmp), ['out']);
   });
 
+  it('counts an empty directory as the user\'s: --check names it an extra, and generate refuses to remove it', async () => {
+    // The CLI review's: --check said "up to date", then generate removed gen/keep-me without a word.
+    const out = path.join(tmp, 'out');
+    await writeOutput(out, files);
+    mkdirSync(path.join(out, 'keep-me', 'inner'), { recursive: true });
+    assert.deepEqual(await checkOutput(out, files), [{ path: 'keep-me/inner/', kind: 'extra' }]);
+    await assert.rejects(writeOutput(out, files), (error: unknown) => error instanceof UsageError && /did not generate \(keep-me\/inner\/\)/.test(error.message));
+    assert.ok(existsSync(path.join(out, 'keep-me', 'inner')));
+  });
+
   it('leaves no partial output when writing fails', async () => {
     const out = path.join(tmp, 'out');
     // A file and a directory with the same name cannot both be written.
