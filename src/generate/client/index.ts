@@ -193,7 +193,7 @@ class OperationTyper {
    * client's own (left out of the input), and a key query parameter is optional in it (the intent's key fills it;
    * one the caller writes becomes the intent's key).
    */
-  declare(op: OperationView, typeBase: string, key: { readonly in: string; readonly name: string } | undefined): OperationTypes {
+  declare(op: OperationView, typeBase: string, key: { readonly in: string; readonly name: string } | undefined, guarded = false): OperationTypes {
     const members: string[] = [];
     let optional = true;
     const params = this.#parameters(op);
@@ -222,7 +222,7 @@ class OperationTyper {
     const mediaType = body?.mediaType;
     const input = this.types.uniqueName(`${typeBase}Input`);
     this.decls.push(`/** The input of ${toJsLiteral(op.label)}. */\nexport type ${input} = ${members.length === 0 ? 'Record<string, never>' : `{ ${members.join(' ')} }`};`);
-    const answers = this.#responses(op);
+    const answers = this.#responses(op, guarded);
     const ok = this.types.uniqueName(`${typeBase}Ok`);
     const error = this.types.uniqueName(`${typeBase}Error`);
     this.decls.push(`/** The body of a 2xx answer of ${toJsLiteral(op.label)}. */\nexport type ${ok} = ${answers.ok};`);
@@ -380,7 +380,7 @@ class OperationTyper {
    * The types of an operation's 2xx and error bodies, and whether it answers in JSON only: some response has a body
    * in a JSON media type (2.0: a schema, `produces` naming JSON or nothing) and none has one in another type only.
    */
-  #responses(op: OperationView): { ok: string; error: string; json: boolean } {
+  #responses(op: OperationView, guarded: boolean): { ok: string; error: string; json: boolean } {
     const responses = op.node['responses'];
     const ok: string[] = [];
     const error: string[] = [];
@@ -401,7 +401,10 @@ class OperationTyper {
           const types = isObject(content) ? Object.keys(content) : [];
           if (types.length > 0) media[types.some((t) => JSON_MEDIA.test(t)) ? 'json' : 'other']++;
         }
-        (/^2(\d\d|XX)$/i.test(code) ? ok : error).push(type);
+        const success = /^2(\d\d|XX)$/i.test(code);
+        // An error a guard answers has a body (problem details, or the API's own format through renderProblem) though
+        // the document shows none: `unknown`, not the `undefined` a reader would trust.
+        (success ? ok : error).push(!success && guarded && type === 'undefined' ? 'unknown' : type);
       }
     }
     return { ok: unionOf(ok), error: unionOf(error), json: media.json > 0 && media.other === 0 };
@@ -477,7 +480,8 @@ export function buildClientModel(doc: ApiDocument): { model: ClientModel; schema
     for (let n = 2; taken.has(name); n++) name = `${base}${n}`;
     taken.add(name);
     const contract = compiled.get(op) ?? null;
-    const t = typer.declare(op, name, contract?.key ?? (op.operationId === undefined ? undefined : statusKeys.get(op.operationId)));
+    const statusKey = op.operationId === undefined ? undefined : statusKeys.get(op.operationId);
+    const t = typer.declare(op, name, contract?.key ?? statusKey, contract !== null || statusKey !== undefined);
     const pascal = name.charAt(0).toUpperCase() + name.slice(1);
     // `client.ts` exports these next to the schema types, so they share the schema types' names (and reservations).
     return { op, name, contract, t, resultType: types.uniqueIdentifier(`${pascal}Result`), statusCallType: types.uniqueIdentifier(`${pascal}StatusCall`) };

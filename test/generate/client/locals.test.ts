@@ -242,3 +242,39 @@ ${contractYaml('        ')}
     }
   });
 });
+
+describe('generate client: error bodies a guard answers', () => {
+  it('types an error the document shows without a body as unknown on a guarded operation (the guard sends one), undefined elsewhere', async () => {
+    // The client review's: a 422 documented as `{ description: mismatch }` was typed `undefined`, and
+    // `const b: undefined = result.body` compiled while the body was the guard's problem object.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'idemkit-client-errors-'));
+    try {
+      const file = path.join(dir, 'api.yaml');
+      writeFileSync(
+        file,
+        `openapi: 3.0.3
+info: { title: errors, version: '1' }
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      parameters: [{ name: Idempotency-Key, in: header, required: true, schema: { type: string, maxLength: 255 } }]
+      requestBody: { required: true, content: { application/json: { schema: { type: object } } } }
+      responses: { '201': { description: created }, '422': { description: mismatch } }
+      x-idempotency:
+${contractYaml('        ')}
+        effect: { owner: o, external: false }
+  /plain:
+    post:
+      operationId: plain
+      responses: { '201': { description: created }, '422': { description: refused } }
+`,
+      );
+      const schema = generateClient(await loadDocument(file), { source: 'api.yaml' }).find((f) => f.path === 'schema.ts')!.contents;
+      assert.match(schema, /export type CreateOrderError = unknown;/);
+      assert.match(schema, /export type PlainError = undefined;/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
