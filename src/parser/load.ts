@@ -91,6 +91,9 @@ export async function loadDocument(file: string, options: LoadOptions = {}): Pro
   return new DocumentLoader(cache.name(resolve(file)), cache).load();
 }
 
+/** A plain-name fragment (JSON Schema 2020-12's anchor syntax), as `#order-anchor`. */
+const ANCHOR_NAME = /^[A-Za-z_][-A-Za-z0-9._]*$/;
+
 /** Keys whose values are data, not schemas: an `$id` below one names no schema resource. */
 const DATA_KEYS: ReadonlySet<string> = new Set(['example', 'examples', 'default', 'const', 'enum']);
 
@@ -121,6 +124,8 @@ class DocumentLoader implements ApiDocument {
   private readonly refs = new Map<string, Map<string, Followed>>();
   // OpenAPI 3.1 schema resources (`$id`) per file.
   private readonly resources = new Map<string, { readonly byPointer: Map<string, string>; readonly byUri: Map<string, string> } | undefined>();
+  // OpenAPI 3.1 anchors (`$anchor`) per file.
+  private readonly anchors = new Map<string, Map<string, string>>();
   // Shared components (a `#/components/responses/Problem` used by every operation) are checked once.
   private readonly checked = new WeakSet<object>();
   defaultsAt: Location | undefined;
@@ -750,6 +755,39 @@ class DocumentLoader implements ApiDocument {
     return value === undefined ? undefined : { ok: true, value, at: { file: from.file, pointer } };
   }
 
+  /** The `$anchor` (and `$dynamicAnchor`) names of a file's schemas, each with its pointer; a name declared twice names none. */
+  private anchorsOf(file: string, source: { readonly text: string; readonly value: unknown }): Map<string, string> {
+    const known = this.anchors.get(file);
+    if (known !== undefined) return known;
+    const found = new Map<string, string>();
+    // Most files declare none: one search of the text, no walk.
+    if (/\$(?:dynamic)?[aA]nchor\b/.test(source.text)) {
+      const twice = new Set<string>();
+      const walk = (node: unknown, pointer: string, depth: number, seen: Set<object>): void => {
+        if (depth > 256 || node === null || typeof node !== 'object' || seen.has(node)) return;
+        seen.add(node);
+        if (Array.isArray(node)) {
+          node.forEach((item, i) => walk(item, `${pointer}/${i}`, depth + 1, seen));
+          return;
+        }
+        for (const keyword of ['$anchor', '$dynamicAnchor']) {
+          const name = (node as Record<string, unknown>)[keyword];
+          if (typeof name !== 'string') continue;
+          if (found.has(name) && found.get(name) !== pointer) twice.add(name);
+          found.set(name, pointer);
+        }
+        for (const key in node) {
+          if (DATA_KEYS.has(key) || key.startsWith('x-')) continue;
+          walk((node as Record<string, unknown>)[key], appendPointer(pointer, key), depth + 1, seen);
+        }
+      };
+      walk(source.value, '', 0, new Set());
+      for (const name of twice) found.delete(name);
+    }
+    this.anchors.set(file, found);
+    return found;
+  }
+
   /** The schema resources (`$id`s) of a file, by pointer and by absolute URI; `undefined` when it has none. */
   private resourcesOf(file: string): { readonly byPointer: Map<string, string>; readonly byUri: Map<string, string> } | undefined {
     if (this.resources.has(file)) return this.resources.get(file);
@@ -830,11 +868,15 @@ class DocumentLoader implements ApiDocument {
         };
       }
     }
-    let tokens: string[];
-    try {
-      tokens = parsePointer(decodeURIComponent(fragment));
-    } catch {
-      return { ok: false, ref, refAt: from, reason: `$ref '${ref}' has a fragment that is not a JSON Pointer — write it as #/components/…` };
+    let tokens: string[] = [];
+    // OpenAPI 3.1 (JSON Schema 2020-12): a plain-name fragment (`#order`) names the schema whose `$anchor` it is.
+    const anchor = ANCHOR_NAME.test(fragment) ? fragment : undefined;
+    if (anchor === undefined) {
+      try {
+        tokens = parsePointer(decodeURIComponent(fragment));
+      } catch {
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' has a fragment that is not a JSON Pointer — write it as #/components/…` };
+      }
     }
     let source;
     try {
@@ -857,6 +899,14 @@ class DocumentLoader implements ApiDocument {
       return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}', which does not parse: ${error.message}`, cause: error };
     }
     if (!this.touched.includes(file)) this.touch(file);
+    if (anchor !== undefined) {
+      const pointer = this.anchorsOf(file, source).get(anchor);
+      if (pointer === undefined) {
+        const where = filePart === '' ? 'this file' : filePart;
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' names the anchor '${anchor}', which no schema of ${where} declares once (\$anchor) — fix the name, or write a JSON Pointer (#/components/…)` };
+      }
+      tokens = parsePointer(pointer);
+    }
     const value = valueAt(source.value, tokens);
     if (value === undefined) {
       const where = filePart === '' ? 'this file' : filePart;

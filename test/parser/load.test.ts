@@ -105,6 +105,37 @@ describe('loadDocument', () => {
   });
 
   describe('versions and formats', () => {
+    it('OpenAPI 3.1: a plain-name fragment names the schema whose $anchor it is; an unknown or twice-declared anchor is a broken $ref', async () => {
+      // The real-spec review's: `$ref: '#order-anchor'` under a contracted body made lint exit 2 ("not a JSON Pointer").
+      await withYaml(
+        [
+          'openapi: 3.1.0',
+          "info: {title: t, version: '1'}",
+          'paths: {}',
+          'components:',
+          '  schemas:',
+          '    Order: {$anchor: order-anchor, type: object}',
+          '    Line: {$dynamicAnchor: line, type: object}',
+          "    UsesOrder: {$ref: '#order-anchor'}",
+          "    UsesLine: {$ref: '#line'}",
+          "    UsesNone: {$ref: '#nowhere'}",
+          '    Twin1: {$anchor: twin}',
+          '    Twin2: {$anchor: twin}',
+          "    UsesTwin: {$ref: '#twin'}",
+          '  examples:',
+          '    Stored: {value: {$anchor: order-anchor}}',
+        ],
+        (doc, file) => {
+          const at = (name: string) => ({ file, pointer: `/components/schemas/${name}` });
+          const target = (name: string) => doc.deref(doc.get(at(name)), at(name));
+          assert.equal(target('UsesOrder')?.at.pointer, '/components/schemas/Order');
+          assert.equal(target('UsesLine')?.at.pointer, '/components/schemas/Line');
+          assert.equal(target('UsesNone'), undefined);
+          assert.equal(target('UsesTwin'), undefined);
+        },
+      );
+    });
+
     it('OpenAPI 3.1: a $ref inside a schema with an $id resolves against that resource, by pointer and by URI', async () => {
       await withYaml(
         [
