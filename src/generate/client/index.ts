@@ -119,7 +119,7 @@ export const CLIENT_EXPORTS: readonly string[] = [
  */
 export const CLIENT_LOCALS: readonly string[] = [
   // imports
-  'T', 'CompiledContract', 'defaultRuntime', 'sendIntent', 'sendOnce', 'buildRequest', 'RequestParts', 'clientBase', 'operationBaseUrl', 'keyGiven', 'withIntentKey',
+  'T', 'CompiledContract', 'defaultRuntime', 'sendIntent', 'sendOnce', 'buildRequest', 'RequestParts', 'clientBase', 'operationBaseUrl', 'keyGiven', 'withIntentKey', 'fittingKey',
   'mergeHeaders', 'ParamInput',
   // `parts` and `createClient`
   'parts', 'given', 'headers', 'options', 'runtime', 'base', 'intent', 'operation', 'key',
