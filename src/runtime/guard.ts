@@ -281,8 +281,9 @@ export interface Guard<Tx = unknown> {
    * headers and parameters read from this request), never the handler. `completed` → the stored answer replayed
    * (replay header `true`); in progress → 409 in progress + `Retry-After`; past its lease → 409 abandoned (the
    * reconcile hook is not run: a read changes nothing); no record → 404 `idempotency-key-unknown` (none reached the
-   * guard, or it outlived the TTL); an invalid key or unresolved scope → 400; the store down → 503. `undefined`
-   * when the request carries no key (or the key travels in the body): the status route's own handler answers.
+   * guard, or it outlived the TTL; a one-transaction request still running is not committed, so not seen either); an
+   * invalid key or unresolved scope → 400; the store down → 503. `undefined` when the request carries no key, the key
+   * travels in the body, or the scope has no `principal` (a key alone is no credential): the route's own handler answers.
    */
   status(req: GuardRequest): Promise<GuardResponse | undefined>;
 }
@@ -1331,8 +1332,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   };
 
   async function status(request: GuardRequest): Promise<GuardResponse | undefined> {
-    // A GET has no body to carry a body key in: the status route's own input names the intent.
-    if (keyTokens !== undefined) return undefined;
+    // A GET has no body to carry a body key in: the status route's own input names the intent. And a key alone is
+    // no credential: without the caller in the scope, whoever knows (or guesses) a key would read its stored answer,
+    // where a POST would at least need the same payload — the route's own handler answers then.
+    if (keyTokens !== undefined || !scopedByPrincipal) return undefined;
     const req = withoutKeyAsRequestId(request);
     const parsed = readKey(req);
     if (parsed.kind === 'missing') return undefined;
@@ -1356,8 +1359,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (record === undefined || (record.state === 'completed' && record.expiresAt <= now)) {
       if (logging) log({ decision: 'not-found', keyId: recordId, status: 404 }, req.requestId);
       const detail =
-        'No request with this key was recorded for you: none reached this service, or its record outlived the time records are kept. ' +
-        'Within that time, sending the same intent again with this key runs it at most once.';
+        'No request with this key was recorded for you: none reached this service, one is still running in a transaction not yet committed, ' +
+        'or its record outlived the time records are kept. Within that time, sending the same intent again with this key runs it at most once.';
       return problemResponse('idempotency-key-unknown', 404, detail, {}, req.requestId);
     }
     if (record.state === 'completed') return replay(record, req.requestId).response;

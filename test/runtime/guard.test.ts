@@ -1648,6 +1648,13 @@ describe('runtime/guard: the status route (status), after an unknown outcome', (
     assert.equal(answer?.headers['retry-after'], '1');
   });
 
+  it('never answers on a contract whose scope has no principal: a key alone is no credential to read a stored answer', async () => {
+    // The diff review's: with `scope: [global]`, anyone who knew a key read its stored answer (a POST needs the payload).
+    const s = setup({}, demoContract({ scope: [{ kind: 'global' }] }));
+    await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(await s.guard.status(statusRequest(KEY, { principal: 'mallory' })), undefined);
+  });
+
   it('never answers for a key that travels in the body (a GET has none): the route\'s own input names the intent', async () => {
     const s = setup({}, demoContract({ key: { in: 'body', name: '/idempotency_key', required: true, maxLength: 255, pattern: undefined } }));
     assert.equal(await s.guard.status(statusRequest(KEY, { query: { idempotency_key: KEY } })), undefined);

@@ -107,11 +107,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
    * The guard's view of `req`. Synchronous unless the principal hook or an upload's files answer with a
    * promise: a plain JSON request takes no extra promise.
    */
-  function toGuardRequest(req: Request): GuardRequest | Promise<GuardRequest> | typeof CLIENT_GONE {
+  function toGuardRequest(req: Request, res: Response): GuardRequest | Promise<GuardRequest> | typeof CLIENT_GONE {
     if (bodyNotParsed(placeholderless(req), req.headers)) {
       // A client that left before its body was read: body-parser skips a finished request, so the body is missing for
       // that reason, not for a missing parser. Nothing is reserved and nobody is left to answer.
-      if (req.destroyed || req.socket?.destroyed === true) return CLIENT_GONE;
+      // (Not `req.destroyed` alone: Node 20 sets it too once a middleware read the whole body stream itself.)
+      if (req.socket?.destroyed === true || res.destroyed || (req.destroyed && !req.complete)) return CLIENT_GONE;
       // Without the parsed body every payload would share one fingerprint: refuse rather than replay wrongly.
       // A parser mounted for another type skips the body (express.json() takes application/json only): say which.
       const type = req.get('content-type');
@@ -175,7 +176,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       return;
     }
     void (async () => {
-      const pending = toGuardRequest(req);
+      const pending = toGuardRequest(req, res);
       if (pending === CLIENT_GONE) return;
       // A plain JSON request's view is ready: awaiting it anyway would cost a turn.
       const request = pending instanceof Promise ? await pending : pending;
@@ -214,7 +215,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       return;
     }
     void (async () => {
-      const pending = toGuardRequest(req);
+      const pending = toGuardRequest(req, res);
       if (pending === CLIENT_GONE) return;
       const request = await pending;
       let held: Hold | undefined;

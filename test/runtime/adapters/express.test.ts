@@ -599,6 +599,23 @@ describe('runtime/adapters/express', () => {
     assert.equal((await post(server.port, '/things/t1', { key: 'gone-1', user: 'u', body: { a: 1 } })).status, 201, 'the key was never reserved');
   });
 
+  it('a body a middleware read itself (a raw-body capture) with the client still there is the configuration error it was, not a client gone', async () => {
+    // The diff review's: Node 20 marks such a request destroyed, and the client-gone check left it without an answer.
+    const app = express();
+    const raw: express.RequestHandler = (req, _res, next) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => setImmediate(next));
+    };
+    app.post('/things/:tenant', raw, createRouteGuard(contract, options(new MemoryStore())), (_req, res) => void res.status(201).json({ id: (calls += 1) }));
+    app.use((error: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => void res.status(500).send(error.message));
+    server = await listen(app);
+    const answer = await post(server.port, '/things/t1', { key: 'raw-1', user: 'u', body: { a: 1 } });
+    assert.equal(answer.status, 500);
+    assert.match(answer.text, /was not parsed before the guard/);
+    assert.equal(calls, 0);
+  });
+
   it("refuses Express 4's placeholder body ({} from a parser that skipped the type), which would replay another payload; a parsed {} is a body", async () => {
     const app = express();
     // What body-parser 1.x (Express 4) does for a type it does not take, and marks when it did parse one.
