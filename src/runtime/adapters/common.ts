@@ -547,6 +547,12 @@ export async function withUploadedFiles(body: unknown, file: unknown, files: unk
  * in front of the guard: fingerprinting `undefined` would make every payload under a key look alike, so the
  * adapters refuse such a request instead of guessing.
  */
+/** Whether `method` reads (`GET`, `HEAD`, in any letter case): the only requests a status route answers. */
+export function isRead(method: string): boolean {
+  const upper = method.toUpperCase();
+  return upper === 'GET' || upper === 'HEAD';
+}
+
 export function bodyNotParsed(body: unknown, headers: Readonly<Record<string, string | readonly string[] | undefined>>): boolean {
   const length = headers['content-length'];
   return body === undefined && ((length !== undefined && length !== '0') || headers['transfer-encoding'] !== undefined);

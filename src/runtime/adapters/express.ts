@@ -17,6 +17,7 @@ import { createGuard, transactionRefusal, type Guard, type GuardRequest, type Gu
 import {
   bodyForFingerprint,
   bodyNotParsed,
+  isRead,
   concatBytes,
   identityAnswer,
   nodeHeaders,
@@ -254,6 +255,11 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   };
 
   const status: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
+    // A read only: mounted wider than its route (`app.use`), it must never answer the contracted POST by its key.
+    if (!isRead(req.method)) {
+      next();
+      return;
+    }
     void (async () => {
       const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
       const pending = options.principal === undefined ? undefined : options.principal(req);

@@ -21,6 +21,7 @@ import {
   concatBytes,
   distinctFromRaw,
   identityAnswer,
+  isRead,
   nodeHeaders,
   queryFromSearch,
   readsQuery,
@@ -226,6 +227,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   }
 
   const status: GuardPreHandler = async (request, reply) => {
+    // A read only: added wider than its route (a global hook), it must never answer the contracted POST by its key.
+    if (!isRead(request.method)) return undefined;
     const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct ?? distinctFromRaw(request.raw.rawHeaders), keyHeader);
     const principal = options.principal === undefined ? undefined : await options.principal(request);
     const requestId = options.requestId !== undefined ? options.requestId(request) : singleHeader(headers, 'x-request-id');

@@ -16,7 +16,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, decodeContent, headersFromEntries, identityAnswer, pathMatcher, queryFromSearch, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
@@ -231,6 +231,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     middleware: middlewareOf(false),
     status<Rest extends unknown[]>(handler: (request: Request, ...rest: Rest) => Response | Promise<Response>, statusOptions?: StatusOptions) {
       return async (request: Request, ...rest: Rest) => {
+        // A read only: a catch-all handler wrapped so must never answer the contracted POST by its key.
+        if (!isRead(request.method)) return handler(request, ...rest);
         const url = new URL(request.url);
         const entries: [string, string][] = [];
         request.headers.forEach((value, name) => entries.push([name, value]));

@@ -599,6 +599,20 @@ describe('runtime/adapters/express', () => {
     assert.equal((await post(server.port, '/things/t1', { key: 'gone-1', user: 'u', body: { a: 1 } })).status, 201, 'the key was never reserved');
   });
 
+  it('status: answers reads only — mounted with app.use, it lets the contracted POST through to its guard and handler', async () => {
+    const app = express();
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.use(guard.status);
+    app.post('/things/:tenant', express.json(), guard, (_req, res) => void res.status(201).json({ id: (calls += 1) }));
+    server = await listen(app);
+    const first = await post(server.port, '/things/t1', { key: 'k-use', user: 'u', body: { a: 1 } });
+    assert.equal(first.status, 201);
+    assert.equal(first.headers['idempotent-replayed'], 'false');
+    const again = await post(server.port, '/things/t1', { key: 'k-use', user: 'u', body: { a: 1 } });
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(calls, 1);
+  });
+
   it('a body a middleware read itself (a raw-body capture) with the client still there is the configuration error it was, not a client gone', async () => {
     // The diff review's: Node 20 marks such a request destroyed, and the client-gone check left it without an answer.
     const app = express();

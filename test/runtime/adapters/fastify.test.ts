@@ -45,6 +45,7 @@ describe('runtime/adapters/fastify', () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));
     thingsRoute(guard);
     app.get('/things/:tenant/outcome', { preHandler: guard.status }, async () => ({ plain: true }));
+    app.post('/other/:tenant', { preHandler: guard.status }, async () => ({ posted: true }));
     const port = await listen(app);
     const first = await post(port, '/things/t1', { user: 'u', key: 'k-1', body: { a: 1 } });
     assert.equal(first.status, 201);
@@ -56,6 +57,8 @@ describe('runtime/adapters/fastify', () => {
     assert.equal((await get('/things/t1/outcome', { 'x-user': 'u2', 'idempotency-key': 'k-1' })).status, 404, 'another caller');
     assert.equal((await get('/things/t2/outcome', { 'x-user': 'u', 'idempotency-key': 'k-1' })).status, 404, 'another tenant');
     assert.deepEqual(await (await get('/things/t1/outcome', { 'x-user': 'u' })).json(), { plain: true });
+    // A read only: added to a POST route, it lets the POST through (the route's own hooks guard it).
+    assert.deepEqual(JSON.parse((await post(port, '/other/t1', { user: 'u', key: 'k-1', body: { a: 1 } })).text), { posted: true });
     assert.equal(calls, 1);
   });
 

@@ -58,6 +58,9 @@ describe('runtime/adapters/fetch', () => {
     assert.equal((await get('http://x/things/t1/outcome', { 'x-user': 'u2', 'idempotency-key': 'k-1' })).status, 404);
     assert.equal((await get('http://x/things/t2/outcome', { 'x-user': 'u', 'idempotency-key': 'k-1' })).status, 404);
     assert.deepEqual(await (await get('http://x/things/t1/outcome', { 'x-user': 'u' })).json(), { plain: true });
+    // A read only: a POST with the key reaching a handler wrapped so is the handler's, never a replay by key.
+    const posted = await outcome(request('http://x/things/t1/outcome', 'k-1', { n: 1 }));
+    assert.deepEqual(await posted.json(), { plain: true });
     assert.equal(calls, 1);
   });
 
