@@ -171,6 +171,11 @@ export interface GuardLogEvent {
   readonly resultId?: string;
   /** HTTP status the guard answered or recorded. */
   readonly status?: number;
+  /**
+   * `status`: the status route's read by key (`Guard.status`), not a request of the operation — a `replay`,
+   * `in-progress` or `abandoned` so marked ran and refused nothing.
+   */
+  readonly via?: 'status';
 }
 
 /** Guard configuration. Only `store` is required. */
@@ -712,13 +717,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         response: problemResponse('idempotency-key-missing', R.missingKey, `Send ${keyPlace}: one key per intent, kept across retries.`, {}, req.requestId),
       };
     }
-    if (parsed.kind === 'invalid') {
-      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
-      return {
-        kind: 'respond',
-        response: problemResponse('idempotency-key-invalid', R.invalidKey, `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${parsed.detail}.`, {}, req.requestId),
-      };
-    }
+    if (parsed.kind === 'invalid') return invalidKey(parsed.detail, req.requestId);
     const scopeValues = scopeOf(req);
     if (!Array.isArray(scopeValues)) return scopeValues;
     if (refusalOnly && !repeatable) return NOT_REFUSED;
@@ -788,9 +787,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     };
   }
 
-  function replay(record: IdempotencyRecord, requestId: string | undefined): Respond {
+  function invalidKey(detail: string, requestId: string | undefined): Respond {
+    if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, requestId);
+    const text = `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${detail}.`;
+    return { kind: 'respond', response: problemResponse('idempotency-key-invalid', R.invalidKey, text, {}, requestId) };
+  }
+
+  function replay(record: IdempotencyRecord, requestId: string | undefined, via?: 'status'): Respond {
     const stored = record.response!;
-    if (logging) log({ decision: 'replay', keyId: record.id, state: 'completed', status: stored.status, ...(record.resultId !== undefined ? { resultId: record.resultId } : {}) }, requestId);
+    if (logging) {
+      log(
+        { decision: 'replay', keyId: record.id, state: 'completed', status: stored.status, ...(record.resultId !== undefined ? { resultId: record.resultId } : {}), ...(via !== undefined ? { via } : {}) },
+        requestId,
+      );
+    }
     return {
       kind: 'respond',
       // The record is the store's fresh copy (every get/reserve reads or copies it anew): its body is ours to send.
@@ -804,11 +814,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * left): a quick handler is replayed a second later, and waiting clients back off as a slow one goes on. The
    * lease left alone (renewed while the handler runs) would keep every duplicate waiting the whole lease.
    */
-  function inProgress(recordId: string, msLeft: number, msRunning: number, requestId: string | undefined): Respond {
+  function inProgress(recordId: string, msLeft: number, msRunning: number, requestId: string | undefined, via?: 'status'): Respond {
     // A store without a usable `createdAt` gives NaN: then the lease left is all there is to go by.
     const wait = Number.isFinite(msRunning) ? Math.min(msLeft, Math.max(1000, msRunning)) : msLeft;
     const seconds = Math.max(1, Math.ceil(wait / 1000));
-    if (logging) log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress }, requestId);
+    if (logging) log({ decision: 'in-progress', keyId: recordId, state: 'in_progress', status: R.inProgress, ...(via !== undefined ? { via } : {}) }, requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -821,18 +831,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     };
   }
 
-  function abandoned(record: IdempotencyRecord, requestId: string | undefined): Respond {
-    if (logging) log({ decision: 'abandoned', keyId: record.id, state: 'in_progress', status: R.abandoned }, requestId);
-    return {
-      kind: 'respond',
-      response: problemResponse(
-        'idempotency-request-abandoned',
-        R.abandoned,
-        'A request with this key started but never finished; its outcome is being reconciled. Check the operation status instead of retrying.',
-        {},
-        requestId,
-      ),
-    };
+  function abandoned(record: IdempotencyRecord, requestId: string | undefined, via?: 'status'): Respond {
+    if (logging) log({ decision: 'abandoned', keyId: record.id, state: 'in_progress', status: R.abandoned, ...(via !== undefined ? { via } : {}) }, requestId);
+    // Read through the status route, "check the operation status" would send the caller back where it is.
+    const detail =
+      via === 'status'
+        ? 'A request with this key started but never finished, and its outcome is not settled yet: it is being reconciled. Ask again later; until then, do not send the intent under a new key.'
+        : 'A request with this key started but never finished; its outcome is being reconciled. Check the operation status instead of retrying.';
+    return { kind: 'respond', response: problemResponse('idempotency-request-abandoned', R.abandoned, detail, {}, requestId) };
   }
 
   function mismatch(record: IdempotencyRecord, requestId: string | undefined): Respond {
@@ -1339,11 +1345,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const req = withoutKeyAsRequestId(request);
     const parsed = readKey(req);
     if (parsed.kind === 'missing') return undefined;
-    if (parsed.kind === 'invalid') {
-      if (logging) log({ decision: 'invalid-key', status: R.invalidKey }, req.requestId);
-      const detail = `${keyPlace.charAt(0).toUpperCase()}${keyPlace.slice(1)} is not a valid key: ${parsed.detail}.`;
-      return problemResponse('idempotency-key-invalid', R.invalidKey, detail, {}, req.requestId);
-    }
+    if (parsed.kind === 'invalid') return invalidKey(parsed.detail, req.requestId).response;
     const scopeValues = scopeOf(req);
     if (!Array.isArray(scopeValues)) return scopeValues.response;
     const recordId = recordIdOf(scopeValues, parsed.key);
@@ -1357,15 +1359,15 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
     // A completed record past its retention counts as gone, as it does for a reservation (which would run anew).
     if (record === undefined || (record.state === 'completed' && record.expiresAt <= now)) {
-      if (logging) log({ decision: 'not-found', keyId: recordId, status: 404 }, req.requestId);
+      if (logging) log({ decision: 'not-found', keyId: recordId, status: 404, via: 'status' }, req.requestId);
       const detail =
         'No request with this key was recorded for you: none reached this service, one is still running in a transaction not yet committed, ' +
         'or its record outlived the time records are kept. Within that time, sending the same intent again with this key runs it at most once.';
       return problemResponse('idempotency-key-unknown', 404, detail, {}, req.requestId);
     }
-    if (record.state === 'completed') return replay(record, req.requestId).response;
-    if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, now - record.createdAt, req.requestId).response;
-    return abandoned(record, req.requestId).response;
+    if (record.state === 'completed') return replay(record, req.requestId, 'status').response;
+    if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, now - record.createdAt, req.requestId, 'status').response;
+    return abandoned(record, req.requestId, 'status').response;
   }
 }
 

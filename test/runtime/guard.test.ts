@@ -1597,6 +1597,10 @@ describe('runtime/guard: the status route (status), after an unknown outcome', (
     assert.equal(answer.headers['idempotent-replayed'], 'true');
     assert.equal(answer.headers['location'], '/v1/demo-requests/dr_1');
     assert.equal(s.runs(), 1);
+    assert.deepEqual(
+      s.events.filter((e) => e.decision === 'replay').map((e) => e.via),
+      ['status'],
+    );
   });
 
   it('answers 409 in progress with Retry-After while the request runs, and 409 abandoned past its lease (no reconcile: a read changes nothing)', async () => {
@@ -1612,7 +1616,18 @@ describe('runtime/guard: the status route (status), after an unknown outcome', (
     const gone = await s.guard.status(statusRequest(KEY));
     assert.equal(gone?.status, 409);
     assert.equal(bodyJson(gone!).type, `${PROBLEM_BASE}idempotency-request-abandoned`);
+    // Not "check the operation status": the caller is at the status route already.
+    assert.match(String(bodyJson(gone!).detail), /Ask again later/);
+    assert.doesNotMatch(String(bodyJson(gone!).detail), /operation status/);
     assert.equal(reconciled, 0);
+    // Logged as the status route's reads, not as requests of the operation that were refused.
+    assert.deepEqual(
+      s.events.filter((e) => e.decision === 'in-progress' || e.decision === 'abandoned').map((e) => [e.decision, e.via]),
+      [
+        ['in-progress', 'status'],
+        ['abandoned', 'status'],
+      ],
+    );
     assert.equal((await s.store.get(begun.kind === 'proceed' ? begun.reservation.recordId! : ''))?.state, 'in_progress');
   });
 
