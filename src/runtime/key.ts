@@ -23,10 +23,22 @@ export interface KeyRules {
   readonly pattern?: RegExp | undefined;
 }
 
-/** Compile a contract's key pattern so that it must match the whole key. Throws `SyntaxError` on a bad pattern. */
+// Compiled key patterns by source: a contract's few patterns, compiled once per process rather than per key checked
+// (the client checks each intent's key, and makes fitting ones, against its contract's pattern).
+const compiledPatterns = new Map<string, RegExp>();
+
+/**
+ * Compile a contract's key pattern so that it must match the whole key. Throws `SyntaxError` on a bad pattern. The
+ * RegExp is shared (cached by source): it has neither `g` nor `y`, so `test` keeps no state between calls.
+ */
 export function compileKeyPattern(source: string | undefined): RegExp | undefined {
   if (source === undefined) return undefined;
-  return new RegExp(`^(?:${source})$`);
+  let compiled = compiledPatterns.get(source);
+  if (compiled === undefined) {
+    compiled = new RegExp(`^(?:${source})$`);
+    compiledPatterns.set(source, compiled);
+  }
+  return compiled;
 }
 
 /**

@@ -46,6 +46,18 @@ export function randomKey(): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
+// The contracts' key patterns, compiled once each (this file imports nothing, so not through runtime/key.ts).
+const patterns = new Map<string, RegExp>();
+
+function patternOf(source: string): RegExp {
+  let compiled = patterns.get(source);
+  if (compiled === undefined) {
+    compiled = new RegExp(`^(?:${source})$`);
+    patterns.set(source, compiled);
+  }
+  return compiled;
+}
+
 /**
  * A fresh key the contract's server takes: a random UUID, or its 32 hex digits without the dashes when the contract's
  * `maxLength` or `pattern` refuses the dashed form (`^[A-Za-z0-9]+$`). When neither fits, the UUID (the server will
@@ -54,7 +66,7 @@ export function randomKey(): string {
 export function fittingKey(rules: { readonly maxLength: number; readonly pattern?: string | undefined }): string {
   const uuid = randomKey();
   if (rules.pattern === undefined && uuid.length <= rules.maxLength) return uuid;
-  const pattern = rules.pattern === undefined ? undefined : new RegExp(`^(?:${rules.pattern})$`);
+  const pattern = rules.pattern === undefined ? undefined : patternOf(rules.pattern);
   for (const key of [uuid, uuid.replace(/-/g, '')]) {
     if (key.length <= rules.maxLength && (pattern === undefined || pattern.test(key))) return key;
   }
