@@ -547,6 +547,16 @@ export async function withUploadedFiles(body: unknown, file: unknown, files: unk
  * in front of the guard: fingerprinting `undefined` would make every payload under a key look alike, so the
  * adapters refuse such a request instead of guessing.
  */
+/**
+ * How long one-transaction mode lets a handler hold its transaction before it is rolled back: `leaseRenewalMaxMs`
+ * when set, else the contract's lease — not its TTL, the plain guard's renewal bound, as a request that never
+ * answered held its transaction (on SQLite the write lock, so every other request of the store) for a day.
+ * Capped at setTimeout's own limit (about 24.8 days), past which a timer fires at once.
+ */
+export function transactionBoundMs(contract: CompiledContract, options: GuardOptions): number {
+  return Math.min(options.leaseRenewalMaxMs ?? contract.leaseMs, 2 ** 31 - 1);
+}
+
 /** Whether `method` reads (`GET`, `HEAD`, in any letter case): the only requests a status route answers. */
 export function isRead(method: string): boolean {
   const upper = method.toUpperCase();

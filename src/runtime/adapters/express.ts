@@ -27,6 +27,7 @@ import {
   routerPathParams,
   searchOf,
   singleHeader,
+  transactionBoundMs,
   withUploadedFiles,
   type Principal,
   type RouteGuardOptionsFor,
@@ -208,8 +209,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     })().catch(next);
   };
 
-  // setTimeout's own limit (about 24.8 days): past it Node would fire at once.
-  const renewalMaxMs = Math.min(options.leaseRenewalMaxMs ?? contract.ttlMs, 2 ** 31 - 1);
+  const transactionMaxMs = transactionBoundMs(contract, options);
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
     if (otherOperation(req)) {
       next();
@@ -228,9 +228,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
             (res.locals as ContextHolder)[CONTEXT] = context;
             const hold = holdResponse(res, contract.leaseMs, true);
             held = hold;
-            // The transaction (and SQLite's lock) is held no longer than a running handler's lease is renewed: a
-            // handler that never answers (an async one rejected under Express 4) is then rolled back.
-            const bound = setTimeout(() => hold.giveUp(), renewalMaxMs).unref();
+            // The transaction (and SQLite's lock) is held no longer than transactionBoundMs: a handler that never
+            // answers (an async one rejected under Express 4) is then rolled back.
+            const bound = setTimeout(() => hold.giveUp(), transactionMaxMs).unref();
             next();
             const sent = await hold.sent;
             clearTimeout(bound);

@@ -28,6 +28,7 @@ import {
   routerPathParams,
   searchOf,
   singleHeader,
+  transactionBoundMs,
   type RouteGuardOptionsFor,
 } from './common.js';
 import { contractRoutes, nearMiss, normaliseBasePath, servesPath, type ContractRoutes, type RouteAddress } from './fastify-routes.js';
@@ -194,6 +195,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     // Refused when the route is declared, not on its first request.
     const refusal = transactionRefusal(contract, options.store);
     if (refusal !== undefined) throw new TypeError(refusal);
+    const boundMs = transactionBoundMs(contract, options);
     const routeHandler = async (request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
       // Another method of the route: its own guard's hooks (if any) ran before, and no transaction is opened.
       if (!runsFor(request)) return handler(request, reply, (states.get(request)?.context ?? unguardedContext(contract)) as HandlerContext<Tx>);
@@ -204,7 +206,15 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         guardRequest,
         async (context) => {
           states.set(request, { owner: guard, context, headers: {}, settled: true });
-          const value = await sentOrReturned(reply, () => handler(request, reply, context as HandlerContext<Tx>));
+          // The transaction (and SQLite's lock) is held no longer than transactionBoundMs: a handler that never
+          // answers is then rolled back (it is not stopped: what it does after is outside the transaction).
+          const value = await sentOrReturned(reply, () =>
+            withinBound(
+              handler(request, reply, context as HandlerContext<Tx>),
+              boundMs,
+              () => new Error(`idempotency guard for ${contract.operationId}: the handler did not answer within the one-transaction bound (${boundMs} ms: leaseRenewalMaxMs, or the lease); its transaction is rolled back`),
+            ),
+          );
           own = await serialize(reply, value);
           return own;
         },
@@ -473,6 +483,16 @@ async function payloadBytes(payload: unknown): Promise<Uint8Array> {
     return concatBytes(chunks);
   }
   return Buffer.from(JSON.stringify(payload), 'utf8');
+}
+
+/** `work`, or a rejection with `late()` once `ms` have passed without it settling. */
+function withinBound<T>(work: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), ms);
+    timer.unref();
+  });
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }
 
 /**

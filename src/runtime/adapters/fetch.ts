@@ -16,7 +16,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
-import { bodyForFingerprint, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
@@ -41,7 +41,8 @@ export interface WrapOptions {
  * replaces. A Hono `Context` is one; typed structurally, so the adapter imports no framework.
  */
 export interface MiddlewareContext {
-  readonly req: { readonly raw: Request };
+  /** `routePath`: the route the middleware was mounted on (Hono's `c.req.routePath`), `/v1/*` under `app.use('/v1/*', …)`. */
+  readonly req: { readonly raw: Request; readonly routePath?: string };
   /** Hono's setter copies the headers of the response it replaces into the new one; setting `undefined` first clears it. */
   res: Response;
 }
@@ -121,6 +122,7 @@ export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
   const matchPath = pathMatcher(contract.path);
+  const transactionMaxMs = transactionBoundMs(contract, options);
 
   const contractMethod = contract.method.toUpperCase();
   /** Whether `request` is of the contract's method in any letter case (fetch normalises `post` to `POST`, not `patch`). */
@@ -166,11 +168,18 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       guardRequest,
       async (context) => {
         contexts.set(request, context);
-        const response = await invoke();
-        const captured = await capture(response);
-        const recorded = await identityAnswer(captured);
-        original = { response, captured, recorded };
-        return recorded;
+        // One transaction (and SQLite's lock) is held no longer than transactionBoundMs: a handler or a streamed
+        // answer that never ends is then rolled back, as under the Express guard.
+        const attempt = new Attempt(contract.operationId, request, contract.leaseMs, transaction ? transactionMaxMs : undefined);
+        try {
+          const response = await attempt.bounded(invoke());
+          const captured = await capture(response, attempt);
+          const recorded = await identityAnswer(captured);
+          original = { response, captured, recorded };
+          return recorded;
+        } finally {
+          attempt.end();
+        }
       },
       transaction ? { transaction: true } : {},
     );
@@ -189,6 +198,10 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   function middlewareOf(transaction: boolean): Middleware {
     return async (c, next) => {
       if (!ofContractMethod(c.req.raw)) return next();
+      // Mounted wider than its route (`app.use('/v1/*', …)`): another path under it is another route's, passed on
+      // unguarded as the Express guard does. Mounted on a route of its own, a path the template does not match is
+      // still refused (a route and a contract that disagree must not run unguarded).
+      if (options.params === undefined && c.req.routePath?.includes('*') === true && matchPath(new URL(c.req.raw.url).pathname) === undefined) return next();
       const { response, invoked } = await run(
         c.req.raw,
         async () => {
@@ -284,8 +297,117 @@ async function readBody(request: Request, operationId: string): Promise<unknown>
   return bodyForFingerprint(bytes, request.headers.get('content-type') ?? undefined);
 }
 
-async function capture(response: Response): Promise<GuardResponse> {
-  const body = new Uint8Array(await response.arrayBuffer());
+/**
+ * One run of a handler and the reading of its answer: what stops the reading before the answer's body ends — its
+ * client leaving while the body is streamed, a client already gone and a body not ended within the lease, or (one
+ * transaction) the handler not answering within `transactionBoundMs`. A stopped answer is not recorded: it is thrown,
+ * so the key is kept for reconciliation (one transaction: rolled back and freed).
+ */
+class Attempt {
+  /** Why the answer was given up, once it was. */
+  stopped: string | undefined;
+  readonly #operationId: string;
+  readonly #request: Request;
+  readonly #graceMs: number;
+  readonly #timers: ReturnType<typeof setTimeout>[] = [];
+  readonly #onStop: ((reason: string) => void)[] = [];
+  readonly #expired: Promise<never> | undefined;
+
+  constructor(operationId: string, request: Request, graceMs: number, limitMs: number | undefined) {
+    this.#operationId = operationId;
+    this.#request = request;
+    this.#graceMs = graceMs;
+    if (limitMs !== undefined) {
+      this.#expired = new Promise<never>((_, reject) => {
+        this.#onStop.push(() => reject(this.error()));
+        this.#timer(() => this.stop(`the handler did not answer within the one-transaction bound (${limitMs} ms: leaseRenewalMaxMs, or the lease)`), limitMs);
+      });
+      this.#expired.catch(() => undefined);
+    }
+  }
+
+  /** `work` (the handler's answer), or a rejection once the handler is given up; a late answer's body is cancelled. */
+  bounded(work: Response | Promise<Response>): Promise<Response> {
+    if (this.#expired === undefined) return Promise.resolve(work);
+    const answer = Promise.resolve(work);
+    answer.then((late) => this.stopped !== undefined && cancelBody(late), () => undefined);
+    return Promise.race([answer, this.#expired]);
+  }
+
+  /** Reads `body` whole, unless the attempt is stopped first (see the class). */
+  async read(body: ReadableStream<Uint8Array>): Promise<Uint8Array> {
+    const reader = body.getReader();
+    const cancel = (): void => {
+      reader.cancel(this.stopped).catch(() => undefined);
+    };
+    this.#onStop.push(cancel);
+    const signal = this.#request.signal as AbortSignal | undefined;
+    const left = (): void => this.stop('its client left while the answer was streamed, so it may have been cut short');
+    // Gone before the answer began: a handler still at work ends it all the same, and that answer is what the
+    // client's retry wants — but one that never ends (an event stream) would be read forever.
+    if (signal?.aborted === true) this.#timer(() => this.stop(`its client had left and the answer did not end within the lease (${this.#graceMs} ms)`), this.#graceMs);
+    else signal?.addEventListener('abort', left, { once: true });
+    const chunks: Uint8Array[] = [];
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (this.stopped !== undefined) continue;
+        const chunk = value instanceof Uint8Array ? value : new Uint8Array(value as ArrayBufferLike);
+        chunks.push(chunk);
+      }
+    } finally {
+      signal?.removeEventListener('abort', left);
+    }
+    if (this.stopped !== undefined) throw this.error();
+    return chunks.length === 1 ? chunks[0]! : concatBytes(chunks);
+  }
+
+  stop(reason: string): void {
+    if (this.stopped !== undefined) return;
+    this.stopped = reason;
+    for (const listener of this.#onStop) listener(reason);
+  }
+
+  error(): Error {
+    return new Error(`idempotency guard for ${this.#operationId}: ${this.stopped}; the answer is not recorded (the key is kept for reconciliation, or rolled back with its transaction)`);
+  }
+
+  end(): void {
+    for (const timer of this.#timers) clearTimeout(timer);
+  }
+
+  #timer(fire: () => void, ms: number): void {
+    const timer = setTimeout(fire, ms);
+    unrefTimer(timer);
+    this.#timers.push(timer);
+  }
+}
+
+function cancelBody(response: unknown): void {
+  const body = (response as { body?: unknown } | null | undefined)?.body;
+  if (body instanceof ReadableStream && !body.locked) body.cancel().catch(() => undefined);
+}
+
+/** A Node or Bun timer object's `unref` (a process-lifetime hint); the web's numeric timers have none. */
+function unrefTimer(timer: unknown): void {
+  const unref = (timer as { unref?: unknown } | undefined)?.unref;
+  if (typeof unref === 'function') unref.call(timer);
+}
+
+/** What a fetch handler answered, read whole for the record; throws for no `Response` or a network error. */
+async function capture(response: Response, attempt: Attempt): Promise<GuardResponse> {
+  // Structural: a framework's own Response class (@hono/node-server's) is one too.
+  const shaped = response as Partial<Response> | null | undefined;
+  if (typeof shaped !== 'object' || shaped === null || typeof shaped.status !== 'number' || typeof shaped.headers?.forEach !== 'function') {
+    const what = shaped === null ? 'null' : typeof shaped === 'object' ? 'an object that is no Response' : typeof shaped;
+    throw new TypeError(`the handler guarded by idempotency answered ${what}, not a Response: return a Response (e.g. Response.json(body, { status: 201 }))`);
+  }
+  // Response.error(): a network error, which no runtime can send, and every replay would throw while sending it.
+  if (response.type === 'error' || response.status < 200) {
+    throw new TypeError(`the handler guarded by idempotency answered ${response.type === 'error' ? 'Response.error()' : `status ${response.status}`}, which is no answer to record or replay; the key is kept`);
+  }
+  const body = response.body === null || response.body === undefined ? new Uint8Array(0) : await attempt.read(response.body);
   const headers: Record<string, string> = {};
   response.headers.forEach((value, name) => {
     headers[name.toLowerCase()] = value;

@@ -865,10 +865,28 @@ describe('runtime/adapters/express', () => {
       assert.equal(calls, 4);
     });
 
-    it('a slow handler whose client left keeps its transaction until it answers: one row, the retry replays it', async function () {
+    it('without leaseRenewalMaxMs, a handler that never answers is rolled back at the lease (not the TTL): other keys go on', async function () {
       this.timeout(10_000);
       const app = express();
-      const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(store));
+      const guard = createRouteGuard({ ...contract, leaseMs: 400 }, options(store));
+      app.post('/things/:tenant', express.json(), guard.inTransaction, (req, res) => {
+        calls += 1;
+        idempotencyOf<Database.Database>(res).tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${calls}`, String(req.params['tenant']));
+        if (req.get('x-short') === undefined) return;
+        res.status(201).json({ id: `thing-${calls}` });
+      });
+      server = await listen(app);
+      await leaveAfter(server.port, '/things/t1', 'left', 100);
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      const other = await post(server.port, '/things/t1', { key: 'other', user: 'u', body: {}, headers: { 'x-short': '1' } });
+      assert.equal(other.status, 201, other.text);
+      assert.deepEqual(db.prepare('SELECT id FROM things').all(), [{ id: 'thing-2' }]);
+    });
+
+    it('a slow handler whose client left keeps its transaction until it answers (within the bound): one row, the retry replays it', async function () {
+      this.timeout(10_000);
+      const app = express();
+      const guard = createRouteGuard({ ...contract, leaseMs: 300 }, options(store, { leaseRenewalMaxMs: 5_000 }));
       app.post('/things/:tenant', express.json(), guard.inTransaction, async (req, res) => {
         calls += 1;
         const { tx } = idempotencyOf<Database.Database>(res);

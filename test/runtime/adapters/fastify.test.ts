@@ -321,6 +321,34 @@ describe('runtime/adapters/fastify', () => {
     }, () => app.close());
   });
 
+  it('one-transaction mode: a handler that never answers is rolled back at the lease (the default bound), and other keys go on', async () => {
+    await withSqliteStore(async (store, db) => {
+      db.exec('CREATE TABLE things (id TEXT PRIMARY KEY)');
+      const guard = createRouteGuard({ ...contract, leaseMs: 400 }, options(store));
+      app.setErrorHandler((error, _request, reply) => reply.code(500).send({ error: error.message }));
+      app.post(
+        '/things/:tenant',
+        guard.transactional<Database.Database>(async (request, reply, { tx }) => {
+          calls += 1;
+          tx!.prepare('INSERT INTO things (id) VALUES (?)').run(`thing-${calls}`);
+          if ((request.body as { hang?: boolean }).hang === true) return new Promise(() => undefined);
+          return reply.code(201).send({ id: `thing-${calls}` });
+        }),
+      );
+      const port = await listen(app);
+      const started = Date.now();
+      const hung = await post(port, '/things/t1', { key: 'hang', user: 'u', body: { hang: true } });
+      assert.equal(hung.status, 500);
+      assert.match(String(hung.json['error']), /did not answer within the one-transaction bound \(400 ms: leaseRenewalMaxMs, or the lease\); its transaction is rolled back/);
+      assert.ok(Date.now() - started < 3000, `answered after ${Date.now() - started} ms, not the TTL`);
+      const other = await post(port, '/things/t1', { key: 'other', user: 'u', body: {} });
+      assert.equal(other.status, 201, other.text);
+      const again = await post(port, '/things/t1', { key: 'hang', user: 'u', body: {} });
+      assert.equal(again.status, 201, 'rolled back: the key is free');
+      assert.deepEqual(db.prepare('SELECT id FROM things ORDER BY id').all(), [{ id: 'thing-2' }, { id: 'thing-3' }]);
+    }, () => app.close());
+  });
+
   it('a hijacked reply whose client goes away while the handler still works keeps its lease: the retry is told "in progress", never reconciled beside it', async () => {
     const guard = createRouteGuard({ ...contract, leaseMs: 60 }, { ...options(new MemoryStore()), reconcile: async () => ({ outcome: 'not-happened' }) });
     let release!: () => void;

@@ -320,6 +320,97 @@ describe('runtime/adapters/fetch', () => {
     assert.equal((await routed.wrap(async () => new Response('ok'))(request('http://x/elsewhere', 'k', {}))).status, 200);
   });
 
+  /** A streamed body that sends a chunk every 10 ms and never ends; `cancelled` once the reader cancels it. */
+  function endless(): { stream: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+    let cancelled = false;
+    let timer: ReturnType<typeof setInterval> | undefined;
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        timer = setInterval(() => controller.enqueue(new TextEncoder().encode('row\n')), 10);
+      },
+      cancel() {
+        cancelled = true;
+        clearInterval(timer);
+      },
+    });
+    return { stream, cancelled: () => cancelled };
+  }
+
+  it('a streamed answer whose client leaves while it is read is cancelled and not recorded: the key is kept, the handler not run again', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    let runs = 0;
+    const body = endless();
+    const handler = guard.wrap(async () => {
+      runs += 1;
+      return new Response(body.stream, { status: 200 });
+    });
+    const client = new AbortController();
+    const first = handler(new Request(request('http://x/things/t1', 'gone', { n: 1 }), { signal: client.signal }));
+    setTimeout(() => client.abort(), 50);
+    await assert.rejects(first, /its client left while the answer was streamed, so it may have been cut short; the answer is not recorded/);
+    assert.equal(body.cancelled(), true, 'the handler\'s stream is cancelled, not read on forever');
+    const retry = await handler(request('http://x/things/t1', 'gone', { n: 1 }));
+    assert.equal(retry.status, 409, 'kept for reconciliation: no cut-short answer replayed');
+    assert.equal(runs, 1);
+  });
+
+  it('a client already gone when the answer begins: an answer that ends is recorded (the retry\'s replay); one that does not end within the lease is cancelled', async () => {
+    const short = { ...contract, leaseMs: 200 };
+    const guard = createRouteGuard(short, options(new MemoryStore()));
+    let stream: ReadableStream<Uint8Array> | undefined;
+    const handler = guard.wrap(async () => new Response(stream ?? 'done', { status: 201 }));
+    const gone = AbortSignal.abort();
+    const lost = await handler(new Request(request('http://x/things/t1', 'lost', { n: 1 }), { signal: gone }));
+    assert.equal(lost.status, 201);
+    const replay = await handler(request('http://x/things/t1', 'lost', { n: 1 }));
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(await replay.text(), 'done');
+    const body = endless();
+    stream = body.stream;
+    const started = Date.now();
+    await assert.rejects(handler(new Request(request('http://x/things/t1', 'endless', { n: 1 }), { signal: gone })), /its client had left and the answer did not end within the lease \(200 ms\)/);
+    assert.ok(Date.now() - started < 2000);
+    assert.equal(body.cancelled(), true);
+  });
+
+  it('one-transaction mode: a handler or a streamed answer that never ends is given up after leaseRenewalMaxMs, rolled back, and the key freed', async () => {
+    await withSqliteStore(async (store, db) => {
+      db.exec('CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER)');
+      const guard = createRouteGuard(contract, options(store, { leaseRenewalMaxMs: 300 }));
+      let mode: 'stream' | 'hang' | 'answer' = 'stream';
+      const body = endless();
+      const handler = guard.wrap(
+        async (req) => {
+          const { tx } = idempotencyOf<Database.Database>(req);
+          tx!.prepare('INSERT INTO things (n) VALUES (?)').run(((await req.json()) as { n: number }).n);
+          if (mode === 'hang') return new Promise<Response>(() => undefined);
+          return mode === 'stream' ? new Response(body.stream, { status: 201 }) : Response.json({ ok: true }, { status: 201 });
+        },
+        { transaction: true },
+      );
+      await assert.rejects(handler(request('http://x/things/t', 'tx-stream', { n: 1 })), /the handler did not answer within the one-transaction bound \(300 ms: leaseRenewalMaxMs, or the lease\)/);
+      assert.equal(body.cancelled(), true);
+      mode = 'hang';
+      await assert.rejects(handler(request('http://x/things/t', 'tx-hang', { n: 2 })), /did not answer within the one-transaction bound/);
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 0, 'both rolled back');
+      mode = 'answer';
+      assert.equal((await handler(request('http://x/things/t', 'tx-stream', { n: 1 }))).status, 201, 'the key was freed');
+      assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
+    });
+  });
+
+  it('a handler that answers Response.error() or no Response at all: a TypeError saying so, and the key is kept', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    let answer: unknown = Response.error();
+    const handler = guard.wrap(async () => answer as Response);
+    await assert.rejects(handler(request('http://x/things/t1', 'err', {})), (error: Error) => error instanceof TypeError && /answered Response\.error\(\), which is no answer to record or replay/.test(error.message));
+    assert.equal((await handler(request('http://x/things/t1', 'err', {}))).status, 409, 'kept: the handler may have acted');
+    answer = { status: 201, body: 'x' };
+    await assert.rejects(handler(request('http://x/things/t1', 'plain', {})), /answered an object that is no Response, not a Response: return a Response/);
+    answer = undefined;
+    await assert.rejects(handler(request('http://x/things/t1', 'nothing', {})), /answered undefined, not a Response/);
+  });
+
   it('one-transaction mode on SQLite', async () => {
     await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER)');

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
@@ -180,6 +181,80 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
       assert.equal(replay.headers.get('idempotent-replayed'), 'true');
       await replay.body?.cancel();
       assert.equal((await post(`${server.url}/things/t1`, undefined, { n: 1 })).status, 400);
+      assert.equal(runs, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('mounted with app.use on a wildcard, passes another route under it on unguarded; mounted on a route of its own, a path the contract does not match is still refused', async () => {
+    const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    const app = new Hono();
+    let runs = 0;
+    app.use('/things/*', guard.middleware);
+    app.post('/things/:tenant', validN, (c) => c.json({ id: (runs += 1) }, 201));
+    app.post('/things/:tenant/archive', (c) => c.json({ archived: c.req.param('tenant') }));
+    app.post('/mislabelled', guard.middleware, (c) => c.json({ ran: true }));
+    const errors: string[] = [];
+    app.onError((error, c) => {
+      errors.push(error.message);
+      return c.json({ error: 'internal' }, 500);
+    });
+    const server = await listen(app);
+    try {
+      const other = await post(`${server.url}/things/t1/archive`, 'k1', {});
+      assert.equal(other.status, 200);
+      assert.equal(other.headers.get('idempotent-replayed'), null, 'not guarded: another route');
+      assert.deepEqual(await other.json(), { archived: 't1' });
+      const first = await post(`${server.url}/things/t1`, 'k1', { n: 1 });
+      assert.equal(first.status, 201, 'the key was not taken by the other route');
+      assert.equal(first.headers.get('idempotent-replayed'), 'false');
+      await first.body?.cancel();
+      const mislabelled = await post(`${server.url}/mislabelled`, 'k2', {});
+      assert.equal(mislabelled.status, 500);
+      await mislabelled.body?.cancel();
+      assert.match(errors[0] ?? '', /\/mislabelled does not match \/things\/\{tenant\}; pass options\.params/);
+      assert.equal(runs, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a streamed answer whose client leaves before it ends is cancelled, not held on in memory; the key is kept, not replayed cut short', async () => {
+    const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
+    const app = new Hono();
+    let runs = 0;
+    let cancelled = false;
+    app.post('/things/:tenant', guard.middleware, () => {
+      runs += 1;
+      let timer: ReturnType<typeof setInterval> | undefined;
+      const events = new ReadableStream<Uint8Array>({
+        start(controller) {
+          timer = setInterval(() => controller.enqueue(new TextEncoder().encode('data: tick\n\n')), 10);
+        },
+        cancel() {
+          cancelled = true;
+          clearInterval(timer);
+        },
+      });
+      return new Response(events, { headers: { 'content-type': 'text/event-stream' } });
+    });
+    app.onError((_error, c) => c.json({ error: 'internal' }, 500));
+    const server = await listen(app);
+    try {
+      // The client leaves: its socket is destroyed while the guard reads the endless answer.
+      await new Promise<void>((resolve, reject) => {
+        const request = httpRequest(`${server.url}/things/t1`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': 'sse' } }, () => reject(new Error('answered')));
+        request.on('error', () => resolve());
+        request.end(JSON.stringify({ n: 1 }));
+        setTimeout(() => request.destroy(), 150);
+      });
+      const deadline = Date.now() + 2000;
+      while (!cancelled && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(cancelled, true, 'the handler\'s stream is cancelled once its client left');
+      const retry = await post(`${server.url}/things/t1`, 'sse', { n: 1 });
+      assert.equal(retry.status, 409, 'kept for reconciliation');
+      await retry.body?.cancel();
       assert.equal(runs, 1);
     } finally {
       await server.close();
