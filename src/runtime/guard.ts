@@ -301,6 +301,9 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true });
 /** Headers that carry credentials or session state: refused in `replayHeaders`. */
 const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'set-cookie2', 'cookie', 'authorization', 'proxy-authorization', 'authentication-info', 'proxy-authentication-info'];
 
+/** `Cache-Control` of a status-route replay. */
+const NO_STORE: Readonly<Record<string, string>> = Object.freeze({ 'cache-control': 'no-store' });
+
 /** The fingerprinted query of an operation that declares no query parameters: never written to. */
 const NO_QUERY: Readonly<Record<string, QueryValue>> = Object.freeze(Object.create(null) as Record<string, QueryValue>);
 
@@ -804,7 +807,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return {
       kind: 'respond',
       // The record is the store's fresh copy (every get/reserve reads or copies it anew): its body is ours to send.
-      response: { status: stored.status, headers: { ...stored.headers, ...acceptedHeaders, [replayHeader]: 'true' }, body: stored.body },
+      // Read through the status route, a GET: a shared cache keys it by URL alone (neither the key header nor a cookie
+      // or API-key principal is in its key), so one caller's stored answer must not be kept for the next.
+      response: { status: stored.status, headers: { ...stored.headers, ...acceptedHeaders, [replayHeader]: 'true', ...(via === 'status' ? NO_STORE : {}) }, body: stored.body },
       replayed: true,
     };
   }
@@ -1073,9 +1078,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const field = resolveJsonPointer(request.body, keyTokens);
       raw = field.found ? field.value : undefined;
     }
-    const id = request.requestId;
-    const isKey = typeof raw === 'string' ? keyTexts(raw).includes(id) : Array.isArray(raw) && raw.some((item) => typeof item === 'string' && keyTexts(item).includes(id));
+    const id = request.requestId.toLowerCase();
+    const holdsKey = (text: string): boolean => keyTexts(text).some((key) => carriesKey(id, key.toLowerCase()));
+    const isKey = typeof raw === 'string' ? holdsKey(raw) : Array.isArray(raw) && raw.some((item) => typeof item === 'string' && holdsKey(item));
     return isKey ? withoutRequestId(request) : request;
+  }
+
+  /**
+   * Whether a request id (lower-cased) carries the key `key` (lower-cased): equal to it, or — for a key of 6 characters
+   * or more — holding it (`req-<key>`, `"<key>"`), as a client that derives its request id from the key sends it. A
+   * shorter key inside an id is more likely chance than derivation, and dropping every id that holds one would lose them.
+   */
+  function carriesKey(id: string, key: string): boolean {
+    if (key === '') return false;
+    return id === key || (key.length >= 6 && id.includes(key));
   }
 
   /** The texts a key value may be logged as: as sent, trimmed, and the key inside an RFC 9651 quoted string (`"k"`). */

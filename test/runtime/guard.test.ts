@@ -1470,6 +1470,19 @@ describe('runtime/guard: a contract keyed on the request-id header', () => {
     await s.guard.handle(demoRequest(undefined, undefined, { query: { requestId: KEY }, requestId: 'req-1' }), s.handler);
     assert.equal(s.events[0]!.requestId, 'req-1');
   });
+
+  it('nor a request id that holds the key in another case or with more around it (req-<key>, "<key>")', async () => {
+    for (const requestId of [`req-${KEY}`, `"${KEY}"`, KEY.toUpperCase(), `${KEY.toLowerCase()}-attempt-2`]) {
+      const s = setup();
+      await s.guard.handle(demoRequest(KEY, undefined, { requestId }), s.handler);
+      assert.ok(!JSON.stringify(s.events).toLowerCase().includes(KEY.toLowerCase()), `${requestId}: ${JSON.stringify(s.events)}`);
+      assert.equal(s.events[0]!.requestId, undefined, requestId);
+    }
+    // A short key inside an unrelated id is chance, not derivation: the id is kept.
+    const short = setup();
+    await short.guard.handle(demoRequest('k1', undefined, { requestId: 'req-k12' }), short.handler);
+    assert.equal(short.events[0]!.requestId, 'req-k12');
+  });
 });
 
 describe('runtime/guard: a key sent as an RFC 9651 quoted string', () => {
@@ -1596,6 +1609,8 @@ describe('runtime/guard: the status route (status), after an unknown outcome', (
     assert.deepEqual(bodyJson(answer), bodyJson(first));
     assert.equal(answer.headers['idempotent-replayed'], 'true');
     assert.equal(answer.headers['location'], '/v1/demo-requests/dr_1');
+    // A GET answered from a caller's record: no shared cache may keep it for the next caller of the URL.
+    assert.equal(answer.headers['cache-control'], 'no-store');
     assert.equal(s.runs(), 1);
     assert.deepEqual(
       s.events.filter((e) => e.decision === 'replay').map((e) => e.via),

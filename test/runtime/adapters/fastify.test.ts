@@ -325,7 +325,7 @@ describe('runtime/adapters/fastify', () => {
     await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id TEXT PRIMARY KEY)');
       const guard = createRouteGuard({ ...contract, leaseMs: 400 }, options(store));
-      app.setErrorHandler((error, _request, reply) => reply.code(500).send({ error: error.message }));
+      app.setErrorHandler((error, _request, reply) => reply.code(500).send({ error: (error as Error).message }));
       app.post(
         '/things/:tenant',
         guard.transactional<Database.Database>(async (request, reply, { tx }) => {
