@@ -610,11 +610,17 @@ function degreeOf(node: Node): number {
     case 'group':
       return chainDegree(node.body as Node[]);
     case 'quantifier':
-      return Math.max(node.max === undefined && isCharacter(node.body[0]!) ? 1 : 0, degreeOf(node.body[0]!));
+      return Math.max(isUnboundedCharacter(node) ? 1 : 0, degreeOf(node.body[0]!));
     default:
       return 0;
   }
 }
+
+/**
+ * How wide a bounded repeat (`{0,n}`) may be and still not count as unbounded: past it, `[a-z]{0,2000}` splits a long
+ * key as many ways as `[a-z]*` does (three such in a row held the loop 12 s on a 6,000-character key).
+ */
+const WIDE_REPEAT = 16;
 
 /**
  * The longest chain of unbounded one-character repeats in `terms` that share a character, with only optional parts
@@ -655,9 +661,9 @@ function inline(terms: readonly Node[]): Node[] {
   return out;
 }
 
-/** A one-character repeat without an upper bound (`[a-z]*`, `\d+`). */
+/** A one-character repeat without an upper bound (`[a-z]*`, `\d+`), or with a wide one (`[a-z]{0,2000}`, see {@link WIDE_REPEAT}). */
 function isUnboundedCharacter(node: Node): boolean {
-  return node.type === 'quantifier' && node.max === undefined && isCharacter(node.body[0]!);
+  return node.type === 'quantifier' && (node.max === undefined || node.max - node.min > WIDE_REPEAT) && isCharacter(node.body[0]!);
 }
 
 /** Whether `node` can read nothing (an optional part, an assertion): a chain of repeats goes on across it. */
