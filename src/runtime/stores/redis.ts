@@ -692,7 +692,7 @@ function joinWarnings(warnings: readonly string[]): string | undefined {
   return warnings.length === 0 ? undefined : [...new Set(warnings)].join('; ');
 }
 
-const PERSISTENCE_FIX = 'set appendonly yes with appendfsync everysec (loses at most the last second on a crash) or always (loses nothing, one disk sync per write)';
+const PERSISTENCE_FIX = 'set appendonly yes with appendfsync everysec (can lose the last second or two on a crash) or always (loses nothing, one disk sync per write)';
 
 function configValue(reply: unknown, name: string): string {
   if (Array.isArray(reply)) {
