@@ -26,6 +26,23 @@ describe('cli generate', () => {
     assert.equal(readdirSync(tmp).filter((name) => !name.startsWith('.')).length, 0, readdirSync(tmp).join(', '));
   });
 
+  it('generate client refuses the server\'s options (--framework, --store, --config) with exit 2 instead of ignoring them; generate server defaults to express + sqlite', async () => {
+    writeFileSync(path.join(tmp, 'api.yaml'), readFileSync(DEMO, 'utf8'));
+    for (const [extra, named] of [
+      [['--config', 'nope.yaml'], /--config is an option of generate server only; leave it out for a client/],
+      [['--framework', 'fastify', '--store', 'redis'], /--framework, --store are options of generate server only; leave them out for a client/],
+    ] as const) {
+      const io = bufferIo(tmp);
+      assert.equal(await main(['generate', 'client', 'api.yaml', '--out', 'client', ...extra], io), 2, io.err);
+      assert.match(io.err, named);
+      assert.deepEqual(readdirSync(tmp), ['api.yaml'], 'nothing written');
+    }
+    const io = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'api.yaml', '--out', 'server'], io), 0, io.err);
+    assert.ok(readdirSync(path.join(tmp, 'server', 'runtime', 'adapters')).includes('express.ts'));
+    assert.ok(readdirSync(path.join(tmp, 'server', 'runtime', 'stores')).includes('sqlite.ts'));
+  });
+
   it('notes operationIds that make one name: adding or renaming one would move the names the app mounts and calls', async () => {
     // The deploy review's: adding `create-charge` (refunds) gave it guards.createCharge, and a USD charge was replayed
     // a EUR answer.

@@ -46,8 +46,9 @@ export const generateCommand: Command = {
       .positional('target', { choices: TARGETS, describe: 'What to generate', demandOption: true })
       .positional('spec', { type: 'string', describe: 'OpenAPI document (JSON or YAML)', demandOption: true })
       .option('out', { type: 'string', demandOption: true, requiresArg: true, coerce: nonEmpty('--out'), describe: 'Output directory (replaced whole; generated files only)' })
-      .option('framework', { choices: FRAMEWORKS, requiresArg: true, describe: 'server: the framework the guards plug into', default: 'express' })
-      .option('store', { choices: STORES, requiresArg: true, describe: 'server: where idempotency records live', default: 'sqlite' })
+      // No yargs defaults for the server's options: `generate client` must tell one given from one left out.
+      .option('framework', { choices: FRAMEWORKS, requiresArg: true, describe: 'server: the framework the guards plug into (default: express)' })
+      .option('store', { choices: STORES, requiresArg: true, describe: 'server: where idempotency records live (default: sqlite)' })
       .option('import-extension', {
         choices: IMPORT_EXTENSIONS,
         requiresArg: true,
@@ -69,6 +70,15 @@ export const generateCommand: Command = {
       .example('$0 generate server openapi.yaml --out src/idempotency --check   # CI: exit 1 if stale', ''),
   async run(args: Record<string, unknown>, io: CliIo): Promise<ExitCode> {
     const target = args['target'] as (typeof TARGETS)[number];
+    if (target === 'client') {
+      // A client has no framework, store or refusing config: one given was meant for something — said, not ignored
+      // (a `--config` naming a file that is not there passed silently).
+      const serverOnly = ['framework', 'store', 'config'].filter((name) => args[name] !== undefined).map((name) => `--${name}`);
+      if (serverOnly.length > 0) {
+        io.stderr(`idemkit generate client: ${serverOnly.join(', ')} ${serverOnly.length === 1 ? 'is an option' : 'are options'} of generate server only; leave ${serverOnly.length === 1 ? 'it' : 'them'} out for a client\n`);
+        return 2;
+      }
+    }
     const specFile = path.resolve(io.cwd, String(args['spec']));
     const outArg = String(args['out']);
     const outDir = path.resolve(io.cwd, outArg);
@@ -97,7 +107,7 @@ export const generateCommand: Command = {
     const source = sourceName(specFile, outDir);
     const files = withImportExtension(
       target === 'server'
-        ? generateServer(doc, { framework: args['framework'] as Framework, store: args['store'] as StoreKind, source })
+        ? generateServer(doc, { framework: (args['framework'] ?? 'express') as Framework, store: (args['store'] ?? 'sqlite') as StoreKind, source })
         : generateClient(doc, { source }),
       args['import-extension'] as ImportExtension,
     );
