@@ -37,6 +37,12 @@ export interface GuardRequest {
   readonly principal?: string | number | bigint;
   /** The delivery's request id (e.g. `X-Request-Id`), for logs only. */
   readonly requestId?: string;
+  /**
+   * Whether the client has gone away (its connection closed): a duplicate waiting for the first request
+   * (`waitInProgressMs`) stops waiting then — it polled the store for nobody, and a reservation freed meanwhile would
+   * have run the handler for nobody. The adapters set it when the guard waits.
+   */
+  readonly clientGone?: () => boolean;
 }
 
 /** A response: what the guard answers, or what the handler sent. Header names lower-case. */
@@ -912,6 +918,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const deadline = clock() + waitMs;
       while (clock() < deadline) {
         await sleep(Math.min(pollMs, Math.max(1, deadline - clock())));
+        if (req.clientGone?.() === true) break;
         let latest: IdempotencyRecord | undefined;
         try {
           latest = await bounded(store.get(prep.recordId));

@@ -408,6 +408,25 @@ describe('runtime/guard: states', () => {
     assert.equal(second.kind === 'respond' && bodyJson(second.response).id, 'dr_w');
   });
 
+  it('stops waiting once its client has gone: answered at once, and a reservation freed meanwhile is not taken to run the handler for nobody', async () => {
+    const s = setup({ waitInProgressMs: 2000, pollIntervalMs: 5, now: Date.now });
+    const first = await s.guard.begin(demoRequest(KEY));
+    assert.equal(first.kind, 'proceed');
+    if (first.kind !== 'proceed') return;
+    let gone = false;
+    const started = Date.now();
+    const waiting = s.guard.begin({ ...demoRequest(KEY), clientGone: () => gone });
+    setTimeout(() => (gone = true), 30);
+    const second = await waiting;
+    assert.equal(second.kind === 'respond' && second.response.status, 409);
+    assert.ok(Date.now() - started < 1000, `answered after ${Date.now() - started} ms`);
+    // Gone from the start, and the first request's key freed (a rolled-back transaction) while it would have waited.
+    const left = s.guard.begin({ ...demoRequest(KEY), clientGone: () => true });
+    setTimeout(() => void s.guard.abort(first.reservation, { rolledBack: true }), 15);
+    const third = await left;
+    assert.equal(third.kind, 'respond', 'no reservation for a client that left');
+  });
+
   it('answers 409 after the bounded wait when the first is still running', async () => {
     const s = setup({ waitInProgressMs: 30, pollIntervalMs: 5, now: Date.now });
     await s.guard.begin(demoRequest(KEY));

@@ -104,6 +104,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
+  // Only a guard that waits for a duplicate's first request asks whether the client is still there.
+  const waits = (options.waitInProgressMs ?? 0) > 0;
 
   /**
    * The guard's view of `req`. Synchronous unless the principal hook or an upload's files answer with a
@@ -129,10 +131,10 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     }
     const headers = nodeHeaders(req.headers, () => req.headersDistinct, keyHeader);
     const principal = options.principal === undefined ? undefined : options.principal(req);
-    return isThenable(principal) ? Promise.resolve(principal).then((resolved) => withPrincipal(req, headers, resolved)) : withPrincipal(req, headers, principal);
+    return isThenable(principal) ? Promise.resolve(principal).then((resolved) => withPrincipal(req, res, headers, resolved)) : withPrincipal(req, res, headers, principal);
   }
 
-  function withPrincipal(req: Request, headers: GuardRequest['headers'], principal: Principal): GuardRequest | Promise<GuardRequest> {
+  function withPrincipal(req: Request, res: Response, headers: GuardRequest['headers'], principal: Principal): GuardRequest | Promise<GuardRequest> {
     const requestId = options.requestId !== undefined ? options.requestId(req) : singleHeader(headers, 'x-request-id');
     const body = fingerprintBody(req);
     const request: Mutable<GuardRequest> = {
@@ -144,6 +146,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     };
     if (principal !== undefined && principal !== null) request.principal = principal;
     if (requestId !== undefined) request.requestId = requestId;
+    if (waits) request.clientGone = () => res.destroyed || req.socket?.destroyed === true;
     if (!(body instanceof Promise)) {
       request.body = body;
       return request;

@@ -103,6 +103,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);
+  // Only a guard that waits for a duplicate's first request asks whether the client is still there.
+  const waits = (options.waitInProgressMs ?? 0) > 0;
 
   /**
    * Whether the guard runs for a request: on a route of several methods that include the contract's, only
@@ -131,6 +133,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       body: bodyForFingerprint(request.body, request.headers['content-type']),
       ...(principal !== undefined && principal !== null ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
+      ...(waits ? { clientGone: () => request.raw.socket?.destroyed === true || (request.raw.destroyed && !request.raw.complete) } : {}),
     };
   }
 

@@ -122,6 +122,8 @@ export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
   const guard = createGuard(contract, options);
   const matchPath = pathMatcher(contract.path);
+  // Only a guard that waits for a duplicate's first request asks whether the client is still there.
+  const waits = (options.waitInProgressMs ?? 0) > 0;
   const transactionMaxMs = transactionBoundMs(contract, options);
 
   const contractMethod = contract.method.toUpperCase();
@@ -149,6 +151,8 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       body: undefined,
       ...(principal !== undefined && principal !== null ? { principal } : {}),
       ...(requestId !== undefined ? { requestId } : {}),
+      // Where the runtime aborts the request's signal when its client leaves (Node servers, Bun, Deno, Next.js).
+      ...(waits ? { clientGone: () => (request.signal as AbortSignal | undefined)?.aborted === true } : {}),
     };
   }
 

@@ -411,6 +411,26 @@ describe('runtime/adapters/fetch', () => {
     await assert.rejects(handler(request('http://x/things/t1', 'nothing', {})), /answered undefined, not a Response/);
   });
 
+  it('a duplicate waiting for the first request (waitInProgressMs) stops once its request is aborted: its client left', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore(), { waitInProgressMs: 5_000, pollIntervalMs: 5 }));
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const handler = guard.wrap(async () => {
+      await held;
+      return Response.json({ ok: true }, { status: 201 });
+    });
+    const first = handler(request('http://x/things/t1', 'wait', { n: 1 }));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const client = new AbortController();
+    const started = Date.now();
+    const duplicate = handler(new Request(request('http://x/things/t1', 'wait', { n: 1 }), { signal: client.signal }));
+    setTimeout(() => client.abort(), 30);
+    assert.equal((await duplicate).status, 409);
+    assert.ok(Date.now() - started < 1_000, `answered after ${Date.now() - started} ms, not the 5 s wait`);
+    release();
+    assert.equal((await first).status, 201);
+  });
+
   it('one-transaction mode on SQLite', async () => {
     await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER)');
