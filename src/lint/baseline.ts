@@ -47,7 +47,7 @@ export interface BaselineResult {
   readonly findings: readonly Finding[];
   /** How many current findings the baseline accounted for. */
   readonly matched: number;
-  /** Entries (or parts of their count) no current finding matched any more: fixed, or moved. */
+  /** Entries (or parts of their count) of the files this run linted that no finding matched any more: fixed, or moved. */
   readonly stale: readonly BaselineEntry[];
 }
 
@@ -180,8 +180,8 @@ export function readBaseline(baselineFile: string, shownAs: string = baselineFil
 }
 
 /**
- * Splits the findings into those the baseline knows (dropped) and new ones (kept), and lists the entries
- * nothing matched any more. Suppressed findings pass through untouched.
+ * Splits the findings into those the baseline knows (dropped) and new ones (kept), and lists the entries of the
+ * files linted that nothing matched any more. Suppressed findings pass through untouched.
  */
 export function applyBaseline(report: BaselineInput, baseline: Baseline, baselineFile: string): BaselineResult {
   const file = path.resolve(baselineFile);
@@ -206,8 +206,24 @@ export function applyBaseline(report: BaselineInput, baseline: Baseline, baselin
       matched += 1;
     } else findings.push(finding);
   }
-  const stale = [...remaining.values()].filter((slot) => slot.left > 0).map((slot) => ({ ...slot.entry, count: slot.left }));
+  const checked = checkedEntries(report.documents, baseDir);
+  const stale = [...remaining.values()].filter((slot) => slot.left > 0 && checked(slot.entry)).map((slot) => ({ ...slot.entry, count: slot.left }));
   return { file, findings, matched, stale };
+}
+
+/**
+ * Which baseline entries this run could have matched. A baseline often holds more than one run lints (written from
+ * `lint a.yaml c.yaml`, read by a pre-commit hook that lints the staged `a.yaml`): an entry of a file the run did not
+ * read is not checked, rather than called stale — regenerating on that advice would drop it. An entry of a file the
+ * run read only through a `$ref` (a shared component) is checked when it names an operation of a linted document;
+ * one that names only another document's operations is that document's.
+ */
+function checkedEntries(documents: readonly ApiDocument[], baseDir: string): (entry: BaselineEntry) => boolean {
+  const entryFiles = new Set(documents.map((document) => relativeFile(baseDir, document.file)));
+  const read = new Set(documents.flatMap((document) => document.files ?? [document.file]).map((file) => relativeFile(baseDir, file)));
+  return (entry) =>
+    entryFiles.has(entry.file) ||
+    (read.has(entry.file) && entry.operation.split(', ').some((name) => findOperationByName(name, documents) !== undefined));
 }
 
 function relativeFile(baseDir: string, file: string): string {

@@ -14,6 +14,7 @@ import { writeUserFile } from '../../lint/output-file.js';
 import { landingPath } from '../../lint/write-file.js';
 import { formatNames, isFormatName, loadFormatter } from '../../lint/formatters/index.js';
 import type { DocumentFailure } from '../../lint/formatters/common.js';
+import { repositoryRoot } from '../../lint/formatters/paths.js';
 import type { Finding, Severity } from '../../lint/rule.js';
 import { loadDocument } from '../../parser/load.js';
 import type { ApiDocument } from '../../parser/model.js';
@@ -162,7 +163,8 @@ export async function runLint(options: LintArgs, io: CliIo): Promise<ExitCode> {
       : baselineStep({ findings: linted, documents }, { cwd: io.cwd, baseline: options.baseline, writeBaseline: options.writeBaseline });
   const findings = step.findings;
   const baseline = step.compared && { file: step.compared.file, matched: step.compared.matched, stale: step.compared.stale };
-  const output = formatter({ cwd: io.cwd, files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}), ...(failed.length > 0 ? { failures: failed } : {}) });
+  const root = repositoryRoot(io.cwd);
+  const output = formatter({ cwd: io.cwd, ...(root === undefined ? {} : { root }), files, findings, documents, rules, failOn: options.failOn, ...(baseline ? { baseline } : {}), ...(failed.length > 0 ? { failures: failed } : {}) });
   // A report that misses an unreadable document is not written: each one's own line below says why (exit 2).
   const stream = options.output === undefined || options.output === '-' ? 'stdout' : standardStream(path.resolve(io.cwd, options.output));
   if (stream !== undefined) {

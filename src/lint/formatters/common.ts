@@ -14,6 +14,11 @@ export interface FormatterInput {
   /** Directory paths in the output are relative to. */
   readonly cwd: string;
   /**
+   * The git work tree `cwd` is in (`repositoryRoot` in `paths.ts`), when there is one: SARIF locations and fingerprints and
+   * the github format's `file=` are relative to it, as code scanning reads them; without it, to `cwd`.
+   */
+  readonly root?: string;
+  /**
    * The documents that could not be read or loaded (the run exits 2): machine-readable formats say so, so that a tool
    * reading the report does not take a missing document for a clean one.
    */

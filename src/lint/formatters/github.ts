@@ -3,8 +3,9 @@
  * `::error file=…,line=…,col=…,title=<rule>::message [POST /payouts (createPayout)] (rule)` — the operation
  * is named unless the message already names it.
  */
+import path from 'node:path';
 import { messageNamesOperation, operationLabelsOf, sortFindings } from './common.js';
-import { displayPath } from './paths.js';
+import { displayPath, isInside, relativePath } from './paths.js';
 import type { FormatterInput } from './common.js';
 import type { Severity } from '../rule.js';
 
@@ -20,13 +21,23 @@ export function escapeProperty(text: string): string {
   return escapeData(text).replace(/:/g, '%3A').replace(/,/g, '%2C');
 }
 
+/**
+ * A file as an annotation names it: GitHub reads `file=` relative to the repository root, whatever directory the
+ * step ran in, so inside a git work tree it is relative to the root, and a file outside the tree is its absolute
+ * path (a `../x` would name a file of the repository). Outside any tree, as every format names files.
+ */
+function annotatedFile(report: FormatterInput, file: string): string {
+  if (report.root === undefined) return displayPath(report.cwd, file);
+  return isInside(report.root, file) ? relativePath(report.root, file) : file.split(path.sep).join('/');
+}
+
 /** Formats the report as GitHub workflow annotations. */
 export function formatGithub(report: FormatterInput): string {
   const lines: string[] = [];
   for (const finding of sortFindings(report.findings)) {
     if (finding.suppressed) continue;
     const properties = [
-      `file=${escapeProperty(displayPath(report.cwd, finding.file))}`,
+      `file=${escapeProperty(annotatedFile(report, finding.file))}`,
       `line=${finding.line}`,
       `col=${finding.column}`,
       `title=${escapeProperty(finding.ruleId)}`,

@@ -8,6 +8,11 @@ import type { DocumentFailure } from './common.js';
 export interface LintReport {
   /** Directory that printed paths are relative to. */
   readonly cwd: string;
+  /**
+   * The git work tree `cwd` is in (`repositoryRoot` in `paths.ts`), when there is one: SARIF locations and fingerprints and
+   * the github format's `file=` are relative to it, as code scanning reads them; without it, to `cwd`.
+   */
+  readonly root?: string;
   /** The entry files that could not be loaded (see {@link FormatterInput.failures}). */
   readonly failures?: readonly DocumentFailure[];
   /** The entry files linted, absolute, in the order given. */

@@ -9,7 +9,12 @@ import { failsRun, findingConcerns, messageNamesOperation, operationLabelsOf, so
 import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
-/** Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. */
+/**
+ * Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. A `:` that starts a
+ * line (after blanks) is written `&#58;`, the same character to an XML reader: the report is often printed in a
+ * GitHub Actions log, which runs a line starting with `::` as a workflow command, and a message quoting a key with a
+ * line break in it (or a file named `::add-mask::…`) would start one.
+ */
 export function escapeXml(text: string): string {
   return text
     .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '')
@@ -17,7 +22,8 @@ export function escapeXml(text: string): string {
     .replace(/</g, '&lt;')
     .replace(/>/g, '&gt;')
     .replace(/"/g, '&quot;')
-    .replace(/'/g, '&apos;');
+    .replace(/'/g, '&apos;')
+    .replace(/^(\s*):/gmu, '$1&#58;');
 }
 
 interface Case {

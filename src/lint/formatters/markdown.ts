@@ -14,9 +14,22 @@ import type { FormatterInput } from './common.js';
 const YES = '✔';
 const NO = '✘';
 
-/** Escapes text for Markdown prose and table cells (no HTML, no emphasis, no links, no cell breaks). */
+/** A zero-width joiner: it does not show, and GitHub mentions no `@\u200Dname` and links no `https:\u200D//…`. */
+const JOINER = '\u200D';
+
+/**
+ * Escapes text for Markdown prose and table cells (no HTML, no emphasis, no links, no cell breaks). The card is
+ * posted to a pull request by a bot: GitHub turns `@user` and `@org/team` into mentions that notify, and a bare
+ * `https://…` or `www.…` into a link, though markup escapes stop neither. A zero-width joiner after the `@` and
+ * inside the scheme keeps the text as it reads and makes neither. A lone CR ends a line too (in a log).
+ */
 export function escapeMarkdown(text: string): string {
-  return text.replace(/[\\`*_[\]<>|#~]/g, (char) => `\\${char}`).replace(/\r?\n/g, ' ');
+  return text
+    .replace(/[\\`*_[\]<>|#~]/g, (char) => `\\${char}`)
+    .replace(/\r\n?|\n/g, ' ')
+    .replace(/@/g, `@${JOINER}`)
+    .replace(/(https?:)(\/\/)/gi, `$1${JOINER}$2`)
+    .replace(/(www)\./gi, `$1${JOINER}.`);
 }
 
 /**

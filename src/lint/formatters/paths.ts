@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 /**
@@ -7,7 +8,38 @@ import path from 'node:path';
  */
 export function displayPath(cwd: string, file: string): string {
   const relative = path.relative(cwd, file);
-  return climbsToRoot(cwd, relative) ? slashed(file) : relativePath(cwd, file);
+  return climbsToRoot(cwd, relative) ? slashed(file) : notACommand(relativePath(cwd, file));
+}
+
+/**
+ * `shown` (a relative path) as it may start a printed line. GitHub Actions runs a log line that starts with `::`
+ * (after blanks) as a workflow command: a file a `$ref` reached named `::add-mask::…` or `::stop-commands::…` would
+ * hide values or silence every later annotation of the job. `./` in front names the same file and is no command.
+ */
+export function notACommand(shown: string): string {
+  return /^\s*::/u.test(shown) ? `./${shown}` : shown;
+}
+
+/**
+ * The git work tree `cwd` is in: the nearest directory at or above it holding a `.git` entry (a directory, or the
+ * file of a worktree or submodule), found as the loader finds the tree `$ref`s may not leave — by walking up, since
+ * `git` need not be installed. Walked from `cwd` as given, not its real path: file names in a report are resolved
+ * from `cwd` as given, and a path relative to the tree must share their spelling. `undefined` outside any tree.
+ *
+ * Code scanning reads SARIF locations and annotation `file=` paths relative to the repository root, whatever
+ * directory the workflow step ran in.
+ */
+export function repositoryRoot(cwd: string): string | undefined {
+  for (let dir = path.resolve(cwd); ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, '.git'))) return dir;
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+
+/** Whether `file` is `root` or inside it. */
+export function isInside(root: string, file: string): boolean {
+  const relative = path.relative(root, file);
+  return relative === '' || (relative !== '..' && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative));
 }
 
 /**

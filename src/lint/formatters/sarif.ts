@@ -1,6 +1,7 @@
 /**
  * SARIF 2.1.0 for code scanning: the rule catalogue as `tool.driver.rules` (with help from each rule's
- * page), one result per finding with a physical location relative to the working directory, and a
+ * page), one result per finding with a physical location relative to the repository root (the working directory
+ * outside a git work tree), and a
  * `partialFingerprints` entry built from the finding's stable identity (no line numbers), so a result keeps
  * its identity across edits. Suppressed findings are emitted with an in-source suppression.
  */
@@ -25,12 +26,12 @@ function uriOf(relative: string): string {
 }
 
 /**
- * A file's SARIF artifact location: relative to `%SRCROOT%` (the working directory) when it is under it, else its
- * absolute `file:` URI (`/dev/stdin`, a `$ref` to a file beside the checkout): a `../../dev/stdin` under the
- * source root names no file a code-scanning service can show.
+ * A file's SARIF artifact location: relative to `%SRCROOT%` when it is under it, else its absolute `file:` URI
+ * (`/dev/stdin`, a `$ref` to a file beside the checkout): a `../../dev/stdin` under the source root names no file a
+ * code-scanning service can show. Results and the notifications of documents that failed to load use it alike.
  */
-function artifactOf(cwd: string, file: string): { uri: string; uriBaseId?: string } {
-  const relative = relativePath(cwd, file);
+function artifactOf(base: string, file: string): { uri: string; uriBaseId?: string } {
+  const relative = relativePath(base, file);
   if (relative === '..' || relative.startsWith('../') || path.isAbsolute(relative)) return { uri: pathToFileURL(file).href };
   return { uri: uriOf(relative), uriBaseId: '%SRCROOT%' };
 }
@@ -63,13 +64,17 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
       properties: { criterion: rule.meta.criterion, tags: ['idempotency', rule.meta.criterion] },
     };
   });
-  const cwdUri = pathToFileURL(report.cwd.endsWith('/') ? report.cwd : `${report.cwd}/`).href;
+  // `%SRCROOT%`: the repository root, which GitHub reads every uri against (ignoring uriBaseId), so a step run in
+  // `services/api` still names `services/api/openapi.yaml`, and a result's fingerprint (relative to it too) does not
+  // change with the directory the step ran in. Outside a git work tree, the working directory.
+  const base = report.root ?? report.cwd;
+  const baseUri = pathToFileURL(base.endsWith('/') ? base : `${base}/`).href;
   // Findings may share an identity (one rule at one node: six states missing on one contract); code scanning
   // merges results with equal fingerprints, so the 2nd, 3rd… get their rank among them (engine order, which a
   // line shift does not change) appended.
   const seen = new Map<string, number>();
   const results = sortFindings(report.findings).map((finding) => {
-    const identity = identityHash(findingIdentity(finding, report.documents, report.cwd));
+    const identity = identityHash(findingIdentity(finding, report.documents, base));
     const rank = (seen.get(identity) ?? 0) + 1;
     seen.set(identity, rank);
     const index = ruleIndex.get(finding.ruleId);
@@ -84,7 +89,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
       locations: [
         {
           physicalLocation: {
-            artifactLocation: artifactOf(report.cwd, finding.file),
+            artifactLocation: artifactOf(base, finding.file),
             region: { startLine: Math.max(1, finding.line), startColumn: Math.max(1, finding.column) },
           },
           ...(finding.operations.length > 0
@@ -109,7 +114,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
     runs: [
       {
         tool: { driver: { name: 'idemkit', semanticVersion: packageVersion(), rules: driverRules } },
-        originalUriBaseIds: { '%SRCROOT%': { uri: cwdUri } },
+        originalUriBaseIds: { '%SRCROOT%': { uri: baseUri } },
         results,
         columnKind: 'utf16CodeUnits',
         // A document that could not be loaded: the run did not succeed, and each such document is a notification (a
@@ -125,7 +130,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
                     locations: [
                       {
                         physicalLocation: {
-                          artifactLocation: { uri: uriOf(relativePath(report.cwd, failure.file)), uriBaseId: '%SRCROOT%' },
+                          artifactLocation: artifactOf(base, failure.file),
                           ...(failure.line === undefined ? {} : { region: { startLine: Math.max(1, failure.line), ...(failure.column === undefined ? {} : { startColumn: Math.max(1, failure.column) }) } }),
                         },
                       },

@@ -4,7 +4,7 @@ import type { LintReport } from './index.js';
 import { messageNamesOperation, operationLabelsOf } from './common.js';
 import { findOperationByName } from '../operation-name.js';
 import { printable } from '../../parser/printable.js';
-import { displayPath } from './paths.js';
+import { displayPath, notACommand } from './paths.js';
 
 const LABEL: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'info' };
 
@@ -22,7 +22,9 @@ function formatBaseline(report: LintReport): string {
     const stale = baseline.stale.length;
     lines.push(`${stale} stale ${stale === 1 ? 'entry' : 'entries'} (no longer found; regenerate with --write-baseline):`);
     for (const entry of baseline.stale) {
-      lines.push(printable(`  ${entry.file}  ${entry.operation}  ${entry.pointer || '(operation)'}  ${entry.rule}${entry.count > 1 ? ` x${entry.count}` : ''}`));
+      // The file as the baseline records it (text of the baseline, read back): GitHub Actions takes a line that starts
+      // with `::` even after blanks for a workflow command.
+      lines.push(printable(`  ${notACommand(entry.file)}  ${entry.operation}  ${entry.pointer || '(operation)'}  ${entry.rule}${entry.count > 1 ? ` x${entry.count}` : ''}`));
     }
   }
   return `${lines.join('\n')}\n`;

@@ -108,6 +108,18 @@ describe('markdown formatter', () => {
     assert.ok(rows[4]!.includes('read the status route `` get\\|Payout` ``'), rows[4]);
   });
 
+  it('pings nobody and links nothing from spec text: @user, @org/team, e-mail addresses and bare URLs stay plain', () => {
+    const base = report();
+    const message = 'ask @octocat or @acme/payments-team (ops@acme.example), see https://evil.example/x, http://a.example and www.b.example';
+    const md = formatMarkdown({ ...base, findings: base.findings.map((f) => (f.ruleId === 'scope-too-wide' ? { ...f, message } : f)) });
+    const line = md.split('\n').find((l) => l.includes('scope-too-wide') && l.startsWith('- '))!;
+    // GitHub mentions an @ followed by a name, and links a scheme followed by //, or www. (what a bot's comment would do).
+    assert.doesNotMatch(line, /@[\w-]/);
+    assert.doesNotMatch(line, /https?:\/\/|www\./i);
+    // Still reads the same once the invisible joiners are gone.
+    assert.ok(line.replace(/\u200d/g, '').endsWith(` ${message}`), line);
+  });
+
   it('escapes Markdown that could break a table or inject HTML', () => {
     assert.equal(escapeMarkdown('a|b <img> *x* [l](u)\nnext'), 'a\\|b \\<img\\> \\*x\\* \\[l\\](u) next');
   });

@@ -45,6 +45,18 @@ describe('sarif formatter', () => {
     }
   });
 
+  it('embeds rule help whose links all work away from the repository (no relative link a code-scanning page cannot follow)', () => {
+    const { rules: _omit, ...rest } = report();
+    const log = JSON.parse(formatSarif(rest));
+    const broken: string[] = [];
+    for (const descriptor of log.runs[0].tool.driver.rules as { id: string; help: { markdown: string } }[]) {
+      for (const [, target] of descriptor.help.markdown.matchAll(/\]\(([^)\s]+)[^)]*\)/g)) {
+        if (!/^(https?:|mailto:|#)/.test(target!)) broken.push(`${descriptor.id}: ${target}`);
+      }
+    }
+    assert.deepEqual(broken, []);
+  });
+
   it('catches a broken log (the schema check can fail)', () => {
     const log = JSON.parse(formatSarif(report()));
     log.runs[0].results[0].level = 'fatal';
