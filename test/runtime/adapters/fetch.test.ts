@@ -3,7 +3,7 @@ import { brotliCompressSync, deflateSync, gunzipSync, gzipSync } from 'node:zlib
 import type Database from 'better-sqlite3';
 import { createRouteGuard, idempotencyOf, pathMatcher, type RouteGuardOptions } from '../../../src/runtime/adapters/fetch.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
-import { bodyKeyContract, contract, queryKeyContract, withSqliteStore } from './fixtures.js';
+import { bodyKeyContract, contract, endless, queryKeyContract, withSqliteStore } from './fixtures.js';
 import { demoContract } from '../fixtures.js';
 
 function options(store: RouteGuardOptions['store'], extra: Partial<RouteGuardOptions> = {}): RouteGuardOptions {
@@ -319,22 +319,6 @@ describe('runtime/adapters/fetch', () => {
     const routed = createRouteGuard(contract, options(new MemoryStore(), { params: () => ({ tenant: 'from-router' }) }));
     assert.equal((await routed.wrap(async () => new Response('ok'))(request('http://x/elsewhere', 'k', {}))).status, 200);
   });
-
-  /** A streamed body that sends a chunk every 10 ms and never ends; `cancelled` once the reader cancels it. */
-  function endless(): { stream: ReadableStream<Uint8Array>; cancelled: () => boolean } {
-    let cancelled = false;
-    let timer: ReturnType<typeof setInterval> | undefined;
-    const stream = new ReadableStream<Uint8Array>({
-      start(controller) {
-        timer = setInterval(() => controller.enqueue(new TextEncoder().encode('row\n')), 10);
-      },
-      cancel() {
-        cancelled = true;
-        clearInterval(timer);
-      },
-    });
-    return { stream, cancelled: () => cancelled };
-  }
 
   it('a streamed answer whose client leaves while it is read is cancelled and not recorded: the key is kept, the handler not run again', async () => {
     const guard = createRouteGuard(contract, options(new MemoryStore()));

@@ -31,6 +31,22 @@ export const oddPathContract: CompiledContract = {
   fingerprint: { include: 'all', exclude: [], query: [] },
 };
 
+/** A streamed body that sends `chunk` every 10 ms and never ends; `cancelled()` once its reader cancels it. */
+export function endless(chunk = 'row\n'): { stream: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+  let cancelled = false;
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setInterval(() => controller.enqueue(new TextEncoder().encode(chunk)), 10);
+    },
+    cancel() {
+      cancelled = true;
+      clearInterval(timer);
+    },
+  });
+  return { stream, cancelled: () => cancelled };
+}
+
 /**
  * Runs `work` with a migrated SqliteStore on a fresh in-memory database; afterwards `closeFirst` (the app
  * serving it), then the database, are closed, whether `work` passed or failed.

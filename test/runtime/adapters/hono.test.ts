@@ -11,7 +11,7 @@ import pg from 'pg';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
 import { PG_DIRS, requireBinary, startPostgres, type PostgresServer } from '../../helpers/servers.js';
-import { contract, withSqliteStore } from './fixtures.js';
+import { contract, endless, withSqliteStore } from './fixtures.js';
 
 /** A real Hono app served by @hono/node-server on 127.0.0.1; resolves once it listens. */
 async function listen(app: Hono): Promise<{ url: string; close: () => Promise<void> }> {
@@ -224,20 +224,11 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
     const guard = createRouteGuard(contract, { store: new MemoryStore(), principal: (request) => request.headers.get('x-user') ?? undefined });
     const app = new Hono();
     let runs = 0;
-    let cancelled = false;
+    let events: ReturnType<typeof endless> | undefined;
     app.post('/things/:tenant', guard.middleware, () => {
       runs += 1;
-      let timer: ReturnType<typeof setInterval> | undefined;
-      const events = new ReadableStream<Uint8Array>({
-        start(controller) {
-          timer = setInterval(() => controller.enqueue(new TextEncoder().encode('data: tick\n\n')), 10);
-        },
-        cancel() {
-          cancelled = true;
-          clearInterval(timer);
-        },
-      });
-      return new Response(events, { headers: { 'content-type': 'text/event-stream' } });
+      events = endless('data: tick\n\n');
+      return new Response(events.stream, { headers: { 'content-type': 'text/event-stream' } });
     });
     app.onError((_error, c) => c.json({ error: 'internal' }, 500));
     const server = await listen(app);
@@ -250,8 +241,8 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
         setTimeout(() => request.destroy(), 150);
       });
       const deadline = Date.now() + 2000;
-      while (!cancelled && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-      assert.equal(cancelled, true, 'the handler\'s stream is cancelled once its client left');
+      while (events?.cancelled() !== true && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(events?.cancelled(), true, 'the handler\'s stream is cancelled once its client left');
       const retry = await post(`${server.url}/things/t1`, 'sse', { n: 1 });
       assert.equal(retry.status, 409, 'kept for reconciliation');
       await retry.body?.cancel();
