@@ -85,8 +85,13 @@ let crypto: typeof Crypto | undefined;
 
 /** A short stable hash of an identity (used for SARIF `partialFingerprints`). */
 export function identityHash(identity: FindingIdentity): string {
+  return textHash(identityKey(identity));
+}
+
+/** 32 hex digits of the SHA-256 of `text`. */
+export function textHash(text: string): string {
   crypto ??= require('node:crypto') as typeof Crypto;
-  return crypto.createHash('sha256').update(identityKey(identity)).digest('hex').slice(0, 32);
+  return crypto.createHash('sha256').update(text).digest('hex').slice(0, 32);
 }
 
 function identityKey(identity: FindingIdentity): string {

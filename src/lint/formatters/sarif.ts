@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findingIdentity, identityHash } from '../baseline.js';
+import { findingIdentity, identityHash, textHash } from '../baseline.js';
 import { catalogue } from '../catalogue.js';
 import type { Rule, Severity } from '../rule.js';
 import { packageVersion, ruleDocOrSummary } from '../rule-docs.js';
@@ -70,13 +70,24 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
   const base = report.root ?? report.cwd;
   const baseUri = pathToFileURL(base.endsWith('/') ? base : `${base}/`).href;
   // Findings may share an identity (one rule at one node: six states missing on one contract); code scanning
-  // merges results with equal fingerprints, so the 2nd, 3rd… get their rank among them (engine order, which a
-  // line shift does not change) appended.
+  // merges results with equal fingerprints, so each of several gets what it says appended (its message id and text,
+  // hashed) — not its rank among them, which moved whenever another one came or went: a fixed `abandoned` gave
+  // `inProgress` the plain fingerprint, and every later alert another's state and dismissal. Equal messages too get
+  // their rank among themselves. A lone finding keeps the plain identity.
+  const sorted = sortFindings(report.findings);
+  const identities = sorted.map((finding) => identityHash(findingIdentity(finding, report.documents, base)));
+  const sharing = new Map<string, number>();
+  for (const identity of identities) sharing.set(identity, (sharing.get(identity) ?? 0) + 1);
   const seen = new Map<string, number>();
-  const results = sortFindings(report.findings).map((finding) => {
-    const identity = identityHash(findingIdentity(finding, report.documents, base));
-    const rank = (seen.get(identity) ?? 0) + 1;
-    seen.set(identity, rank);
+  const results = sorted.map((finding, i) => {
+    const identity = identities[i]!;
+    let fingerprint = identity;
+    if (sharing.get(identity)! > 1) {
+      fingerprint = `${identity}:${textHash(`${finding.messageId}\n${finding.message}`).slice(0, 12)}`;
+      const rank = (seen.get(fingerprint) ?? 0) + 1;
+      seen.set(fingerprint, rank);
+      if (rank > 1) fingerprint = `${fingerprint}:${rank}`;
+    }
     const index = ruleIndex.get(finding.ruleId);
     const labels = operationLabelsOf(finding, report.documents);
     // The message names the operation(s) it does not already name; the fingerprint below does not read labels.
@@ -97,7 +108,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
             : {}),
         },
       ],
-      partialFingerprints: { [FINGERPRINT_KEY]: rank === 1 ? identity : `${identity}:${rank}` },
+      partialFingerprints: { [FINGERPRINT_KEY]: fingerprint },
       properties: {
         pointer: finding.pointer,
         messageId: finding.messageId,

@@ -155,8 +155,13 @@ describe('sarif formatter', () => {
       (JSON.parse(formatSarif(input)).runs[0].results as SarifResult[]).map((r) => r.partialFingerprints[FINGERPRINT_KEY]);
     const before = prints(twins);
     assert.equal(new Set(before).size, 3);
-    assert.equal(before[0], prints({ ...base, findings: [ttl] })[0]);
     assert.deepEqual(prints(moved), before);
+    // One of them fixed: the others keep theirs (by rank, the third took the second's, and its alert's state).
+    const fixed = prints({ ...twins, findings: [twins.findings[0]!, twins.findings[2]!] });
+    assert.deepEqual(fixed, [before[0], before[2]]);
+    // A lone finding has the plain identity; two equal ones still get two fingerprints.
+    assert.ok(!prints({ ...base, findings: [ttl] })[0]!.includes(':'));
+    assert.equal(new Set(prints({ ...base, findings: [ttl, ttl] })).size, 2);
   });
 
   it('marks suppressed findings as in-source suppressions with their reason', () => {
