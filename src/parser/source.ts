@@ -599,7 +599,14 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
       return new DocumentError('invalid YAML: a mapping key must be a string, not a list or a map (OpenAPI keys are names) — write it as a plain key', file, undefined, line, column);
     }
   }
-  const { line, column } = lines.position(Math.min(mark?.position ?? 0, text.length));
+  const at = Math.min(mark?.position ?? 0, text.length);
+  const { line, column } = lines.position(at);
+  // Valid YAML 1.2 (`yaml` read it) that js-yaml refuses: a tab separating the items of a flow collection.
+  const end = text.indexOf('\n', at);
+  const lineText = text.slice(text.lastIndexOf('\n', at - 1) + 1, end === -1 ? text.length : end);
+  if (/indentation/.test(reason) && /[[{][^\]}]*\t/.test(lineText)) {
+    return new DocumentError('invalid YAML for idemkit: a tab between the items of a flow collection ({…} or […]) — valid YAML 1.2 that its YAML reader does not take; put spaces there', file, undefined, line, column);
+  }
   return new DocumentError(`invalid YAML: ${reason} — fix the YAML here`, file, undefined, line, column);
 }
 

@@ -542,6 +542,19 @@ describe('loadDocument', () => {
       }
     });
 
+    it('a tab between the items of a flow collection (valid YAML 1.2 its reader refuses) is said so, at the line, not "deficient indentation"', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
+      try {
+        const file = path.join(dir, 'tab.yaml');
+        writeFileSync(file, 'openapi: 3.0.3\ninfo: {title: x,\tversion: "1"}\npaths: {}\n');
+        const error = await loadError(file);
+        assert.match(error.message, /^invalid YAML for idemkit: a tab between the items of a flow collection .* put spaces there$/);
+        assert.equal(error.line, 2);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('a JSON syntax error, at the token', async () => {
       const error = await loadError('bad/syntax.json');
       assert.match(error.message, /^invalid JSON: .* — fix the syntax/);
