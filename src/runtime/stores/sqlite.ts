@@ -33,10 +33,10 @@
  * **One-transaction mode is for one process.** `BEGIN IMMEDIATE` takes the whole file's write lock and holds
  * it until the handler's answer commits, so while one request's handler runs, every write of every other
  * connection to the file — any key, any process — waits. This store waits asynchronously (a 5 ms
- * `busy_timeout` slice, then timers) for at most `busyTimeoutMs`, then fails with `StoreError`
- * `unavailable` (the guard answers 503 + Retry-After, never 409: the lock says nothing about the key).
- * With several processes on one file, use plain mode (every store call is one short statement), or
- * PostgreSQL, whose row locks are per key.
+ * `busy_timeout` slice, then timers, one call per connection probing the lock) for at most `busyTimeoutMs`,
+ * then fails with `StoreError` `unavailable` (the guard answers 503 + Retry-After, never 409: the lock says
+ * nothing about the key). With several processes on one file, use plain mode (every store call is one short
+ * statement), or PostgreSQL, whose row locks are per key.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import {
@@ -64,9 +64,16 @@ export interface SqliteStoreOptions {
   readonly clock?: () => number;
   /**
    * Longest wait, in ms, for another connection's write lock before a call fails with `StoreError`
-   * `unavailable` (default 5000). The wait is asynchronous: the store sets `PRAGMA busy_timeout` to a few
-   * ms on the connection (so one statement never blocks the event loop for long) and retries on
-   * `SQLITE_BUSY` with timers. `null` leaves `busy_timeout` alone and never retries.
+   * `unavailable` (default 2000), counted from the call. The wait is asynchronous: the store sets
+   * `PRAGMA busy_timeout` to a few ms on the connection (so one statement never blocks the event loop for
+   * long) and retries on `SQLITE_BUSY` with timers. While the lock is held, one call per connection probes it
+   * at a time and the others wait for that probe without touching the database, so the event loop is held for
+   * at most one slice per timer tick however many requests wait.
+   *
+   * The default is the guard's default `storeTimeoutMs`: the guard answers 503 once that has passed, so a
+   * longer wait here would go on trying for a request already answered, and hold the lock's other waiters
+   * behind it. Keep this at or below the guard's `storeTimeoutMs` if you change either. `null` leaves
+   * `busy_timeout` alone and never retries.
    */
   readonly busyTimeoutMs?: number | null;
   /**
@@ -112,6 +119,20 @@ interface Mutex {
   busy: number;
   /** Calls waiting for the next group commit on the connection (see {@link SqliteStoreOptions.groupCommit}). */
   group: Grouped[] | undefined;
+  /**
+   * Another connection was last seen holding the write lock. Writes then wait for the prober instead of trying
+   * themselves: each try blocks the event loop for up to a busy_timeout slice, and many waiters trying on their
+   * own would block it for one slice each, every few ms (see SqliteStore.#waitForLock).
+   */
+  locked: boolean;
+  /** A call is probing the lock (one per connection at a time). */
+  probing: boolean;
+  /** The prober's next pause, growing while the lock stays held, so a long hold costs few probes. */
+  probeDelay: number;
+  /** Calls waiting for the current probe to end. */
+  readonly waiting: Set<() => void>;
+  /** Calls waiting for the lock in any way (probing, or for a probe). */
+  waiters: number;
 }
 
 /** One call waiting for a group commit: its statement(s), and how to run it on its own instead. */
@@ -126,7 +147,7 @@ const mutexes = new WeakMap<SqliteDatabase, Mutex>();
 function mutexOf(db: SqliteDatabase): Mutex {
   let mutex = mutexes.get(db);
   if (mutex === undefined) {
-    mutex = { tail: Promise.resolve(), busy: 0, group: undefined };
+    mutex = { tail: Promise.resolve(), busy: 0, group: undefined, locked: false, probing: false, probeDelay: FIRST_PROBE_MS, waiting: new Set(), waiters: 0 };
     mutexes.set(db, mutex);
   }
   return mutex;
@@ -194,9 +215,13 @@ function runAlone(calls: readonly Grouped[]): void {
  * own token; a completion that did land fences itself out).
  */
 function commitGroup(db: SqliteDatabase, calls: readonly Grouped[]): void {
+  // While another connection holds the write lock, BEGIN IMMEDIATE would only block for a slice and fail:
+  // each call waits for the lock's probe instead.
+  if (mutexOf(db).locked) return runAlone(calls);
   try {
     db.exec('BEGIN IMMEDIATE');
-  } catch {
+  } catch (error) {
+    if (isBusy(error)) mutexOf(db).locked = true;
     return runAlone(calls);
   }
   const outcomes: { ok: boolean; value: unknown }[] = [];
@@ -279,11 +304,16 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     this.#db = db;
     this.#table = checkStoreName(options.table ?? 'idempotency_records', 'SQLite table name');
     this.#clock = options.clock ?? Date.now;
-    const busy = options.busyTimeoutMs === undefined ? 5000 : options.busyTimeoutMs;
+    const busy = options.busyTimeoutMs === undefined ? 2000 : options.busyTimeoutMs;
     this.#busyWaitMs = busy === null ? 0 : Math.max(0, Math.floor(busy));
     this.#groupCommit = options.groupCommit ?? true;
-    // A short synchronous wait per statement; the rest of the wait is asynchronous (see #retryBusy).
+    // A short synchronous wait per statement; the rest of the wait is asynchronous (see #waitForLock).
     if (busy !== null) db.pragma(`busy_timeout = ${Math.min(BUSY_SLICE_MS, this.#busyWaitMs)}`);
+    // SQLite never shrinks the WAL by default (journal_size_limit -1): after a burst of writes the file keeps
+    // its largest size for good, however little it holds after checkpoints. With a limit, the WAL is truncated
+    // to it each time a checkpoint lets SQLite start it over. It does not bound the WAL between checkpoints
+    // (wal_autocheckpoint does, unless a long read holds them off). A limit you set on the connection stays.
+    if (Number(db.pragma('journal_size_limit', { simple: true })) < 0) db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
     if ((options.synchronous ?? 'full') === 'full') requireFullSync(db);
   }
 
@@ -361,11 +391,11 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     return this.#run(() => {
       const row = this.#sql.select.get(id) as Row | undefined;
       return row === undefined ? undefined : toRecord(row);
-    });
+    }, { read: true });
   }
 
   listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    return this.#run(() => (this.#sql.abandoned.all(this.#clock(), limitOf(options)) as Row[]).map(toRecord));
+    return this.#run(() => (this.#sql.abandoned.all(this.#clock(), limitOf(options)) as Row[]).map(toRecord), { read: true });
   }
 
   purgeExpired(options: BatchOptions = {}): Promise<number> {
@@ -425,40 +455,113 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   /** A write of the request path: into the connection's next group commit, or at once without grouping. */
   #write<T>(work: () => T): Promise<T> {
     if (!this.#groupCommit) return this.#run(work);
-    return grouped(this.#db, work, () => this.#run(work));
-  }
-
-  #run<T>(work: () => T): Promise<T> {
-    const once = (): Promise<T> =>
-      serialiseSync(this.#db, () => {
-        try {
-          return work();
-        } catch (error) {
-          throw wrap(error, 'SQLite store operation failed');
-        }
-      });
-    const first = once();
-    return this.#busyWaitMs === 0 ? first : first.catch((error: unknown) => this.#retryBusy(once, error));
+    const deadline = Date.now() + this.#busyWaitMs;
+    // Once a lock that held the call is let go, it goes back into a group: the calls that waited commit together.
+    const inGroup = (): Promise<T> => grouped(this.#db, work, () => this.#run(work, { deadline, again: inGroup }));
+    return inGroup();
   }
 
   /**
-   * Retry a call that met another connection's write lock (`SQLITE_BUSY`) with growing timers until
-   * busyTimeoutMs has passed. Each attempt is one of this store's calls: a single statement, or reads
-   * after a write that did not happen, so a busy attempt changed nothing. Attempts go through the
-   * connection mutex again, so none can land in another call's open transaction.
+   * Run one call under the connection mutex, waiting for another connection's write lock up to `deadline`
+   * (busyTimeoutMs from the call). `again` is how the call goes in once the lock is let go (by default, alone).
+   * A read tries even while the lock is known held: in WAL mode a read does not need it.
    */
-  async #retryBusy<T>(once: () => Promise<T>, error: unknown): Promise<T> {
-    const deadline = Date.now() + this.#busyWaitMs;
+  #run<T>(work: () => T, options: { read?: boolean; deadline?: number; again?: () => Promise<T> } = {}): Promise<T> {
+    const db = this.#db;
+    const gate = mutexOf(db);
+    const read = options.read === true;
+    // `probing`: this try is the lock's probe. Any other write skips its try while the lock is known held —
+    // checked when its turn on the mutex comes, so calls queued in one turn do not each block for a slice.
+    const once = (probing: boolean): Promise<T> =>
+      serialiseSync(db, () => {
+        if (!probing && !read && gate.locked && this.#busyWaitMs !== 0) throw new LockHeld();
+        try {
+          return work();
+        } catch (error) {
+          if (isBusy(error)) gate.locked = true;
+          throw wrap(error, 'SQLite store operation failed');
+        }
+      });
+    if (this.#busyWaitMs === 0) return once(false);
+    const deadline = options.deadline ?? Date.now() + this.#busyWaitMs;
+    return once(false).catch((error: unknown) => {
+      if (!(error instanceof LockHeld) && !isBusy(error)) throw error;
+      return this.#waitForLock(once, options.again, deadline, error instanceof LockHeld ? undefined : error);
+    });
+  }
+
+  /**
+   * Wait for another connection's write lock (`SQLITE_BUSY`) to be let go, until `deadline`. One waiting call
+   * per connection probes the lock (one try, blocking for at most the busy_timeout slice) after a growing
+   * pause; the others wait for that probe's outcome on a promise, without touching the database. When a probe
+   * gets through, the lock is marked free and the others go in (through `again`, a group commit, for a grouped
+   * write); the first of them to meet the lock again marks it held, and the rest skip their try and wait again.
+   * So the event loop is blocked for about one slice per timer tick at most, whatever the number of waiters.
+   * A prober that reaches its deadline hands probing to another waiter. Every try is one of this store's
+   * calls — a single statement, or reads after a write that did not happen — so a busy try changed nothing,
+   * and tries go through the connection mutex, so none lands in another call's open transaction.
+   */
+  async #waitForLock<T>(once: (probing: boolean) => Promise<T>, again: (() => Promise<T>) | undefined, deadline: number, error: unknown): Promise<T> {
+    const gate = mutexOf(this.#db);
     let last = error;
-    for (let delay = 2; isBusy(last) && Date.now() + delay <= deadline; delay = Math.min(delay * 2, 50)) {
-      await sleep(delay);
-      try {
-        return await once();
-      } catch (next) {
-        last = next;
+    gate.waiters += 1;
+    try {
+      for (;;) {
+        if (!gate.locked) {
+          if (again !== undefined) return await again();
+          try {
+            return await once(false);
+          } catch (next) {
+            if (!(next instanceof LockHeld) && !isBusy(next)) throw next;
+            if (!(next instanceof LockHeld)) last = next;
+          }
+        }
+        const left = deadline - Date.now();
+        if (left <= 0) throw stillLocked(last);
+        if (gate.probing) {
+          await new Promise<void>((resolve) => {
+            const done = (): void => {
+              clearTimeout(timer);
+              gate.waiting.delete(done);
+              resolve();
+            };
+            const timer = setTimeout(done, left);
+            gate.waiting.add(done);
+          });
+          continue;
+        }
+        gate.probing = true;
+        try {
+          const delay = Math.min(gate.probeDelay, left);
+          gate.probeDelay = Math.min(gate.probeDelay * 2, LAST_PROBE_MS);
+          await sleep(delay);
+          if (!gate.locked) continue;
+          try {
+            const value = await once(true);
+            gate.locked = false;
+            return value;
+          } catch (next) {
+            // Anything but the lock (a closed connection…) says nothing about it: the others try for themselves.
+            if (!isBusy(next)) {
+              gate.locked = false;
+              throw next;
+            }
+            last = next;
+          }
+        } finally {
+          gate.probing = false;
+          if (!gate.locked) gate.probeDelay = FIRST_PROBE_MS;
+          for (const wake of [...gate.waiting]) wake();
+        }
+      }
+    } finally {
+      gate.waiters -= 1;
+      // Nobody waits any more: the next call tries at once rather than waiting for a probe of a lock long gone.
+      if (gate.waiters === 0) {
+        gate.locked = false;
+        gate.probeDelay = FIRST_PROBE_MS;
       }
     }
-    throw last;
   }
 
   #reserveNow(input: ReserveInput): ReserveResult {
@@ -520,6 +623,22 @@ function rollback(db: SqliteDatabase): void {
 
 // The longest a single statement blocks the event loop waiting for another connection's write lock.
 const BUSY_SLICE_MS = 5;
+
+// The prober's first and longest pause between two tries of a held lock (see SqliteStore.#waitForLock).
+const FIRST_PROBE_MS = 2;
+const LAST_PROBE_MS = 50;
+
+// The size the WAL is truncated to after a checkpoint restarts it (PRAGMA journal_size_limit).
+const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
+
+/** Thrown by a write that skipped its try because the lock is known held; it then waits for the probe. */
+class LockHeld extends Error {}
+
+/** The StoreError of a call that waited busyTimeoutMs for the lock, with the last SQLITE_BUSY if it met one itself. */
+function stillLocked(last: unknown): StoreError {
+  if (last !== undefined) return wrap(last, 'SQLite store operation failed');
+  return new StoreError('unavailable', 'SQLite store operation failed (SQLITE_BUSY): the database stayed locked by another connection (raise busyTimeoutMs, or keep one-transaction mode to one process)');
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

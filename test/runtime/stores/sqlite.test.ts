@@ -51,6 +51,19 @@ describe('SqliteStore', () => {
     };
   });
 
+  it('limits the WAL kept after a checkpoint to 64 MiB (journal_size_limit), and keeps a limit set on the connection', async () => {
+    const { db } = openDb();
+    assert.equal(db.pragma('journal_size_limit', { simple: true }), -1);
+    await new SqliteStore(db).migrate();
+    assert.equal(db.pragma('journal_size_limit', { simple: true }), 64 * 1024 * 1024);
+    const own = openDb().db;
+    own.pragma('journal_size_limit = 1048576');
+    await new SqliteStore(own).migrate();
+    assert.equal(own.pragma('journal_size_limit', { simple: true }), 1048576);
+    db.close();
+    own.close();
+  });
+
   it('migrates idempotently, in WAL mode, with a short busy_timeout slice set', async () => {
     const { db } = openDb();
     const store = new SqliteStore(db, { table: 'idem_custom', busyTimeoutMs: 1234 });
