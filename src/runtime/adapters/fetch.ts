@@ -135,7 +135,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   /** The guard's view of `request` without its body (read by {@link readBody} once the guard does not refuse it at once). */
   async function toGuardRequest(request: Request): Promise<GuardRequest> {
     const url = new URL(request.url);
-    const pathParams = options.params?.(request) ?? matchPath(url.pathname);
+    let pathParams = options.params?.(request);
+    try {
+      pathParams ??= contractParams(url.pathname);
+    } catch {
+      // A malformed escape (`%E0%A4%A`): no path a router reached.
+    }
     if (pathParams === undefined) {
       throw new Error(`idempotency guard for ${contract.operationId}: ${url.pathname} does not match ${contract.path}; pass options.params`);
     }
@@ -199,13 +204,35 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     return { response: toResponse(answer, new Headers(answer.headers)), invoked: original !== undefined };
   }
 
+  /**
+   * Whether `pathname` may be the contract's path, as sent or percent-decoded: Hono routes the decoded path
+   * (`/v1/demo%2Drequests` reaches `/v1/demo-requests`), so a guard passing on what only the raw form fails to match
+   * let that route run unguarded.
+   */
+  function mayBeContractPath(pathname: string): boolean {
+    if (matchPath(pathname) !== undefined) return true;
+    try {
+      return contractParams(pathname) !== undefined;
+    } catch {
+      return true;
+    }
+  }
+
+  /** The contract path's parameters in `pathname` as sent, else percent-decoded as routers route it; throws on bad escapes. */
+  function contractParams(pathname: string): Record<string, string> | undefined {
+    const params = matchPath(pathname);
+    if (params !== undefined) return params;
+    const decoded = decodeURI(pathname);
+    return decoded === pathname ? undefined : matchPath(decoded);
+  }
+
   function middlewareOf(transaction: boolean): Middleware {
     return async (c, next) => {
       if (!ofContractMethod(c.req.raw)) return next();
       // Mounted wider than its route (`app.use('/v1/*', …)`): another path under it is another route's, passed on
       // unguarded as the Express guard does. Mounted on a route of its own, a path the template does not match is
       // still refused (a route and a contract that disagree must not run unguarded).
-      if (options.params === undefined && c.req.routePath?.includes('*') === true && matchPath(new URL(c.req.raw.url).pathname) === undefined) return next();
+      if (options.params === undefined && c.req.routePath?.includes('*') === true && !mayBeContractPath(new URL(c.req.raw.url).pathname)) return next();
       const { response, invoked } = await run(
         c.req.raw,
         async () => {
@@ -357,8 +384,7 @@ class Attempt {
         const { done, value } = await reader.read();
         if (done) break;
         if (this.stopped !== undefined) continue;
-        const chunk = value instanceof Uint8Array ? value : new Uint8Array(value as ArrayBufferLike);
-        chunks.push(chunk);
+        chunks.push(bytesOf(value as unknown));
       }
     } finally {
       signal?.removeEventListener('abort', left);
@@ -386,6 +412,19 @@ class Attempt {
     unrefTimer(timer);
     this.#timers.push(timer);
   }
+}
+
+/**
+ * A body chunk as bytes. Streams should carry `Uint8Array`s, but runtimes take others (Bun sends strings): a string is
+ * its UTF-8, an `ArrayBuffer` or another view its own bytes — never `new Uint8Array(x)`, which reads a string as
+ * nothing and a `Uint16Array` one byte per element. Anything else is no body chunk: a `TypeError`, the key kept.
+ */
+function bytesOf(chunk: unknown): Uint8Array {
+  if (chunk instanceof Uint8Array) return chunk;
+  if (typeof chunk === 'string') return new TextEncoder().encode(chunk);
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  throw new TypeError(`the handler guarded by idempotency streamed a body chunk that is no bytes (${chunk === null ? 'null' : typeof chunk}): enqueue Uint8Array chunks`);
 }
 
 function cancelBody(response: unknown): void {

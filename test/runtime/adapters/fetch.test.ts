@@ -415,6 +415,30 @@ describe('runtime/adapters/fetch', () => {
     assert.equal((await first).status, 201);
   });
 
+  it('records a streamed body of strings, ArrayBuffers and other views as their bytes (Bun streams strings); a chunk of no bytes is a TypeError', async () => {
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    let chunks: unknown[] = [];
+    const handler = guard.wrap(async () => {
+      const parts = chunks;
+      const stream = new ReadableStream({
+        start(controller) {
+          for (const part of parts) controller.enqueue(part);
+          controller.close();
+        },
+      });
+      return new Response(stream as ReadableStream<Uint8Array>, { status: 201, headers: { 'content-type': 'text/event-stream' } });
+    });
+    chunks = ['data: héllo\n\n', new TextEncoder().encode('data: 2\n\n').buffer, new DataView(new TextEncoder().encode('xx3yy').buffer, 2, 1), new Uint16Array([0x4141])];
+    const first = await handler(request('http://x/things/t1', 'strings', {}));
+    const expected = 'data: héllo\n\ndata: 2\n\n3AA';
+    assert.equal(await first.text(), expected);
+    const replay = await handler(request('http://x/things/t1', 'strings', {}));
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(await replay.text(), expected, 'the replay holds every chunk, not an empty body');
+    chunks = [42];
+    await assert.rejects(handler(request('http://x/things/t1', 'numbers', {})), /streamed a body chunk that is no bytes \(number\)/);
+  });
+
   it('one-transaction mode on SQLite', async () => {
     await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id INTEGER PRIMARY KEY AUTOINCREMENT, n INTEGER)');

@@ -210,6 +210,10 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
       assert.equal(first.status, 201, 'the key was not taken by the other route');
       assert.equal(first.headers.get('idempotent-replayed'), 'false');
       await first.body?.cancel();
+      // Hono routes the decoded path: /things/t%31 is the contract's route, guarded (the replay), not passed on.
+      const encoded = await post(`${server.url}/thing%73/t1`, 'k1', { n: 1 });
+      assert.equal(encoded.headers.get('idempotent-replayed'), 'true');
+      await encoded.body?.cancel();
       const mislabelled = await post(`${server.url}/mislabelled`, 'k2', {});
       assert.equal(mislabelled.status, 500);
       await mislabelled.body?.cancel();
