@@ -212,6 +212,24 @@ export function reservedRecord(input: ReserveInput, now: number): IdempotencyRec
 }
 
 /** Whether `store` supports one-transaction mode. */
+/**
+ * Marks the error a one-transaction handler is given up with while it may still be running (past the adapter's
+ * bound, or a streamed answer whose client left): its transaction is rolled back, and a store whose transaction has
+ * a connection of its own (PostgreSQL) closes that connection rather than pool it — the handler still holds it, and
+ * its late statements would otherwise run outside any transaction or inside the next request's.
+ */
+export const HANDLER_STILL_RUNNING: unique symbol = Symbol.for('idemkit.handlerStillRunning') as never;
+
+/** An error for a handler given up while it may still run (see {@link HANDLER_STILL_RUNNING}). */
+export function handlerGivenUp(message: string): Error {
+  return Object.assign(new Error(message), { [HANDLER_STILL_RUNNING]: true });
+}
+
+/** Whether `error` gave up a handler that may still be running. */
+export function isHandlerGivenUp(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[HANDLER_STILL_RUNNING] === true;
+}
+
 export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): store is TransactionalStore<Tx> {
   return typeof (store as Partial<TransactionalStore<Tx>>).withReservation === 'function';
 }

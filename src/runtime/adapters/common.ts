@@ -549,12 +549,15 @@ export async function withUploadedFiles(body: unknown, file: unknown, files: unk
  */
 /**
  * How long one-transaction mode lets a handler hold its transaction before it is rolled back: `leaseRenewalMaxMs`
- * when set, else the contract's lease — not its TTL, the plain guard's renewal bound, as a request that never
- * answered held its transaction (on SQLite the write lock, so every other request of the store) for a day.
- * Capped at setTimeout's own limit (about 24.8 days), past which a timer fires at once.
+ * when set, else the contract's TTL. Rolling back does not stop the handler: what it writes after goes outside the
+ * transaction (SQLite: on the store's connection, committed on its own; PostgreSQL: the connection is closed under
+ * it, so it fails), and the freed key lets a retry run it again. So the default is the TTL, past which the key is
+ * forgotten anyway — not the lease, which rolled a 40-second handler back and ran it twice (the diff review's); a
+ * bound below the TTL (for SQLite, whose write lock a hung handler holds for every request) must sit above the
+ * slowest handler. Capped at setTimeout's own limit (about 24.8 days), past which a timer fires at once.
  */
 export function transactionBoundMs(contract: CompiledContract, options: GuardOptions): number {
-  return Math.min(options.leaseRenewalMaxMs ?? contract.leaseMs, 2 ** 31 - 1);
+  return Math.min(options.leaseRenewalMaxMs ?? contract.ttlMs, 2 ** 31 - 1);
 }
 
 /** Whether `method` reads (`GET`, `HEAD`, in any letter case): the only requests a status route answers. */

@@ -14,6 +14,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { handlerGivenUp } from '../store.js';
 import {
   bodyForFingerprint,
   bodyNotParsed,
@@ -237,8 +238,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
             next();
             const sent = await hold.sent;
             clearTimeout(bound);
-            // Destroyed before it ended: as a throw, the transaction rolls back.
-            if (sent === undefined) throw new Error(`idempotency guard for ${contract.operationId}: the response was destroyed before the handler ended it`);
+            // Destroyed before it ended, or given up (the bound, a streamed answer whose client left): as a throw, the
+            // transaction rolls back — and a handler that may still run loses its PostgreSQL connection with it.
+            if (sent === undefined) throw handlerGivenUp(`idempotency guard for ${contract.operationId}: the response was destroyed or given up before the handler ended it`);
             recorded = await identityAnswer(sent);
             return recorded;
           },

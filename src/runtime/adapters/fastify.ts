@@ -15,6 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import { Readable } from 'node:stream';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { handlerGivenUp } from '../store.js';
 import {
   bodyForFingerprint,
   bodyNotParsed,
@@ -215,7 +216,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
             withinBound(
               handler(request, reply, context as HandlerContext<Tx>),
               boundMs,
-              () => new Error(`idempotency guard for ${contract.operationId}: the handler did not answer within the one-transaction bound (${boundMs} ms: leaseRenewalMaxMs, or the lease); its transaction is rolled back`),
+              () => handlerGivenUp(`idempotency guard for ${contract.operationId}: the handler did not answer within the one-transaction bound (${boundMs} ms: leaseRenewalMaxMs, or the TTL); its transaction is rolled back`),
             ),
           );
           own = await serialize(reply, value);

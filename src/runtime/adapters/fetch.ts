@@ -16,6 +16,7 @@
  */
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { handlerGivenUp } from '../store.js';
 import { bodyForFingerprint, concatBytes, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
@@ -351,7 +352,7 @@ class Attempt {
     if (limitMs !== undefined) {
       this.#expired = new Promise<never>((_, reject) => {
         this.#onStop.push(() => reject(this.error()));
-        this.#timer(() => this.stop(`the handler did not answer within the one-transaction bound (${limitMs} ms: leaseRenewalMaxMs, or the lease)`), limitMs);
+        this.#timer(() => this.stop(`the handler did not answer within the one-transaction bound (${limitMs} ms: leaseRenewalMaxMs, or the TTL)`), limitMs);
       });
       this.#expired.catch(() => undefined);
     }
@@ -400,7 +401,7 @@ class Attempt {
   }
 
   error(): Error {
-    return new Error(`idempotency guard for ${this.#operationId}: ${this.stopped}; the answer is not recorded (the key is kept for reconciliation, or rolled back with its transaction)`);
+    return handlerGivenUp(`idempotency guard for ${this.#operationId}: ${this.stopped}; the answer is not recorded (the key is kept for reconciliation, or rolled back with its transaction)`);
   }
 
   end(): void {

@@ -29,6 +29,7 @@ import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   StoreError,
   checkStoreName,
+  isHandlerGivenUp,
   queuePerTurn,
   recordFromRow,
   reservedRecord,
@@ -388,7 +389,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       try {
         step = await work(reserved, client);
       } catch (error) {
-        if (!(await rollback(client))) broken = error;
+        if (!(await rollback(client)) || isHandlerGivenUp(error)) broken = error;
         throw error;
       }
       try {

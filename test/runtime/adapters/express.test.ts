@@ -865,10 +865,10 @@ describe('runtime/adapters/express', () => {
       assert.equal(calls, 4);
     });
 
-    it('without leaseRenewalMaxMs, a handler that never answers is rolled back at the lease (not the TTL): other keys go on', async function () {
+    it('without leaseRenewalMaxMs, a handler that never answers is rolled back at the TTL: other keys go on', async function () {
       this.timeout(10_000);
       const app = express();
-      const guard = createRouteGuard({ ...contract, leaseMs: 400 }, options(store));
+      const guard = createRouteGuard({ ...contract, leaseMs: 200, ttlMs: 400 }, options(store));
       app.post('/things/:tenant', express.json(), guard.inTransaction, (req, res) => {
         calls += 1;
         idempotencyOf<Database.Database>(res).tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${calls}`, String(req.params['tenant']));

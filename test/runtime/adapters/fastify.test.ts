@@ -321,10 +321,10 @@ describe('runtime/adapters/fastify', () => {
     }, () => app.close());
   });
 
-  it('one-transaction mode: a handler that never answers is rolled back at the lease (the default bound), and other keys go on', async () => {
+  it('one-transaction mode: a handler that never answers is rolled back at the TTL (the default bound), and other keys go on', async () => {
     await withSqliteStore(async (store, db) => {
       db.exec('CREATE TABLE things (id TEXT PRIMARY KEY)');
-      const guard = createRouteGuard({ ...contract, leaseMs: 400 }, options(store));
+      const guard = createRouteGuard({ ...contract, leaseMs: 200, ttlMs: 400 }, options(store));
       app.setErrorHandler((error, _request, reply) => reply.code(500).send({ error: (error as Error).message }));
       app.post(
         '/things/:tenant',
@@ -339,7 +339,7 @@ describe('runtime/adapters/fastify', () => {
       const started = Date.now();
       const hung = await post(port, '/things/t1', { key: 'hang', user: 'u', body: { hang: true } });
       assert.equal(hung.status, 500);
-      assert.match(String(hung.json['error']), /did not answer within the one-transaction bound \(400 ms: leaseRenewalMaxMs, or the lease\); its transaction is rolled back/);
+      assert.match(String(hung.json['error']), /did not answer within the one-transaction bound \(400 ms: leaseRenewalMaxMs, or the TTL\); its transaction is rolled back/);
       assert.ok(Date.now() - started < 3000, `answered after ${Date.now() - started} ms, not the TTL`);
       const other = await post(port, '/things/t1', { key: 'other', user: 'u', body: {} });
       assert.equal(other.status, 201, other.text);

@@ -372,7 +372,7 @@ describe('runtime/adapters/fetch', () => {
         },
         { transaction: true },
       );
-      await assert.rejects(handler(request('http://x/things/t', 'tx-stream', { n: 1 })), /the handler did not answer within the one-transaction bound \(300 ms: leaseRenewalMaxMs, or the lease\)/);
+      await assert.rejects(handler(request('http://x/things/t', 'tx-stream', { n: 1 })), /the handler did not answer within the one-transaction bound \(300 ms: leaseRenewalMaxMs, or the TTL\)/);
       assert.equal(body.cancelled(), true);
       mode = 'hang';
       await assert.rejects(handler(request('http://x/things/t', 'tx-hang', { n: 2 })), /did not answer within the one-transaction bound/);

@@ -481,5 +481,45 @@ describe('runtime/adapters/fetch with a real Hono app (@hono/node-server)', () =
         await served.close();
       }
     });
+
+    it('a handler given up at the bound loses its connection: its late write fails instead of landing outside the transaction, and the retry runs once', async () => {
+      const store = new PostgresStore(pool);
+      await store.migrate();
+      await pool.query('CREATE TABLE IF NOT EXISTS late_things (id text PRIMARY KEY)');
+      const guard = createRouteGuard(contract, { store, principal: (request) => request.headers.get('x-user') ?? undefined, leaseRenewalMaxMs: 300 });
+      let runs = 0;
+      let slow = true;
+      const late: string[] = [];
+      const app = new Hono();
+      app.post('/things/:tenant', guard.inTransaction, async (c) => {
+        runs += 1;
+        const run = runs;
+        const { tx } = idempotencyOf<pg.PoolClient>(c.req.raw);
+        if (slow) await new Promise((resolve) => setTimeout(resolve, 600));
+        try {
+          await tx!.query('INSERT INTO late_things (id) VALUES ($1)', [`late-${run}`]);
+        } catch (error) {
+          late.push((error as Error).message);
+          throw error;
+        }
+        return c.json({ id: `late-${run}` }, 201);
+      });
+      app.onError((error, c) => c.json({ error: error.message }, 500));
+      const served = await listen(app);
+      try {
+        const first = await post(`${served.url}/things/t1`, 'pg-late', { n: 1 });
+        assert.equal(first.status, 500);
+        assert.match(String(((await first.json()) as { error: string }).error), /did not answer within the one-transaction bound \(300 ms: leaseRenewalMaxMs, or the TTL\)/);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        assert.equal(late.length, 1, 'the late write failed on its closed connection');
+        slow = false;
+        const retry = await post(`${served.url}/things/t1`, 'pg-late', { n: 1 });
+        assert.equal(retry.status, 201, 'rolled back: the key is free');
+        await retry.body?.cancel();
+        assert.deepEqual((await pool.query('SELECT id FROM late_things ORDER BY id')).rows, [{ id: 'late-2' }], 'one effect');
+      } finally {
+        await served.close();
+      }
+    });
   });
 });
