@@ -10,7 +10,7 @@ import { InternalError, type DocumentError } from '../errors.js';
 import { compileKeyPattern } from '../runtime/key.js';
 import { CONTRACT_DEFAULTS } from '../parser/compile.js';
 import { isPlainObject } from '../parser/merge.js';
-import { exponentialBacktracking, POLYNOMIAL_BUDGET, polynomialDegree } from '../parser/regex-ambiguity.js';
+import { exponentialBacktracking, slowKeyPatternDegree } from '../parser/regex-ambiguity.js';
 import type { ApiDocument, KeyPlace, Location, OperationView, Position } from '../parser/model.js';
 import { JsonPositionIndex, LineTable, loneCrOffset } from '../parser/positions.js';
 import { parseSource } from '../parser/source.js';
@@ -205,10 +205,9 @@ function isAnchored(pattern: string): boolean {
 
 /** Whether `pattern` backtracks as a power of the key's bound past the budget `contract-invalid` refuses (see `polynomialDegree`). */
 function slowPolynomial(pattern: string, key: Record<string, unknown>): boolean {
-  const degree = polynomialDegree(pattern) ?? 0;
   const own = typeof key.maxLength === 'number' ? key.maxLength : CONTRACT_DEFAULTS.keyMaxLength;
   const bound = key.header !== undefined ? Math.max(own, CONTRACT_DEFAULTS.keyMinMaxLength) : own;
-  return degree >= 3 && bound ** degree > POLYNOMIAL_BUDGET;
+  return slowKeyPatternDegree(pattern, bound) !== undefined;
 }
 
 /** Whether the guard can compile `pattern` (a documented pattern it cannot is left for lint to report). */

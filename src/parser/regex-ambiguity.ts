@@ -577,6 +577,17 @@ export function quickToRun(source: string, length: number, search = false): bool
   return power <= 1 || Math.max(length, 1) ** power <= POLYNOMIAL_BUDGET;
 }
 
+/**
+ * The degree of `pattern`'s backtracking (see {@link polynomialDegree}) when keys of up to `bound` characters may
+ * make it try more than {@link POLYNOMIAL_BUDGET} ways — a contract refuses such a key pattern, and init leaves it
+ * out — else `undefined`. Degree 2 counts too: quick within the default bound (255^2), but a bound of 100,000 held
+ * the loop 3.9 s.
+ */
+export function slowKeyPatternDegree(pattern: string, bound: number): number | undefined {
+  const degree = polynomialDegree(pattern) ?? 0;
+  return degree >= 2 && bound ** degree > POLYNOMIAL_BUDGET ? degree : undefined;
+}
+
 /** What a contract's finding says of a key pattern whose backtracking grows as n^degree, for keys of up to `bound` characters. */
 export function polynomialPatternMessage(degree: number, bound: number): string {
   return (
@@ -618,9 +629,10 @@ function degreeOf(node: Node): number {
 
 /**
  * How wide a bounded repeat (`{0,n}`) may be and still not count as unbounded: past it, `[a-z]{0,2000}` splits a long
- * key as many ways as `[a-z]*` does (three such in a row held the loop 12 s on a 6,000-character key).
+ * key as many ways as `[a-z]*` does (three such in a row held the loop 12 s on a 6,000-character key); within it,
+ * a chain of them is bounded by its own widths whatever the key (`{1,64}` three times: 64^3 ways, about 1 ms).
  */
-const WIDE_REPEAT = 16;
+const WIDE_REPEAT = 64;
 
 /**
  * The longest chain of unbounded one-character repeats in `terms` that share a character, with only optional parts

@@ -531,6 +531,12 @@ paths:
       assert.equal((await run('k.yaml', '--write')).code, 0);
       assert.deepEqual(parse(read('k.yaml')).paths['/payments'].post['x-idempotency'].key, { header: 'x-idempotency-key', required: true, maxLength: 40 }, unanchored);
     }
+    // Nor one whose backtracking grows as the square of a long bound, which lint refuses as generate does (the diff
+    // review's: init wrote it, then lint called the contract invalid).
+    writeFileSync(path.join(dir, 'k.yaml'), spec.replace("maxLength: 40, pattern: '^(?!\\s)(.*)(\\S)$'", () => "maxLength: 5000, pattern: '^[a-z0-9]+-?[a-z0-9]+$'"));
+    assert.equal((await run('k.yaml', '--write')).code, 0);
+    assert.deepEqual(parse(read('k.yaml')).paths['/payments'].post['x-idempotency'].key, { header: 'x-idempotency-key', required: true, maxLength: 5000 });
+    assert.equal((await run('k.yaml', '--write')).code, 0);
   });
 
   it('writes the contract into the anchored operation when its alias comes first in method order', async () => {
