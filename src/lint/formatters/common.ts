@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { escapeRegExp } from '../../parser/regexp.js';
 import type { BaselineEntry } from '../baseline.js';
-import { findOperationByName, namesOperation } from '../operation-name.js';
+import { findOperationByName, namesOperation, operationName } from '../operation-name.js';
 import type { Finding, Rule, Severity } from '../rule.js';
 
 /**
@@ -54,6 +54,30 @@ export function sortDocuments(documents: readonly ApiDocument[]): ApiDocument[] 
 export function findingConcerns(finding: Finding, document: ApiDocument, operation: OperationView, documents: readonly ApiDocument[]): boolean {
   if (!finding.operations.some((name) => namesOperation(name, operation))) return false;
   return finding.file === document.file || !documents.some((other) => other.file === finding.file);
+}
+
+/**
+ * {@link findingConcerns} for many operations at once: the indexes into `findings` (in their order) of those about
+ * each operation, found by name in a map instead of testing every finding against every operation — which made
+ * the markdown and junit formats grow as findings × operations (20,000 findings: 41 s and 25 s).
+ */
+export function concernIndex(findings: readonly Finding[], documents: readonly ApiDocument[]): (document: ApiDocument, operation: OperationView) => number[] {
+  const byName = new Map<string, number[]>();
+  findings.forEach((finding, at) => {
+    for (const name of new Set(finding.operations)) {
+      const list = byName.get(name);
+      if (list === undefined) byName.set(name, [at]);
+      else list.push(at);
+    }
+  });
+  const files = new Set(documents.map((document) => document.file));
+  return (document, operation) => {
+    const engineName = operationName(operation);
+    const named = byName.get(engineName) ?? [];
+    const labelled = operation.label === engineName ? [] : (byName.get(operation.label) ?? []);
+    const candidates = labelled.length === 0 ? named : [...new Set([...named, ...labelled])].sort((a, b) => a - b);
+    return candidates.filter((at) => findings[at]!.file === document.file || !files.has(findings[at]!.file));
+  };
 }
 
 const SEVERITY_RANK: Record<Severity, number> = { info: 0, warn: 1, error: 2 };

@@ -5,7 +5,7 @@
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { namesOperation } from '../operation-name.js';
 import type { Finding } from '../rule.js';
-import { failsRun, findingConcerns, messageNamesOperation, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
+import { concernIndex, failsRun, messageNamesOperation, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
 import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
@@ -50,8 +50,13 @@ export function formatJunit(report: FormatterInput): string {
       operations.push({ document, operation, suite });
     }
   }
-  for (const finding of sortFindings(report.findings)) {
-    const concerned = operations.filter(({ document, operation }) => findingConcerns(finding, document, operation, report.documents));
+  const sorted = sortFindings(report.findings);
+  // For each finding (by index), the operations it concerns, in the operations' order.
+  const concerning = concernIndex(sorted, report.documents);
+  const concernedBy: (typeof operations)[number][][] = sorted.map(() => []);
+  for (const entry of operations) for (const at of concerning(entry.document, entry.operation)) concernedBy[at]!.push(entry);
+  for (const [at, finding] of sorted.entries()) {
+    const concerned = concernedBy[at]!;
     for (const { suite, operation } of concerned) suite.get(operation.label)!.findings.push(finding);
     const named = new Set(concerned.flatMap(({ operation }) => finding.operations.filter((name) => namesOperation(name, operation))));
     // An operation no linted document declares still gets its own case, named by its label when the engine gave one.

@@ -7,7 +7,7 @@
 import type { ApiDocument, IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
 import { catalogue } from '../catalogue.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
-import { findingConcerns, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
+import { concernIndex, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
 import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
@@ -131,9 +131,11 @@ export function formatMarkdown(report: FormatterInput): string {
   const rules: readonly Rule[] = report.rules ?? catalogue();
   const criterionOf = new Map(rules.map((rule) => [rule.meta.id, rule.meta.criterion]));
   const findings = sortFindings(report.findings);
+  const concerning = concernIndex(findings, report.documents);
+  // The findings some card shows: the rest are listed under "Operations without a contract".
+  const carded = new Set<number>();
   const cards: string[] = [];
   const optedOut: string[] = [];
-  const shown: { document: ApiDocument; operation: OperationView }[] = [];
   let ready = 0;
   let contracted = 0;
   for (const document of sortDocuments(report.documents)) {
@@ -144,8 +146,9 @@ export function formatMarkdown(report: FormatterInput): string {
         continue;
       }
       contracted += 1;
-      shown.push({ document, operation });
-      const own = findings.filter((f) => findingConcerns(f, document, operation, report.documents));
+      const mine = concerning(document, operation);
+      for (const at of mine) carded.add(at);
+      const own = mine.map((at) => findings[at]!);
       const card = renderCard(report, operation, operation.contract, own, criterionOf);
       if (card.ready) ready += 1;
       cards.push(card.text);
@@ -156,7 +159,7 @@ export function formatMarkdown(report: FormatterInput): string {
   if (optedOut.length > 0) {
     out.push(`**Knowingly not idempotent** (\`x-idempotency: false\`, never auto-retried): ${optedOut.map(code).join(', ')}`, '');
   }
-  const others = findings.filter((f) => !shown.some(({ document, operation }) => findingConcerns(f, document, operation, report.documents)));
+  const others = findings.filter((_, at) => !carded.has(at));
   if (others.length > 0) {
     out.push('### Operations without a contract', '', ...others.map((f) => findingLine(report, f)), '');
   }

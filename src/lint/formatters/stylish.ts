@@ -2,7 +2,7 @@
 import type { Finding, Severity } from '../rule.js';
 import type { LintReport } from './index.js';
 import { messageNamesOperation, operationLabelsOf } from './common.js';
-import { findOperationByName } from '../operation-name.js';
+import { documentOfOperation, findOperationByName } from '../operation-name.js';
 import { printable } from '../../parser/printable.js';
 import { displayPath, notACommand } from './paths.js';
 
@@ -83,7 +83,7 @@ function namesOperation(finding: Finding, report: LintReport): boolean {
  */
 function writtenInOperation(finding: Finding, report: LintReport): boolean {
   const operation = findOperationByName(finding.operations[0]!, report.documents, finding.file);
-  const document = operation && report.documents.find((candidate) => candidate.operations.includes(operation));
+  const document = operation && documentOfOperation(operation, report.documents);
   if (!operation || !document || operation.at.file !== finding.file) return false;
   return finding.line >= document.position(operation.at).line;
 }
