@@ -4,7 +4,7 @@
  * demand (local, or external relative to the file that holds them), and only the ones a contract needs are
  * checked up front.
  */
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DocumentError } from '../errors.js';
@@ -191,12 +191,15 @@ class DocumentLoader implements ApiDocument {
   }
 
   private detectVersion(root: Record<string, unknown>): OpenApiVersion {
+    // A version that is no string or number (`openapi: {toString: 1}`) cannot be read as text: said as unsupported.
+    const scalar = (value: unknown): boolean => value === undefined || value === null || typeof value !== 'object';
     const fail = (field: string, value: unknown, hint: string): never => {
       const at = { file: this.file, pointer: `/${field}` };
       const { line, column } = this.position(at);
       throw new DocumentError(`unsupported ${field} version ${summarise(value)} — ${hint}`, this.file, at.pointer, line, column);
     };
     if (root.openapi !== undefined) {
+      if (!scalar(root.openapi)) return fail('openapi', root.openapi, 'write the version as a string, e.g. `openapi: "3.0.3"`');
       const text = String(root.openapi);
       if (typeof root.openapi !== 'string') {
         this.warn({ file: this.file, pointer: '/openapi' }, `openapi version should be a string: write "${text}" in quotes`);
@@ -210,7 +213,7 @@ class DocumentLoader implements ApiDocument {
       }
       return fail('openapi', root.openapi, 'use 3.0.x or 3.1.x (or swagger: "2.0")');
     }
-    if (String(root.swagger) === '2' || String(root.swagger) === '2.0') return '2.0';
+    if (scalar(root.swagger) && (String(root.swagger) === '2' || String(root.swagger) === '2.0')) return '2.0';
     return fail('swagger', root.swagger, 'idemkit reads swagger "2.0" and openapi 3.0.x / 3.1.x');
   }
 
@@ -858,6 +861,11 @@ class DocumentLoader implements ApiDocument {
       } catch {
         return { ok: false, ref, refAt: from, reason: `$ref '${ref}' is not a valid reference — write a relative path and/or #/json/pointer` };
       }
+      // A pipe, a socket or a device (`/dev/stdin`, a FIFO a pull request adds): reading it waits for a writer that
+      // never comes, and lint hung. The document itself may be one (`lint <(curl …)`, `-`): a reference may not.
+      if (file !== from.file && notRegularFile(file)) {
+        return { ok: false, ref, refAt: from, reason: `$ref '${ref}' names a pipe, socket or device, not a file — point the $ref at a .yaml or .json file` };
+      }
       const repository = this.repository();
       if (repository !== undefined && !isInside(realFile(file), repository)) {
         return {
@@ -1079,6 +1087,17 @@ function hasContract(pathItem: Record<string, unknown>): boolean {
 }
 
 /** A file's real path (symbolic links resolved), or the path as given when it does not exist. */
+/** Whether `file` is a pipe, a socket or a device (`false` for a regular file, a directory, or none). */
+function notRegularFile(file: string): boolean {
+  let stats: Stats;
+  try {
+    stats = statSync(file);
+  } catch {
+    return false;
+  }
+  return stats.isFIFO() || stats.isSocket() || stats.isCharacterDevice() || stats.isBlockDevice();
+}
+
 function realFile(file: string): string {
   try {
     return realpathSync(file);

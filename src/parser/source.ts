@@ -573,15 +573,24 @@ function yamlError(file: string, text: string, error: unknown): DocumentError {
   // `yaml` breaks lines at LF only; a lone CR (old Mac files, which js-yaml reads) becomes an LF of the same length,
   // so its offsets still point into `text`.
   const lf = text.replace(/\r(?!\n)/g, '\n');
-  const document = yaml.parseDocument(lf, { merge: true, prettyErrors: false, keepSourceTokens: false, uniqueKeys: false });
-  const first = document.errors[0];
+  // `yaml` has no depth limit: a syntax error in a deeply nested file (js-yaml stops at the error, before its own
+  // limit) overflowed the stack here — "internal error", or its message at a wrong place. Then js-yaml's own word goes.
+  let document: ReturnType<typeof yaml.parseDocument> | undefined;
+  try {
+    document = yaml.parseDocument(lf, { merge: true, prettyErrors: false, keepSourceTokens: false, uniqueKeys: false });
+  } catch {
+    document = undefined;
+  }
+  // A stack overflow it reports as one of the document's errors says nothing of the syntax either.
+  if (document?.errors.some((candidate) => /call stack/i.test(candidate.message)) === true) document = undefined;
+  const first = document?.errors[0];
   if (first) {
     const { offset, message } = describeYamlSyntaxError(yaml, lf, first);
     const { line, column } = lines.position(offset);
     return new DocumentError(`invalid YAML: ${message}`, file, undefined, line, column);
   }
   const reason = (error as { reason?: string }).reason ?? (error instanceof Error ? error.message : String(error));
-  if (/complex keys/.test(reason)) {
+  if (/complex keys/.test(reason) && document !== undefined) {
     // Valid YAML (`? [201, 202]`) that no JSON object can hold; js-yaml gives no position, `yaml` has the key's.
     let at: number | undefined;
     yaml.visit(document, {

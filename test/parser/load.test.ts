@@ -542,6 +542,39 @@ describe('loadDocument', () => {
       }
     });
 
+    it('the fuzzer\'s: a syntax error deep in nesting, an object for a version, a $ref to a pipe — each a clear error, no crash or hang', async function () {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
+      try {
+        // 2,000 levels with one line mis-indented: the second parser (for the message) overflowed its stack.
+        const lines = ['x:', ...Array.from({ length: 2000 }, (_, j) => `${' '.repeat(j + 1)}a:`)];
+        lines[lines.length - 1] += ' 1';
+        lines[2] = `${' '.repeat(9)}a:`;
+        writeFileSync(path.join(dir, 'deep.yaml'), `${lines.join('\n')}\ny: 1\n`);
+        const deep = await loadError(path.join(dir, 'deep.yaml'));
+        assert.match(deep.message, /^invalid YAML: /);
+        assert.doesNotMatch(deep.message, /call stack/i);
+        // A control character before 5,000 nested brackets: said where it is, not "Maximum call stack" at the brackets.
+        writeFileSync(path.join(dir, 'flow.yaml'), `openapi: 3.1.0\ntitle: a\u001bb\nx: ${'['.repeat(5000)}${']'.repeat(5000)}\n`);
+        const flow = await loadError(path.join(dir, 'flow.yaml'));
+        assert.doesNotMatch(flow.message, /call stack/i);
+        assert.equal(flow.line, 2);
+        for (const field of ['openapi', 'swagger']) {
+          writeFileSync(path.join(dir, 'v.yaml'), `${field}: {toString: 1}\ninfo: {title: t, version: "1"}\npaths: {}\n`);
+          assert.match((await loadError(path.join(dir, 'v.yaml'))).message, new RegExp(`^unsupported ${field} version \\{"toString":1\\}`));
+        }
+        if (process.platform !== 'win32') {
+          const { execFileSync } = await import('node:child_process');
+          execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+          writeFileSync(path.join(dir, 'ref.yaml'), 'openapi: 3.0.3\ninfo: {title: t, version: "1"}\npaths:\n  /a:\n    post:\n      parameters:\n        - $ref: "./fifo"\n      responses: {"200": {description: ok}}\n');
+          const doc = await loadDocument(path.join(dir, 'ref.yaml'));
+          const said = doc.warnings.map((warning) => warning.message).join('\n');
+          assert.match(said, /\$ref '\.\/fifo' names a pipe, socket or device, not a file/);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('a tab between the items of a flow collection (valid YAML 1.2 its reader refuses) is said so, at the line, not "deficient indentation"', async () => {
       const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
       try {
