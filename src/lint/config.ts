@@ -135,11 +135,18 @@ export function parseConfig(text: string, file: string, knownRuleIds: readonly s
   text = text.replace(/\r(?!\n)/g, '\n');
   const yamlModule = yaml();
   const lineCounter = new yamlModule.LineCounter();
-  const doc = yamlModule.parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
   const fail = (message: string, offset: number | undefined): never => {
     const pos = offset === undefined ? { line: 1, col: 1 } : lineCounter.linePos(offset);
     throw new UsageError(message, file, pos.line, pos.col);
   };
+  const tooDeep = 'config is nested too deeply — a config is a few levels of rule names and options: flatten it';
+  let doc: ReturnType<typeof yamlModule.parseDocument>;
+  try {
+    doc = yamlModule.parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false });
+  } catch (error) {
+    if (error instanceof RangeError) fail(tooDeep, undefined);
+    throw error;
+  }
   // A .json config is judged as JSON first: YAML reads `"level": off` and misses a quote elsewhere.
   if (file.endsWith('.json') && text.trim() !== '') {
     try {
@@ -150,6 +157,8 @@ export function parseConfig(text: string, file: string, knownRuleIds: readonly s
     }
   }
   const syntax = doc.errors[0];
+  // The parser's own stack overflow on deep nesting, reported as an error of the text: no syntax error at all.
+  if (syntax && /call stack/i.test(syntax.message)) fail(tooDeep, undefined);
   if (syntax) {
     const { offset, message } = describeYamlSyntaxError(yamlModule, text, syntax);
     fail(`config is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${message}`, offset);

@@ -42,6 +42,16 @@ describe('lint config', () => {
     assert.deepEqual(config.rules, { 'scope-too-wide': 'info' });
   });
 
+  it('says a config nested thousands deep is nested too deeply — not "Maximum call stack … fix the YAML syntax" of valid JSON, nor an internal error', () => {
+    for (const [text, file] of [
+      [`{"rules": ${'['.repeat(3000)}${']'.repeat(3000)}}`, '/x/idemkit.config.json'],
+      [`rules:\n${Array.from({ length: 3000 }, (_, i) => `${' '.repeat(i + 2)}a:\n`).join('')}`, '/x/.idemkitrc.yaml'],
+    ] as const) {
+      const error = usageError(() => parseConfig(text, file, known));
+      assert.match(error.message, /^config is nested too deeply/, file);
+    }
+  });
+
   it('names the line of an unknown rule id and suggests the right one', () => {
     const error = usageError(() => parseConfig('rules:\n  scope-missing: warn\n  scope-to-wide: error\n', '/x/.idemkitrc.yaml', known));
     assert.equal(error.file, '/x/.idemkitrc.yaml');
