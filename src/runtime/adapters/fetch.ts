@@ -380,6 +380,7 @@ class Attempt {
     if (signal?.aborted === true) this.#timer(() => this.stop(`its client had left and the answer did not end within the lease (${this.#graceMs} ms)`), this.#graceMs);
     else signal?.addEventListener('abort', left, { once: true });
     const chunks: Uint8Array[] = [];
+    let ended = false;
     try {
       for (;;) {
         const { done, value } = await reader.read();
@@ -387,8 +388,11 @@ class Attempt {
         if (this.stopped !== undefined) continue;
         chunks.push(bytesOf(value as unknown));
       }
+      ended = true;
     } finally {
       signal?.removeEventListener('abort', left);
+      // Left on a throw (a chunk of no bytes, a stream that errored): cancelled, so a producer that never ends stops.
+      if (!ended) reader.cancel().catch(() => undefined);
     }
     if (this.stopped !== undefined) throw this.error();
     return chunks.length === 1 ? chunks[0]! : concatBytes(chunks);

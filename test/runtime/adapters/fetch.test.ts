@@ -437,6 +437,24 @@ describe('runtime/adapters/fetch', () => {
     assert.equal(await replay.text(), expected, 'the replay holds every chunk, not an empty body');
     chunks = [42];
     await assert.rejects(handler(request('http://x/things/t1', 'numbers', {})), /streamed a body chunk that is no bytes \(number\)/);
+    // One that would go on for ever is cancelled, not left producing into a stream nobody reads.
+    let cancelled = false;
+    let timer: ReturnType<typeof setInterval> | undefined;
+    const numbers = guard.wrap(async () => {
+      const stream = new ReadableStream({
+        start(controller) {
+          timer = setInterval(() => controller.enqueue(7), 5);
+        },
+        cancel() {
+          cancelled = true;
+          clearInterval(timer);
+        },
+      });
+      return new Response(stream as ReadableStream<Uint8Array>, { status: 201 });
+    });
+    await assert.rejects(numbers(request('http://x/things/t1', 'endless-numbers', {})), /no bytes \(number\)/);
+    assert.equal(cancelled, true);
+    clearInterval(timer);
   });
 
   it('one-transaction mode on SQLite', async () => {
