@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { escapeRegExp } from '../../parser/regexp.js';
 import type { BaselineEntry } from '../baseline.js';
-import { findOperationByName, namesOperation, operationName } from '../operation-name.js';
+import { findOperationByName, operationName } from '../operation-name.js';
 import type { Finding, Rule, Severity } from '../rule.js';
 
 /**
@@ -47,19 +47,11 @@ export function sortDocuments(documents: readonly ApiDocument[]): ApiDocument[] 
 }
 
 /**
- * Whether `finding` is about `operation` of `document`. Names repeat across documents (two specs with the same
- * operationId), so a finding located in one linted document belongs to that document's operations only; a
- * finding in another file (a shared component) belongs to every operation it names.
- */
-export function findingConcerns(finding: Finding, document: ApiDocument, operation: OperationView, documents: readonly ApiDocument[]): boolean {
-  if (!finding.operations.some((name) => namesOperation(name, operation))) return false;
-  return finding.file === document.file || !documents.some((other) => other.file === finding.file);
-}
-
-/**
- * {@link findingConcerns} for many operations at once: the indexes into `findings` (in their order) of those about
- * each operation, found by name in a map instead of testing every finding against every operation — which made
- * the markdown and junit formats grow as findings × operations (20,000 findings: 41 s and 25 s).
+ * For each operation of a document, the indexes into `findings` (in their order) of those about it: the findings
+ * that name it (by engine name or label). Names repeat across documents (two specs with the same operationId), so a
+ * finding located in one linted document belongs to that document's operations only; a finding in another file (a
+ * shared component) belongs to every operation it names. Found by name in a map: testing every finding against
+ * every operation made the markdown and junit formats grow as findings × operations (20,000 findings: 41 s, 25 s).
  */
 export function concernIndex(findings: readonly Finding[], documents: readonly ApiDocument[]): (document: ApiDocument, operation: OperationView) => number[] {
   const byName = new Map<string, number[]>();

@@ -41,7 +41,7 @@ export function formatJunit(report: FormatterInput): string {
     return suite;
   };
   // Cases are keyed by the operation's display label; findings name operations by id or label, and a name
-  // can repeat across documents, so a finding goes to the operations it concerns (see findingConcerns).
+  // can repeat across documents, so a finding goes to the operations it concerns (see concernIndex).
   const operations: { document: ApiDocument; operation: OperationView; suite: Map<string, Case> }[] = [];
   for (const document of sortDocuments(report.documents)) {
     const suite = suiteOf(document.file);
