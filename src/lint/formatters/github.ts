@@ -4,6 +4,7 @@
  * is named unless the message already names it.
  */
 import path from 'node:path';
+import { printable } from '../../parser/printable.js';
 import { messageNamesOperation, operationLabelsOf, sortFindings } from './common.js';
 import { displayPath, isInside, relativePath } from './paths.js';
 import type { FormatterInput } from './common.js';
@@ -11,9 +12,14 @@ import type { Severity } from '../rule.js';
 
 const COMMAND: Record<Severity, string> = { error: 'error', warn: 'warning', info: 'notice' };
 
-/** Escapes a workflow command's message (`%`, CR, LF), as the Actions toolkit does. */
+/**
+ * Escapes a workflow command's message (`%`, CR, LF), as the Actions toolkit does; other control characters from
+ * spec text (an ESC in an operationId would reach the job log as a terminal sequence) are written out as `\e`, `\u0007`.
+ */
 export function escapeData(text: string): string {
-  return text.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+  // eslint-disable-next-line no-control-regex
+  const shown = text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, (c) => printable(c));
+  return shown.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
 }
 
 /** Escapes a workflow command property value (also `:` and `,`, which separate properties). */

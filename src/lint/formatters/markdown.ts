@@ -5,6 +5,7 @@
  * operation's findings. Findings about operations without a contract follow the cards.
  */
 import type { ApiDocument, IdempotencyContract, OperationView, ScopePart } from '../../parser/model.js';
+import { printable } from '../../parser/printable.js';
 import { catalogue } from '../catalogue.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
 import { concernIndex, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
@@ -25,6 +26,9 @@ const JOINER = '\u200D';
  */
 export function escapeMarkdown(text: string): string {
   return text
+    // Control characters from spec text (an ESC in an operationId) are written out, never passed to a renderer.
+    // eslint-disable-next-line no-control-regex
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, (char) => printable(char))
     .replace(/[\\`*_[\]<>|#~]/g, (char) => `\\${char}`)
     .replace(/\r\n?|\n/g, ' ')
     .replace(/@/g, `@${JOINER}`)
@@ -44,7 +48,8 @@ export function messageMarkdown(text: string): string {
 
 /** An inline code span that cannot be broken out of: its fence is longer than any run of backticks inside. */
 function code(text: string): string {
-  const clean = text.replace(/\r\n?|\n/g, ' ');
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/\r\n?|\n/g, ' ').replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, (char) => printable(char));
   const longest = Math.max(0, ...(clean.match(/`+/g) ?? []).map((run) => run.length));
   const fence = '`'.repeat(longest + 1);
   return longest > 0 ? `${fence} ${clean} ${fence}` : `${fence}${clean}${fence}`;

@@ -8,6 +8,12 @@ describe('github formatter', () => {
     assert.equal(escapeProperty('C:\\a,b%\n'), 'C%3A\\a%2Cb%25%0A');
   });
 
+  it('writes out other control characters of spec text (an ESC would reach the job log as a terminal sequence)', () => {
+    const escaped = escapeData('create\u001b[31mCharge\u0007\tok');
+    assert.ok(!/[\u0000-\u0008\u000b-\u001f\u007f]/.test(escaped.replace(/\t/g, '')), escaped);
+    assert.match(escaped, /^create\\e\[31mCharge\\u0007\tok$/);
+  });
+
   it('prints one annotation per unsuppressed finding, with file, line, col and the rule as title', () => {
     const lines = formatGithub(report()).trimEnd().split('\n');
     assert.deepEqual(lines, [

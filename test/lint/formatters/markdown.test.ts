@@ -122,5 +122,7 @@ describe('markdown formatter', () => {
 
   it('escapes Markdown that could break a table or inject HTML', () => {
     assert.equal(escapeMarkdown('a|b <img> *x* [l](u)\nnext'), 'a\\|b \\<img\\> \\*x\\* \\[l\\](u) next');
+    // eslint-disable-next-line no-control-regex
+    assert.ok(!/[\u0000-\u0008\u000b-\u001f\u007f]/.test(escapeMarkdown('op\u001b[2Jid\u0007')), 'no control character reaches the card');
   });
 });
