@@ -48,8 +48,13 @@ const FIELD_HINTS: Record<string, string> = {
 };
 
 function describeErrors(errors: readonly ErrorObject[], value: unknown): SchemaViolation[] {
-  // anyOf/oneOf/allOf produce an error per branch; keep the most specific ones.
-  const deeper = (path: string) => errors.some((e) => e.instancePath.startsWith(`${path}/`));
+  // anyOf/oneOf/allOf produce an error per branch; keep the most specific ones. Every path with an error below it,
+  // gathered once (asking each error of every other made a long invalid list quadratic).
+  const above = new Set<string>();
+  for (const { instancePath } of errors) {
+    for (let at = instancePath.lastIndexOf('/'); at >= 0; at = at === 0 ? -1 : instancePath.lastIndexOf('/', at - 1)) above.add(instancePath.slice(0, at));
+  }
+  const deeper = (path: string) => above.has(path);
   const anyOfPaths = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath));
   const seen = new Set<string>();
   const out: SchemaViolation[] = [];

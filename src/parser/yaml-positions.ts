@@ -45,6 +45,7 @@ export class YamlEventIndex implements PositionIndex {
   private ends: Int32Array | undefined;
   private anchors: Map<string, number[]> | undefined;
   private readonly tables = new Map<number, Map<string, { key: number; value: number }>>();
+  private readonly childLists = new Map<number, number[]>();
 
   constructor(
     private readonly text: string,
@@ -243,12 +244,21 @@ export class YamlEventIndex implements PositionIndex {
 
   /** The `position`-th child of the collection at `index`. */
   private child(index: number, position: number): number | undefined {
-    let cursor = index + 1;
-    for (let i = 0; i < position; i++) {
-      if (this.events[cursor]?.type === POP) return undefined;
-      cursor = this.after(cursor);
+    return this.children(index)[position];
+  }
+
+  /**
+   * The start events of the collection at `index`'s children, found once: walking the siblings anew for each
+   * child made a pass over a long sequence quadratic (a 10,000-item `scope` list linted in 4.8 s).
+   */
+  private children(index: number): number[] {
+    let list = this.childLists.get(index);
+    if (list === undefined) {
+      list = [];
+      for (let cursor = index + 1; this.events[cursor] !== undefined && this.events[cursor]!.type !== POP; cursor = this.after(cursor)) list.push(cursor);
+      this.childLists.set(index, list);
     }
-    return this.events[cursor] === undefined || this.events[cursor]!.type === POP ? undefined : cursor;
+    return list;
   }
 
   /** An alias resolves to the nearest definition of its anchor before it. */
