@@ -1394,11 +1394,6 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 }
 
-/**
- * Node's and Bun's timers (and Deno's) are objects with `ref`/`unref`; the web's are numbers (Cloudflare Workers, Vercel
- * Edge, browsers), where a process-lifetime hint means nothing. Calling `unref()` on a number threw inside a store
- * call's settlement, so its promise never settled: every request hung.
- */
 /** What `prepare` answers with `refusalOnly` for a request it does not refuse. */
 const NOT_REFUSED = { kind: 'unguarded' } as const;
 
@@ -1406,7 +1401,12 @@ const NOT_REFUSED = { kind: 'unguarded' } as const;
 const FREE_LATE_ATTEMPTS = 4;
 const FREE_LATE_MIN_GAP_MS = 50;
 
-function unrefTimer(timer: unknown): void {
+/**
+ * Node's and Bun's timers (and Deno's) are objects with `ref`/`unref`; the web's are numbers (Cloudflare Workers, Vercel
+ * Edge, browsers), where a process-lifetime hint means nothing. Calling `unref()` on a number threw inside a store
+ * call's settlement, so its promise never settled: every request hung.
+ */
+export function unrefTimer(timer: unknown): void {
   const unref = (timer as { unref?: unknown } | undefined)?.unref;
   if (typeof unref === 'function') unref.call(timer);
 }

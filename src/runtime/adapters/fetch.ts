@@ -15,7 +15,7 @@
  * Imports only Node built-ins / web globals and the runtime core; copied into users' generated code.
  */
 import type { CompiledContract } from '../contract.js';
-import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
+import { createGuard, transactionRefusal, unrefTimer, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { handlerGivenUp } from '../store.js';
 import { bodyForFingerprint, concatBytes, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, type RouteGuardOptionsFor } from './common.js';
 
@@ -435,12 +435,6 @@ function bytesOf(chunk: unknown): Uint8Array {
 function cancelBody(response: unknown): void {
   const body = (response as { body?: unknown } | null | undefined)?.body;
   if (body instanceof ReadableStream && !body.locked) body.cancel().catch(() => undefined);
-}
-
-/** A Node or Bun timer object's `unref` (a process-lifetime hint); the web's numeric timers have none. */
-function unrefTimer(timer: unknown): void {
-  const unref = (timer as { unref?: unknown } | undefined)?.unref;
-  if (typeof unref === 'function') unref.call(timer);
 }
 
 /** What a fetch handler answered, read whole for the record; throws for no `Response` or a network error. */
