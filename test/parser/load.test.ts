@@ -760,6 +760,24 @@ describe('loadDocument', () => {
       assert.deepEqual({ line: error.line, column: error.column }, spot(fixture('bad/missing-ref-file.yaml'), "$ref: './responses.yaml", '$ref'));
     });
 
+    it('a $ref to a plain text file (.env, /etc/passwd) is refused at the $ref without quoting a word of the file', async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'idemkit-load-'));
+      try {
+        writeFileSync(path.join(dir, '.env'), 'DB_PASSWORD=hunter2secret\nAPI_TOKEN=sk_live_abcdef\n');
+        writeFileSync(path.join(dir, 'key.pem'), '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n');
+        for (const target of ['./.env', './key.pem']) {
+          const file = path.join(dir, 'api.yaml');
+          writeFileSync(file, ['openapi: 3.0.3', 'info: {title: t, version: "1"}', 'paths:', '  /a:', '    post:', '      operationId: a', `      x-idempotency: {$ref: '${target}'}`, '      responses:', "        '201': {description: ok}", ''].join('\n'));
+          const error = await loadError(file);
+          assert.equal(error.message, `$ref '${target}' points at '${target}', which is plain text, not a YAML or JSON document (no mapping or list at its top) — point the $ref at an OpenAPI or JSON Schema file`);
+          assert.deepEqual([error.file, error.line, error.column], [file, 7, 23]);
+          assert.doesNotMatch(error.message, /hunter2|sk_live|MIIE/);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
     it('a $ref into another file whose pointer is missing, at the $ref in the referring file', async () => {
       const error = await loadError('bad/external-missing-pointer.yaml');
       assert.match(error.message, /\$ref '\.\.\/external\/components\/paths\.yaml#\/nothing' points at nothing: '#\/nothing' does not exist in \.\.\/external\/components\/paths\.yaml/);
