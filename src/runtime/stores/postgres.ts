@@ -447,10 +447,17 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   }
 
   async #query(statement: Named, values: unknown[], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
-    try {
-      return await db.query<Row>({ name: statement.name, text: statement.text, values });
-    } catch (error) {
-      throw wrap(error);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await db.query<Row>({ name: statement.name, text: statement.text, values });
+      } catch (error) {
+        // A statement of its own (not one of a one-transaction request's) that the server rolled back for a
+        // serialization failure or a deadlock changed nothing, and is sent again: with the server's default isolation
+        // at `serializable` (or `repeatable read`), concurrent statements on other keys fail so now and then (SSI's
+        // page-level predicate locks), which answered 503s to fresh requests and left completed effects unrecorded.
+        if (db !== this.#db || attempt >= SERIALIZATION_ATTEMPTS || !isSerializationFailure(error)) throw wrap(error);
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
+      }
     }
   }
 }
@@ -596,6 +603,15 @@ async function rollback(client: PoolClient): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** Attempts of a statement that a serialization failure or a deadlock rolled back (see `#query`). */
+const SERIALIZATION_ATTEMPTS = 5;
+
+/** 40001 serialization_failure, 40P01 deadlock_detected: the server rolled the transaction back, nothing changed. */
+function isSerializationFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '40001' || code === '40P01';
 }
 
 function wrap(error: unknown): StoreError {
