@@ -1,11 +1,12 @@
 /**
  * Throw-away database servers for integration tests: a PostgreSQL cluster (`initdb` + `pg_ctl` in a temp
- * dir) and a `redis-server`, each on a free loopback port, started and stopped by the test itself.
+ * dir), a PgBouncer in front of one, and a `redis-server`, each on a free loopback port, started and stopped by
+ * the test itself.
  *
  * A missing binary is a loud skip locally and a failure when `CI=true` ({@link requireBinary}).
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -262,4 +263,83 @@ async function waitForRedis(port: number, timeoutMs: number): Promise<void> {
     if (Date.now() > deadline) throw new Error(`redis-server did not answer on port ${port}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** A running throw-away PgBouncer in front of a {@link PostgresServer}. */
+export interface PgBouncer {
+  readonly port: number;
+  readonly connectionString: string;
+  /** SIGTERM, wait for it to exit, delete its directory. Safe to call twice. */
+  stop(): Promise<void>;
+}
+
+/** Where Debian's pgbouncer package puts the binary (when `/usr/sbin` is not on PATH). */
+export const PGBOUNCER_DIRS = ['/usr/sbin'];
+
+/**
+ * `pgbouncer` on a free loopback port in front of `server`, with `poolMode` (`transaction`: each transaction may
+ * get another server connection) and `poolSize` server connections; as the `postgres` user when we are root
+ * (pgbouncer refuses to run as root). Call {@link requireBinary} first.
+ */
+export async function startPgBouncer(server: PostgresServer, poolMode: 'session' | 'transaction', poolSize: number): Promise<PgBouncer> {
+  const binary = findBinary('pgbouncer', PGBOUNCER_DIRS);
+  if (binary === undefined) throw new Error('pgbouncer not found');
+  const asPostgres = process.getuid?.() === 0;
+  const dir = mkdtempSync(join(tmpdir(), 'idemkit-pgbouncer-'));
+  const port = await freePort();
+  const ini = join(dir, 'pgbouncer.ini');
+  writeFileSync(join(dir, 'users.txt'), `"${server.user}" ""\n`);
+  writeFileSync(
+    ini,
+    [
+      '[databases]',
+      `${server.database} = host=${server.host} port=${server.port} dbname=${server.database} user=${server.user}`,
+      '[pgbouncer]',
+      'listen_addr = 127.0.0.1',
+      `listen_port = ${port}`,
+      'unix_socket_dir =',
+      'auth_type = trust',
+      `auth_file = ${join(dir, 'users.txt')}`,
+      `pool_mode = ${poolMode}`,
+      `default_pool_size = ${poolSize}`,
+      'max_client_conn = 500',
+      `logfile = ${join(dir, 'pgbouncer.log')}`,
+      '',
+    ].join('\n'),
+  );
+  if (asPostgres) {
+    const { stdout: uid } = await run('id', ['-u', 'postgres']);
+    const { stdout: gid } = await run('id', ['-g', 'postgres']);
+    for (const file of [dir, ini, join(dir, 'users.txt')]) chownSync(file, Number(uid.trim()), Number(gid.trim()));
+  }
+  const [cmd, argv] = asPostgres ? ['runuser', ['-u', 'postgres', '--', binary, ini]] : [binary, [ini]];
+  const child: ChildProcess = spawn(cmd, argv, { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // SIGTERM, not SIGKILL: runuser passes it on to pgbouncer (a SIGKILL would leave pgbouncer running).
+  const killOnExit = () => child.kill('SIGTERM');
+  process.once('exit', killOnExit);
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+    process.removeListener('exit', killOnExit);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = createConnection({ host: '127.0.0.1', port });
+      socket.once('error', () => resolve(false));
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+    });
+    if (ok) break;
+    if (Date.now() > deadline || child.exitCode !== null) {
+      await stop();
+      throw new Error(`pgbouncer did not listen on port ${port}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { port, connectionString: `postgres://${server.user}@127.0.0.1:${port}/${server.database}`, stop };
 }

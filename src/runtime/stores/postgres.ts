@@ -15,7 +15,7 @@
  * concurrent reservations exactly one returns a row; the same statement also returns the existing record
  * (one round trip for a replay). Completion, release and takeover are single `UPDATE`/`DELETE`
  * statements fenced by the lease token. Every statement is a named prepared statement (parsed and planned
- * once per connection). Time is the server's (`clock_timestamp()`, in ms) unless a `clock` is injected.
+ * once per connection; see {@link PostgresStoreOptions.preparedStatements} for poolers in transaction mode). Time is the server's (`clock_timestamp()`, in ms) unless a `clock` is injected.
  *
  * Batching (default): the reservations (and, separately, the completions) that concurrent requests ask for within one
  * turn of the event loop go to the server as one statement (a `VALUES` row per call, up to 16 rows) — one round
@@ -66,6 +66,15 @@ export interface PostgresStoreOptions {
    * a batch waits for the whole statement. `false`: every call is its own statement, sent at once.
    */
   readonly batch?: boolean;
+  /**
+   * Named prepared statements, parsed once per connection (default true). `false` sends every statement unnamed
+   * (parsed each time): for a pooler that hands each transaction another server connection — PgBouncer before 1.21
+   * in `pool_mode = transaction`, Supavisor's transaction mode — where a named statement is missing on the next
+   * connection (26000) or already there (42P05). The store also turns them off by itself at the first such error,
+   * sending that statement again unnamed when it was one of its own (inside a one-transaction request it fails
+   * that request, before the handler runs or as a failed commit).
+   */
+  readonly preparedStatements?: boolean;
 }
 
 /** A call waiting for the next batch. */
@@ -127,6 +136,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
   readonly #lockTimeoutMs: number;
   readonly #sql: ReturnType<typeof statements>;
   readonly #batch: boolean;
+  #prepared: boolean;
   // The calls of one turn, sent as batches once the turn has asked all it will (see queuePerTurn).
   readonly #queueReserve = queuePerTurn<Queued<ReserveInput, ReserveResult>>((calls) => this.#reserveBatch(calls));
   readonly #queueComplete = queuePerTurn<Queued<CompleteCall, boolean>>((calls) => this.#completeBatch(calls));
@@ -138,6 +148,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     this.#lockTimeoutMs = Math.max(1, Math.floor(options.lockTimeoutMs ?? 30_000));
     this.#sql = statements(this.#table);
     this.#batch = options.batch ?? true;
+    this.#prepared = options.preparedStatements ?? true;
   }
 
   /** The schema {@link PostgresStore.migrate} creates, for review or your own migration tool. */
@@ -448,9 +459,20 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
 
   async #query(statement: Named, values: unknown[], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
     for (let attempt = 1; ; attempt += 1) {
+      const prepared = this.#prepared;
       try {
-        return await db.query<Row>({ name: statement.name, text: statement.text, values });
+        return await db.query<Row>(prepared ? { name: statement.name, text: statement.text, values } : { text: statement.text, values });
       } catch (error) {
+        // A pooler in transaction mode (PgBouncer < 1.21): the server connection is another one than the one the
+        // statement was prepared on. Named statements are off from now on; a statement of its own, which never ran
+        // (the server refused it at Parse or Bind), is sent again unnamed.
+        if (prepared && isPreparedStatementMissing(error)) {
+          this.#prepared = false;
+          if (db === this.#db) {
+            attempt -= 1;
+            continue;
+          }
+        }
         // A statement of its own (not one of a one-transaction request's) that the server rolled back for a
         // serialization failure or a deadlock changed nothing, and is sent again: with the server's default isolation
         // at `serializable` (or `repeatable read`), concurrent statements on other keys fail so now and then (SSI's
@@ -607,6 +629,12 @@ async function rollback(client: PoolClient): Promise<boolean> {
 
 /** Attempts of a statement that a serialization failure or a deadlock rolled back (see `#query`). */
 const SERIALIZATION_ATTEMPTS = 5;
+
+/** 26000 invalid_sql_statement_name, 42P05 duplicate_prepared_statement: a pooler swapped the server connection. */
+function isPreparedStatementMissing(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '26000' || code === '42P05';
+}
 
 /** 40001 serialization_failure, 40P01 deadlock_detected: the server rolled the transaction back, nothing changed. */
 function isSerializationFailure(error: unknown): boolean {

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createGuard } from '../../../src/runtime/guard.js';
 import { StoreError } from '../../../src/runtime/store.js';
 import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
-import { PG_DIRS, requireBinary, startPostgres, type PostgresServer } from '../../helpers/servers.js';
+import { PG_DIRS, PGBOUNCER_DIRS, requireBinary, startPgBouncer, startPostgres, type PostgresServer } from '../../helpers/servers.js';
 import { bodyJson, demoContract, demoRequest, jsonResponse } from '../fixtures.js';
 import { describeStoreContract, describeTransactionContract } from '../store-contract.js';
 import { reserveFromProcesses } from './multi-process.js';
@@ -435,6 +435,49 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       }
     });
   }
+
+  describe('through PgBouncer in transaction pooling mode (each transaction may get another server connection)', () => {
+    // PgBouncer before 1.21 (Debian 12 has 1.18), as Supavisor's transaction mode, does not carry named prepared
+    // statements across server connections: 26000 (missing there) or 42P05 (already there). A third or more of
+    // the store's statements failed so — 503s, completions of effects that ran left unrecorded.
+    const input = (id: string, token: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 30_000, ttlMs: 60_000 });
+    const done = { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 };
+
+    for (const preparedStatements of [undefined, false]) {
+      it(`reservations and completions all succeed (preparedStatements: ${preparedStatements ?? 'default, turned off at the first error'})`, async function () {
+        requireBinary(this, 'pgbouncer', PGBOUNCER_DIRS);
+        const bouncer = await startPgBouncer(server, 'transaction', 3);
+        const db = new pg.Pool({ connectionString: bouncer.connectionString, max: 12 });
+        db.on('error', () => undefined);
+        try {
+          for (const batch of [true, false]) {
+            const store = new PostgresStore(db, { table: table(), batch, preparedStatements });
+            await store.migrate();
+            for (let round = 0; round < 3; round += 1) {
+              const same = await Promise.all(Array.from({ length: 50 }, (_, i) => store.reserve(input(`same-${round}`, `t${i}`))));
+              assert.equal(same.filter((r) => r.outcome === 'reserved').length, 1);
+              const ids = Array.from({ length: 100 }, (_, i) => `k-${round}-${i}`);
+              assert.ok((await Promise.all(ids.map((id) => store.reserve(input(id, `t-${id}`))))).every((r) => r.outcome === 'reserved'));
+              assert.ok((await Promise.all(ids.map((id) => store.complete(id, `t-${id}`, done)))).every((ok) => ok === true));
+              assert.equal((await store.get(ids[0]!))?.state, 'completed');
+            }
+            // One-transaction requests through it too, once named statements are off (first error, or asked).
+            const guard = createGuard<pg.PoolClient>(demoContract(), { store });
+            const answers = await Promise.all(
+              Array.from({ length: 20 }, (_, i) => guard.handle(demoRequest(`tx-${i % 10}`), async (ctx) => {
+                await ctx.tx!.query('SELECT 1');
+                return jsonResponse(201, { id: `tx-${i % 10}` });
+              }, { transaction: true })),
+            );
+            assert.deepEqual(answers.filter((a) => a.status === 503), []);
+          }
+        } finally {
+          await db.end();
+          await bouncer.stop();
+        }
+      });
+    }
+  });
 
   it('refuses a table name that could inject SQL', () => {
     assert.throws(() => new PostgresStore(pool, { table: 'x; DROP TABLE y' }), StoreError);
