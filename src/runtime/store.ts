@@ -156,6 +156,17 @@ export interface IdempotencyStore {
    */
   purgeExpired(options?: BatchOptions): Promise<number>;
 
+  /**
+   * Optional (every bundled store has it): delete up to `limit` `in_progress` records past both their lease and
+   * their TTL (`leaseUntil <= now` and `expiresAt <= now`), oldest lease first; returns how many were deleted. A
+   * handler that threw or answered a non-transient 5xx keeps its record for reconciliation, and one whose key is
+   * never retried keeps it for good: this bounds the store. Past its TTL no retry within the contract (the client's
+   * retry budget fits in the TTL) can reach a record, but the record is the only trace that an effect may have
+   * happened: call it once your reconciliation has seen them ({@link listAbandoned}), or for operations with
+   * nothing to reconcile. Call it periodically until it returns less than `limit`.
+   */
+  purgeAbandoned?(options?: BatchOptions): Promise<number>;
+
   /** The store clock (ms since the epoch). */
   now(): Promise<number>;
 

@@ -230,6 +230,31 @@ export function describeStoreContract(name: string, makeStore: MakeStore): void 
       assert.equal((await store.listAbandoned())[0]!.leaseToken, a.token);
     });
 
+    it('purgeAbandoned deletes in_progress records past both their lease and their TTL, in batches, and nothing else', async () => {
+      assert.ok(store.purgeAbandoned !== undefined, 'every bundled store has it');
+      for (const id of ['s1', 's2', 's3']) await store.reserve(reserveInput(id));
+      const done = reserveInput('done');
+      await store.reserve(done);
+      await store.complete('done', done.token, completion(bytes('{}'), { ttlMs: TTL * 3 }));
+      t += LEASE + 1;
+      // Past the lease, within the TTL: abandoned, for reconciliation — kept.
+      assert.deepEqual((await store.listAbandoned()).map((r) => r.id).sort(), ['s1', 's2', 's3']);
+      assert.equal(await store.purgeAbandoned!(), 0);
+      // A live handler's lease, renewed past the TTL, keeps its record too.
+      const live = reserveInput('live');
+      await store.reserve(live);
+      t += TTL;
+      if (store.extend !== undefined) assert.equal(await store.extend('live', live.token, LEASE), true);
+      assert.equal(await store.purgeAbandoned!({ limit: 2 }), 2);
+      assert.equal(await store.purgeAbandoned!({ limit: 10 }), 1);
+      assert.equal(await store.purgeAbandoned!(), 0);
+      for (const id of ['s1', 's2', 's3']) assert.equal(await store.get(id), undefined);
+      assert.equal((await store.get('done'))?.state, 'completed');
+      if (store.extend !== undefined) assert.equal((await store.get('live'))?.state, 'in_progress');
+      // Its key is free again, as an expired completed record's is.
+      assert.equal((await store.reserve(reserveInput('s1'))).outcome, 'reserved');
+    });
+
     it('purges expired completed records in batches and never in_progress ones', async () => {
       for (const id of ['c1', 'c2', 'c3']) {
         const input = reserveInput(id);

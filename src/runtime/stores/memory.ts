@@ -118,6 +118,17 @@ export class MemoryStore implements IdempotencyStore {
     return deleted;
   }
 
+  async purgeAbandoned(options: BatchOptions = {}): Promise<number> {
+    const now = this.#clock();
+    const limit = options.limit ?? 500;
+    const gone = [...this.#records.values()]
+      .filter((r) => r.state === 'in_progress' && r.leaseUntil <= now && r.expiresAt <= now)
+      .sort((a, b) => a.leaseUntil - b.leaseUntil)
+      .slice(0, limit);
+    for (const record of gone) this.#records.delete(record.id);
+    return gone.length;
+  }
+
   async now(): Promise<number> {
     return this.#clock();
   }

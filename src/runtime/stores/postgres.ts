@@ -355,6 +355,11 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return result.rowCount ?? 0;
   }
 
+  async purgeAbandoned(options: BatchOptions = {}): Promise<number> {
+    const result = await this.#query(this.#sql.purgeAbandoned, [this.#now(), limitOf(options)]);
+    return result.rowCount ?? 0;
+  }
+
   async now(): Promise<number> {
     const clock = this.#clock;
     if (clock !== undefined) return clock();
@@ -550,6 +555,11 @@ function statements(t: string) {
       DELETE FROM ${t} WHERE id IN (
         SELECT r.id FROM ${t} r, (SELECT ${NOW} AS now) c
         WHERE r.state = 'completed' AND r.expires_at <= c.now ORDER BY r.expires_at LIMIT $2 FOR UPDATE OF r SKIP LOCKED)`,
+    purgeAbandoned: `
+      DELETE FROM ${t} WHERE id IN (
+        SELECT r.id FROM ${t} r, (SELECT ${NOW} AS now) c
+        WHERE r.state = 'in_progress' AND r.lease_until <= c.now AND r.expires_at <= c.now
+        ORDER BY r.lease_until LIMIT $2 FOR UPDATE OF r SKIP LOCKED)`,
   };
   const fixed = Object.fromEntries(Object.entries(texts).map(([key, text]) => [key, named(text)])) as { readonly [K in keyof typeof texts]: Named };
   // The batched forms, one statement per batch size: `rows` rows of scalar parameters after $1 (the time).

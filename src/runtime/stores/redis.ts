@@ -275,6 +275,29 @@ end
 return deleted
 `);
 
+// KEYS: leases. ARGV: now, record key prefix, limit.
+// In lease order, deletes in_progress records past both their lease and their TTL, up to the limit, reading at most
+// four times the limit of lease entries (a lease ended before the TTL leaves its entry here until the TTL passes);
+// entries whose record is gone (or no longer in progress) leave the index.
+const PURGE_ABANDONED = script(`${NOW}
+local limit = tonumber(ARGV[3])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0, limit * 4)
+local deleted = 0
+for _, id in ipairs(ids) do
+  if deleted >= limit then break end
+  local key = ARGV[2] .. id
+  local r = redis.call('HMGET', key, 'state', 'lease_until', 'expires_at')
+  if r[1] ~= 'in_progress' then
+    redis.call('ZREM', KEYS[1], id)
+  elseif (tonumber(r[2]) or now) <= now and (tonumber(r[3]) or now) <= now then
+    redis.call('DEL', key)
+    redis.call('ZREM', KEYS[1], id)
+    deleted = deleted + 1
+  end
+end
+return deleted
+`);
+
 // KEYS: leases, then record keys. ARGV: the records' ids, in the order of their keys.
 // Puts every in_progress record back in the lease index (NX: an entry already there keeps its score), reading
 // each record in the script so that one completed or released since it was listed stays out. Answers how many
@@ -592,6 +615,11 @@ export class RedisStore implements IdempotencyStore {
    */
   async purgeExpired(options: BatchOptions = {}): Promise<number> {
     return Number(await this.#eval(PURGE, 1, [this.#expiry, this.#now(), this.#serverRecordPrefix, String(limitOf(options))]));
+  }
+
+  /** See {@link IdempotencyStore.purgeAbandoned}: records past their lease and TTL, in lease order. */
+  async purgeAbandoned(options: BatchOptions = {}): Promise<number> {
+    return Number(await this.#eval(PURGE_ABANDONED, 1, [this.#leases, this.#now(), this.#serverRecordPrefix, String(limitOf(options))]));
   }
 
   async now(): Promise<number> {

@@ -259,6 +259,7 @@ interface Statements {
   readonly extend: Statement;
   readonly abandoned: Statement;
   readonly purge: Statement;
+  readonly purgeAbandoned: Statement;
 }
 
 function prepareStatements(db: SqliteDatabase, t: string): Statements {
@@ -287,6 +288,10 @@ function prepareStatements(db: SqliteDatabase, t: string): Statements {
     purge: db.prepare(
       `DELETE FROM ${t} WHERE id IN (
          SELECT id FROM ${t} WHERE state = 'completed' AND expires_at <= ? ORDER BY expires_at LIMIT ?)`,
+    ),
+    purgeAbandoned: db.prepare(
+      `DELETE FROM ${t} WHERE id IN (
+         SELECT id FROM ${t} WHERE state = 'in_progress' AND lease_until <= ? AND expires_at <= ? ORDER BY lease_until, id LIMIT ?)`,
     ),
   };
 }
@@ -400,6 +405,13 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
 
   purgeExpired(options: BatchOptions = {}): Promise<number> {
     return this.#run(() => this.#sql.purge.run(this.#clock(), limitOf(options)).changes);
+  }
+
+  purgeAbandoned(options: BatchOptions = {}): Promise<number> {
+    return this.#run(() => {
+      const now = this.#clock();
+      return this.#sql.purgeAbandoned.run(now, now, limitOf(options)).changes;
+    });
   }
 
   async now(): Promise<number> {
