@@ -222,6 +222,9 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       } catch {
         broken = error;
       }
+      // A role without the right to create (42501) on a table a migration of the DBA's made, its indexes named
+      // otherwise: the table is there, so the store can run — DDL is not for it to insist on.
+      if (broken === undefined && (error as { code?: unknown } | null)?.code === '42501' && (await tableExists(client, this.#table))) return;
       throw wrap(error);
     } finally {
       if (client !== db) {
@@ -391,15 +394,23 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     };
     client.on('error', onError);
     try {
-      let reserved: ReserveResult;
-      try {
-        // One round trip for both (a simple-protocol query may hold several statements).
-        await client.query(`BEGIN; SET LOCAL lock_timeout = ${lockTimeoutMs}`);
-        // Waits here while another open transaction holds an uncommitted reservation of the same id.
-        reserved = await this.#reserveOn(client, input);
-      } catch (error) {
-        if (!(await rollback(client))) broken = error;
-        throw wrap(error);
+      let reserved: ReserveResult | undefined;
+      for (let attempt = 1; reserved === undefined; attempt += 1) {
+        try {
+          // One round trip for both (a simple-protocol query may hold several statements).
+          await client.query(`BEGIN; SET LOCAL lock_timeout = ${lockTimeoutMs}`);
+          // Waits here while another open transaction holds an uncommitted reservation of the same id.
+          reserved = await this.#reserveOn(client, input);
+        } catch (error) {
+          const rolledBack = await rollback(client);
+          if (!rolledBack) broken = error;
+          // Under a `serializable` or `repeatable read` default a reservation fails so when a concurrent one commits
+          // (a duplicate waiting on the first request's row lock, every time it commits): rolled back before any
+          // handler ran, so it is tried again in a new transaction — it then sees the record, as a replay or a 409.
+          const cause = error instanceof StoreError ? error.cause : error;
+          if (!rolledBack || attempt >= SERIALIZATION_ATTEMPTS || !isSerializationFailure(cause)) throw wrap(error);
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
+        }
       }
       let step: TransactionStep<T>;
       try {
@@ -632,6 +643,15 @@ async function rollback(client: PoolClient): Promise<boolean> {
   try {
     await client.query('ROLLBACK');
     return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `table` exists (a catalog read); false when it cannot be told. */
+async function tableExists(client: ClientBase, table: string): Promise<boolean> {
+  try {
+    return (await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [table])).rows[0]?.present === true;
   } catch {
     return false;
   }

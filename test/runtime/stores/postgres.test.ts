@@ -436,6 +436,55 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     });
   }
 
+  it('one-transaction duplicates under a serializable default: a reservation rolled back by the first one\'s commit is tried again (replay or 409, never 503)', async () => {
+    // A review's: 50 concurrent one-transaction requests with one key, 5 rounds, answered 45 × 503 store-unavailable —
+    // each duplicate waiting on the row lock failed with 40001 when the first request committed.
+    const database = `iso_tx_${process.pid}`;
+    await pool.query(`CREATE DATABASE ${database}`);
+    await pool.query(`ALTER DATABASE ${database} SET default_transaction_isolation = 'serializable'`);
+    const db = new pg.Pool({ connectionString: server.connectionString.replace(/\/postgres$/, `/${database}`), max: 20 });
+    try {
+      const store = new PostgresStore(db, { table: 'iso_tx' });
+      await store.migrate();
+      await db.query('CREATE TABLE business (key text)');
+      const guard = createGuard<pg.PoolClient>(demoContract(), { store, storeTimeoutMs: 10_000 });
+      for (let round = 0; round < 3; round += 1) {
+        const answers = await Promise.all(
+          Array.from({ length: 30 }, () => guard.handle(demoRequest(`same-${round}`), async (ctx) => {
+            await ctx.tx!.query('INSERT INTO business (key) VALUES ($1)', [`same-${round}`]);
+            return jsonResponse(201, { id: `same-${round}` });
+          }, { transaction: true })),
+        );
+        const statuses = answers.map((a) => a.status);
+        assert.deepEqual(statuses.filter((status) => status !== 201 && status !== 409), [], `statuses: ${statuses.join(' ')}`);
+        assert.equal((await db.query('SELECT count(*)::int AS n FROM business WHERE key = $1', [`same-${round}`])).rows[0].n, 1);
+      }
+    } finally {
+      await db.end();
+      await pool.query(`DROP DATABASE ${database}`);
+    }
+  });
+
+  it('migrate() accepts a table a DBA\'s migration made (indexes named otherwise) for a role that may not create', async () => {
+    await pool.query('CREATE SCHEMA locked');
+    await pool.query(PostgresStore.schemaSql('locked.records').replace(/records_expiry/g, 'idx_records_exp').replace(/records_lease/g, 'idx_records_lease'));
+    await pool.query("CREATE ROLE app_no_ddl LOGIN");
+    await pool.query('GRANT USAGE ON SCHEMA locked TO app_no_ddl');
+    await pool.query('GRANT SELECT, INSERT, UPDATE, DELETE ON locked.records TO app_no_ddl');
+    const app = new pg.Pool({ connectionString: server.connectionString.replace('postgres://postgres@', 'postgres://app_no_ddl@'), max: 2 });
+    try {
+      const store = new PostgresStore(app, { table: 'locked.records' });
+      await store.migrate();
+      assert.equal((await store.reserve({ id: 'k', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
+      // A table that is not there is still an error: the store cannot run without it.
+      await assert.rejects(new PostgresStore(app, { table: 'locked.missing' }).migrate(), (e: unknown) => e instanceof StoreError && /42501/.test(e.message));
+    } finally {
+      await app.end();
+      await pool.query('DROP SCHEMA locked CASCADE');
+      await pool.query('DROP ROLE app_no_ddl');
+    }
+  });
+
   describe('through PgBouncer in transaction pooling mode (each transaction may get another server connection)', () => {
     // PgBouncer before 1.21 (Debian 12 has 1.18), as Supavisor's transaction mode, does not carry named prepared
     // statements across server connections: 26000 (missing there) or 42P05 (already there). A third or more of
