@@ -459,6 +459,29 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         assert.deepEqual(statuses.filter((status) => status !== 201 && status !== 409), [], `statuses: ${statuses.join(' ')}`);
         assert.equal((await db.query('SELECT count(*)::int AS n FROM business WHERE key = $1', [`same-${round}`])).rows[0].n, 1);
       }
+      // Distinct keys do not conflict: the completion's fence reads the record by its primary key, not by a scan of the
+      // partial lease index (which SSI locked whole — 91 of 100 concurrent requests answered 503 outcome-unknown). As
+      // in production the table holds many completed records (SSI's predicate locks are per index page: keys spread
+      // over pages), and its statistics saw none in progress.
+      await db.query(
+        `INSERT INTO iso_tx (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at, status, headers, body)
+         SELECT md5(g::text), 'op', 'f', 'completed', 't', 0, 9e15, 0, 201, '{}', '' FROM generate_series(1, 50000) g`,
+      );
+      await db.query('ANALYZE iso_tx');
+      let failed = 0;
+      let total = 0;
+      for (let round = 0; round < 3; round += 1) {
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, (_, i) => guard.handle(demoRequest(`distinct-${round}-${i}`), async (ctx) => {
+            await ctx.tx!.query('INSERT INTO business (key) VALUES ($1)', [`distinct-${round}-${i}`]);
+            return jsonResponse(201, { id: i });
+          }, { transaction: true }).then((answer) => answer.status, () => 'threw')),
+        );
+        total += answers.length;
+        failed += answers.filter((status) => status !== 201).length;
+      }
+      process.stdout.write(`      serializable, one transaction, distinct keys: ${failed} of ${total} concurrent requests not 201\n`);
+      assert.ok(failed <= total / 20, `${failed} of ${total} failed`);
     } finally {
       await db.end();
       await pool.query(`DROP DATABASE ${database}`);
