@@ -97,6 +97,28 @@ describe('generate --import-extension', function () {
     assert.match(await runTsc(prepareTsProject(nodeNext)), /TS2835|Relative import paths need explicit file extensions/);
   });
 
+  it("compiles in the tsconfigs teams start from: create-next-app's (target ES2017), and a CommonJS project without esModuleInterop", async () => {
+    // A review's: the client's `/…/s` regex (an ES2018 flag, which tsc checks against target since 5.5) failed
+    // create-next-app's tsconfig, so `next build`; the SQLite store's default type import needed esModuleInterop.
+    const all = await outputs();
+    for (const [name, extension, packageJson, compilerOptions] of [
+      [
+        'next',
+        'none',
+        { type: 'module' },
+        { target: 'ES2017', lib: ['dom', 'dom.iterable', 'esnext'], module: 'esnext', moduleResolution: 'bundler', isolatedModules: true, allowJs: true, esModuleInterop: true, resolveJsonModule: true, jsx: 'preserve', incremental: true },
+      ],
+      ['commonjs', 'js', {}, { module: 'CommonJS', moduleResolution: 'Node10', lib: ['ES2022'] }],
+    ] as const) {
+      const root = path.join(tmp, `tsc-${name}`);
+      mkdirSync(root);
+      writeFileSync(path.join(root, 'package.json'), JSON.stringify(packageJson));
+      for (const output of all) await writeOutput(path.join(root, output.name), withImportExtension(output.files, extension));
+      const diagnostics = await runTsc(prepareTsProject(root, { compilerOptions: { ...compilerOptions, tsBuildInfoFile: path.join(root, '.tsbuildinfo') } }));
+      assert.equal(diagnostics, '', name);
+    }
+  });
+
   it('ts: Deno type-checks and runs the generated TypeScript as it is, without tsc; a retry is the replay', async () => {
     const dir = path.join(tmp, 'deno');
     const io = bufferIo(tmp);

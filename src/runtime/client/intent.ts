@@ -32,12 +32,20 @@ interface IntentJsonV1 {
   readonly requestIds: readonly string[];
 }
 
+/** The part of Web Crypto {@link randomKey} uses. */
+interface WebCrypto {
+  readonly randomUUID?: () => string;
+  getRandomValues(array: Uint8Array): Uint8Array;
+}
+
 /**
  * Makes a fresh key: a random (version 4) UUID from Web Crypto (Node ≥ 19 and browsers) — `randomUUID`, or where a
  * browser leaves it out (a page served over plain http is no secure context) the same from `getRandomValues`.
  */
 export function randomKey(): string {
-  const crypto = globalThis.crypto;
+  // Read structurally: @types/node 18 does not declare `globalThis.crypto`, and a Node 18 without the flag has none.
+  const crypto = (globalThis as unknown as { crypto?: WebCrypto }).crypto;
+  if (crypto === undefined) throw new TypeError('no Web Crypto (globalThis.crypto) to make a key: Node 18 needs --experimental-global-webcrypto (Node >= 19 and browsers have it), or pass the key yourself');
   if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   bytes[6] = (bytes[6]! & 0x0f) | 0x40; // version 4

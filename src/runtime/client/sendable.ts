@@ -42,7 +42,8 @@ export function assertSendable(url: string, method: string, headers: Readonly<Re
     new URL(url, typeof page === 'string' ? page : undefined);
   } catch {
     // Without its query: a key or a credential may travel there (`?requestId=…`), and messages end up in logs.
-    const shown = url.replace(/[?#].*$/s, '');
+    // No `s` flag (ES2018): create-next-app's tsconfig targets ES2017, and tsc checks a regex's flags against it.
+    const shown = url.replace(/[?#][\s\S]*$/, '');
     throw new TypeError(`the request URL ${JSON.stringify(shown)} is not absolute: pass baseUrl as an http(s) URL (a path is only resolved in a web page)`);
   }
 }

@@ -38,7 +38,8 @@
  * nothing about the key). With several processes on one file, use plain mode (every store call is one short
  * statement), or PostgreSQL, whose row locks are per key.
  */
-import type BetterSqlite3 from 'better-sqlite3';
+// A namespace import, not a default one: it needs no esModuleInterop in a CommonJS project.
+import type * as BetterSqlite3 from 'better-sqlite3';
 import {
   StoreError,
   checkStoreName,
