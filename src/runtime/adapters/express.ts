@@ -11,6 +11,7 @@
  * Mount it after the body parser: `app.post(path, express.json(), guard, handler)`.
  * Imports only Express's types, Node built-ins and the runtime core; copied into users' generated code.
  */
+import { finished } from 'node:stream';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
@@ -508,7 +509,13 @@ class Hold {
     if (socket !== null && socket !== undefined && this.socketDestroy !== undefined) {
       socket.destroy = this.socketDestroy as typeof socket.destroy;
       this.socketDestroy = undefined;
-      if (this.destroyRequested) res.once('finish', () => socket.destroy());
+      if (this.destroyRequested) {
+        // A socket that can no longer write (its client closed, and Node's auto-destroy — the call swallowed above —
+        // was its only way out) would never see the response's 'finish': destroyed now, or it stayed open for good,
+        // one descriptor per client that closed while the completion was being recorded (a soak review's EMFILE).
+        if (socket.destroyed || socket.writableEnded || !socket.writable) socket.destroy();
+        else finished(res, () => socket.destroy());
+      }
     }
   }
 

@@ -736,6 +736,47 @@ describe('runtime/adapters/express', () => {
     assert.equal(calls, 2);
   });
 
+  it('a client that closes while the completion is being recorded leaves no socket behind (no descriptor leak)', async () => {
+    // A soak review's: the client's FIN came after the handler's end() and before the store answered; Node's auto-destroy
+    // went to the guard's held `socket.destroy`, which then waited for a 'finish' that an ended socket never emits —
+    // 60 of 1,000 such sockets, each a descriptor, stayed open for good.
+    const store = new MemoryStore();
+    const complete = store.complete.bind(store);
+    store.complete = async (...args: Parameters<MemoryStore['complete']>) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return complete(...args);
+    };
+    const app = express();
+    app.post('/things/:thingId', express.json(), createRouteGuard(contract, options(store)), (_req, res) => {
+      calls += 1;
+      res.status(201).json({ id: calls });
+    });
+    const http1 = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    server = { port: (http1.address() as AddressInfo).port, close: () => new Promise((resolve) => http1.close(() => resolve())) };
+    const { connect } = await import('node:net');
+    for (const how of ['end', 'destroy'] as const) {
+      await Promise.all(
+        Array.from({ length: 10 }, (_, i) => new Promise<void>((resolve) => {
+          const socket = connect(server.port, '127.0.0.1', () => {
+            socket.write(`POST /things/t1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nx-user: u\r\nidempotency-key: close-${how}-${i}\r\n\r\n{}`);
+            setTimeout(() => {
+              socket[how]();
+              resolve();
+            }, 100);
+          });
+          socket.on('error', () => undefined);
+          socket.resume();
+        })),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const open = await new Promise<number>((resolve, reject) => http1.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+      assert.equal(open, 0, `${open} sockets left open after clients that ${how === 'end' ? 'half-closed' : 'closed'}`);
+    }
+    assert.equal(calls, 20);
+  });
+
   it('keeps req.params first when the route names the contract parameter itself', async () => {
     const app = express();
     app.post('/things/:tenant', express.json(), createRouteGuard({ ...contract, path: '/elsewhere/{tenant}' }, options(new MemoryStore())), (_req, res) => {
