@@ -408,6 +408,11 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
           // (a duplicate waiting on the first request's row lock, every time it commits): rolled back before any
           // handler ran, so it is tried again in a new transaction — it then sees the record, as a replay or a 409.
           const cause = error instanceof StoreError ? error.cause : error;
+          // A server-side statement_timeout shorter than the guard's wait ended the wait on a duplicate's row lock (57014):
+          // nothing ran yet, so it is the lock wait's answer (409 + Retry-After), not the store being down (503).
+          if (rolledBack && (cause as { code?: unknown } | null)?.code === '57014') {
+            throw new StoreError('lock-timeout', 'statement_timeout ended the wait for another transaction holding this key', { cause });
+          }
           if (!rolledBack || attempt >= SERIALIZATION_ATTEMPTS || !isSerializationFailure(cause)) throw wrap(error);
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
         }

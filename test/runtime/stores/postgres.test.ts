@@ -371,6 +371,28 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     }
   });
 
+  it("one-transaction duplicates whose wait a server-side statement_timeout ends answer 409 + Retry-After, not 503", async () => {
+    // A review's: with the role's statement_timeout at 100 ms, 29 of 30 duplicates of a 400 ms request answered 503.
+    const small = new pg.Pool({ connectionString: server.connectionString, max: 6, options: '-c statement_timeout=100' });
+    let open = (): void => undefined;
+    const gate = new Promise<void>((resolve) => { open = resolve; });
+    try {
+      const store = new PostgresStore(small, { table: table() });
+      await store.migrate();
+      const guard = createGuard<pg.PoolClient>(demoContract(), { store, storeTimeoutMs: 5000, transactionWaitMs: 2000 });
+      const slow = guard.handle(demoRequest('timed'), async () => { await gate; return jsonResponse(201, { id: 'slow' }); }, { transaction: true });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const duplicates = await Promise.all([1, 2, 3].map(() => guard.handle(demoRequest('timed'), async () => jsonResponse(201, { id: 'twice' }), { transaction: true })));
+      assert.deepEqual(duplicates.map((answer) => answer.status), [409, 409, 409]);
+      assert.ok(duplicates.every((answer) => Number(answer.headers['retry-after']) >= 1));
+      open();
+      assert.equal(bodyJson(await slow).id, 'slow');
+    } finally {
+      open(); // a failed assertion must not leave the slow request holding a connection (small.end() would wait for it)
+      await small.end();
+    }
+  });
+
   it('also runs on one pg.Client, but needs a Pool for one-transaction mode', async () => {
     const client = new pg.Client({ connectionString: server.connectionString });
     await client.connect();
