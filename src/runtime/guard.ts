@@ -1050,15 +1050,27 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * lease, when reconciliation finds it abandoned with no handler run for it.
    */
   async function freeLate(input: ReserveInput): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
+    await withinLease(() => store.release(input.id, input.token));
+  }
+
+  /**
+   * Runs a fenced store call until it answers, a quarter of the lease apart, within the lease; resolves to its answer,
+   * or `undefined` when every attempt failed. Never rejects.
+   */
+  async function withinLease<T>(call: () => Promise<T>, attempt = 1): Promise<T | undefined> {
+    for (; ; attempt++) {
       try {
-        await store.release(input.id, input.token);
-        return;
+        return await bounded(call());
       } catch {
-        if (attempt >= FREE_LATE_ATTEMPTS) return;
-        await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS))));
+        if (attempt >= FREE_LATE_ATTEMPTS) return undefined;
+        await leaseGap();
       }
     }
+  }
+
+  /** A quarter of the lease (at least {@link FREE_LATE_MIN_GAP_MS}): the gap between {@link withinLease}'s attempts. */
+  function leaseGap(): Promise<void> {
+    return new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS))));
   }
 
   // Not async: the reservation's own promise is the answer, with no async frame and no extra turn around it.
@@ -1155,6 +1167,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
     } catch {
       if (logging) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
+      // The answer goes out now; the completion is tried again behind it, a quarter of the lease apart, within the
+      // lease (fenced on the token: a takeover after the lease makes it change nothing). A short outage — a failover, a
+      // restart — then no longer strands every request in flight at 409 until reconciliation: the retry replays.
+      void leaseGap()
+        .then(() => withinLease(() => store.complete(keyId, reservation.token!, input), 2))
+        .then((done) => {
+        if (done === true && logging) log({ decision: 'completed', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) }, reservation.requestId);
+      });
     }
   }
 

@@ -1432,6 +1432,30 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('a completion the store failed is tried again behind the answer, within the lease: the retry replays instead of 409', async () => {
+    // A review's: a PostgreSQL restart of a few seconds, well inside the 30 s lease, left every request in flight at
+    // 201 with its record in progress — each retry 409, then abandoned until reconciliation.
+    const memory = new MemoryStore();
+    let failures = 2;
+    const store = withMethods(memory, {
+      complete: (...args: Parameters<MemoryStore['complete']>) => (failures-- > 0 ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args)),
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 400 }, { store, log: (e) => events.push(e) });
+    let runs = 0;
+    const first = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'once' })));
+    assert.equal(first.status, 201, 'the answer goes out at once');
+    assert.deepEqual(events.map((e) => e.decision), ['reserved', 'record-failed']);
+    assert.equal((await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'twice' })))).status, 409);
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    const retry = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, { id: 'twice' })));
+    assert.equal(retry.status, 201);
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.equal(bodyJson(retry).id, 'once');
+    assert.equal(runs, 1);
+    assert.ok(events.some((e) => e.decision === 'completed'), events.map((e) => e.decision).join(' '));
+  });
+
   it('does not throw from complete when the store fails; logs record-failed', async () => {
     const events: GuardLogEvent[] = [];
     const guard = createGuard(demoContract(), { store: brokenStore('reject'), log: (e) => events.push(e) });
