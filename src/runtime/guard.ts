@@ -182,6 +182,13 @@ export interface GuardLogEvent {
    * `in-progress` or `abandoned` so marked ran and refused nothing.
    */
   readonly via?: 'status';
+  /**
+   * On `store-unavailable`, `outcome-unknown` and `fail-open`: what the store said, as its error's kind and code only —
+   * `unavailable 25006` (PostgreSQL's SQLSTATE: a read-only server), `unavailable SQLITE_BUSY`, `unavailable READONLY`
+   * (Redis), `unavailable timeout` (no answer within `storeTimeoutMs`) — never a message, which may quote data. A
+   * permanent misconfiguration then reads apart from an outage.
+   */
+  readonly storeError?: string;
 }
 
 /** Guard configuration. Only `store` is required. */
@@ -759,17 +766,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * The store failed. Fail-open (the opt-in) applies only here, where no record was seen yet; once the guard
    * has read a record someone else owns, it always answers 503 ({@link storeUnavailableResponse}).
    */
-  function storeUnavailable(req: GuardRequest, recordId: string | undefined, key?: string): Begun {
+  function storeUnavailable(req: GuardRequest, recordId: string | undefined, key: string | undefined, error: unknown): Begun {
     if (options.failOpen === true) {
-      if (logging) log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
+      if (logging) log({ decision: 'fail-open', ...(recordId !== undefined ? { keyId: recordId } : {}), ...storeErrorField(error) }, req.requestId);
       // Unguarded, but the handler still gets the key (e.g. for a provider that deduplicates on it).
       return { kind: 'proceed', reservation: unguarded(req.requestId), headers: {}, idempotencyKey: key };
     }
-    return storeUnavailableResponse(req, recordId);
+    return storeUnavailableResponse(req, recordId, error);
   }
 
-  function storeUnavailableResponse(req: GuardRequest, recordId: string | undefined): Respond {
-    if (logging) log({ decision: 'store-unavailable', status: R.storeUnavailable, ...(recordId !== undefined ? { keyId: recordId } : {}) }, req.requestId);
+  function storeUnavailableResponse(req: GuardRequest, recordId: string | undefined, error: unknown): Respond {
+    if (logging) log({ decision: 'store-unavailable', status: R.storeUnavailable, ...(recordId !== undefined ? { keyId: recordId } : {}), ...storeErrorField(error) }, req.requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -782,8 +789,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     };
   }
 
-  function outcomeUnknown(req: GuardRequest, recordId: string): Respond {
-    if (logging) log({ decision: 'outcome-unknown', status: R.storeUnavailable, keyId: recordId }, req.requestId);
+  function outcomeUnknown(req: GuardRequest, recordId: string, error: unknown): Respond {
+    if (logging) log({ decision: 'outcome-unknown', status: R.storeUnavailable, keyId: recordId, ...storeErrorField(error) }, req.requestId);
     return {
       kind: 'respond',
       response: problemResponse(
@@ -923,9 +930,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         try {
           latest = await bounded(store.get(prep.recordId));
           now = await bounded(store.now());
-        } catch {
+        } catch (error) {
           // We have seen a record another request owns: fail-open would run the effect beside it. Always 503.
-          return storeUnavailableResponse(req, prep.recordId);
+          return storeUnavailableResponse(req, prep.recordId, error);
         }
         if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
         record = latest;
@@ -986,7 +993,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return inProgress(latest.id, latest.leaseUntil - now, now - latest.createdAt, req.requestId);
     } catch (error) {
       // As above: an owned (abandoned) record was seen, so never fail open here.
-      if (error instanceof StoreError) return storeUnavailableResponse(req, prep.recordId);
+      if (error instanceof StoreError) return storeUnavailableResponse(req, prep.recordId, error);
       throw error;
     }
   }
@@ -1003,7 +1010,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     try {
       pending = store.reserve(input);
       result = await bounded(pending);
-    } catch {
+    } catch (error) {
       // If the reservation lands after we gave up, nobody runs the handler for it: free it again. So too when it
       // failed in a way that leaves it unknown whether the store made it (a client's command timeout, a connection
       // lost after the command was sent): the release is fenced on this call's token, so it frees only a record
@@ -1015,7 +1022,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         },
         () => void freeLate(input),
       );
-      return storeUnavailable(req, prep.recordId, prep.key);
+      return storeUnavailable(req, prep.recordId, prep.key, error);
     }
     // A fresh reservation (the common case) is answered here, without another async step; so is this request's own.
     if (result.outcome === 'reserved') return reserved(req, prep, input.token);
@@ -1026,8 +1033,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (await ownLeaseRuns(result.record)) return reserved(req, prep, input.token);
       try {
         await bounded(store.release(input.id, input.token));
-      } catch {
-        return storeUnavailableResponse(req, prep.recordId);
+      } catch (error) {
+        return storeUnavailableResponse(req, prep.recordId, error);
       }
       return reserveAndClassify(req, prep, false);
     }
@@ -1307,19 +1314,19 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // Once the handler has run, a failed commit leaves the outcome unknown (a lost COMMIT reply may have
       // committed; an external call may have happened even if it rolled back): never "store unavailable",
       // which tells clients the handler never ran, and never fail-open (it would run the handler again).
-      if (handlerStarted) return outcomeUnknown(req, prep.recordId).response;
+      if (handlerStarted) return outcomeUnknown(req, prep.recordId, error).response;
       // Never fail open here either: a reservation that failed may have been waiting for a duplicate's open
       // transaction on this very key (PostgreSQL's statement_timeout or a serialization failure, SQLite's busy
       // timeout on another connection), so running unguarded would repeat the effect beside it.
-      return storeUnavailableResponse(req, prep.recordId).response;
+      return storeUnavailableResponse(req, prep.recordId, error).response;
     }
     // The handler ran and its transaction has not ended within storeTimeoutMs: it may still commit (a retry then
     // finds the record completed) or roll back (a retry runs the handler again, its writes undone). Unknown, not a hang.
-    if (outcome.kind === 'commit-late') return outcomeUnknown(req, prep.recordId).response;
+    if (outcome.kind === 'commit-late') return outcomeUnknown(req, prep.recordId, new StoreError('unavailable', 'the transaction did not end in time')).response;
     if (outcome.kind === 'gave-up') {
       // Never fail open here: the wait may be a duplicate's open transaction holding this very key (a row lock,
       // SQLite's write lock, the connection's queue), so running unguarded would repeat the effect beside it.
-      return storeUnavailableResponse(req, prep.recordId).response;
+      return storeUnavailableResponse(req, prep.recordId, new StoreError('unavailable', 'the reservation did not answer in time')).response;
     }
     if (outcome.kind === 'existing') {
       // If the record goes away while this request waits (its holder's transient answer released the key), answer
@@ -1397,8 +1404,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     try {
       record = await bounded(store.get(recordId));
       now = await bounded(store.now());
-    } catch {
-      return storeUnavailableResponse(req, recordId).response;
+    } catch (error) {
+      return storeUnavailableResponse(req, recordId, error).response;
     }
     // A completed record past its retention counts as gone, as it does for a reservation (which would run anew).
     if (record === undefined || (record.state === 'completed' && record.expiresAt <= now)) {
@@ -1418,6 +1425,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 const NOT_REFUSED = { kind: 'unguarded' } as const;
 
 /** How many times a late reservation's release is tried (see `freeLate`), and the least time between two tries. */
+/**
+ * The log's `storeError` field: a store error's kind and the code of what caused it (a SQLSTATE, an errno or SQLite
+ * code, a Redis error's first word) — short tokens that quote no data; `timeout` for no answer in time.
+ */
+function storeErrorField(error: unknown): { storeError?: string } {
+  if (!(error instanceof StoreError)) return {};
+  const cause = error.cause as { code?: unknown; message?: unknown } | null | undefined;
+  let code: string | undefined;
+  if (typeof cause?.code === 'string' && /^[A-Za-z0-9_]{1,40}$/.test(cause.code)) code = cause.code;
+  else if (typeof cause?.message === 'string') code = /^([A-Z][A-Z_]{2,30})\b/.exec(cause.message)?.[1];
+  else if (cause === undefined && /did not (?:answer|end)/.test(error.message)) code = 'timeout';
+  return { storeError: code === undefined ? error.kind : `${error.kind} ${code}` };
+}
+
 const FREE_LATE_ATTEMPTS = 4;
 const FREE_LATE_MIN_GAP_MS = 50;
 

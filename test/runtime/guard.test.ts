@@ -951,6 +951,24 @@ describe('runtime/guard: store failures', () => {
     };
   }
 
+  it('logs what the store said as its kind and code, never its message: a read-only server reads apart from an outage', async () => {
+    const events: GuardLogEvent[] = [];
+    const readOnly = Object.assign(new Error('cannot execute INSERT in a read-only transaction (key stripe-secret-123)'), { code: '25006' });
+    const cases: [IdempotencyStore['reserve'], string][] = [
+      [() => Promise.reject(new StoreError('unavailable', 'PostgreSQL store operation failed (25006)', { cause: readOnly })), 'unavailable 25006'],
+      [() => Promise.reject(new StoreError('unavailable', 'Redis store operation failed', { cause: new Error("READONLY You can't write against a read only replica.") })), 'unavailable READONLY'],
+      [() => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })), 'unavailable ECONNREFUSED'],
+      [() => new Promise<never>(() => undefined), 'unavailable timeout'],
+    ];
+    for (const [reserve, expected] of cases) {
+      events.length = 0;
+      const guard = createGuard(demoContract(), { store: withMethods(new MemoryStore(), { reserve }), storeTimeoutMs: 100, log: (e) => events.push(e) });
+      assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}))).status, 503);
+      assert.deepEqual(events.map((e) => [e.decision, e.storeError]), [['store-unavailable', expected]]);
+      assert.doesNotMatch(JSON.stringify(events), /stripe-secret|read-only transaction|127\.0\.0\.1/);
+    }
+  });
+
   for (const mode of ['reject', 'hang', 'throw'] as const) {
     it(`fails closed with 503 + Retry-After when the store ${mode === 'reject' ? 'errors' : mode === 'throw' ? 'throws' : 'does not answer'}`, async () => {
       let runs = 0;
