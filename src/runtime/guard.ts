@@ -309,7 +309,8 @@ export interface Guard<Tx = unknown> {
 export { DEFAULT_REPLAY_HEADERS } from './wire.js';
 
 // One strict decoder for every request (it keeps no state between whole-buffer decode() calls).
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM spelled out (false is the default): Cloudflare's workers-types declare both options required.
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /** Headers that carry credentials or session state: refused in `replayHeaders`. */
 const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'set-cookie2', 'cookie', 'authorization', 'proxy-authorization', 'authentication-info', 'proxy-authentication-info'];

@@ -105,7 +105,7 @@ function partField(headers: string, content: Buffer): MultipartField | undefined
   const json = /^application\/(?:[\w.+-]+\+)?json\s*(;|$)/.test(type);
   if (filename === undefined && (json || type === '' || type.startsWith('text/plain'))) {
     try {
-      const text = new TextDecoder('utf-8', { fatal: true }).decode(content);
+      const text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(content);
       return { name, value: json ? (JSON.parse(text) as JsonValue) : text };
     } catch {
       // Not UTF-8 text (or not JSON): kept as a file, by digest.

@@ -453,7 +453,7 @@ export function bodyForFingerprint(body: unknown, contentType: string | readonly
     text = body;
   } else {
     try {
-      text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(body);
     } catch {
       return body;
     }

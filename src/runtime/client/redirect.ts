@@ -22,7 +22,8 @@ export type Redirect = { readonly follow: string } | { readonly stop: true; read
  * (`res.redirected`) is no redirect but the answer of the request it landed on: `undefined`.
  */
 export function redirectOf(res: Response, url: string, safe = false): Redirect | undefined {
-  if (res.type === 'opaqueredirect') return { stop: true, location: undefined };
+  // Widened: Cloudflare's workers-types leave 'opaqueredirect' out of ResponseType (Workers never answer with one).
+  if ((res.type as string) === 'opaqueredirect') return { stop: true, location: undefined };
   if (res.redirected || !REDIRECT.has(res.status)) return undefined;
   const location = res.headers.get('location');
   if (location === null) return { stop: true, location: undefined };
