@@ -198,54 +198,54 @@ export interface GuardOptions {
    * The guard's wall clock in ms (default `Date.now`): log times, the in-progress wait and the age of an OASIS
    * `Repeatability-First-Sent`. Lease maths uses the store clock.
    */
-  readonly now?: () => number;
+  readonly now?: (() => number) | undefined;
   /** Structured log sink; gets safe fields only. Exceptions it throws are ignored. */
-  readonly log?: (event: GuardLogEvent) => void;
+  readonly log?: ((event: GuardLogEvent) => void) | undefined;
   /** Reconciliation hook for abandoned reservations (default: keep, answer 409 abandoned). */
-  readonly reconcile?: ReconcileHook;
+  readonly reconcile?: ReconcileHook | undefined;
   /** Longest wait for any one store call before failing closed with 503 (default 2000 ms). */
-  readonly storeTimeoutMs?: number;
+  readonly storeTimeoutMs?: number | undefined;
   /** `Retry-After` seconds on a 503 `idempotency-store-unavailable` (default 1). */
-  readonly storeRetryAfterSeconds?: number;
+  readonly storeRetryAfterSeconds?: number | undefined;
   /**
    * Explicit opt-in: when the store fails, run the handler unguarded instead of answering 503. A retry
    * during an outage can then run the effect twice. Default false (fail closed). Never in one-transaction
    * mode: a reservation that failed or did not arrive in time there may have been waiting for a duplicate's
    * open transaction on the same key, so it answers 503.
    */
-  readonly failOpen?: boolean;
+  readonly failOpen?: boolean | undefined;
   /**
    * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
    * content-disposition, location, content-location, operation-location, azure-asyncoperation, etag,
    * last-modified. `set-cookie`, `set-cookie2`, `cookie`, `authorization`, `proxy-authorization`,
    * `authentication-info` and `proxy-authentication-info` are refused (`createGuard` throws). A body the adapter could not decode is recorded with its `content-encoding` whatever this says.
    */
-  readonly replayHeaders?: readonly string[];
+  readonly replayHeaders?: readonly string[] | undefined;
   /**
    * Result id of a response, for the record and logs. Default: the JSON body's `id`, or that of the resource it
    * wraps (`{data: {id}}`, `{payment: {id}, links: {…}}`).
    */
-  readonly resultId?: (body: unknown, response: GuardResponse) => string | undefined;
+  readonly resultId?: ((body: unknown, response: GuardResponse) => string | undefined) | undefined;
   /**
    * Writes the guard's own answers (400, 409, 412, 422, 503) in the API's error format instead of RFC 9457 problem
    * details, for clients and SDKs that read their own error body. Status and headers stay the guard's; a
    * renderer that throws or returns nothing leaves the problem details. Default: problem details.
    */
-  readonly renderProblem?: ProblemRenderer;
+  readonly renderProblem?: ProblemRenderer | undefined;
   /** Optional bounded wait (ms) for an in-progress duplicate to complete before answering 409 (default 0). */
-  readonly waitInProgressMs?: number;
+  readonly waitInProgressMs?: number | undefined;
   /** Poll interval of that wait (default 50 ms). */
-  readonly pollIntervalMs?: number;
+  readonly pollIntervalMs?: number | undefined;
   /**
    * One-transaction mode: how long a duplicate may wait on the row lock of a transaction holding the same
    * key before answering 409 in progress (default: the contract's lease).
    */
-  readonly transactionWaitMs?: number;
+  readonly transactionWaitMs?: number | undefined;
   /**
    * With a store that has `extend`: the longest time a running handler's lease is renewed (every lease/3),
    * so a hung handler still ends in reconciliation. Default: the contract's TTL.
    */
-  readonly leaseRenewalMaxMs?: number;
+  readonly leaseRenewalMaxMs?: number | undefined;
 }
 
 /** What {@link Guard.abort} is told about a request whose handler's answer is not recorded. */

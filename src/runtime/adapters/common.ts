@@ -22,9 +22,9 @@ export interface RouteGuardOptionsFor<Req> extends GuardOptions {
    * Return `undefined` or `null` when the request has none: a principal-scoped operation then answers 400.
    * Runs after your authentication middleware, so read what it attached.
    */
-  readonly principal?: (request: Req) => Principal | Promise<Principal>;
+  readonly principal?: ((request: Req) => Principal | Promise<Principal>) | undefined;
   /** The delivery's request id, for logs only (default: the `X-Request-Id` header). */
-  readonly requestId?: (request: Req) => string | undefined;
+  readonly requestId?: ((request: Req) => string | undefined) | undefined;
 }
 
 /** What a principal hook answers: the owner's id, or none. */

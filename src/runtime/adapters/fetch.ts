@@ -25,7 +25,7 @@ export { pathMatcher };
 /** Options of a fetch route guard. */
 export interface RouteGuardOptions extends RouteGuardOptionsFor<Request> {
   /** Path parameters of a request, when the router knows them better than the contract's path template. */
-  readonly params?: (request: Request) => Record<string, string> | undefined;
+  readonly params?: ((request: Request) => Record<string, string> | undefined) | undefined;
 }
 
 /** Options of {@link RouteGuard.wrap}. */

@@ -6,6 +6,11 @@ import type { DemoRequestInput } from '../demo-requests/schema.js';
 const client = createClient({ baseUrl: 'http://127.0.0.1:8080', headers: { authorization: 'Bearer demo' } });
 const body: DemoRequestInput = { topic: 'bundle review', contact: { email: 'ops@example.com' } };
 
+// Options read from configuration may be undefined: with exactOptionalPropertyTypes an undefined option is absent.
+const config: { url?: string | undefined; timeoutMs?: number | undefined; signal?: AbortSignal | undefined } = {};
+const configured = createClient({ baseUrl: config.url, timeoutMs: config.timeoutMs });
+void configured.createDemoRequest({ body }, { signal: config.signal, intent: undefined });
+
 export async function submit(saved: string | undefined): Promise<string> {
   // A UI keeps the intent across a reload so the retry after a lost response uses the same key.
   const intent = saved === undefined ? client.intent('createDemoRequest') : Intent.fromJSON(saved);

@@ -37,29 +37,29 @@ export interface ClientOptions {
    */
   readonly baseUrl: string;
   /** Headers sent with every request (e.g. `authorization`). */
-  readonly headers?: Readonly<Record<string, string>>;
+  readonly headers?: Readonly<Record<string, string>> | undefined;
   /**
    * How long a call without a contract, and a status check, may take (its answer's body included), in
    * milliseconds; then it rejects with a `TimeoutError`. Default 30 000. (A contracted call has its contract's deadline.)
    */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
   /** Replaces parts of the runtime (fetch, clock, sleep, timers, random, request ids): tests and custom transports. */
-  readonly runtime?: Partial<ClientRuntime>;
+  readonly runtime?: Partial<ClientRuntime> | undefined;
 }
 
 /** Per-call options. */
 export interface CallOptions {
   /** Aborts the call: the promise rejects with the signal's reason. */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
   /** Extra headers for this call. */
-  readonly headers?: Readonly<Record<string, string>>;
+  readonly headers?: Readonly<Record<string, string>> | undefined;
   /** This call's timeout in milliseconds, in place of the client's `timeoutMs`. */
-  readonly timeoutMs?: number;
+  readonly timeoutMs?: number | undefined;
   /**
    * `same-origin`: a GET follows no redirect to another origin (its 3xx is the answer), so its headers stay on this
    * API's origin; set on an intent's status call, which carries the intent's key. Default `follow`, as `fetch`.
    */
-  readonly redirect?: 'follow' | 'same-origin';
+  readonly redirect?: 'follow' | 'same-origin' | undefined;
 }
 
 /** Per-call options of an operation with an `x-idempotency` contract (its deadline is the contract's). */
@@ -68,13 +68,13 @@ export interface IntentOptions extends Omit<CallOptions, 'signal' | 'timeoutMs' 
    * Aborts the intent. Before any attempt could reach a handler (nothing sent yet, or only redirects), the promise
    * rejects with the signal's reason; after, it resolves `unknown` with reason `aborted` (the command may have run).
    */
-  readonly signal?: AbortSignal;
+  readonly signal?: AbortSignal | undefined;
   /**
    * The intent to send. Without one, this call makes a new intent (a new key) before its first attempt.
    * To survive a reload, make it with `client.intent(…)`, keep `JSON.stringify(intent)`, and pass
    * `Intent.fromJSON(saved)` back here: the key stays the same.
    */
-  readonly intent?: Intent;
+  readonly intent?: Intent | undefined;
 }
 
 /** The client methods of the operations with an `x-idempotency` contract. */

@@ -18,6 +18,10 @@ const guards = createGuards({
   log: (event) => console.log(JSON.stringify(event)),
 });
 
+// Options read from configuration may be undefined: with exactOptionalPropertyTypes an undefined option is absent.
+const config: { storeTimeoutMs?: number | undefined; failOpen?: boolean | undefined } = {};
+createGuards({ store, storeTimeoutMs: config.storeTimeoutMs, failOpen: config.failOpen, reconcile: undefined });
+
 const app = express();
 app.post('/v1/demo-requests', express.json(), guards.createDemoRequest, (req, res) => {
   res.status(201).json({ id: 'dr_1', topic: (req.body as { topic: string }).topic });
