@@ -498,7 +498,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           if (!extended) renewals.delete(token);
         },
         // A failed renewal is retried on the next beat; the lease still bounds an owner that is really gone.
-        () => undefined,
+        (): undefined => undefined,
       );
       trackHeartbeat(token, call);
     }
@@ -525,8 +525,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const set = landing.get(token) ?? new Set<Promise<void>>();
     if (!landing.has(token)) landing.set(token, set);
     const landed: Promise<void> = call.then(
-      () => undefined,
-      () => undefined,
+      (): undefined => undefined,
+      (): undefined => undefined,
     );
     set.add(landed);
     void landed.then(() => {
@@ -1021,7 +1021,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
           if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input);
         },
-        () => void freeLate(input),
+        (): void => void freeLate(input),
       );
       return storeUnavailable(req, prep.recordId, prep.key, error);
     }
@@ -1161,7 +1161,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (logging) {
         // Refused: another request took the record over (fenced), or the record is gone — a store that lost its data
         // (Redis restarted without persistence) or someone deleted it; then a retry would run the effect again.
-        const lost = !done && (await bounded(store.get(keyId)).catch(() => null)) === undefined;
+        const lost = !done && (await bounded(store.get(keyId)).catch((): null => null)) === undefined;
         log(
           {
             decision: done ? 'completed' : lost ? 'record-lost' : 'fenced',

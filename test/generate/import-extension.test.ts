@@ -97,7 +97,7 @@ describe('generate --import-extension', function () {
     assert.match(await runTsc(prepareTsProject(nodeNext)), /TS2835|Relative import paths need explicit file extensions/);
   });
 
-  it("compiles in the tsconfigs teams start from: create-next-app's (target ES2017), a CommonJS project without esModuleInterop, a Cloudflare Worker's", async () => {
+  it("compiles in the tsconfigs teams start from: create-next-app's (target ES2017), a CommonJS project without esModuleInterop, a Cloudflare Worker's, strict without strictNullChecks", async () => {
     // A review's: the client's `/…/s` regex (an ES2018 flag, which tsc checks against target since 5.5) failed
     // create-next-app's tsconfig, so `next build`; the SQLite store's default type import needed esModuleInterop.
     const all = await outputs();
@@ -109,6 +109,9 @@ describe('generate --import-extension', function () {
         { target: 'ES2017', lib: ['dom', 'dom.iterable', 'esnext'], module: 'esnext', moduleResolution: 'bundler', isolatedModules: true, allowJs: true, esModuleInterop: true, resolveJsonModule: true, jsx: 'preserve', incremental: true },
       ],
       ['commonjs', 'js', {}, { module: 'CommonJS', moduleResolution: 'Node10', lib: ['ES2022'] }],
+      // Halfway through a strict migration: `strict` with strictNullChecks off (noImplicitAny still on), where a
+      // callback returning undefined or an empty array literal is an implicit any.
+      ['strict-migration', 'js', { type: 'module' }, { strictNullChecks: false, exactOptionalPropertyTypes: false }],
       // A Worker (nodejs_compat) with Cloudflare's types: they declare TextDecoder's options required and leave
       // 'opaqueredirect' out of ResponseType.
       ['workers', 'none', { type: 'module' }, { module: 'ES2022', moduleResolution: 'Bundler', lib: ['ES2022'], types: ['@cloudflare/workers-types/2023-07-01', 'node'], typeRoots: [path.join(REPO_ROOT, 'node_modules', '@types'), path.join(REPO_ROOT, 'node_modules')] }],

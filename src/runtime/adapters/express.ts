@@ -247,7 +247,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
           },
           { transaction: true },
         )
-        .catch((error: unknown) => {
+        .catch((error: unknown): undefined => {
           if (held?.destroyed === undefined) throw error;
           return undefined;
         });

@@ -422,7 +422,7 @@ function claimedMessage(method: string, url: string, running: RouteGuard, guard:
 
 function unmatchedMessage(missing: readonly RouteCandidate[], seen: readonly SeenRoute[]): string {
   const list = missing.map((candidate) => {
-    const close = seen.flatMap(({ address, methods }) => nearMiss(candidate.routes, address, methods) ?? []);
+    const close = seen.flatMap(({ address, methods }): string | string[] => nearMiss(candidate.routes, address, methods) ?? []);
     const shown = close.length > 3 ? [...close.slice(0, 3), `${close.length - 3} more`] : close;
     return `${describe(candidate)}${shown.length > 0 ? `, not ${shown.join(', ')}` : ''}`;
   });

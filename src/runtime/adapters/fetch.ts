@@ -354,7 +354,7 @@ class Attempt {
         this.#onStop.push(() => reject(this.error()));
         this.#timer(() => this.stop(`the handler did not answer within the one-transaction bound (${limitMs} ms: leaseRenewalMaxMs, or the TTL)`), limitMs);
       });
-      this.#expired.catch(() => undefined);
+      this.#expired.catch((): undefined => undefined);
     }
   }
 
@@ -362,7 +362,7 @@ class Attempt {
   bounded(work: Response | Promise<Response>): Promise<Response> {
     if (this.#expired === undefined) return Promise.resolve(work);
     const answer = Promise.resolve(work);
-    answer.then((late) => this.stopped !== undefined && cancelBody(late), () => undefined);
+    answer.then((late) => this.stopped !== undefined && cancelBody(late), (): undefined => undefined);
     return Promise.race([answer, this.#expired]);
   }
 
@@ -370,7 +370,7 @@ class Attempt {
   async read(body: ReadableStream<Uint8Array>): Promise<Uint8Array> {
     const reader = body.getReader();
     const cancel = (): void => {
-      reader.cancel(this.stopped).catch(() => undefined);
+      reader.cancel(this.stopped).catch((): undefined => undefined);
     };
     this.#onStop.push(cancel);
     const signal = this.#request.signal as AbortSignal | undefined;
@@ -392,7 +392,7 @@ class Attempt {
     } finally {
       signal?.removeEventListener('abort', left);
       // Left on a throw (a chunk of no bytes, a stream that errored): cancelled, so a producer that never ends stops.
-      if (!ended) reader.cancel().catch(() => undefined);
+      if (!ended) reader.cancel().catch((): undefined => undefined);
     }
     if (this.stopped !== undefined) throw this.error();
     return chunks.length === 1 ? chunks[0]! : concatBytes(chunks);
@@ -434,7 +434,7 @@ function bytesOf(chunk: unknown): Uint8Array {
 
 function cancelBody(response: unknown): void {
   const body = (response as { body?: unknown } | null | undefined)?.body;
-  if (body instanceof ReadableStream && !body.locked) body.cancel().catch(() => undefined);
+  if (body instanceof ReadableStream && !body.locked) body.cancel().catch((): undefined => undefined);
 }
 
 /** What a fetch handler answered, read whole for the record; throws for no `Response` or a network error. */

@@ -137,7 +137,7 @@ function setField(body: unknown, tokens: readonly string[], from: number, value:
   }
   const copy: Record<string, unknown> = {};
   if (body !== undefined) {
-    for (const name of Object.keys(body)) Object.defineProperty(copy, name, { value: body[name], enumerable: true, writable: true, configurable: true });
+    for (const name of Object.keys(body)) Object.defineProperty(copy, name, { value: (body as Record<string, unknown>)[name], enumerable: true, writable: true, configurable: true });
   }
   const token = tokens[from]!;
   const next = from === tokens.length - 1 ? value : setField(ownValue(copy, token), tokens, from + 1, value, key);

@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /v1/demo-requests (createDemoRequest)". */
-const createDemoRequest = {
+const createDemoRequest: CompiledContract = {
   "operationId": "createDemoRequest",
   "method": "POST",
   "path": "/v1/demo-requests",
@@ -55,10 +55,10 @@ const createDemoRequest = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "status-route"
-} satisfies CompiledContract;
+};
 
 /** The compiled `x-idempotency` contract of "POST /v1/emails (sendEmail)". */
-const sendEmail = {
+const sendEmail: CompiledContract = {
   "operationId": "sendEmail",
   "method": "POST",
   "path": "/v1/emails",
@@ -110,7 +110,7 @@ const sendEmail = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "status-route"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by client method name. */
 export const contracts = {

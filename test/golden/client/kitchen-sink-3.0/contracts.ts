@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /v1/orders (createOrder)". */
-const createOrder = {
+const createOrder: CompiledContract = {
   "operationId": "createOrder",
   "method": "POST",
   "path": "/v1/orders",
@@ -55,7 +55,7 @@ const createOrder = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "status-route"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by client method name. */
 export const contracts = {

@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /pet (completed)". */
-const completed = {
+const completed: CompiledContract = {
   "operationId": "completed",
   "method": "POST",
   "path": "/pet",
@@ -52,7 +52,7 @@ const completed = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "surface"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by client method name. */
 export const contracts = {

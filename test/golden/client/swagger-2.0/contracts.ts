@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /payments (createPayment)". */
-const createPayment = {
+const createPayment: CompiledContract = {
   "operationId": "createPayment",
   "method": "POST",
   "path": "/payments",
@@ -51,7 +51,7 @@ const createPayment = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "surface"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by client method name. */
 export const contracts = {

@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /v1/notes (createNote)". */
-const createNote = {
+const createNote: CompiledContract = {
   "operationId": "createNote",
   "method": "POST",
   "path": "/v1/notes",
@@ -54,7 +54,7 @@ const createNote = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "surface"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by client method name. */
 export const contracts = {

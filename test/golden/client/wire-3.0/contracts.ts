@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /uploads (upload)". */
-const upload = {
+const upload: CompiledContract = {
   "operationId": "upload",
   "method": "POST",
   "path": "/uploads",
@@ -52,7 +52,7 @@ const upload = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "surface"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by client method name. */
 export const contracts = {

@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /v1/demo-requests (createDemoRequest)". */
-export const createDemoRequestContract = {
+export const createDemoRequestContract: CompiledContract = {
   "operationId": "createDemoRequest",
   "method": "POST",
   "path": "/v1/demo-requests",
@@ -55,10 +55,10 @@ export const createDemoRequestContract = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "status-route"
-} satisfies CompiledContract;
+};
 
 /** The compiled `x-idempotency` contract of "POST /v1/accounts/{accountId}/payments (createPayment)". */
-export const createPaymentContract = {
+export const createPaymentContract: CompiledContract = {
   "operationId": "createPayment",
   "method": "POST",
   "path": "/v1/accounts/{accountId}/payments",
@@ -118,7 +118,7 @@ export const createPaymentContract = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "status-route"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by operationId. */
 export const contracts = {

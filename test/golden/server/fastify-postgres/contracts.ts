@@ -2,7 +2,7 @@
 import type { CompiledContract } from './runtime/contract.js';
 
 /** The compiled `x-idempotency` contract of "POST /v1/demo-requests (createDemoRequest)". */
-export const createDemoRequestContract = {
+export const createDemoRequestContract: CompiledContract = {
   "operationId": "createDemoRequest",
   "method": "POST",
   "path": "/v1/demo-requests",
@@ -59,7 +59,7 @@ export const createDemoRequestContract = {
     "storeUnavailable": 503
   },
   "unknownOutcome": "status-route"
-} satisfies CompiledContract;
+};
 
 /** Every contracted operation's contract, by operationId. */
 export const contracts = {
