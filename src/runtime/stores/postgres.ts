@@ -71,8 +71,7 @@ export interface PostgresStoreOptions {
    * (parsed each time): for a pooler that hands each transaction another server connection — PgBouncer before 1.21
    * in `pool_mode = transaction`, Supavisor's transaction mode — where a named statement is missing on the next
    * connection (26000) or already there (42P05). The store also turns them off by itself at the first such error,
-   * sending that statement again unnamed when it was one of its own (inside a one-transaction request it fails
-   * that request, before the handler runs or as a failed commit).
+   * sending that statement again unnamed. A one-transaction request's statements are always sent unnamed.
    */
   readonly preparedStatements?: boolean;
 }
@@ -480,7 +479,10 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
 
   async #query(statement: Named, values: unknown[], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
     for (let attempt = 1; ; attempt += 1) {
-      const prepared = this.#prepared;
+      // Inside a one-transaction request (a client of its own) always unnamed: behind a pooler in transaction mode a
+      // named statement missing on the pinned connection would fail the completion after the handler ran, rolling the
+      // transaction back — and the retry would run the handler's effects outside `tx` again (a diff review's).
+      const prepared = this.#prepared && db === this.#db;
       try {
         return await db.query<Row>(prepared ? { name: statement.name, text: statement.text, values } : { text: statement.text, values });
       } catch (error) {
@@ -658,10 +660,11 @@ async function rollback(client: PoolClient): Promise<boolean> {
   }
 }
 
-/** Whether `table` exists (a catalog read); false when it cannot be told. */
+/** Whether `table` exists and this role may read and write it (a catalog read); false when it cannot be told. */
 async function tableExists(client: ClientBase, table: string): Promise<boolean> {
   try {
-    return (await client.query('SELECT to_regclass($1) IS NOT NULL AS present', [table])).rows[0]?.present === true;
+    const sql = `SELECT CASE WHEN to_regclass($1) IS NULL THEN false ELSE has_table_privilege($1, 'SELECT') AND has_table_privilege($1, 'INSERT') AND has_table_privilege($1, 'UPDATE') AND has_table_privilege($1, 'DELETE') END AS present`;
+    return (await client.query(sql, [table])).rows[0]?.present === true;
   } catch {
     return false;
   }

@@ -523,9 +523,13 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       assert.equal((await store.reserve({ id: 'k', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
       // A table that is not there is still an error: the store cannot run without it.
       await assert.rejects(new PostgresStore(app, { table: 'locked.missing' }).migrate(), (e: unknown) => e instanceof StoreError && /42501/.test(e.message));
+      // So is one this role may not write: every request would answer 503.
+      await pool.query('REVOKE DELETE ON locked.records FROM app_no_ddl');
+      await assert.rejects(new PostgresStore(app, { table: 'locked.records' }).migrate(), (e: unknown) => e instanceof StoreError && /42501/.test(e.message));
     } finally {
       await app.end();
       await pool.query('DROP SCHEMA locked CASCADE');
+      await pool.query('DROP OWNED BY app_no_ddl');
       await pool.query('DROP ROLE app_no_ddl');
     }
   });
@@ -536,6 +540,32 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     // the store's statements failed so — 503s, completions of effects that ran left unrecorded.
     const input = (id: string, token: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 30_000, ttlMs: 60_000 });
     const done = { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 };
+
+    it('a one-transaction request sends its statements unnamed: a named statement missing on its connection cannot fail it after the handler ran', async () => {
+      // A diff review's: the completion's named statement missing on the pinned connection (26000) rolled the transaction
+      // back after the handler ran — 503 outcome-unknown, and the retry ran the handler's outside effect again. Here
+      // DEALLOCATE stands in for the pooler's swap of server connections.
+      const one = new pg.Pool({ connectionString: server.connectionString, max: 1 });
+      try {
+        const store = new PostgresStore(one, { table: table() });
+        await store.migrate();
+        await store.reserve(input('warm', 'tw'));
+        await store.complete('warm', 'tw', done);
+        await one.query('DEALLOCATE ALL');
+        const guard = createGuard<pg.PoolClient>(demoContract(), { store });
+        let effects = 0;
+        const handler = async (): Promise<ReturnType<typeof jsonResponse>> => {
+          effects += 1;
+          return jsonResponse(201, { id: 'once' });
+        };
+        const first = await guard.handle(demoRequest('unnamed'), handler, { transaction: true });
+        assert.equal(first.status, 201, JSON.stringify(bodyJson(first)));
+        assert.equal((await guard.handle(demoRequest('unnamed'), handler, { transaction: true })).headers['idempotent-replayed'], 'true');
+        assert.equal(effects, 1);
+      } finally {
+        await one.end();
+      }
+    });
 
     for (const preparedStatements of [undefined, false]) {
       it(`reservations and completions all succeed (preparedStatements: ${preparedStatements ?? 'default, turned off at the first error'})`, async function () {
