@@ -1175,14 +1175,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
     } catch {
       if (logging) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
-      // The answer goes out now; the completion is tried again behind it, a quarter of the lease apart, within the
-      // lease (fenced on the token: a takeover after the lease makes it change nothing). A short outage — a failover, a
+      // The answer goes out now; the completion is tried again behind it, a quarter of the lease apart, its lease renewed
+      // meanwhile (so no duplicate hears "abandoned", nor runs reconciliation, while it is still being recorded), and
+      // fenced on the token (a takeover after a lapsed lease makes it change nothing). A short outage — a failover, a
       // restart — then no longer strands every request in flight at 409 until reconciliation: the retry replays.
+      startRenewal(keyId, reservation.token!);
       void leaseGap()
         .then(() => withinLease(() => store.complete(keyId, reservation.token!, input), 2))
         .then((done) => {
-        if (done === true && logging) log({ decision: 'completed', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) }, reservation.requestId);
-      });
+          stopRenewal(reservation);
+          if (done === true && logging) log({ decision: 'completed', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) }, reservation.requestId);
+        });
     }
   }
 

@@ -1474,6 +1474,30 @@ describe('runtime/guard: store failures', () => {
     assert.ok(events.some((e) => e.decision === 'completed'), events.map((e) => e.decision).join(' '));
   });
 
+  it('while a failed completion is tried again its lease is renewed: a duplicate hears 409 in progress, never abandoned, until it replays', async () => {
+    // A diff review's: the heartbeat stopped before the first attempt, so the later attempts came after the lease — a
+    // duplicate meanwhile heard 409 abandoned (and a reconcile hook ran on a record still being recorded).
+    const memory = new MemoryStore();
+    let failures = 3;
+    const store = withMethods(memory, {
+      complete: async (...args: Parameters<MemoryStore['complete']>) => {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        return failures-- > 0 ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args);
+      },
+    });
+    let reconciled = 0;
+    const guard = createGuard({ ...demoContract(), leaseMs: 300 }, { store, storeTimeoutMs: 100, reconcile: () => (reconciled++, { outcome: 'unknown' }) });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 201);
+    const seen = new Set<string>();
+    for (let elapsed = 0; elapsed < 900; elapsed += 30) {
+      const answer = await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'twice' }));
+      seen.add(answer.status === 409 ? String(bodyJson(answer).type).replace(/^.*\//, '') : `${answer.status} ${answer.headers['idempotent-replayed']}`);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    assert.deepEqual([...seen].sort(), ['201 true', 'idempotency-request-in-progress']);
+    assert.equal(reconciled, 0);
+  });
+
   it('does not throw from complete when the store fails; logs record-failed', async () => {
     const events: GuardLogEvent[] = [];
     const guard = createGuard(demoContract(), { store: brokenStore('reject'), log: (e) => events.push(e) });
