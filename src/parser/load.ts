@@ -906,9 +906,10 @@ class DocumentLoader implements ApiDocument {
       // A syntax error in it: said where it is (the cause), naming the $ref that led there.
       return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}', which does not parse: ${error.message}`, cause: error };
     }
-    // Another file whose whole content is one scalar is no document: a `.env`, a key, `/etc/passwd` — text that the
-    // findings would otherwise quote into a CI log. Refused at the $ref without a word of it.
-    if (filePart !== '' && (source.value === null || typeof source.value !== 'object')) {
+    // Another file whose whole content is one string, number or null is no document: a `.env`, a key, `/etc/passwd` —
+    // text the findings would otherwise quote into a CI log. Refused at the $ref without a word of it. A boolean is a
+    // JSON Schema of its own (`true`: any value, OpenAPI 3.1).
+    if (filePart !== '' && (source.value === null || (typeof source.value !== 'object' && typeof source.value !== 'boolean'))) {
       return { ok: false, ref, refAt: from, reason: `$ref '${ref}' points at '${filePart}', which is plain text, not a YAML or JSON document (no mapping or list at its top) — point the $ref at an OpenAPI or JSON Schema file` };
     }
     if (!this.touched.includes(file)) this.touch(file);

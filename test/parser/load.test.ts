@@ -773,6 +773,11 @@ describe('loadDocument', () => {
           assert.deepEqual([error.file, error.line, error.column], [file, 7, 23]);
           assert.doesNotMatch(error.message, /hunter2|sk_live|MIIE/);
         }
+        // A boolean schema file (`true`, OpenAPI 3.1's JSON Schema) is a document: it loads.
+        writeFileSync(path.join(dir, 'any.json'), 'true\n');
+        const file = path.join(dir, 'schema-ref.yaml');
+        writeFileSync(file, ['openapi: 3.1.0', 'info: {title: t, version: "1"}', 'paths:', '  /a:', '    post:', '      operationId: a', '      requestBody:', '        content:', '          application/json:', "            schema: {$ref: './any.json'}", '      x-idempotency: true', '      responses:', "        '201': {description: ok}", ''].join('\n'));
+        assert.equal((await loadDocument(file)).operations.length, 1);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
