@@ -255,6 +255,17 @@ export function describeStoreContract(name: string, makeStore: MakeStore): void 
       assert.equal((await store.reserve(reserveInput('s1'))).outcome, 'reserved');
     });
 
+    it('purgeAbandoned finds a record past its TTL behind many past their lease but not their TTL (operations of other TTLs)', async () => {
+      for (let i = 0; i < 6; i += 1) await store.reserve(reserveInput(`long-${i}`, { ttlMs: TTL * 100 }));
+      t += 1;
+      await store.reserve(reserveInput('short'));
+      t += TTL + LEASE;
+      assert.equal(await store.purgeAbandoned!({ limit: 1 }), 1);
+      assert.equal(await store.get('short'), undefined);
+      assert.equal(await store.purgeAbandoned!({ limit: 1 }), 0);
+      assert.equal((await store.listAbandoned()).length, 6);
+    });
+
     it('purges expired completed records in batches and never in_progress ones', async () => {
       for (const id of ['c1', 'c2', 'c3']) {
         const input = reserveInput(id);

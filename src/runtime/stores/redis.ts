@@ -275,16 +275,18 @@ end
 return deleted
 `);
 
-// KEYS: leases. ARGV: now, record key prefix, limit.
-// In lease order, deletes in_progress records past both their lease and their TTL, up to the limit, reading at most
-// four times the limit of lease entries (a lease ended before the TTL leaves its entry here until the TTL passes);
-// entries whose record is gone (or no longer in progress) leave the index.
+// KEYS: leases. ARGV: now, record key prefix, limit, offset, window.
+// Reads up to `window` lease entries past their lease (score <= now) from `offset` on, in lease order, and deletes the
+// in_progress records among them past their TTL too, up to `limit`; entries whose record is gone (or no longer in
+// progress) leave the index. Answers {deleted, kept, read}: `kept` entries stay where they were (a lease ended before
+// the TTL), so the next window starts `kept` further on.
 const PURGE_ABANDONED = script(`${NOW}
 local limit = tonumber(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0, limit * 4)
-local deleted = 0
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', tonumber(ARGV[4]), tonumber(ARGV[5]))
+local deleted, kept, read = 0, 0, 0
 for _, id in ipairs(ids) do
   if deleted >= limit then break end
+  read = read + 1
   local key = ARGV[2] .. id
   local r = redis.call('HMGET', key, 'state', 'lease_until', 'expires_at')
   if r[1] ~= 'in_progress' then
@@ -293,10 +295,15 @@ for _, id in ipairs(ids) do
     redis.call('DEL', key)
     redis.call('ZREM', KEYS[1], id)
     deleted = deleted + 1
+  else
+    kept = kept + 1
   end
 end
-return deleted
+return {deleted, kept, read}
 `);
+
+/** Lease entries one {@link PURGE_ABANDONED} script reads at most. */
+const PURGE_WINDOW = 1000;
 
 // KEYS: leases, then record keys. ARGV: the records' ids, in the order of their keys.
 // Puts every in_progress record back in the lease index (NX: an entry already there keeps its score), reading
@@ -619,7 +626,20 @@ export class RedisStore implements IdempotencyStore {
 
   /** See {@link IdempotencyStore.purgeAbandoned}: records past their lease and TTL, in lease order. */
   async purgeAbandoned(options: BatchOptions = {}): Promise<number> {
-    return Number(await this.#eval(PURGE_ABANDONED, 1, [this.#leases, this.#now(), this.#serverRecordPrefix, String(limitOf(options))]));
+    // Windows of the lease index, each one short script: records past their lease but within their TTL stay in the
+    // index in front of later ones past both (operations of other TTLs), so the scan goes on past them to the end.
+    const limit = limitOf(options);
+    const now = this.#now();
+    let deleted = 0;
+    for (let offset = 0; ; ) {
+      const reply = (await this.#eval(PURGE_ABANDONED, 1, [this.#leases, now, this.#serverRecordPrefix, String(limit - deleted), String(offset), String(PURGE_WINDOW)])) as number[];
+      const [gone, kept, read] = reply.map(Number) as [number, number, number];
+      deleted += gone;
+      // Done at the limit, or once a window came back short: the entries past their lease ran out.
+      if (deleted >= limit || read < PURGE_WINDOW) break;
+      offset += kept;
+    }
+    return deleted;
   }
 
   async now(): Promise<number> {
