@@ -71,7 +71,8 @@ export interface PostgresStoreOptions {
    * (parsed each time): for a pooler that hands each transaction another server connection — PgBouncer before 1.21
    * in `pool_mode = transaction`, Supavisor's transaction mode — where a named statement is missing on the next
    * connection (26000) or already there (42P05). The store also turns them off by itself at the first such error,
-   * sending that statement again unnamed. A one-transaction request's statements are always sent unnamed.
+   * sending that statement again unnamed. A one-transaction request's completion is always sent unnamed (a failure
+   * there would come after its handler ran); its reservation, failing so, is tried again in a new transaction.
    */
   readonly preparedStatements?: boolean;
 }
@@ -223,7 +224,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       }
       // A role without the right to create (42501) on a table a migration of the DBA's made, its indexes named
       // otherwise: the table is there, so the store can run — DDL is not for it to insist on.
-      if (broken === undefined && (error as { code?: unknown } | null)?.code === '42501' && (await tableExists(client, this.#table))) return;
+      if (broken === undefined && (error as { code?: unknown } | null)?.code === '42501' && (await tableUsable(client, this.#table))) return;
       throw wrap(error);
     } finally {
       if (client !== db) {
@@ -412,8 +413,8 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
           if (rolledBack && (cause as { code?: unknown } | null)?.code === '57014') {
             throw new StoreError('lock-timeout', 'statement_timeout ended the wait for another transaction holding this key', { cause });
           }
-          if (!rolledBack || attempt >= SERIALIZATION_ATTEMPTS || !isSerializationFailure(cause)) throw wrap(error);
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
+          if (!rolledBack || attempt >= SERIALIZATION_ATTEMPTS || !(isSerializationFailure(cause) || isPreparedStatementMissing(cause))) throw wrap(error);
+          await serializationPause(attempt);
         }
       }
       let step: TransactionStep<T>;
@@ -473,16 +474,18 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       this.#sql.complete,
       [this.#now(), id, token, input.response.status, JSON.stringify(input.response.headers), Buffer.from(input.response.body), input.resultId ?? null, input.ttlMs],
       db,
+      true,
     );
     return result.rowCount ?? 0;
   }
 
-  async #query(statement: Named, values: unknown[], db: PostgresQueryable = this.#db): Promise<{ rows: Row[]; rowCount: number | null }> {
+  async #query(statement: Named, values: unknown[], db: PostgresQueryable = this.#db, afterHandler = false): Promise<{ rows: Row[]; rowCount: number | null }> {
     for (let attempt = 1; ; attempt += 1) {
-      // Inside a one-transaction request (a client of its own) always unnamed: behind a pooler in transaction mode a
-      // named statement missing on the pinned connection would fail the completion after the handler ran, rolling the
-      // transaction back — and the retry would run the handler's effects outside `tx` again (a diff review's).
-      const prepared = this.#prepared && db === this.#db;
+      // A one-transaction request's completion (after its handler ran) always unnamed: behind a pooler in transaction
+      // mode a named statement missing on the pinned connection would fail it, rolling the transaction back — and the
+      // retry would run the handler's effects outside `tx` again (a diff review's). Its reservation stays named (its
+      // plan is the dear one: unnamed, the server's CPU per request tripled); one failing so is tried again unnamed.
+      const prepared = this.#prepared && !(afterHandler && db !== this.#db);
       try {
         return await db.query<Row>(prepared ? { name: statement.name, text: statement.text, values } : { text: statement.text, values });
       } catch (error) {
@@ -501,7 +504,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         // at `serializable` (or `repeatable read`), concurrent statements on other keys fail so now and then (SSI's
         // page-level predicate locks), which answered 503s to fresh requests and left completed effects unrecorded.
         if (db !== this.#db || attempt >= SERIALIZATION_ATTEMPTS || !isSerializationFailure(error)) throw wrap(error);
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
+        await serializationPause(attempt);
       }
     }
   }
@@ -661,7 +664,7 @@ async function rollback(client: PoolClient): Promise<boolean> {
 }
 
 /** Whether `table` exists and this role may read and write it (a catalog read); false when it cannot be told. */
-async function tableExists(client: ClientBase, table: string): Promise<boolean> {
+async function tableUsable(client: ClientBase, table: string): Promise<boolean> {
   try {
     const sql = `SELECT CASE WHEN to_regclass($1) IS NULL THEN false ELSE has_table_privilege($1, 'SELECT') AND has_table_privilege($1, 'INSERT') AND has_table_privilege($1, 'UPDATE') AND has_table_privilege($1, 'DELETE') END AS present`;
     return (await client.query(sql, [table])).rows[0]?.present === true;
@@ -672,6 +675,11 @@ async function tableExists(client: ClientBase, table: string): Promise<boolean> 
 
 /** Attempts of a statement that a serialization failure or a deadlock rolled back (see `#query`). */
 const SERIALIZATION_ATTEMPTS = 5;
+
+/** A few random ms, more each attempt, before a statement rolled back for a serialization failure goes again. */
+function serializationPause(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
+}
 
 /** 26000 invalid_sql_statement_name, 42P05 duplicate_prepared_statement: a pooler swapped the server connection. */
 function isPreparedStatementMissing(error: unknown): boolean {
