@@ -224,7 +224,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       }
       // A role without the right to create (42501) on a table a migration of the DBA's made, its indexes named
       // otherwise: the table is there, so the store can run — DDL is not for it to insist on.
-      if (broken === undefined && (error as { code?: unknown } | null)?.code === '42501' && (await tableUsable(client, this.#table))) return;
+      if (broken === undefined && sqlState(error) === '42501' && (await tableUsable(client, this.#table))) return;
       throw wrap(error);
     } finally {
       if (client !== db) {
@@ -410,7 +410,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
           const cause = error instanceof StoreError ? error.cause : error;
           // A server-side statement_timeout shorter than the guard's wait ended the wait on a duplicate's row lock (57014):
           // nothing ran yet, so it is the lock wait's answer (409 + Retry-After), not the store being down (503).
-          if (rolledBack && (cause as { code?: unknown } | null)?.code === '57014') {
+          if (rolledBack && sqlState(cause) === '57014') {
             throw new StoreError('lock-timeout', 'statement_timeout ended the wait for another transaction holding this key', { cause });
           }
           if (!rolledBack || attempt >= SERIALIZATION_ATTEMPTS || !(isSerializationFailure(cause) || isPreparedStatementMissing(cause))) throw wrap(error);
@@ -683,19 +683,24 @@ function serializationPause(attempt: number): Promise<void> {
 
 /** 26000 invalid_sql_statement_name, 42P05 duplicate_prepared_statement: a pooler swapped the server connection. */
 function isPreparedStatementMissing(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
+  const code = sqlState(error);
   return code === '26000' || code === '42P05';
 }
 
 /** 40001 serialization_failure, 40P01 deadlock_detected: the server rolled the transaction back, nothing changed. */
 function isSerializationFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
+  const code = sqlState(error);
   return code === '40001' || code === '40P01';
+}
+
+/** The `code` a `pg` error carries (its SQLSTATE, or a Node errno), if any. */
+function sqlState(error: unknown): unknown {
+  return (error as { code?: unknown } | null | undefined)?.code;
 }
 
 function wrap(error: unknown): StoreError {
   if (error instanceof StoreError) return error;
-  const code = (error as { code?: unknown }).code;
+  const code = sqlState(error);
   // 55P03 lock_not_available: lock_timeout ran out waiting for a duplicate's open transaction.
   if (code === '55P03') return new StoreError('lock-timeout', 'waited too long for another transaction holding this key', { cause: error });
   return new StoreError('unavailable', `PostgreSQL store operation failed${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
