@@ -82,6 +82,25 @@ export interface BatchOptions {
   readonly limit?: number;
 }
 
+/** Options of {@link IdempotencyStore.listAbandoned}: a page of `limit` records, after the last one of the page before. */
+export interface ListAbandonedOptions extends BatchOptions {
+  /**
+   * The last record of the previous page (its `leaseUntil` and `id`): the page starts after it in the list's order
+   * (lease, then id). Without it the list starts at the oldest lease. A reconciliation that leaves some records
+   * unsettled pages on with it instead of reading the same first `limit` again; settled records leave the list,
+   * and the cursor stays valid when its own record did.
+   */
+  readonly after?: { readonly leaseUntil: number; readonly id: string } | undefined;
+}
+
+/** The lease of a {@link ListAbandonedOptions.after} cursor, checked: a page cursor that is not one is a caller's bug. */
+export function cursorLease(after: { readonly leaseUntil: number; readonly id: string }): number {
+  if (!Number.isSafeInteger(after.leaseUntil) || typeof after.id !== 'string') {
+    throw new TypeError('listAbandoned({ after }) takes the last record of the previous page: { leaseUntil: integer ms, id: string }');
+  }
+  return after.leaseUntil;
+}
+
 /** Why a store operation failed. The guard fails closed on `unavailable`. */
 export type StoreErrorKind = 'unavailable' | 'lock-timeout' | 'unsupported';
 
@@ -147,8 +166,11 @@ export interface IdempotencyStore {
   /** Read one record (expired ones included, as stored), or `undefined`. */
   get(id: string): Promise<IdempotencyRecord | undefined>;
 
-  /** `in_progress` records whose lease has run out (`leaseUntil <= now`), oldest lease first. Never deletes. */
-  listAbandoned(options?: BatchOptions): Promise<IdempotencyRecord[]>;
+  /**
+   * `in_progress` records whose lease has run out (`leaseUntil <= now`), oldest lease first (ties by id), at most
+   * `limit`, after `after` when given. Never deletes.
+   */
+  listAbandoned(options?: ListAbandonedOptions): Promise<IdempotencyRecord[]>;
 
   /**
    * Delete up to `limit` `completed` records with `expiresAt <= now`; returns how many were deleted.

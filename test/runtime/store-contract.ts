@@ -230,6 +230,30 @@ export function describeStoreContract(name: string, makeStore: MakeStore): void 
       assert.equal((await store.listAbandoned())[0]!.leaseToken, a.token);
     });
 
+    it('pages through abandoned reservations with `after`: every record once, in (lease, id) order, ties included', async () => {
+      // Three reserved in the same millisecond (one lease), then two more, one of them settled while paging.
+      for (const id of ['t3', 't1', 't2']) await store.reserve(reserveInput(id));
+      t += 5;
+      const settled = reserveInput('u2');
+      for (const input of [reserveInput('u1'), settled]) await store.reserve(input);
+      t += LEASE + 10;
+      const seen: string[] = [];
+      let page = await store.listAbandoned({ limit: 2 });
+      for (let pages = 1; page.length > 0; pages += 1) {
+        assert.ok(pages <= 3, 'five records in pages of two end after three pages');
+        seen.push(...page.map((r) => r.id));
+        if (seen.length === 2) assert.equal(await store.release('u2', settled.token), true, 'a record settled between pages');
+        const last = page.at(-1)!;
+        page = await store.listAbandoned({ limit: 2, after: { leaseUntil: last.leaseUntil, id: last.id } });
+      }
+      assert.deepEqual(seen, ['t1', 't2', 't3', 'u1']);
+      // A cursor whose own record left the list still places the page.
+      assert.equal(await store.release('t2', (await store.get('t2'))!.leaseToken), true);
+      const tieLease = (await store.get('t1'))!.leaseUntil;
+      assert.deepEqual((await store.listAbandoned({ after: { leaseUntil: tieLease, id: 't2' } })).map((r) => r.id), ['t3', 'u1']);
+      await assert.rejects(store.listAbandoned({ after: { leaseUntil: Number.NaN, id: 't2' } }), TypeError);
+    });
+
     it('purgeAbandoned deletes in_progress records past both their lease and their TTL, in batches, and nothing else', async () => {
       assert.ok(store.purgeAbandoned !== undefined, 'every bundled store has it');
       for (const id of ['s1', 's2', 's3']) await store.reserve(reserveInput(id));

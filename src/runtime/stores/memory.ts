@@ -3,10 +3,12 @@
  * process, so never use it where two app instances share traffic. Imports only `../store.js`.
  */
 import {
+  cursorLease,
   reservedRecord,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
+  type ListAbandonedOptions,
   type IdempotencyStore,
   type ReserveInput,
   type ReserveResult,
@@ -95,11 +97,14 @@ export class MemoryStore implements IdempotencyStore {
     return existing === undefined ? undefined : copy(existing);
   }
 
-  async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
+  async listAbandoned(options: ListAbandonedOptions = {}): Promise<IdempotencyRecord[]> {
     const now = this.#clock();
+    const after = options.after;
+    if (after !== undefined) cursorLease(after);
     return [...this.#records.values()]
       .filter((r) => r.state === 'in_progress' && r.leaseUntil <= now)
-      .sort((a, b) => a.leaseUntil - b.leaseUntil)
+      .filter((r) => after === undefined || r.leaseUntil > after.leaseUntil || (r.leaseUntil === after.leaseUntil && r.id > after.id))
+      .sort((a, b) => a.leaseUntil - b.leaseUntil || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       .slice(0, options.limit ?? 500)
       .map(copy);
   }

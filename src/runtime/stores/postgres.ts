@@ -29,6 +29,7 @@ import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
   StoreError,
   checkStoreName,
+  cursorLease,
   isHandlerGivenUp,
   queuePerTurn,
   recordFromRow,
@@ -36,6 +37,7 @@ import {
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
+  type ListAbandonedOptions,
   type ReserveInput,
   type ReserveResult,
   type TransactionStep,
@@ -348,8 +350,12 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
     return row === undefined ? undefined : toRecord(row);
   }
 
-  async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    const result = await this.#query(this.#sql.abandoned, [this.#now(), limitOf(options)]);
+  async listAbandoned(options: ListAbandonedOptions = {}): Promise<IdempotencyRecord[]> {
+    const after = options.after;
+    const result =
+      after === undefined
+        ? await this.#query(this.#sql.abandoned, [this.#now(), limitOf(options)])
+        : await this.#query(this.#sql.abandonedAfter, [this.#now(), limitOf(options), cursorLease(after), after.id]);
     return result.rows.map(toRecord);
   }
 
@@ -576,6 +582,12 @@ function statements(t: string) {
     abandoned: `
       SELECT r.* FROM ${t} r, (SELECT ${NOW} AS now) c
       WHERE r.state = 'in_progress' AND r.lease_until <= c.now ORDER BY r.lease_until, r.id LIMIT $2`,
+    // The next page: after the cursor's (lease_until, id), in the same order (lease_until >= $3 keeps the lease index).
+    abandonedAfter: `
+      SELECT r.* FROM ${t} r, (SELECT ${NOW} AS now) c
+      WHERE r.state = 'in_progress' AND r.lease_until <= c.now
+        AND r.lease_until >= $3 AND (r.lease_until > $3 OR r.id > $4)
+      ORDER BY r.lease_until, r.id LIMIT $2`,
     // Batched, and SKIP LOCKED so two purgers (or a purger and a reservation) never wait on each other.
     purge: `
       DELETE FROM ${t} WHERE id IN (

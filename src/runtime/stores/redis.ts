@@ -33,11 +33,13 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   StoreError,
   checkStoreName,
+  cursorLease,
   queuePerTurn,
   reservedRecord,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
+  type ListAbandonedOptions,
   type IdempotencyStore,
   type ReserveInput,
   type ReserveResult,
@@ -241,13 +243,27 @@ redis.call('ZADD', KEYS[2], lease_until, ARGV[2])
 return 1
 `);
 
-// KEYS: leases. ARGV: now, record key prefix, limit.
+// KEYS: leases. ARGV: now, record key prefix, limit, and for a next page the cursor's lease and id.
+// Entries are in (lease, id) order (a sorted set orders equal scores by member); a page after a cursor starts at its
+// lease and skips that lease's entries up to its id. Entries whose record is gone leave the index (and the window).
 const ABANDONED = script(`${NOW}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now), 'LIMIT', 0, tonumber(ARGV[3]))
+local limit = tonumber(ARGV[3])
+local lease, after = ARGV[4], ARGV[5]
 local out = {}
-for _, id in ipairs(ids) do
-  local record = redis.call('HGETALL', ARGV[2] .. id)
-  if #record > 0 then table.insert(out, record) else redis.call('ZREM', KEYS[1], id) end
+local offset = 0
+while #out < limit do
+  local page = redis.call('ZRANGEBYSCORE', KEYS[1], lease or '-inf', string.format('%.0f', now), 'WITHSCORES', 'LIMIT', offset, limit)
+  local removed = 0
+  for i = 1, #page, 2 do
+    local id = page[i]
+    if #out >= limit then break end
+    if not (after and tonumber(page[i + 1]) == tonumber(lease) and id <= after) then
+      local record = redis.call('HGETALL', ARGV[2] .. id)
+      if #record > 0 then table.insert(out, record) else redis.call('ZREM', KEYS[1], id); removed = removed + 1 end
+    end
+  end
+  if #page < 2 * limit then break end
+  offset = offset + #page / 2 - removed
 end
 return out
 `);
@@ -570,8 +586,10 @@ export class RedisStore implements IdempotencyStore {
     return Object.keys(fields).length === 0 ? undefined : fromFields(fields);
   }
 
-  async listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    const reply = (await this.#eval(ABANDONED, 1, [this.#leases, this.#now(), this.#serverRecordPrefix, String(limitOf(options))])) as string[][];
+  async listAbandoned(options: ListAbandonedOptions = {}): Promise<IdempotencyRecord[]> {
+    const after = options.after;
+    const cursor = after === undefined ? [] : [String(cursorLease(after)), after.id];
+    const reply = (await this.#eval(ABANDONED, 1, [this.#leases, this.#now(), this.#serverRecordPrefix, String(limitOf(options)), ...cursor])) as string[][];
     return reply.map(toRecord).sort((a, b) => a.leaseUntil - b.leaseUntil || (a.id < b.id ? -1 : 1));
   }
 

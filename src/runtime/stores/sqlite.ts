@@ -43,11 +43,13 @@ import type * as BetterSqlite3 from 'better-sqlite3';
 import {
   StoreError,
   checkStoreName,
+  cursorLease,
   recordFromRow,
   reservedRecord,
   type BatchOptions,
   type CompleteInput,
   type IdempotencyRecord,
+  type ListAbandonedOptions,
   type ReserveInput,
   type ReserveResult,
   type TransactionStep,
@@ -259,6 +261,7 @@ interface Statements {
   readonly takeover: Statement;
   readonly extend: Statement;
   readonly abandoned: Statement;
+  readonly abandonedAfter: Statement;
   readonly purge: Statement;
   readonly purgeAbandoned: Statement;
 }
@@ -286,6 +289,10 @@ function prepareStatements(db: SqliteDatabase, t: string): Statements {
     ),
     extend: db.prepare(`UPDATE ${t} SET lease_until = ? WHERE id = ? AND lease_token = ? AND state = 'in_progress'`),
     abandoned: db.prepare(`SELECT * FROM ${t} WHERE state = 'in_progress' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?`),
+    abandonedAfter: db.prepare(
+      `SELECT * FROM ${t} WHERE state = 'in_progress' AND lease_until <= ?
+         AND lease_until >= ? AND (lease_until > ? OR id > ?) ORDER BY lease_until, id LIMIT ?`,
+    ),
     purge: db.prepare(
       `DELETE FROM ${t} WHERE id IN (
          SELECT id FROM ${t} WHERE state = 'completed' AND expires_at <= ? ORDER BY expires_at LIMIT ?)`,
@@ -400,8 +407,16 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     }, { read: true });
   }
 
-  listAbandoned(options: BatchOptions = {}): Promise<IdempotencyRecord[]> {
-    return this.#run(() => (this.#sql.abandoned.all(this.#clock(), limitOf(options)) as Row[]).map(toRecord), { read: true });
+  async listAbandoned(options: ListAbandonedOptions = {}): Promise<IdempotencyRecord[]> {
+    const after = options.after;
+    const lease = after === undefined ? undefined : cursorLease(after);
+    return this.#run(() => {
+      const now = this.#clock();
+      const rows = after === undefined
+        ? this.#sql.abandoned.all(now, limitOf(options))
+        : this.#sql.abandonedAfter.all(now, lease, lease, after.id, limitOf(options));
+      return (rows as Row[]).map(toRecord);
+    }, { read: true });
   }
 
   purgeExpired(options: BatchOptions = {}): Promise<number> {
