@@ -217,7 +217,7 @@ export interface GuardOptions {
   /**
    * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
    * content-disposition, location, content-location, operation-location, azure-asyncoperation, etag,
-   * last-modified. `set-cookie`, `set-cookie2`, `cookie`, `authorization`, `proxy-authorization`,
+   * last-modified, content-range, www-authenticate, allow, cache-control. `set-cookie`, `set-cookie2`, `cookie`, `authorization`, `proxy-authorization`,
    * `authentication-info` and `proxy-authentication-info` are refused (`createGuard` throws). A body the adapter could not decode is recorded with its `content-encoding` whatever this says.
    */
   readonly replayHeaders?: readonly string[] | undefined;

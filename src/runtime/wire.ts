@@ -29,6 +29,11 @@ export const RESULT_HEADERS: readonly string[] = ['location', 'content-location'
 
 /**
  * The headers a guard records and replays when `replayHeaders` is not given: what identifies and describes the
- * result. A contract's replay header cannot be one of them: the flag would overwrite the handler's value.
+ * result, and what its status requires beside it (RFC 9110: `Content-Range` on a 206 or 416, `WWW-Authenticate` on
+ * a 401, `Allow` on a 405) or says about keeping it (`Cache-Control`). A contract's replay header cannot be one of
+ * them: the flag would overwrite the handler's value.
  */
-export const DEFAULT_REPLAY_HEADERS: readonly string[] = ['content-type', 'content-language', 'content-disposition', ...RESULT_HEADERS, 'etag', 'last-modified'];
+export const DEFAULT_REPLAY_HEADERS: readonly string[] = [
+  'content-type', 'content-language', 'content-disposition', ...RESULT_HEADERS, 'etag', 'last-modified',
+  'content-range', 'www-authenticate', 'allow', 'cache-control',
+];

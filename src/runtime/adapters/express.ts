@@ -178,7 +178,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
   }
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
-    if (otherOperation(req)) {
+    if (otherOperation(req) || guarded(res)) {
       next();
       return;
     }
@@ -216,7 +216,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
 
   const transactionMaxMs = transactionBoundMs(contract, options);
   const inTransaction: RequestHandler = (req: Request, res: Response, next: NextFunction): void => {
-    if (otherOperation(req)) {
+    if (otherOperation(req) || guarded(res)) {
       next();
       return;
     }
@@ -360,6 +360,16 @@ function toBytes(chunk: unknown, encoding: unknown): Uint8Array {
 
 const HELD = Symbol('idemkit.express.held');
 
+/**
+ * Whether a guard holds `res` already: the request reached a guard a second time — mounted with `app.use` and again
+ * on its route, or a guarded route's `next('route')` to another guarded route of the path (a version dispatch). It
+ * passes on: the first guard's reservation covers the request, and the second's would answer its own 409 "in
+ * progress" through the first's hold, which would record it as the answer to that key (the handler never run).
+ */
+function guarded(res: Response): boolean {
+  return (res as HeldRes)[HELD] !== undefined;
+}
+
 /** A response's status line and headers at one moment (header arrays copied). */
 interface ResponseHead {
   readonly status: number;
@@ -396,8 +406,20 @@ function resetHead(res: Response, head: ResponseHead): void {
   }
 }
 
-/** `headersSent` of a held response once `end()` was called. */
+/** `headersSent` of a held response once its head counts as sent (its first `write()`, or `end()`). */
 const ENDED: PropertyDescriptor = Object.freeze({ configurable: true, get: (): boolean => true });
+
+/** Node's error for a header set after the head was sent (`ERR_HTTP_HEADERS_SENT`). */
+function headersSentError(what: string): Error {
+  return Object.assign(new Error(`Cannot ${what} headers after they are sent to the client`), { code: 'ERR_HTTP_HEADERS_SENT' });
+}
+
+/** The header setters of a held response whose head counts as sent: they throw, as Node's do. */
+const SENT_HEAD: Readonly<Record<'setHeader' | 'appendHeader' | 'removeHeader', PropertyDescriptor>> = Object.freeze({
+  setHeader: { configurable: true, writable: true, value: () => { throw headersSentError('set'); } },
+  appendHeader: { configurable: true, writable: true, value: () => { throw headersSentError('append'); } },
+  removeHeader: { configurable: true, writable: true, value: () => { throw headersSentError('remove'); } },
+});
 
 type HeldRes = Response & { [HELD]?: Hold | undefined };
 
@@ -416,8 +438,13 @@ class Hold {
   /** `res.destroy()` called before `end()` (`stream.pipeline` does it when its source fails), with its error. */
   destroyed: { error: Error | undefined } | undefined;
 
-  /** Status and headers as they were when the handler called `end()`: exactly what is recorded and sent. */
+  /**
+   * Status and headers as they were when the handler called `end()`, or its first `write()` (Node sends the head
+   * then, and takes no later change): exactly what is recorded and sent.
+   */
   snapshot: ResponseHead | undefined;
+  /** The snapshot's headers as text (repeated values joined), what the record gets. */
+  snapshotText: Record<string, string> | undefined;
   /**
    * Status and headers as they were before the handler ran (what earlier middleware set, e.g. CORS), kept in
    * one-transaction mode, where the guard may answer in place of the handler.
@@ -492,9 +519,32 @@ class Hold {
     }
   }
 
+  /**
+   * The head counts as sent from now on (the first `write()`), as Node's is: `headersSent` reads true and setting a
+   * header throws `ERR_HTTP_HEADERS_SENT`, so a handler (or Express's `res.json`, or an error handler after
+   * `next(err)`) that answers again after writing part of a body fails as it would unguarded — Express's final
+   * handler then destroys the connection and the record goes to reconciliation — instead of appending a second
+   * answer to the first's bytes under the first's `Content-Length`, which would be recorded and replayed.
+   */
+  lockHead(): void {
+    const res = this.res;
+    const text: Record<string, string> = {};
+    this.snapshot = headOf(res, text);
+    this.snapshotText = text;
+    Object.defineProperty(res, 'headersSent', ENDED);
+    Object.defineProperties(res, SENT_HEAD);
+  }
+
   /** Puts the real `writeHead`/`write`/`end` back without sending. */
   restore(): void {
     const res = this.res;
+    if (this.streaming) {
+      // The header setters of the prototype again (Node's, or Express's on `app.response`).
+      const own = res as unknown as Record<string, unknown>;
+      delete own.setHeader;
+      delete own.appendHeader;
+      delete own.removeHeader;
+    }
     res.writeHead = this.original.writeHead;
     res.write = this.original.write;
     res.end = this.original.end;
@@ -575,6 +625,12 @@ function heldDestroy(this: HeldRes, error?: Error): Response {
 const RAW_ARRAY_KEEPS_REPEATS = Number(process.versions.node.split('.')[0]) >= 22;
 
 function heldWriteHead(this: HeldRes, status: number, ...rest: unknown[]): Response {
+  if (this[HELD]!.streaming) {
+    // The head went with the first write. A bare `writeHead(status)` is what a writer that checks Node's private
+    // `_header` (compression, mounted after the guard) calls before every chunk: ignored, as the sent head is.
+    if (rest.length === 0) return this;
+    throw headersSentError('write');
+  }
   this.statusCode = status;
   let headers = rest[0];
   if (typeof headers === 'string') {
@@ -618,8 +674,13 @@ function heldWrite(this: HeldRes, chunk: unknown, encoding?: unknown, callback?:
     if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(new Error('write after end')));
     return false;
   }
-  hold.chunks.push(toBytes(chunk, typeof encoding === 'function' ? undefined : encoding));
-  if (!hold.streaming) hold.streamed();
+  // A copy: the write's callback runs now, and the writer may then fill the same buffer with its next chunk.
+  const bytes = toBytes(chunk, typeof encoding === 'function' ? undefined : encoding);
+  hold.chunks.push(typeof chunk === 'string' ? bytes : new Uint8Array(bytes));
+  if (!hold.streaming) {
+    hold.lockHead();
+    hold.streamed();
+  }
   if (typeof cb === 'function') queueMicrotask(() => (cb as Callback)(null));
   return true;
 }
@@ -638,11 +699,14 @@ function heldEnd(this: HeldRes, chunk?: unknown, encoding?: unknown, callback?: 
   }
   if (typeof cb === 'function') hold.callbacks.push(cb as Callback);
   hold.chunks.push(toBytes(chunk, encoding));
-  const headers: Record<string, string> = {};
-  hold.snapshot = headOf(this, headers);
+  // A streamed answer's head is the one its first write sent.
+  if (hold.snapshot === undefined) {
+    hold.snapshotText = {};
+    hold.snapshot = headOf(this, hold.snapshotText);
+  }
   hold.markEnded();
   const body = (hold.body = concatBytes(hold.chunks));
-  hold.resolveSent({ status: this.statusCode, headers, body });
+  hold.resolveSent({ status: hold.snapshot.status, headers: hold.snapshotText!, body });
   return this;
 }
 

@@ -1033,4 +1033,130 @@ describe('runtime/adapters/express', () => {
       assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
     });
   });
+
+  describe('among the middleware and handlers of real apps (a middleware review)', () => {
+    it("a streamed answer's head counts as sent at its first write: a second answer throws as in Node instead of being appended and recorded", async () => {
+      const seen: { sentAfterWrite?: boolean; errors: string[] } = { errors: [] };
+      const app = express();
+      app.post('/things/:tenant', express.json(), createRouteGuard(contract, options(new MemoryStore())), (_req, res) => {
+        calls += 1;
+        res.status(201).type('application/json');
+        res.write('[1,');
+        seen.sentAfterWrite = res.headersSent;
+        try {
+          res.status(400).json({ error: 'late' });
+        } catch (error) {
+          seen.errors.push((error as { code?: string }).code ?? String(error));
+        }
+        res.end('2]');
+      });
+      server = await listen(app);
+      const first = await post(server.port, '/things/t1', { key: 'streamed-head', user: 'u', body: {} });
+      assert.deepEqual([first.status, first.text, first.headers['content-type']], [201, '[1,2]', 'application/json; charset=utf-8']);
+      assert.equal(seen.sentAfterWrite, true);
+      assert.deepEqual(seen.errors, ['ERR_HTTP_HEADERS_SENT']);
+      const retry = await post(server.port, '/things/t1', { key: 'streamed-head', user: 'u', body: {} });
+      assert.deepEqual([retry.status, retry.text, retry.headers['idempotent-replayed']], [201, '[1,2]', 'true']);
+      assert.equal(calls, 1);
+    });
+
+    it('a handler that fails after writing part of its answer (next(err)) loses the connection, as unguarded; nothing is recorded, the retry reconciles', async () => {
+      const { guard, reconciled } = reconcilingGuard('unknown');
+      const app = express();
+      app.set('env', 'test'); // Express's final handler logs the error otherwise
+      app.post('/things/:tenant', express.json(), guard, (_req, res, next) => {
+        calls += 1;
+        res.status(201).type('application/json').write('[1,');
+        next(new Error('failed half-way'));
+      });
+      // Express's own error handler after this one: headers sent, so it destroys the connection.
+      app.use((error: Error, _req: express.Request, res: express.Response, next: express.NextFunction) => {
+        if (res.headersSent) return next(error);
+        res.status(500).json({ error: error.message });
+      });
+      server = await listen(app);
+      await assert.rejects(post(server.port, '/things/t1', { key: 'half-way', user: 'u', body: {} }), /socket hang up|ECONNRESET/);
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      const retry = await post(server.port, '/things/t1', { key: 'half-way', user: 'u', body: {} });
+      assert.equal(retry.status, 409, retry.text);
+      assert.equal(retry.headers['idempotency-problem'], 'idempotency-request-abandoned');
+      assert.equal(reconciled.length, 1);
+      assert.equal(calls, 1);
+    });
+
+    it('a writer that reuses its buffer after each write callback gets its bytes recorded and sent as written', async () => {
+      const app = express();
+      app.post('/things/:tenant', express.json(), createRouteGuard(contract, options(new MemoryStore())), (_req, res) => {
+        calls += 1;
+        res.status(201).type('text/plain');
+        const buffer = Buffer.alloc(4);
+        let line = 0;
+        const writeNext = (): void => {
+          if (line === 3) {
+            res.end();
+            return;
+          }
+          buffer.write(`ab${line}\n`);
+          line += 1;
+          res.write(buffer, () => writeNext());
+        };
+        writeNext();
+      });
+      server = await listen(app);
+      const first = await post(server.port, '/things/t1', { key: 'reused-buffer', user: 'u', body: {} });
+      assert.equal(first.text, 'ab0\nab1\nab2\n');
+      assert.equal((await post(server.port, '/things/t1', { key: 'reused-buffer', user: 'u', body: {} })).text, 'ab0\nab1\nab2\n');
+    });
+
+    for (const wiring of ['app.use and again on the route', "next('route') to another guarded route"] as const) {
+      it(`a request that reaches the guard twice (${wiring}) runs its handler once and records its answer, not the guard's own 409`, async () => {
+        const guard = createRouteGuard(contract, options(new MemoryStore()));
+        const app = express();
+        app.use(express.json());
+        if (wiring === 'app.use and again on the route') {
+          app.use('/things', guard);
+          app.post('/things/:tenant', guard, (_req, res) => {
+            calls += 1;
+            res.status(201).json({ id: `thing-${calls}` });
+          });
+        } else {
+          app.post('/things/:tenant', guard, (req, _res, next) => next(req.get('x-version') === '2' ? 'route' : undefined));
+          app.post('/things/:tenant', guard, (_req, res) => {
+            calls += 1;
+            res.status(201).json({ id: `thing-${calls}` });
+          });
+        }
+        server = await listen(app);
+        const headers = { 'x-version': '2' };
+        const first = await post(server.port, '/things/t1', { key: 'twice', user: 'u', body: {}, headers });
+        assert.deepEqual([first.status, first.text], [201, '{"id":"thing-1"}']);
+        const retry = await post(server.port, '/things/t1', { key: 'twice', user: 'u', body: {}, headers });
+        assert.deepEqual([retry.status, retry.text, retry.headers['idempotent-replayed']], [201, '{"id":"thing-1"}', 'true']);
+        assert.equal(calls, 1);
+      });
+    }
+
+    it("a replay keeps the headers its status needs (206 Content-Range, 401 WWW-Authenticate, 405 Allow) and the handler's Cache-Control", async () => {
+      const answers: Record<string, [number, Record<string, string>]> = {
+        range: [206, { 'content-range': 'bytes 0-1/10', 'cache-control': 'no-store, private' }],
+        auth: [401, { 'www-authenticate': 'Bearer realm="things"' }],
+        method: [405, { allow: 'GET, PUT' }],
+      };
+      const app = express();
+      app.post('/things/:tenant', express.json(), createRouteGuard(contract, options(new MemoryStore())), (req, res) => {
+        calls += 1;
+        const [status, headers] = answers[(req.body as { kind: string }).kind]!;
+        res.status(status).set(headers).send('ab');
+      });
+      server = await listen(app);
+      for (const [kind, [status, headers]] of Object.entries(answers)) {
+        await post(server.port, '/things/t1', { key: `status-${kind}`, user: 'u', body: { kind } });
+        const retry = await post(server.port, '/things/t1', { key: `status-${kind}`, user: 'u', body: { kind } });
+        assert.equal(retry.status, status);
+        assert.equal(retry.headers['idempotent-replayed'], 'true');
+        for (const [name, value] of Object.entries(headers)) assert.equal(retry.headers[name], value, `${kind}: ${name}`);
+      }
+      assert.equal(calls, 3);
+    });
+  });
 });
