@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import express from 'express';
+import fastifyMultipart from '@fastify/multipart';
 import Fastify from 'fastify';
 import multer from 'multer';
 import { createRouteGuard as createFastifyGuard } from '../../src/runtime/adapters/fastify.js';
@@ -269,6 +270,29 @@ describe('runtime/multipart', () => {
         },
       );
       assert.equal(effects, 0);
+    });
+
+    it('fingerprints the parts @fastify/multipart attaches with attachFieldsToBody: true (each holds the whole body again)', async () => {
+      let effects = 0;
+      const app = Fastify();
+      await app.register(fastifyMultipart, { attachFieldsToBody: true });
+      const guard = createFastifyGuard(contract, { store: new MemoryStore(), principal: () => 'u' });
+      app.post('/things/:tenant', { ...guard.hooks }, async (request, reply) => {
+        effects += 1;
+        reply.code(201);
+        return { id: `file_${effects}`, purpose: (request.body as { purpose: { value: string } }).purpose.value };
+      });
+      const address = await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const url = `${address}/things/t1`;
+        const first = await send(url, 'abc');
+        assert.deepEqual(first, { status: 201, replayed: 'false', body: '{"id":"file_1","purpose":"dispute_evidence"}' });
+        assert.deepEqual(await send(url, 'abc'), { ...first, replayed: 'true' });
+        assert.equal((await send(url, 'another file')).status, 422);
+      } finally {
+        await app.close();
+      }
+      assert.equal(effects, 1);
     });
 
     it("fingerprints parts read as key values (files as bytes, as attachFieldsToBody: 'keyValues' gives them)", async () => {

@@ -578,9 +578,30 @@ export function bodyNotParsed(body: unknown, headers: Readonly<Record<string, st
  */
 function withFileDigests(body: unknown): unknown {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return body;
-  const digest = (value: unknown): FormLeaf => (value instanceof Uint8Array ? FilePart.of('', '', value) : (value as FormLeaf));
+  const digest = (value: unknown): FormLeaf => (value instanceof Uint8Array ? FilePart.of('', '', value) : (attachedPart(value) ?? (value as FormLeaf)));
   // A repeated part comes as a list of two or more; a shorter list is one JSON part's own value (`[]`, `["a"]`), a leaf.
   return nestFields(Object.entries(body).map(([name, value]) => [name, Array.isArray(value) && value.length > 1 ? value.map(digest) : [digest(value)]]));
+}
+
+/**
+ * A part `@fastify/multipart` attached to the body with `attachFieldsToBody: true`: `{ type: 'field', value }` — its
+ * value — or `{ type: 'file', filename, mimetype, _buf }` — the file, by digest, as the same part read from the raw
+ * body would be; each also holds `fields`, the whole body again (walked as data, it contains itself). Undefined for
+ * any other value.
+ */
+function attachedPart(value: unknown): FormLeaf | undefined {
+  if (value === null || typeof value !== 'object' || !('fieldname' in value) || !('fields' in value)) return undefined;
+  const part = value as { type?: unknown; value?: unknown; filename?: unknown; mimetype?: unknown; _buf?: unknown };
+  if (part.type === 'field') return part.value as FormLeaf;
+  if (part.type !== 'file') return undefined;
+  if (!(part._buf instanceof Uint8Array)) {
+    // An `onFile` handler took the file's stream: its bytes are not in the body, and without them another file
+    // under the same key would be taken for this one.
+    throw new Error(
+      "idempotency guard: a multipart file part reached the guard without its bytes (@fastify/multipart's onFile consumed it); let the plugin read files into the body (attachFieldsToBody: true without onFile, or 'keyValues')",
+    );
+  }
+  return FilePart.of(typeof part.filename === 'string' ? part.filename : '', typeof part.mimetype === 'string' ? part.mimetype : '', part._buf);
 }
 
 /** Whether a `Content-Type` value is an HTML form body (`application/x-www-form-urlencoded`). */

@@ -81,6 +81,10 @@ interface RequestState {
   settled: boolean;
   /** A replay's recorded body: what the guard's onSend puts back after the app's onSend hooks ran. */
   replay?: Uint8Array;
+  /** A replay's recorded `Content-Encoding` (a body recorded as sent, in a coding the guard could not undo). */
+  replayEncoding?: string;
+  /** The handler's answer is being recorded (this guard's onSend awaits the store). */
+  recording?: boolean;
 }
 
 const states = new WeakMap<FastifyRequest, RequestState>();
@@ -120,7 +124,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     if (bodyNotParsed(request.body, request.headers)) {
       // A content-type parser that leaves the body to the handler (`@fastify/multipart` by default, `request.file()`).
       throw new Error(
-        `idempotency guard for ${contract.operationId}: the request body was not parsed before the guard; give the route a body (for multipart, @fastify/multipart with attachFieldsToBody: 'keyValues')`,
+        `idempotency guard for ${contract.operationId}: the request body was not parsed before the guard; give the route a body (for multipart, @fastify/multipart with attachFieldsToBody: true or 'keyValues')`,
       );
     }
     const headers = nodeHeaders(request.raw.headers, () => request.raw.headersDistinct ?? distinctFromRaw(request.raw.rawHeaders), keyHeader);
@@ -146,7 +150,12 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
       const state: RequestState = { owner: guard, context: unguardedContext(contract), headers: {}, settled: true };
       // A replay is the recorded answer, which the app's onSend hooks already shaped: they run again (for the headers
       // they add: CORS, a request id), and this guard's onSend, which runs after them, puts the recorded bytes back.
-      if (decision.replayed === true) state.replay = decision.response.body;
+      if (decision.replayed === true) {
+        state.replay = decision.response.body;
+        const headers = decision.response.headers;
+        const encoding = Object.keys(headers).find((name) => name.toLowerCase() === 'content-encoding');
+        if (encoding !== undefined) state.replayEncoding = headers[encoding];
+      }
       states.set(request, state);
       return sendResponse(reply, decision.response);
     }
@@ -173,24 +182,40 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
     const state = states.get(request);
     if (state === undefined || state.owner !== guard) return payload;
     if (state.replay !== undefined) {
-      // The recorded bytes, as recorded: an encoding or envelope an earlier hook applied again is undone.
-      reply.removeHeader('content-encoding');
+      // The recorded bytes, as recorded: an encoding or envelope an earlier hook applied again is undone, and the
+      // coding they were recorded in (if any) is theirs again.
+      if (state.replayEncoding === undefined) reply.removeHeader('content-encoding');
+      else reply.header('content-encoding', state.replayEncoding);
       return Buffer.from(state.replay.buffer, state.replay.byteOffset, state.replay.byteLength);
+    }
+    if (state.recording === true) {
+      // A second send of the same reply while the first is being recorded: an async handler that called
+      // `reply.send()` without returning `reply` resolves before this hook (awaiting the store) has let the first
+      // one out, and Fastify then sends again (`undefined`). Unguarded, the first send would be out already and the
+      // second dropped: dropped here too — this chain never goes on — or its empty payload would reach the client
+      // first, and the recorded answer only the retries.
+      return new Promise<never>(() => undefined);
     }
     if (state.settled) return payload;
     state.settled = true;
+    state.recording = true;
     let body: Uint8Array;
     try {
-      body = await payloadBytes(payload);
-    } catch (error) {
-      // A stream payload that failed: Fastify answers 500, and the effect may have happened.
-      await guard.abort(state.context.reservation, { rolledBack: false, error });
-      throw error;
+      try {
+        body = await payloadBytes(payload);
+      } catch (error) {
+        // A stream payload that failed: Fastify answers 500, and the effect may have happened.
+        await guard.abort(state.context.reservation, { rolledBack: false, error });
+        throw error;
+      }
+      // App-level onSend hooks run before this route-level one, so a compression plugin may already have encoded
+      // the payload: record the identity body (Content-Encoding is never replayed), send the encoded one.
+      const recorded = await identityAnswer({ status: reply.statusCode, headers: replyHeaders(reply), body });
+      await guard.complete(state.context.reservation, recorded);
+    } finally {
+      // Fastify's answer to a failure here (its 500) is a send of its own, which goes through.
+      state.recording = false;
     }
-    // App-level onSend hooks run before this route-level one, so a compression plugin may already have encoded
-    // the payload: record the identity body (Content-Encoding is never replayed), send the encoded one.
-    const recorded = await identityAnswer({ status: reply.statusCode, headers: replyHeaders(reply), body });
-    await guard.complete(state.context.reservation, recorded);
     for (const [name, value] of Object.entries(state.headers)) reply.header(name, value);
     return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   };

@@ -510,4 +510,51 @@ describe('runtime/adapters/fastify', () => {
       assert.equal((db.prepare('SELECT count(*) AS n FROM things').get() as { n: number }).n, 1);
     }, () => app.close());
   });
+
+  it("an async handler that calls reply.send() without returning reply: the first client gets the answer, not Fastify's second, empty send", async () => {
+    const store = new MemoryStore();
+    const complete = store.complete.bind(store);
+    // A store round trip: the guard's onSend is still recording when the handler's promise settles.
+    store.complete = async (...args: Parameters<MemoryStore['complete']>) => {
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return complete(...args);
+    };
+    const guard = createRouteGuard(contract, options(store));
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      calls += 1;
+      reply.code(201).send({ id: `thing-${calls}` });
+    });
+    const port = await listen(app);
+    const first = await post(port, '/things/t1', { key: 'send-no-return', user: 'u', body: {} });
+    assert.deepEqual([first.status, first.text, first.headers['idempotent-replayed']], [201, '{"id":"thing-1"}', 'false']);
+    const retry = await post(port, '/things/t1', { key: 'send-no-return', user: 'u', body: {} });
+    assert.deepEqual([retry.status, retry.text, retry.headers['idempotent-replayed']], [201, '{"id":"thing-1"}', 'true']);
+    assert.equal(calls, 1);
+  });
+
+  it('a replay of a body recorded in a coding the guard cannot undo carries that Content-Encoding again', async () => {
+    const encoded = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x01, 0x02, 0x03]); // a zstd frame's magic, then bytes
+    const guard = createRouteGuard(contract, options(new MemoryStore()));
+    app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
+      calls += 1;
+      return reply.code(201).header('content-encoding', 'zstd').type('application/json').send(encoded);
+    });
+    const port = await listen(app);
+    const raw = (key: string) =>
+      new Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        const request = http.request({ host: '127.0.0.1', port, path: '/things/t1', method: 'POST', headers: { 'content-type': 'application/json', 'x-user': 'u', 'idempotency-key': key } }, (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (chunk: Buffer) => chunks.push(chunk));
+          response.on('end', () => resolve({ headers: response.headers, body: Buffer.concat(chunks) }));
+        });
+        request.on('error', reject);
+        request.end('{}');
+      });
+    const first = await raw('zstd');
+    const retry = await raw('zstd');
+    assert.equal(retry.headers['idempotent-replayed'], 'true');
+    assert.equal(retry.headers['content-encoding'], 'zstd');
+    assert.deepEqual([first.body, retry.body], [encoded, encoded]);
+    assert.equal(calls, 1);
+  });
 });
