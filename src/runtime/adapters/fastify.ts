@@ -154,7 +154,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
         state.replay = decision.response.body;
         const headers = decision.response.headers;
         const encoding = Object.keys(headers).find((name) => name.toLowerCase() === 'content-encoding');
-        if (encoding !== undefined) state.replayEncoding = headers[encoding];
+        if (encoding !== undefined) state.replayEncoding = headers[encoding]!;
       }
       states.set(request, state);
       return sendResponse(reply, decision.response);
