@@ -470,6 +470,75 @@ describe('client sendIntent', () => {
     assert.equal(rt.seen.length, 1);
   });
 
+  describe('against odd servers and networks (a hostile-server review)', () => {
+    const refused = () => Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' }) });
+
+    it("a refusal by something in front of the guard after a lost attempt ends unknown ('refused'), keeping the key: that attempt may have run", async () => {
+      for (const status of [400, 401, 403, 404, 410, 413]) {
+        const { rt, result } = await send([new TypeError('fetch failed'), json(status, { error: 'from the gateway' })]);
+        assert.ok(result.kind === 'unknown', `${status}: ${result.kind}`);
+        assert.equal(result.reason, 'refused');
+        assert.equal(result.key, 'demo-key-retry-2020-06-a7f1');
+        assert.equal(result.lastStatus, status);
+        assert.equal(rt.seen.length, 2);
+      }
+      // The stored answer (a replay) or the handler's own first answer is still the terminal refusal it is.
+      const replayed = await send([new TypeError('fetch failed'), json(403, { error: 'no' }, { 'Idempotent-Replayed': 'true' })]);
+      assert.equal(replayed.result.kind, 'rejected');
+      const own = await send([new TypeError('fetch failed'), json(403, { error: 'no' }, { 'Idempotent-Replayed': 'false' })]);
+      assert.equal(own.result.kind, 'rejected');
+      // After an in-progress wait too (the first attempt was known to be running).
+      const waited = await send([json(409, problem('idempotency-request-in-progress'), { 'Retry-After': '1' }), json(401, { error: 'token expired' })]);
+      assert.ok(waited.result.kind === 'unknown' && waited.result.reason === 'refused');
+      // With nothing lost before, a gateway's refusal is terminal: the command did not run.
+      const first = await send([json(403, { error: 'from the gateway' })]);
+      assert.equal(first.result.kind, 'rejected');
+    });
+
+    it('a connection refused never left: retried even where a repeat is unsafe, and its cause is in lastError', async () => {
+      const { rt, result } = await send([refused(), refused(), json(201, created, { 'Idempotent-Replayed': 'false' })], externalNoKey);
+      assert.ok(result.kind === 'completed', JSON.stringify(result));
+      assert.equal(rt.seen.length, 3);
+      const down = await send([refused(), refused(), refused(), refused(), refused()], localContract);
+      assert.ok(down.result.kind === 'unknown');
+      assert.equal(down.result.lastError, 'fetch failed (ECONNREFUSED)');
+      // Nothing left, then a gateway refusal: terminal, the command did not run.
+      const gated = await send([refused(), json(403, { error: 'from the gateway' })], externalNoKey);
+      assert.equal(gated.result.kind, 'rejected');
+      // A caller abort while waiting after refused connections rejects the promise with its reason, as fetch does.
+      const rt2 = fakeRuntime([refused()]);
+      const ctl = new AbortController();
+      const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 30_000, now: rt2.clock });
+      const runtime = { ...rt2, sleep: async () => { ctl.abort(new Error('user cancelled')); throw new DOMException('This operation was aborted', 'AbortError'); } };
+      await assert.rejects(sendIntent({ contract: localContract, intent, request, runtime, signal: ctl.signal, checkStatus: undefined }), /user cancelled/);
+    });
+
+    it("a Retry-After HTTP-date is read against the answer's own Date (a server clock 5 s ahead means 1 s, not 6)", async () => {
+      const rt0 = fakeRuntime([]);
+      const server = rt0.clock + 5_000;
+      const { rt, result } = await send([
+        json(409, problem('idempotency-request-in-progress'), { 'Retry-After': new Date(server + 1_000).toUTCString(), Date: new Date(server).toUTCString() }),
+        json(201, created, { 'Idempotent-Replayed': 'true' }),
+      ]);
+      assert.ok(result.kind === 'completed');
+      assert.ok(rt.sleeps[0]! >= 0 && rt.sleeps[0]! <= 1_000, `slept ${rt.sleeps[0]}`);
+    });
+
+    it('a body read the abort does not reach (Node 20 fetch after a corrupt gzip answer) still ends at the deadline, and a call at its timeout', async () => {
+      // What Node 20's fetch hands back after an "incorrect data check" on a reused connection: a body whose read never
+      // settles, whatever the request's signal does.
+      const deaf = () => new Response(new ReadableStream({ pull: () => new Promise<void>(() => undefined) }), { status: 201, headers: { 'content-type': 'application/json' } });
+      const { defaultRuntime } = await import('../../src/runtime/client/engine.js');
+      const runtime = defaultRuntime({ fetch: async () => deaf() });
+      const intent = Intent.create({ operationId: 'createDemoRequest', deadlineMs: 300, now: Date.now() });
+      const started = Date.now();
+      const result = await sendIntent({ contract: localContract, intent, request, runtime, checkStatus: undefined });
+      assert.ok(result.kind === 'unknown' && result.reason === 'deadline', JSON.stringify(result));
+      assert.ok(Date.now() - started < 2_000, `ended after ${Date.now() - started} ms`);
+      await assert.rejects(sendOnce({ request, runtime, timeoutMs: 300 }), { name: 'TimeoutError' });
+    });
+  });
+
   it('a real short deadline with the default timers aborts a stalled fetch', async () => {
     const { defaultRuntime } = await import('../../src/runtime/client/engine.js');
     const runtime = defaultRuntime({

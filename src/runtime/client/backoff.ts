@@ -28,17 +28,26 @@ export function backoffDelay(backoff: CompiledBackoff, attempt: number, random: 
 
 /**
  * Reads a `Retry-After` value (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) as milliseconds from `now`.
- * Returns `undefined` when absent or unparsable; a date in the past gives `0`.
+ * Returns `undefined` when absent or unparsable; a date in the past gives `0`. An HTTP-date is the server's clock:
+ * with `served`, the answer's own `Date` header, the wait is measured from that (a server whose clock runs 5 s
+ * ahead means "in 1 s" by `Date` + 1 s, not "in 6 s"), and from `now` without it.
  */
-export function parseRetryAfter(value: string | null | undefined, now: number): number | undefined {
+export function parseRetryAfter(value: string | null | undefined, now: number, served?: string | null): number | undefined {
   if (value === null || value === undefined) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
-  // The three HTTP-date forms (RFC 9110 §5.6.7): IMF-fixdate and RFC 850's end in "GMT"; asctime's
-  // (`Wed Dec  2 09:21:15 2026`) has no zone and is UTC, which Date.parse would read as local time.
+  const at = parseHttpDate(text);
+  if (at === undefined) return undefined;
+  const from = served === null || served === undefined ? undefined : parseHttpDate(served.trim());
+  return Math.max(0, at - (from ?? now));
+}
+
+/** An HTTP-date (RFC 9110 §5.6.7) as ms since the epoch, or `undefined`. */
+function parseHttpDate(text: string): number | undefined {
+  // The three forms: IMF-fixdate and RFC 850's end in "GMT"; asctime's (`Wed Dec  2 09:21:15 2026`) has no zone and
+  // is UTC, which Date.parse would read as local time.
   const asctime = /^[A-Za-z]{3} ([A-Za-z]{3}) ( \d|\d\d) (\d\d:\d\d:\d\d) (\d{4})$/.exec(text);
   if (!asctime && !/GMT$/i.test(text)) return undefined;
   const at = Date.parse(asctime ? `${asctime[2]!.trim()} ${asctime[1]} ${asctime[4]} ${asctime[3]} GMT` : text);
-  if (Number.isNaN(at)) return undefined;
-  return Math.max(0, at - now);
+  return Number.isNaN(at) ? undefined : at;
 }

@@ -108,6 +108,12 @@ export type UnknownReason =
    */
   | 'redirected'
   /**
+   * A refusal that is neither the guard's nor the handler's (no replay flag, no guard problem: a proxy, a gateway, an
+   * auth layer answering 401, 403, 404, 413…) came after an earlier attempt of this intent got no terminal answer:
+   * that attempt may have run the command, and a new intent — a new key — would run it again.
+   */
+  | 'refused'
+  /**
    * The runtime's `fetch` followed a redirect although sent with `redirect: 'manual'` (a custom `runtime.fetch` that
    * does not pass it on, a polyfill that always follows): the command may have run where it landed (`lastStatus` is
    * that answer's status), or been resent there as a `GET`.
@@ -307,6 +313,64 @@ function classify(contract: CompiledContract, status: number, body: unknown, rep
 
 class DeadlineReached extends Error {}
 
+/**
+ * `promise`, or the signal's reason once it aborts. Node 20's `fetch` leaves a body read pending for good after a
+ * corrupt gzip answer even when its signal aborts: raced so, the read ends with the deadline or the caller's abort.
+ */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
+ * Error codes (of the error or its `cause`, as undici's `fetch failed` carries them; Bun's `ConnectionRefused`) that
+ * say the request never reached a server: the connection was refused or never made, the name did not resolve.
+ */
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ConnectionRefused']);
+
+/** The first string `code` along an error's `cause` chain. */
+function errorCode(err: unknown): string | undefined {
+  let error = err;
+  for (let depth = 0; depth < 4 && error !== null && typeof error === 'object'; depth++) {
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    error = (error as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** Whether a failed `fetch` certainly sent nothing (see {@link NOT_SENT}); an unknown shape may have sent it. */
+function neverSent(err: unknown): boolean {
+  const code = errorCode(err);
+  return code !== undefined && NOT_SENT.has(code);
+}
+
+/** A failed `fetch`'s message with what its cause says (undici's is always `fetch failed`). */
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const code = errorCode(err);
+  const cause = err.cause instanceof Error ? err.cause.message : undefined;
+  if (code !== undefined && !err.message.includes(code)) return `${err.message} (${code})`;
+  if (cause !== undefined && cause !== err.message) return `${err.message} (${cause})`;
+  return err.message;
+}
+
 /** How many same-origin 307/308 redirects one intent follows (each is an attempt); the next one ends it `redirected`. */
 export const MAX_INTENT_REDIRECTS = 5;
 
@@ -405,6 +469,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
 
     let verdict: Verdict;
     let retryAfterMs: number | undefined;
+    let left = true;
     try {
       const res = await rt.fetch(url, {
         method: request.method,
@@ -440,7 +505,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       let body: unknown;
       let bodyLost: unknown;
       try {
-        body = await readBody(res, options.jsonAnswers);
+        body = await abortable(readBody(res, options.jsonAnswers), controller.signal);
       } catch (error) {
         bodyLost = error;
       }
@@ -468,6 +533,9 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         };
       }
       if (verdict.act === 'reject') {
+        // Not the stored answer, nor the handler's own first one (which would mean no attempt had reserved the key),
+        // after an attempt that may have run: the refusal says nothing of that attempt.
+        if (verdict.reason === 'client-error' && mayHaveRun && !replayed && replayHeader !== 'false') return unknown('refused');
         return {
           kind: 'rejected',
           reason: verdict.reason,
@@ -478,18 +546,22 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
           requestIds: intent.requestIds,
         };
       }
-      retryAfterMs = parseRetryAfter(res.headers.get('retry-after'), rt.now());
+      retryAfterMs = parseRetryAfter(res.headers.get('retry-after'), rt.now(), res.headers.get('date'));
     } catch (err) {
       if (controller.signal.reason instanceof DeadlineReached) return unknown('deadline');
       if (options.signal?.aborted) return unknown('aborted');
-      lastError = err instanceof Error ? err.message : String(err);
-      verdict = { act: 'retry-if-safe' };
+      lastError = errorText(err);
+      // A connection refused, a name that did not resolve: this attempt never left, and a repeat of it cannot
+      // duplicate anything, whatever the effect.
+      left = !neverSent(err);
+      verdict = left ? { act: 'retry-if-safe' } : { act: 'retry' };
     } finally {
       cancelTimer();
       options.signal?.removeEventListener('abort', onCallerAbort);
     }
-    // No terminal answer (a redirect `continue`s above): whatever follows, this attempt may have run the command.
-    mayHaveRun = true;
+    // No terminal answer (a redirect `continue`s above): whatever follows, this attempt may have run the command —
+    // unless it never left.
+    if (left) mayHaveRun = true;
 
     if (verdict.act === 'unknown') return unknown(verdict.reason);
     if (verdict.act === 'retry-if-safe' && !repeatIsSafe(contract)) return unknown('unsafe-to-retry');
@@ -502,8 +574,12 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
       try {
         await rt.sleep(pause, options.signal);
       } catch (err) {
-        // A sleep may reject when the caller aborts (`ClientRuntime.sleep` allows it): that is an abort, not a failure.
-        if (options.signal?.aborted) return unknown('aborted');
+        // A sleep may reject when the caller aborts (`ClientRuntime.sleep` allows it): that is an abort, not a failure —
+        // of an intent nothing of which left (connections refused), the promise rejects with its reason.
+        if (options.signal?.aborted) {
+          if (!mayHaveRun) options.signal.throwIfAborted();
+          return unknown('aborted');
+        }
         throw err;
       }
     }
@@ -583,7 +659,7 @@ export async function sendOnce<TBody, TError = unknown>(options: {
         await discardBody(res);
         return { ok: false, status: 0, body: undefined as TError, headers: new Headers(res.url === '' ? {} : { location: res.url }), requestId };
       }
-      const body = await readBody(res, options.jsonAnswers);
+      const body = await abortable(readBody(res, options.jsonAnswers), controller.signal);
       if (res.ok) return { ok: true, status: res.status, body: body as TBody, headers: res.headers, requestId };
       return { ok: false, status: res.status, body: body as TError, headers: res.headers, requestId };
     }
