@@ -578,7 +578,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   let unsettled = 0;
   let waitTimer: ReturnType<typeof setTimeout> | undefined;
 
+  /**
+   * The bound's timer: one turn of I/O first. After a stall (a GC pause, a loop blocked, a process frozen) the timers
+   * run before the network is read, so replies that came in time — a reservation, a takeover, a completion the store
+   * made — would be thrown away as "no answer", and the request answered 503 for what the store did.
+   */
   function expireWaiting(): void {
+    // setImmediate runs after the poll phase (Node, Bun); a runtime without it gets the next timer turn.
+    if (typeof setImmediate === 'function') setImmediate(expireDue);
+    else setTimeout(expireDue, 0);
+  }
+
+  function expireDue(): void {
     waitTimer = undefined;
     const now = performance.now();
     while (waitingHead < waiting.length) {
@@ -923,9 +934,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
     if (record.state === 'completed') return replay(record, req.requestId);
     if (record.leaseUntil > now && allowWait && waitMs > 0) {
-      const deadline = clock() + waitMs;
-      while (clock() < deadline) {
-        await sleep(Math.min(pollMs, Math.max(1, deadline - clock())));
+      // Monotonic, as every bound of the guard's: a wall clock stepped back (NTP) would stretch the wait to the first
+      // request's end, far past the client's per-attempt timeout this wait must stay under.
+      const deadline = performance.now() + waitMs;
+      while (performance.now() < deadline) {
+        await sleep(Math.min(pollMs, Math.max(1, deadline - performance.now())));
         if (req.clientGone?.() === true) break;
         let latest: IdempotencyRecord | undefined;
         try {
@@ -979,7 +992,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         return latest === undefined ? abandoned(record, req.requestId) : classify(req, prep, { outcome: 'existing', record: latest, now: await bounded(store.now()) }, false, vanished);
       }
       const token = randomUUID();
-      const taken = await bounded(store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs));
+      const pendingTakeover = store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs);
+      let taken: IdempotencyRecord | undefined;
+      try {
+        taken = await bounded(pendingTakeover);
+      } catch (error) {
+        // A takeover that lands after the guard gave up (or whose failure leaves it unknown) holds the record under a
+        // token nobody runs: freed again, fenced on that token, as a late reservation is — or the key would answer
+        // 409 in progress for a lease with nothing running. The reconcile hook said the effect did not happen.
+        const free = (): void => void withinLease(() => store.release(record.id, token));
+        pendingTakeover.then((late) => (late === undefined ? undefined : free()), free);
+        throw error;
+      }
       if (taken !== undefined) {
         if (logging) log({ decision: 'taken-over', keyId: record.id, state: 'in_progress' }, req.requestId);
         startRenewal(record.id, token);

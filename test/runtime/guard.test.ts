@@ -434,6 +434,50 @@ describe('runtime/guard: states', () => {
     assert.equal(second.kind === 'respond' && second.response.status, 409);
   });
 
+  it('the in-progress wait is bounded on a monotonic clock: a wall clock stepped back an hour does not stretch it', async () => {
+    let wall = Date.now();
+    const stepped = () => wall;
+    const store = new MemoryStore({ clock: () => Date.now() });
+    const guard = createGuard(demoContract(), { store, now: stepped, waitInProgressMs: 200, pollIntervalMs: 10 });
+    await guard.begin(demoRequest(KEY));
+    setTimeout(() => (wall -= 3_600_000), 50);
+    const started = performance.now();
+    const second = await guard.begin(demoRequest(KEY));
+    assert.equal(second.kind === 'respond' && second.response.status, 409);
+    assert.ok(performance.now() - started < 1_000, `waited ${Math.round(performance.now() - started)} ms`);
+  });
+
+  it('a reply that came in time is not thrown away when the loop stalled past storeTimeoutMs (timers run before the network is read)', async () => {
+    const { spawn } = await import('node:child_process');
+    // The store's round trip goes through another process (cat), which answers while this one is blocked.
+    const cat = spawn('cat', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+    try {
+      const roundTrip = () => new Promise<void>((resolve) => {
+        cat.stdout.once('data', () => resolve());
+        cat.stdin.write('x');
+      });
+      const inner = new MemoryStore();
+      const store = Object.assign(Object.create(inner) as MemoryStore, {
+        reserve: async (input: Parameters<MemoryStore['reserve']>[0]) => {
+          await roundTrip();
+          return inner.reserve(input);
+        },
+      });
+      await roundTrip(); // cat is up
+      const guard = createGuard(demoContract(), { store, storeTimeoutMs: 100 });
+      const pending = guard.begin(demoRequest(KEY));
+      await new Promise((resolve) => setImmediate(resolve)); // the reservation is on its way
+      const until = performance.now() + 300;
+      while (performance.now() < until) {
+        // A GC pause, a synchronous handler elsewhere in the process.
+      }
+      const begun = await pending;
+      assert.equal(begun.kind, 'proceed', begun.kind === 'respond' ? String(begun.response.status) : '');
+    } finally {
+      cat.kill();
+    }
+  });
+
   it('answers 409 idempotency-request-abandoned past the lease and keeps the record (no hook)', async () => {
     const s = setup();
     const first = await s.guard.begin(demoRequest(KEY));
@@ -492,6 +536,25 @@ describe('runtime/guard: states', () => {
     const replay = await s.guard.handle(demoRequest(KEY), s.handler);
     assert.equal(bodyJson(replay).id, 'dr_1');
     assert.ok(s.events.some((e) => e.decision === 'fenced'));
+  });
+
+  it('a takeover that lands after the guard gave up on it (503) is given back: the next retry runs, not 409 in progress for a lease', async () => {
+    const s = setup({ reconcile: () => ({ outcome: 'not-happened' }), storeTimeoutMs: 50 });
+    const takeover = s.store.takeover.bind(s.store);
+    let slow = true;
+    s.store.takeover = async (...args: Parameters<MemoryStore['takeover']>) => {
+      if (slow) await new Promise((resolve) => setTimeout(resolve, 150));
+      return takeover(...args);
+    };
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    const late = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(late.status, 503);
+    slow = false;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(retry.status, 201, JSON.stringify(bodyJson(retry)));
+    assert.equal(s.runs(), 1);
   });
 
   it('a completion refused because the record is gone (a store that lost its data) is logged as record-lost, not fenced', async () => {

@@ -440,13 +440,13 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
       let reserved: ReserveResult;
       // Another connection (process) may hold the write lock, possibly across its own awaited handler:
       // wait for it with timers, never by blocking the event loop, and give up after busyTimeoutMs.
-      const deadline = Date.now() + this.#busyWaitMs;
+      const deadline = performance.now() + this.#busyWaitMs;
       for (let delay = 2; ; delay = Math.min(delay * 2, 50)) {
         try {
           db.exec('BEGIN IMMEDIATE');
           break;
         } catch (error) {
-          if (!isBusy(error) || Date.now() + delay > deadline) throw wrap(error, 'could not begin the transaction');
+          if (!isBusy(error) || performance.now() + delay > deadline) throw wrap(error, 'could not begin the transaction');
         }
         await sleep(delay);
       }
@@ -483,7 +483,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
   /** A write of the request path: into the connection's next group commit, or at once without grouping. */
   #write<T>(work: () => T): Promise<T> {
     if (!this.#groupCommit) return this.#run(work);
-    const deadline = Date.now() + this.#busyWaitMs;
+    const deadline = performance.now() + this.#busyWaitMs;
     // Once a lock that held the call is let go, it goes back into a group: the calls that waited commit together.
     const inGroup = (): Promise<T> => grouped(this.#db, work, () => this.#run(work, { deadline, again: inGroup }));
     return inGroup();
@@ -511,7 +511,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
         }
       });
     if (this.#busyWaitMs === 0) return once(false);
-    const deadline = options.deadline ?? Date.now() + this.#busyWaitMs;
+    const deadline = options.deadline ?? performance.now() + this.#busyWaitMs;
     return once(false).catch((error: unknown) => {
       if (!(error instanceof LockHeld) && !isBusy(error)) throw error;
       return this.#waitForLock(once, options.again, deadline, error instanceof LockHeld ? undefined : error);
@@ -544,7 +544,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
             if (!(next instanceof LockHeld)) last = next;
           }
         }
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0) throw stillLocked(last);
         if (gate.probing) {
           await new Promise<void>((resolve) => {

@@ -116,4 +116,23 @@ describe('SqliteStore with many calls waiting for another connection’s write l
     }
     db.close();
   });
+
+  it('bounds the wait on a monotonic clock: a wall clock stepped back an hour meanwhile does not stretch it', async () => {
+    const { db, holder, store } = await open({ busyTimeoutMs: 300, clock: () => 1_800_000_000_000 });
+    holder.exec('BEGIN IMMEDIATE');
+    const realNow = Date.now;
+    const steppedAt = realNow();
+    // As NTP stepping the clock back: every reading from 50 ms on is an hour earlier.
+    Date.now = () => (realNow() - steppedAt > 50 ? realNow() - 3_600_000 : realNow());
+    try {
+      const { outcomes, lastMs } = await settleAll([store.reserve(input('stepped')), store.withReservation(input('stepped-tx'), async () => ({ commit: false, value: 0 }))], 3000);
+      assert.deepEqual(outcomes, ['StoreError unavailable', 'StoreError unavailable']);
+      assert.ok(lastMs < 1000, `gave up after ${Math.round(lastMs)} ms`);
+    } finally {
+      Date.now = realNow;
+      holder.exec('ROLLBACK');
+      holder.close();
+    }
+    db.close();
+  });
 });
