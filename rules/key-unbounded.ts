@@ -9,8 +9,14 @@ const MIN_KEY_LENGTH = 64;
 // A key whose format is a UUID — OASIS Repeatable Requests' `Repeatability-Request-ID` (Azure SDKs send a
 // UUID), or a header declared `format: uuid` — needs 36: its clients do not send `<sdk>-retry-<uuid>` keys.
 const UUID_LENGTH = 36;
-// What SDKs that make their own key send when the caller gives none (stripe-node, Stainless-generated clients).
-const SDK_KEYS = ['stripe-node-retry-1b4e28ba-2fa1-41d2-883f-0016d3cca427', 'stainless-node-retry-1b4e28ba-2fa1-41d2-883f-0016d3cca427'];
+// What SDKs that make their own key send when the caller gives none: stripe-node and Stainless-generated clients
+// (`<sdk>-retry-<uuid>`), and @mollie/api-client (18 random bytes in base64: `+` and `/` in about half of them).
+// A pattern must take every form: a client whose keys it refuses gets `invalidKey` for every such request.
+const SDK_KEYS = [
+  'stripe-node-retry-1b4e28ba-2fa1-41d2-883f-0016d3cca427',
+  'stainless-node-retry-1b4e28ba-2fa1-41d2-883f-0016d3cca427',
+  'kN3+9aZ/Qm0xT7pL2v/8+wYc',
+];
 
 /** The key has no length bound, pattern or format, in the contract or on its header parameter. */
 export default defineRule({
@@ -25,7 +31,7 @@ export default defineRule({
       unbounded:
         'the key `{header}` has no bound: no `maxLength` or `pattern` in the contract, and none (nor `format: uuid`) where the document declares it: set `key.maxLength` (255 is a good default; accept at least 64 for generated `<sdk>-retry-<uuid>` keys) so overlong keys get `responses.invalidKey`',
       patternRejectsSdkKeys:
-        '`key.pattern` rejects the keys SDKs generate when the caller gives none (`stripe-node-retry-<uuid>`, `stainless-node-retry-<uuid>`): the guard answers their every request with `responses.invalidKey`; allow letters, digits and `-` (for example `^[A-Za-z0-9._:-]+$`), unless every client makes its own keys of this form',
+        '`key.pattern` rejects keys SDKs generate when the caller gives none (`stripe-node-retry-<uuid>`, `stainless-node-retry-<uuid>`, @mollie/api-client\'s base64 with `+` and `/`): the guard answers each such request with `responses.invalidKey`; allow letters, digits, `-`, `+`, `/` and `=` (for example `^[A-Za-z0-9._:+/=-]+$`), unless every client makes its own keys of this form',
       tooShort:
         '{where} `maxLength: {maxLength}` is shorter than the keys SDKs generate (`<sdk>-retry-<uuid>` keys are 54–57 characters): the generated guard accepts up to {accepted} anyway, so the documented limit tells clients and reviewers less than the server takes; accept at least 64 (255 is a good default), unless every client makes its own shorter keys',
       tooShortForUuid:
@@ -50,7 +56,7 @@ export default defineRule({
     const tooShort = uuidBound ? 'tooShortForUuid' : 'tooShort';
     // A UUID key's clients send UUIDs; any other key header may come from an SDK that makes its own (a key in the
     // query or body is the API's own convention, which generic SDKs do not fill).
-    const takesSdkKeys = key.pattern === undefined || SDK_KEYS.some((sample) => matchesWhole(key.pattern!, sample));
+    const takesSdkKeys = key.pattern === undefined || SDK_KEYS.every((sample) => matchesWhole(key.pattern!, sample));
     if (!uuidKey && key.in === 'header' && !takesSdkKeys) {
       ctx.report('patternRejectsSdkKeys', contract.at('key', 'pattern'), { header: key.name });
     }

@@ -23,7 +23,7 @@ describe('compileContract', () => {
       operationId: 'createDemoRequest',
       method: 'POST',
       path: '/v1/demo-requests',
-      key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:-]+$' },
+      key: { in: 'header', name: 'Idempotency-Key', required: true, maxLength: 255, pattern: '^[A-Za-z0-9._:+/=-]+$' },
       scope: [{ kind: 'principal' }],
       fingerprint: { include: ['/topic', '/contact/email'], exclude: ['/clientSentAt'], query: [] },
       ttlMs: 86_400_000,

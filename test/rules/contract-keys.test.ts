@@ -477,7 +477,7 @@ ruleTester.run(keyOptional, {
 ruleTester.run(keyUnbounded, {
   valid: [
     { name: 'maxLength in the contract', document: payouts() },
-    { name: 'a pattern in the contract', document: payouts((_t, c) => ((c.key.pattern = '^[a-z0-9-]{1,64}$'), delete c.key.maxLength)) },
+    { name: 'a pattern in the contract', document: payouts((_t, c) => ((c.key.pattern = '^[A-Za-z0-9+/=-]{1,64}$'), delete c.key.maxLength)) },
 
     {
       name: "a UUID-only pattern on OASIS Repeatability-Request-ID (its clients send UUIDs)",
@@ -551,7 +551,7 @@ paths:
     },
     {
       name: 'a maxLength below 64 beside a pattern that takes SDK keys: the guard takes 64 anyway',
-      document: payouts((_t, c) => Object.assign(c.key, { maxLength: 20, pattern: '^[A-Za-z0-9-]+$' })),
+      document: payouts((_t, c) => Object.assign(c.key, { maxLength: 20, pattern: '^[A-Za-z0-9+/=-]+$' })),
       errors: [{ messageId: 'tooShort', pointer: `${CONTRACT}/key/maxLength`, message: /accepts up to 64 anyway/ }],
     },
     {
@@ -578,7 +578,12 @@ paths:
     {
       name: 'a UUID-only pattern rejects the keys SDKs generate (stainless-node-retry-<uuid>, 57 characters)',
       document: payouts((_t, c) => (c.key.pattern = '^[0-9a-fA-F-]{36}$')),
-      errors: [{ messageId: 'patternRejectsSdkKeys', pointer: `${CONTRACT}/key/pattern`, message: /`key.pattern` rejects the keys SDKs generate .*stainless-node-retry-<uuid>/ }],
+      errors: [{ messageId: 'patternRejectsSdkKeys', pointer: `${CONTRACT}/key/pattern`, message: /`key.pattern` rejects keys SDKs generate .*stainless-node-retry-<uuid>/ }],
+    },
+    {
+      name: "a pattern without + and / rejects @mollie/api-client's base64 keys (about half of them), though it takes <sdk>-retry-<uuid> keys",
+      document: payouts((_t, c) => (c.key.pattern = '^[A-Za-z0-9._:-]+$')),
+      errors: [{ messageId: 'patternRejectsSdkKeys', pointer: `${CONTRACT}/key/pattern`, message: /base64 with `\+` and `\/`.*\^\[A-Za-z0-9\._:\+\/=-\]\+\$/ }],
     },
     {
       name: 'the contract and the header parameter disagree on maxLength',

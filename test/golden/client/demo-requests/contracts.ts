@@ -11,7 +11,7 @@ const createDemoRequest: CompiledContract = {
     "name": "Idempotency-Key",
     "required": true,
     "maxLength": 255,
-    "pattern": "^[A-Za-z0-9._:-]+$"
+    "pattern": "^[A-Za-z0-9._:+/=-]+$"
   },
   "scope": [
     {
