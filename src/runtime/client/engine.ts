@@ -319,7 +319,7 @@ class DeadlineReached extends Error {}
  */
 function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) {
-    promise.catch(() => undefined);
+    promise.catch((): void => undefined);
     return Promise.reject(signal.reason);
   }
   return new Promise<T>((resolve, reject) => {
