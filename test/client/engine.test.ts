@@ -502,6 +502,10 @@ describe('client sendIntent', () => {
       const down = await send([refused(), refused(), refused(), refused(), refused()], localContract);
       assert.ok(down.result.kind === 'unknown');
       assert.equal(down.result.lastError, 'fetch failed (ECONNREFUSED)');
+      // A host unreachable may end a reused connection after the request went out: not retried where that is unsafe.
+      const unreachable = Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('read EHOSTUNREACH'), { code: 'EHOSTUNREACH' }) });
+      const lost = await send([unreachable, json(201, created)], externalNoKey);
+      assert.ok(lost.result.kind === 'unknown' && lost.result.reason === 'unsafe-to-retry');
       // Nothing left, then a gateway refusal: terminal, the command did not run.
       const gated = await send([refused(), json(403, { error: 'from the gateway' })], externalNoKey);
       assert.equal(gated.result.kind, 'rejected');

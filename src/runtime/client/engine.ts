@@ -340,9 +340,10 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 
 /**
  * Error codes (of the error or its `cause`, as undici's `fetch failed` carries them; Bun's `ConnectionRefused`) that
- * say the request never reached a server: the connection was refused or never made, the name did not resolve.
+ * say the request never reached a server: the connection was refused or never made, the name did not resolve. Not
+ * `EHOSTUNREACH` / `ENETUNREACH`: they also end a reused connection after the request went out.
  */
-const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT', 'ConnectionRefused']);
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'ConnectionRefused']);
 
 /** The first string `code` along an error's `cause` chain. */
 function errorCode(err: unknown): string | undefined {
