@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import express from 'express';
 import { createRouteGuard, idempotencyOf, type RouteGuard, type RouteGuardOptions } from '../../../src/runtime/adapters/express.js';
-import { bodyKeyContract, contract, oddPathContract, queryKeyContract } from './fixtures.js';
+import { bodyKeyContract, contract, oddPathContract, queryKeyContract, slowCompletionStore } from './fixtures.js';
 import type { CompiledContract } from '../../../src/runtime/contract.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
@@ -740,12 +740,7 @@ describe('runtime/adapters/express', () => {
     // A soak review's: the client's FIN came after the handler's end() and before the store answered; Node's auto-destroy
     // went to the guard's held `socket.destroy`, which then waited for a 'finish' that an ended socket never emits —
     // 60 of 1,000 such sockets, each a descriptor, stayed open for good.
-    const store = new MemoryStore();
-    const complete = store.complete.bind(store);
-    store.complete = async (...args: Parameters<MemoryStore['complete']>) => {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      return complete(...args);
-    };
+    const store = slowCompletionStore(300);
     const app = express();
     app.post('/things/:thingId', express.json(), createRouteGuard(contract, options(store)), (_req, res) => {
       calls += 1;

@@ -9,7 +9,7 @@ import type { Http2Server } from 'node:http2';
 import { createRouteGuard, idempotencyOf, idempotencyPlugin, toFastifyPath, type RouteGuardOptions } from '../../../src/runtime/adapters/fastify.js';
 import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { post } from '../../e2e/harness.js';
-import { bodyKeyContract, contract, oddPathContract, queryKeyContract, withSqliteStore } from './fixtures.js';
+import { bodyKeyContract, contract, oddPathContract, queryKeyContract, slowCompletionStore, withSqliteStore } from './fixtures.js';
 import { computeRecordId } from '../../../src/runtime/fingerprint.js';
 
 function options(store: RouteGuardOptions['store']): RouteGuardOptions {
@@ -512,13 +512,8 @@ describe('runtime/adapters/fastify', () => {
   });
 
   it("an async handler that calls reply.send() without returning reply: the first client gets the answer, not Fastify's second, empty send", async () => {
-    const store = new MemoryStore();
-    const complete = store.complete.bind(store);
     // A store round trip: the guard's onSend is still recording when the handler's promise settles.
-    store.complete = async (...args: Parameters<MemoryStore['complete']>) => {
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      return complete(...args);
-    };
+    const store = slowCompletionStore(30);
     const guard = createRouteGuard(contract, options(store));
     app.post('/things/:tenant', { ...guard.hooks }, async (_request, reply) => {
       calls += 1;

@@ -1,6 +1,18 @@
 import Database from 'better-sqlite3';
 import type { CompiledContract } from '../../../src/runtime/contract.js';
+import { MemoryStore } from '../../../src/runtime/stores/memory.js';
 import { SqliteStore } from '../../../src/runtime/stores/sqlite.js';
+
+/** A memory store whose completions take `ms` (a store round trip the guard awaits while the answer is held). */
+export function slowCompletionStore(ms: number): MemoryStore {
+  const store = new MemoryStore();
+  const complete = store.complete.bind(store);
+  store.complete = async (...args: Parameters<MemoryStore['complete']>) => {
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return complete(...args);
+  };
+  return store;
+}
 
 /** The contract the adapter tests guard: principal + path scope, whole-body fingerprint plus the `mode` query. */
 export const contract: CompiledContract = {
