@@ -71,6 +71,17 @@ describe('client sendIntent', () => {
     assert.equal(result.reason, 'deadline');
     assert.deepEqual(rt.sleeps, []);
     assert.equal(result.lastStatus, 409);
+    // The wait the budget had no room for is shown, so a page can offer the same intent again after it.
+    assert.equal(result.retryAfterMs, 60_000);
+  });
+
+  it('an unknown result shows the last answer\'s Retry-After only: none after a network error or an answer without one', async () => {
+    const lost = await send([json(503, problem('idempotency-store-unavailable'), { 'Retry-After': '1' }), new TypeError('fetch failed')], localContract, { deadlineMs: 5_000 });
+    assert.ok(lost.result.kind === 'unknown' && lost.result.reason === 'attempts', `${lost.result.kind} ${(lost.result as { reason?: string }).reason}`);
+    assert.equal(lost.result.retryAfterMs, undefined);
+    const abandoned = await send([json(409, problem('idempotency-request-abandoned'))]);
+    assert.ok(abandoned.result.kind === 'unknown' && abandoned.result.reason === 'abandoned');
+    assert.equal(abandoned.result.retryAfterMs, undefined);
   });
 
   it('each attempt gets only what is left of the deadline; a stalled server ends unknown with every request id', async () => {

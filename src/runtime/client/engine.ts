@@ -182,6 +182,12 @@ export interface UnknownResult<TStatus> {
   readonly lastStatus: number | undefined;
   /** The last network error message, if the last attempt failed without a whole answer. */
   readonly lastError: string | undefined;
+  /**
+   * How long the last answer asked to wait before a retry (its `Retry-After`, in ms from when it came), if it did. With
+   * reason `deadline` it is the wait the budget had no room for (a 409 in progress, a 503 store down): the key is
+   * kept, so the same intent can be sent again after it — or its outcome checked then.
+   */
+  readonly retryAfterMs: number | undefined;
   /** A call to the contract's status route for this intent (absent when the contract has none). */
   readonly checkStatus: TStatus;
 }
@@ -406,6 +412,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
   }
   let lastStatus: number | undefined;
   let lastError: string | undefined;
+  let lastRetryAfterMs: number | undefined;
   const unknown = (reason: UnknownReason): UnknownResult<TStatus> => ({
     kind: 'unknown',
     reason,
@@ -414,6 +421,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
     intent,
     lastStatus,
     lastError,
+    retryAfterMs: lastRetryAfterMs,
     checkStatus: options.checkStatus,
   });
 
@@ -470,6 +478,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
 
     let verdict: Verdict;
     let retryAfterMs: number | undefined;
+    lastRetryAfterMs = undefined;
     let left = true;
     try {
       const res = await rt.fetch(url, {
@@ -548,6 +557,7 @@ export async function sendIntent<TBody, TError = unknown, TStatus = undefined>(
         };
       }
       retryAfterMs = parseRetryAfter(res.headers.get('retry-after'), rt.now(), res.headers.get('date'));
+      lastRetryAfterMs = retryAfterMs;
     } catch (err) {
       if (controller.signal.reason instanceof DeadlineReached) return unknown('deadline');
       if (options.signal?.aborted) return unknown('aborted');
