@@ -160,6 +160,11 @@ export type GuardDecisionName =
   | 'record-lost'
   | 'rolled-back'
   | 'record-failed'
+  /**
+   * The reconcile hook gave no usable verdict (see {@link GuardLogEvent.reason}): the record is kept and the request
+   * answered 409 abandoned, as for `unknown`.
+   */
+  | 'reconcile-failed'
   /** `status`: no record of the key (404). */
   | 'not-found';
 
@@ -189,6 +194,13 @@ export interface GuardLogEvent {
    * permanent misconfiguration then reads apart from an outage.
    */
   readonly storeError?: string;
+  /**
+   * On `reconcile-failed`: `threw` (the hook threw or rejected; its error is not logged, it may quote data), `timeout`
+   * (no verdict within `reconcileTimeoutMs`), `invalid-verdict` (a `completed` verdict whose `response` is no
+   * `{status: 200-599, headers: {name: string}, body: Uint8Array}`, or whose `resultId` is no string). On
+   * `record-failed`: `gave-up` when the completion retried behind an answer did not land within the lease.
+   */
+  readonly reason?: 'threw' | 'timeout' | 'invalid-verdict' | 'gave-up';
 }
 
 /** Guard configuration. Only `store` is required. */
@@ -203,6 +215,12 @@ export interface GuardOptions {
   readonly log?: ((event: GuardLogEvent) => void) | undefined;
   /** Reconciliation hook for abandoned reservations (default: keep, answer 409 abandoned). */
   readonly reconcile?: ReconcileHook | undefined;
+  /**
+   * Longest wait (ms) for the reconcile hook's verdict (default 5000). A hook still running then — a provider that does
+   * not answer — counts as `unknown`: the request gets 409 abandoned and `reconcile-failed` (`timeout`) is logged, so a
+   * hung lookup never holds every retry of the key. A verdict that comes later is ignored; the next retry asks again.
+   */
+  readonly reconcileTimeoutMs?: number | undefined;
   /** Longest wait for any one store call before failing closed with 503 (default 2000 ms). */
   readonly storeTimeoutMs?: number | undefined;
   /** `Retry-After` seconds on a 503 `idempotency-store-unavailable` (default 1). */
@@ -218,7 +236,11 @@ export interface GuardOptions {
    * Response headers recorded and replayed (case-insensitive). Default: content-type, content-language,
    * content-disposition, location, content-location, operation-location, azure-asyncoperation, etag,
    * last-modified, content-range, www-authenticate, allow, cache-control. `set-cookie`, `set-cookie2`, `cookie`, `authorization`, `proxy-authorization`,
-   * `authentication-info` and `proxy-authentication-info` are refused (`createGuard` throws). A body the adapter could not decode is recorded with its `content-encoding` whatever this says.
+   * `authentication-info` and `proxy-authentication-info` are refused (`createGuard` throws), and so are the message's
+   * framing and hop-by-hop headers (`content-length`, `transfer-encoding`, `connection`, `keep-alive`, `proxy-connection`,
+   * `te`, `trailer`, `upgrade`) and `date`: a replay is framed and dated afresh by the server that sends it (a recorded
+   * length of a body the adapter decoded would desynchronise the connection). A body the adapter could not decode is
+   * recorded with its `content-encoding` whatever this says.
    */
   readonly replayHeaders?: readonly string[] | undefined;
   /**
@@ -304,6 +326,14 @@ export interface Guard<Tx = unknown> {
    * travels in the body, or the scope has no `principal` (a key alone is no credential): the route's own handler answers.
    */
   status(req: GuardRequest): Promise<GuardResponse | undefined>;
+  /**
+   * The id of the record a request's key maps to — what the logs call `keyId` and the store's methods take — from the
+   * key and the scope as the guard reads them (principal, scope headers and parameters). An operator who has a key (a
+   * customer's support ticket, a client's log) finds its record with it: `guard.recordId({ headers: { 'idempotency-key':
+   * key }, principal: 'acct_1', pathParams: {}, query: {}, body: undefined })`, then `store.get(id)`. `undefined` when
+   * the request carries no valid key or its scope cannot be resolved. Touches neither the store nor the log.
+   */
+  recordId(req: GuardRequest): string | undefined;
 }
 
 export { DEFAULT_REPLAY_HEADERS } from './wire.js';
@@ -314,6 +344,15 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /** Headers that carry credentials or session state: refused in `replayHeaders`. */
 const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'set-cookie2', 'cookie', 'authorization', 'proxy-authorization', 'authentication-info', 'proxy-authentication-info'];
+
+/**
+ * Headers of one message on one connection — its framing, hop-by-hop fields (RFC 9110 §7.6.1) and its date: refused in
+ * `replayHeaders`. The server that sends a replay frames and dates it; a recorded `Content-Length` of a body the
+ * adapter decoded (gzip) would announce more bytes than the replay has, and the next request on the connection would be
+ * read as the rest of this answer.
+ */
+const PER_MESSAGE: readonly string[] = ['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'date'];
+const PER_MESSAGE_SET: ReadonlySet<string> = new Set(PER_MESSAGE);
 
 /** `Cache-Control` of a status-route replay. */
 const NO_STORE: Readonly<Record<string, string>> = Object.freeze({ 'cache-control': 'no-store' });
@@ -327,6 +366,23 @@ type Prepared =
   | { readonly kind: 'ready'; readonly recordId: string; readonly fingerprint: string; readonly key: string };
 
 type Respond = Extract<Decision, { kind: 'respond' }>;
+
+/**
+ * A record's headers without those of one message ({@link PER_MESSAGE}): the guard never records them, but a record
+ * settled by hand (`store.complete` with a provider's answer copied whole) may hold them. The same object when none.
+ */
+function replayable(headers: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+  let kept: Record<string, string> | undefined;
+  for (const name in headers) {
+    if (!PER_MESSAGE_SET.has(name.toLowerCase())) continue;
+    kept ??= { ...headers };
+    delete kept[name];
+  }
+  return kept ?? headers;
+}
+
+/** `scopeOf`'s quiet refusal: a scope part the request does not carry. Never sent. */
+const UNRESOLVED: Extract<Prepared, { kind: 'respond' }> = Object.freeze({ kind: 'respond', response: { status: 400, headers: {}, body: new Uint8Array(0) } });
 
 /**
  * A running handler's lease heartbeat: renewed from `next` on, until `until` — both on the monotonic clock
@@ -420,11 +476,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const store = rejectingCalls(options.store);
   const clock = options.now ?? Date.now;
   const storeTimeoutMs = options.storeTimeoutMs ?? 2000;
+  const reconcileTimeoutMs = options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
   const storeRetryAfter = String(Math.max(1, Math.ceil(options.storeRetryAfterSeconds ?? 1)));
   const replayAllow = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
   for (const name of NEVER_REPLAYED) {
     // A replay goes to whoever retries with the key: recorded credentials would be handed to them.
     if (replayAllow.has(name)) throw new TypeError(`replayHeaders must not include ${name}: credentials are never recorded or replayed`);
+  }
+  for (const name of PER_MESSAGE) {
+    if (replayAllow.has(name)) {
+      throw new TypeError(`replayHeaders must not include ${name}: it belongs to one message on one connection, and the server that sends a replay frames and dates it itself`);
+    }
   }
   // Lower case when the key travels in a header; undefined for a query or body key.
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
@@ -689,8 +751,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return parseFieldKey(field.found ? field.value : undefined, keyRules);
   }
 
-  /** The request's scope values, in the contract's order, or the guard's refusal when a part is missing. */
-  function scopeOf(req: GuardRequest): unknown[] | Extract<Prepared, { kind: 'respond' }> {
+  /**
+   * The request's scope values, in the contract's order, or the guard's refusal when a part is missing — `quiet`: a
+   * placeholder refusal, neither logged nor rendered.
+   */
+  function scopeOf(req: GuardRequest, quiet = false): unknown[] | Extract<Prepared, { kind: 'respond' }> {
     const scopeValues: unknown[] = [];
     for (const part of contract.scope) {
       if (part.kind === 'global') {
@@ -698,6 +763,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       } else if (part.kind === 'principal') {
         const principal = principalOf(req.principal);
         if (principal === undefined) {
+          if (quiet) return UNRESOLVED;
           if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
           return {
             kind: 'respond',
@@ -715,6 +781,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         }
         if (source === undefined || source === '') {
           // An absent part must not become one shared key space (every caller without it would see the others' replays).
+          if (quiet) return UNRESOLVED;
           if (logging) log({ decision: 'scope-unresolved', status: R.invalidKey }, req.requestId);
           const where = part.kind === 'header' ? `the ${part.name} header` : part.kind === 'path' ? `the path parameter ${part.name}` : `the query parameter ${part.name}`;
           return {
@@ -834,7 +901,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // The record is the store's fresh copy (every get/reserve reads or copies it anew): its body is ours to send.
       // Read through the status route, a GET: a shared cache keys it by URL alone (neither the key header nor a cookie
       // or API-key principal is in its key), so one caller's stored answer must not be kept for the next.
-      response: { status: stored.status, headers: { ...stored.headers, ...acceptedHeaders, [replayHeader]: 'true', ...(via === 'status' ? NO_STORE : {}) }, body: stored.body },
+      response: { status: stored.status, headers: { ...replayable(stored.headers), ...acceptedHeaders, [replayHeader]: 'true', ...(via === 'status' ? NO_STORE : {}) }, body: stored.body },
       replayed: true,
     };
   }
@@ -961,23 +1028,24 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished?: Vanished): Promise<Begun> {
     if (options.reconcile === undefined) return abandoned(record, req.requestId);
-    let verdict: ReconcileVerdict;
-    try {
-      verdict = await options.reconcile({
-        operation,
-        recordId: record.id,
-        idempotencyKey: prep.key,
-        request: req,
-        createdAt: record.createdAt,
-        leaseUntil: record.leaseUntil,
-      });
-    } catch {
-      verdict = { outcome: 'unknown' };
+    const answer = await askReconcile(options.reconcile, {
+      operation,
+      recordId: record.id,
+      idempotencyKey: prep.key,
+      request: req,
+      createdAt: record.createdAt,
+      leaseUntil: record.leaseUntil,
+    });
+    // Only a verdict it can act on acts: `unknown`, a hook that threw or hung, and anything else a hook may return from
+    // plain JavaScript (`'unknown'`, `{}`, nothing, a `completed` without a usable answer) leaves the record abandoned —
+    // never a takeover that runs the effect again, never a broken record. Each but an honest `unknown` is logged as such.
+    const failure = answer === HOOK_THREW ? 'threw' : answer === HOOK_TIMED_OUT ? 'timeout' : verdictProblem(answer);
+    if (failure !== undefined) {
+      if (logging) log({ decision: 'reconcile-failed', keyId: record.id, state: 'in_progress', reason: failure }, req.requestId);
+      return abandoned(record, req.requestId);
     }
-    // Only the two verdicts it knows act: `unknown`, and anything else a hook may return from plain JavaScript
-    // (`'unknown'`, `{}`, nothing), leaves the record abandoned — never a takeover that runs the effect again.
-    const outcome: unknown = typeof verdict === 'object' && verdict !== null ? verdict.outcome : undefined;
-    if (outcome !== 'completed' && outcome !== 'not-happened') return abandoned(record, req.requestId);
+    const verdict = answer as ReconcileVerdict;
+    if (verdict.outcome === 'unknown') return abandoned(record, req.requestId);
     try {
       if (verdict.outcome === 'completed') {
         const input = toStored(verdict.response);
@@ -1020,6 +1088,25 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // As above: an owned (abandoned) record was seen, so never fail open here.
       if (error instanceof StoreError) return storeUnavailableResponse(req, prep.recordId, error);
       throw error;
+    }
+  }
+
+  /**
+   * The hook's verdict, {@link HOOK_THREW} when it threw or rejected, or {@link HOOK_TIMED_OUT} when it gave none within
+   * `reconcileTimeoutMs`. A verdict or error that comes later is dropped.
+   */
+  async function askReconcile(hook: ReconcileHook, abandonedReservation: AbandonedReservation): Promise<unknown> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<typeof HOOK_TIMED_OUT>((resolve) => {
+      timer = setTimeout(resolve, reconcileTimeoutMs, HOOK_TIMED_OUT);
+    });
+    try {
+      // Through a promise: a hook that throws synchronously rejects instead.
+      return await Promise.race([Promise.resolve(abandonedReservation).then(hook), timedOut]);
+    } catch {
+      return HOOK_THREW;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -1182,21 +1269,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const input = toStored(sent);
     try {
       const done = await bounded(store.complete(keyId, reservation.token!, input));
-      if (logging) {
-        // Refused: another request took the record over (fenced), or the record is gone — a store that lost its data
-        // (Redis restarted without persistence) or someone deleted it; then a retry would run the effect again.
-        const lost = !done && (await bounded(store.get(keyId)).catch((): null => null)) === undefined;
-        log(
-          {
-            decision: done ? 'completed' : lost ? 'record-lost' : 'fenced',
-            keyId,
-            state: lost ? 'absent' : 'in_progress',
-            status: sent.status,
-            ...(input.resultId !== undefined ? { resultId: input.resultId } : {}),
-          },
-          reservation.requestId,
-        );
-      }
+      if (logging) await logCompletion(reservation, input, done);
     } catch {
       if (logging) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status }, reservation.requestId);
       // The answer goes out now; the completion is tried again behind it, a quarter of the lease apart, its lease renewed
@@ -1206,11 +1279,33 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       startRenewal(keyId, reservation.token!);
       void leaseGap()
         .then(() => withinLease(() => store.complete(keyId, reservation.token!, input), 2))
-        .then((done) => {
+        .then(async (done) => {
           stopRenewal(reservation);
-          if (done === true && logging) log({ decision: 'completed', keyId, state: 'in_progress', status: sent.status, ...(input.resultId !== undefined ? { resultId: input.resultId } : {}) }, reservation.requestId);
+          if (!logging) return;
+          if (done === undefined) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status, reason: 'gave-up' }, reservation.requestId);
+          else await logCompletion(reservation, input, done);
         });
     }
+  }
+
+  /**
+   * Logs how a completion the store answered went: `completed`; or refused — another request took the record over
+   * (`fenced`), or the record is gone (`record-lost`): a store that lost its data (Redis restarted without persistence)
+   * or someone deleted it, and then a retry would run the effect again.
+   */
+  async function logCompletion(reservation: Reservation, input: CompleteInput, done: boolean): Promise<void> {
+    const keyId = reservation.recordId!;
+    const lost = !done && (await bounded(store.get(keyId)).catch((): null => null)) === undefined;
+    log(
+      {
+        decision: done ? 'completed' : lost ? 'record-lost' : 'fenced',
+        keyId,
+        state: lost ? 'absent' : 'in_progress',
+        status: input.response.status,
+        ...(input.resultId !== undefined ? { resultId: input.resultId } : {}),
+      },
+      reservation.requestId,
+    );
   }
 
   async function abort(reservation: Reservation, info: AbortInfo): Promise<void> {
@@ -1413,6 +1508,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return prep.kind === 'respond' ? prep.response : undefined;
     },
     status,
+    recordId(req) {
+      const parsed = readKey(req);
+      if (parsed.kind !== 'valid') return undefined;
+      const scopeValues = scopeOf(req, true);
+      return Array.isArray(scopeValues) ? recordIdOf(scopeValues, parsed.key) : undefined;
+    },
   };
 
   async function status(request: GuardRequest): Promise<GuardResponse | undefined> {
@@ -1468,6 +1569,35 @@ function storeErrorField(error: unknown): { storeError?: string } {
 }
 
 const FREE_LATE_ATTEMPTS = 4;
+
+/** Default of `reconcileTimeoutMs`: long enough for a provider lookup, short of a client's usual per-attempt timeout. */
+const DEFAULT_RECONCILE_TIMEOUT_MS = 5000;
+
+/** {@link askReconcile}'s answers when the hook gave no verdict. */
+const HOOK_THREW = Symbol('threw');
+const HOOK_TIMED_OUT = Symbol('timeout');
+
+/**
+ * Why a reconcile hook's return value is no verdict the guard can act on (`invalid-verdict`), or `undefined` when it is
+ * one: `{outcome: 'unknown' | 'not-happened'}`, or `{outcome: 'completed'}` with a `response` the record can hold (an
+ * integer status 200-599, string header values, a `Uint8Array` body) and a string `resultId` if any. Checked before the
+ * store is asked: a body that is no byte array would fail inside the store as an outage (503) or the guard as a 500.
+ */
+function verdictProblem(verdict: unknown): 'invalid-verdict' | undefined {
+  if (typeof verdict !== 'object' || verdict === null) return 'invalid-verdict';
+  const { outcome } = verdict as { outcome?: unknown };
+  if (outcome === 'unknown' || outcome === 'not-happened') return undefined;
+  if (outcome !== 'completed') return 'invalid-verdict';
+  const { response, resultId } = verdict as { response?: unknown; resultId?: unknown };
+  if (resultId !== undefined && typeof resultId !== 'string') return 'invalid-verdict';
+  if (typeof response !== 'object' || response === null) return 'invalid-verdict';
+  const { status, headers, body } = response as { status?: unknown; headers?: unknown; body?: unknown };
+  if (typeof status !== 'number' || !Number.isInteger(status) || status < 200 || status > 599) return 'invalid-verdict';
+  if (!(body instanceof Uint8Array)) return 'invalid-verdict';
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) return 'invalid-verdict';
+  for (const name in headers) if (typeof (headers as Record<string, unknown>)[name] !== 'string') return 'invalid-verdict';
+  return undefined;
+}
 const FREE_LATE_MIN_GAP_MS = 50;
 
 /**

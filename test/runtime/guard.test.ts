@@ -256,6 +256,27 @@ describe('runtime/guard: createGuard', () => {
     assert.doesNotThrow(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', 'x-trace'] }));
   });
 
+  it('refuses a message\'s framing, hop-by-hop headers and date in replayHeaders: a replay is framed and dated by the server that sends it', () => {
+    // A review's: with content-length listed, a gzip answer the adapter decoded was replayed with the gzip length, and
+    // the client read the next answer on the connection as the rest of this one.
+    for (const name of ['Content-Length', 'transfer-encoding', 'Connection', 'keep-alive', 'proxy-connection', 'TE', 'trailer', 'upgrade', 'date']) {
+      assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', name] }), new RegExp(`must not include ${name.toLowerCase()}: it belongs to one message`));
+    }
+  });
+
+  it('a record settled by hand with a provider\'s answer copied whole is replayed without its framing and date', async () => {
+    const s = setup();
+    const begun = await s.guard.begin(demoRequest(KEY));
+    assert.equal(begun.kind, 'proceed');
+    if (begun.kind !== 'proceed') return;
+    const provider = jsonResponse(201, { id: 'dr_settled' }, { 'Content-Length': '63', 'transfer-encoding': 'chunked', date: 'Tue, 15 Nov 1994 08:12:31 GMT', connection: 'close', location: '/v1/demo-requests/dr_settled' });
+    assert.ok(await s.store.complete(begun.reservation.recordId!, begun.reservation.token!, { response: provider, ttlMs: 60_000 }));
+    const replay = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(replay.status, 201);
+    assert.deepEqual(Object.keys(replay.headers).sort(), ['content-type', 'idempotent-replayed', 'location']);
+    assert.equal(bodyJson(replay).id, 'dr_settled');
+  });
+
   it('refuses the key header in replayHeaders (a handler echoing the key would have it stored in the clear)', () => {
     assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), replayHeaders: ['content-type', 'Idempotency-Key'] }), /idempotency-key, the key header/);
   });
@@ -580,6 +601,105 @@ describe('runtime/guard: states', () => {
       assert.equal(problemType(second), `${PROBLEM_BASE}idempotency-request-abandoned`);
       assert.equal((await s.store.listAbandoned()).length, 1);
     }
+  });
+
+  it('a reconcile hook that never answers counts as unknown after reconcileTimeoutMs: 409 abandoned, logged as reconcile-failed (timeout), and the next retry asks again', async () => {
+    // A review's: a provider lookup that hung held every retry of the key forever, with nothing logged.
+    let hang = true;
+    let asked = 0;
+    const reconcile: ReconcileHook = () => {
+      asked += 1;
+      return hang ? new Promise<never>(() => {}) : { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) };
+    };
+    const s = setup({ reconcile, reconcileTimeoutMs: 100 });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    const started = performance.now();
+    const stuck = await s.guard.handle(demoRequest(KEY), s.handler);
+    const took = performance.now() - started;
+    assert.equal(stuck.status, 409);
+    assert.equal(stuck.headers['idempotency-problem'], 'idempotency-request-abandoned');
+    assert.ok(took >= 90 && took < 2000, `answered after ${took} ms`);
+    const failed = s.events.find((e) => e.decision === 'reconcile-failed');
+    assert.deepEqual(failed && { reason: failed.reason, state: failed.state, keyId: typeof failed.keyId }, { reason: 'timeout', state: 'in_progress', keyId: 'string' });
+    assert.equal((await s.store.listAbandoned()).length, 1, 'the record is kept');
+    hang = false;
+    const settled = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(settled.status, 201);
+    assert.equal(bodyJson(settled).id, 'dr_found');
+    assert.equal(asked, 2);
+    assert.equal(s.runs(), 0);
+  });
+
+  it('a "completed" verdict without an answer the record can hold leaves the record abandoned (409), logged as invalid-verdict — never a 500 or a 503', async () => {
+    const body = new TextEncoder().encode('{"id":"dr_found"}');
+    const verdicts: unknown[] = [
+      { outcome: 'completed' },
+      { outcome: 'completed', response: null },
+      { outcome: 'completed', response: { status: 'abc', headers: {}, body } },
+      { outcome: 'completed', response: { status: 201.5, headers: {}, body } },
+      { outcome: 'completed', response: { status: 100, headers: {}, body } },
+      { outcome: 'completed', response: { status: 600, headers: {}, body } },
+      { outcome: 'completed', response: { status: 201, headers: {}, body: { id: 'dr_found' } } },
+      { outcome: 'completed', response: { status: 201, headers: {}, body: '{"id":"dr_found"}' } },
+      { outcome: 'completed', response: { status: 201, body } },
+      { outcome: 'completed', response: { status: 201, headers: { 'content-type': 42 }, body } },
+      { outcome: 'completed', response: { status: 201, headers: {}, body }, resultId: 7 },
+      'unknown',
+      undefined,
+      { outcome: 'retry' },
+    ];
+    for (const verdict of verdicts) {
+      const label = JSON.stringify(verdict) ?? 'undefined';
+      const s = setup({ reconcile: () => verdict as never });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+      assert.equal(retry.status, 409, label);
+      assert.equal(retry.headers['idempotency-problem'], 'idempotency-request-abandoned', label);
+      assert.deepEqual(s.events.filter((e) => e.decision === 'reconcile-failed').map((e) => e.reason), ['invalid-verdict'], label);
+      const [kept] = await s.store.listAbandoned();
+      assert.equal(kept?.state, 'in_progress', label);
+      assert.equal(s.runs(), 0, label);
+    }
+  });
+
+  it('a throwing hook is logged as reconcile-failed (threw) without its message; an honest "unknown" only as abandoned', async () => {
+    const thrower = setup({
+      reconcile: () => {
+        throw new Error(`provider lookup failed for ${KEY}`);
+      },
+    });
+    await thrower.guard.begin(demoRequest(KEY));
+    thrower.advance(31_000);
+    assert.equal((await thrower.guard.handle(demoRequest(KEY), thrower.handler)).status, 409);
+    assert.deepEqual(thrower.events.filter((e) => e.decision === 'reconcile-failed').map((e) => e.reason), ['threw']);
+    assert.ok(!JSON.stringify(thrower.events).includes('provider lookup failed'));
+    const honest = setup({ reconcile: () => ({ outcome: 'unknown' }) });
+    await honest.guard.begin(demoRequest(KEY));
+    honest.advance(31_000);
+    assert.equal((await honest.guard.handle(demoRequest(KEY), honest.handler)).status, 409);
+    assert.deepEqual(honest.events.map((e) => e.decision), ['reserved', 'abandoned']);
+  });
+
+  it('recordId gives the id of the record a key maps to in its scope, as the logs and the store name it', async () => {
+    const s = setup();
+    const begun = await s.guard.begin(demoRequest(KEY));
+    assert.equal(begun.kind, 'proceed');
+    const before = s.events.length;
+    const id = s.guard.recordId({ pathParams: {}, query: {}, headers: { 'idempotency-key': KEY, 'x-tenant-id': 't1' }, body: undefined, principal: 'user-1' });
+    assert.equal(id, begun.kind === 'proceed' ? begun.reservation.recordId : 'not reserved');
+    assert.equal((await s.store.get(id!))?.state, 'in_progress');
+    assert.equal(s.events.find((e) => e.decision === 'reserved')?.keyId, id);
+    // Another owner, another tenant: another record.
+    assert.notEqual(s.guard.recordId(demoRequest(KEY, undefined, { principal: 'user-2' })), id);
+    assert.notEqual(s.guard.recordId(demoRequest(KEY, undefined, { headers: { 'idempotency-key': KEY, 'x-tenant-id': 't2' } })), id);
+    // No usable key, or a scope the request cannot resolve: no id, and nothing logged.
+    assert.equal(s.guard.recordId(demoRequest(undefined)), undefined);
+    assert.equal(s.guard.recordId(demoRequest('x'.repeat(10_000))), undefined);
+    assert.equal(s.guard.recordId(demoRequest(KEY, undefined, { principal: undefined as never })), undefined);
+    assert.equal(s.guard.recordId(demoRequest(KEY, undefined, { headers: { 'idempotency-key': KEY } })), undefined);
+    assert.equal(s.events.length, before);
   });
 
   it('only one of many concurrent "not-happened" takeovers runs the handler', async () => {
@@ -1559,6 +1679,32 @@ describe('runtime/guard: store failures', () => {
     }
     assert.deepEqual([...seen].sort(), ['201 true', 'idempotency-request-in-progress']);
     assert.equal(reconciled, 0);
+  });
+
+  it('a completion tried again behind the answer logs how it ended: fenced, record-lost, or record-failed (gave-up) when no attempt landed', async () => {
+    // A review's: only a completion that landed was logged; a fenced, lost or never-recorded one was silent.
+    for (const ending of ['fenced', 'record-lost', 'gave-up'] as const) {
+      const memory = new MemoryStore();
+      let first = true;
+      const store = withMethods(memory, {
+        complete: async (...args: Parameters<MemoryStore['complete']>) => {
+          if (first || ending === 'gave-up') {
+            first = false;
+            throw new Error('ECONNREFUSED');
+          }
+          if (ending === 'fenced') return false;
+          await memory.release(args[0], args[1]);
+          return memory.complete(...args);
+        },
+      });
+      const events: GuardLogEvent[] = [];
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, log: (e) => events.push(e) });
+      assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 201);
+      await new Promise((resolve) => setTimeout(resolve, ending === 'gave-up' ? 700 : 250));
+      const last = events.at(-1)!;
+      if (ending === 'gave-up') assert.deepEqual([last.decision, last.reason, last.status], ['record-failed', 'gave-up', 201], ending);
+      else assert.deepEqual([last.decision, last.status], [ending, 201], ending);
+    }
   });
 
   it('does not throw from complete when the store fails; logs record-failed', async () => {

@@ -346,6 +346,10 @@ function sendResponse(res: Response, response: GuardResponse): void {
   toDictionary(res);
   res.statusCode = response.status;
   for (const name of Object.keys(response.headers)) res.setHeader(name, response.headers[name]!);
+  // Framed by length, as Express's own `send` does (Node would chunk it): an HTTP/1.0 client keeps its connection
+  // alive only for an answer whose length it knows. A 204 or 304 has no body to announce.
+  const status = response.status;
+  if (status !== 204 && status !== 304 && status >= 200) res.setHeader('content-length', response.body.byteLength);
   res.end(Buffer.from(response.body.buffer, response.body.byteOffset, response.body.byteLength));
 }
 

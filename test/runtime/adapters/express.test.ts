@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import http, { type Server } from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
 import express from 'express';
@@ -548,6 +549,45 @@ describe('runtime/adapters/express', () => {
     } finally {
       agent.destroy();
     }
+  });
+
+  it("the guard's own answers and replays carry Content-Length: an HTTP/1.0 keep-alive client keeps its connection", async () => {
+    // A review's: the guard's answers went out chunked on HTTP/1.1 and close-delimited on HTTP/1.0 (Connection: close).
+    const app = express();
+    app.post('/things/:tenant', express.json(), createRouteGuard(contract, options(new MemoryStore())), (req, res) => {
+      calls += 1;
+      res.status(201).json({ id: `thing-${calls}` });
+    });
+    server = await listen(app);
+    const http10 = (key: string | undefined): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(server.port, '127.0.0.1');
+        const body = '{"a":1}';
+        const keyLine = key === undefined ? '' : `Idempotency-Key: ${key}\r\n`;
+        socket.end(`POST /things/t1 HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nX-User: u\r\n${keyLine}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+        let text = '';
+        socket.on('data', (chunk: Buffer) => {
+          text += chunk.toString('latin1');
+          const [head, rest] = text.split('\r\n\r\n');
+          const length = /\r\ncontent-length: (\d+)/i.exec(head ?? '');
+          if (rest !== undefined && length !== null && Buffer.byteLength(rest, 'latin1') >= Number(length[1])) {
+            socket.destroy();
+            resolve(text);
+          }
+        });
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+      });
+    for (const [label, key] of [['missing key', undefined], ['first answer', 'k-10'], ['replay', 'k-10']] as const) {
+      const text = await http10(key);
+      const [head = '', body = ''] = text.split('\r\n\r\n');
+      const length = /\r\ncontent-length: (\d+)/i.exec(head);
+      assert.ok(length !== null, `${label}: ${head}`);
+      assert.equal(Number(length[1]), Buffer.byteLength(body, 'latin1'), label);
+      assert.match(head, /\r\nconnection: keep-alive/i, label);
+      assert.doesNotMatch(head, /transfer-encoding/i, label);
+    }
+    assert.equal(calls, 1);
   });
 
   it('refuses to guess a fingerprint when the body was not parsed', async () => {
