@@ -352,7 +352,8 @@ const NEVER_REPLAYED: readonly string[] = ['set-cookie', 'set-cookie2', 'cookie'
  * read as the rest of this answer.
  */
 const PER_MESSAGE: readonly string[] = ['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', 'date'];
-const PER_MESSAGE_SET: ReadonlySet<string> = new Set(PER_MESSAGE);
+/** What a replay never carries from a record: a message's own headers, and credentials. */
+const NOT_FROM_RECORD: ReadonlySet<string> = new Set([...PER_MESSAGE, ...NEVER_REPLAYED]);
 
 /** `Cache-Control` of a status-route replay. */
 const NO_STORE: Readonly<Record<string, string>> = Object.freeze({ 'cache-control': 'no-store' });
@@ -368,13 +369,14 @@ type Prepared =
 type Respond = Extract<Decision, { kind: 'respond' }>;
 
 /**
- * A record's headers without those of one message ({@link PER_MESSAGE}): the guard never records them, but a record
- * settled by hand (`store.complete` with a provider's answer copied whole) may hold them. The same object when none.
+ * A record's headers without those of one message ({@link PER_MESSAGE}) and credentials ({@link NEVER_REPLAYED}): the
+ * guard never records them, but a record settled by hand (`store.complete` with a provider's answer copied whole, its
+ * session cookie too) may hold them. The same object when none.
  */
 function replayable(headers: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
   let kept: Record<string, string> | undefined;
   for (const name in headers) {
-    if (!PER_MESSAGE_SET.has(name.toLowerCase())) continue;
+    if (!NOT_FROM_RECORD.has(name.toLowerCase())) continue;
     kept ??= { ...headers };
     delete kept[name];
   }
@@ -475,8 +477,8 @@ function rejectingCalls<S extends IdempotencyStore>(store: S): S {
 export function createGuard<Tx = unknown>(contract: CompiledContract, options: GuardOptions): Guard<Tx> {
   const store = rejectingCalls(options.store);
   const clock = options.now ?? Date.now;
-  const storeTimeoutMs = options.storeTimeoutMs ?? 2000;
-  const reconcileTimeoutMs = options.reconcileTimeoutMs ?? DEFAULT_RECONCILE_TIMEOUT_MS;
+  const storeTimeoutMs = durationOption('storeTimeoutMs', options.storeTimeoutMs, 2000, false);
+  const reconcileTimeoutMs = durationOption('reconcileTimeoutMs', options.reconcileTimeoutMs, DEFAULT_RECONCILE_TIMEOUT_MS, true);
   const storeRetryAfter = String(Math.max(1, Math.ceil(options.storeRetryAfterSeconds ?? 1)));
   const replayAllow = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
   for (const name of NEVER_REPLAYED) {
@@ -1039,12 +1041,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // Only a verdict it can act on acts: `unknown`, a hook that threw or hung, and anything else a hook may return from
     // plain JavaScript (`'unknown'`, `{}`, nothing, a `completed` without a usable answer) leaves the record abandoned —
     // never a takeover that runs the effect again, never a broken record. Each but an honest `unknown` is logged as such.
-    const failure = answer === HOOK_THREW ? 'threw' : answer === HOOK_TIMED_OUT ? 'timeout' : verdictProblem(answer);
-    if (failure !== undefined) {
-      if (logging) log({ decision: 'reconcile-failed', keyId: record.id, state: 'in_progress', reason: failure }, req.requestId);
+    // The verdict is read once, into a copy: a getter that throws, or answers one thing to the check and another after
+    // it (`completed`, then `not-happened`), can neither fail the request nor turn the check into a takeover.
+    const verdict = answer === HOOK_THREW ? 'threw' : answer === HOOK_TIMED_OUT ? 'timeout' : verdictOf(answer);
+    if (typeof verdict === 'string') {
+      if (logging) log({ decision: 'reconcile-failed', keyId: record.id, state: 'in_progress', reason: verdict }, req.requestId);
       return abandoned(record, req.requestId);
     }
-    const verdict = answer as ReconcileVerdict;
     if (verdict.outcome === 'unknown') return abandoned(record, req.requestId);
     try {
       if (verdict.outcome === 'completed') {
@@ -1096,13 +1099,24 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * `reconcileTimeoutMs`. A verdict or error that comes later is dropped.
    */
   async function askReconcile(hook: ReconcileHook, abandonedReservation: AbandonedReservation): Promise<unknown> {
+    // Through a promise: a hook that throws synchronously rejects instead.
+    const verdict = Promise.resolve(abandonedReservation).then(hook);
+    if (reconcileTimeoutMs === Infinity) {
+      try {
+        return await verdict;
+      } catch {
+        return HOOK_THREW;
+      }
+    }
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<typeof HOOK_TIMED_OUT>((resolve) => {
-      timer = setTimeout(resolve, reconcileTimeoutMs, HOOK_TIMED_OUT);
+      // One turn of I/O first, as for a store call: after a stall of the process the timer runs before the network is
+      // read, and a verdict that came in time would be thrown away.
+      const expire = (): void => resolve(HOOK_TIMED_OUT);
+      timer = setTimeout(() => (typeof setImmediate === 'function' ? setImmediate(expire) : setTimeout(expire, 0)), reconcileTimeoutMs);
     });
     try {
-      // Through a promise: a hook that throws synchronously rejects instead.
-      return await Promise.race([Promise.resolve(abandonedReservation).then(hook), timedOut]);
+      return await Promise.race([verdict, timedOut]);
     } catch {
       return HOOK_THREW;
     } finally {
@@ -1295,10 +1309,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    */
   async function logCompletion(reservation: Reservation, input: CompleteInput, done: boolean): Promise<void> {
     const keyId = reservation.recordId!;
-    const lost = !done && (await bounded(store.get(keyId)).catch((): null => null)) === undefined;
+    const record = done ? null : await bounded(store.get(keyId)).catch((): null => null);
+    const lost = record === undefined;
+    // Refused because it is done already under this request's token: an attempt the guard gave up on (no answer within
+    // storeTimeoutMs) that the store applied late, or a store client that resent the command after a reconnect.
+    const own = record != null && record.state === 'completed' && record.leaseToken === reservation.token;
     log(
       {
-        decision: done ? 'completed' : lost ? 'record-lost' : 'fenced',
+        decision: done || own ? 'completed' : lost ? 'record-lost' : 'fenced',
         keyId,
         state: lost ? 'absent' : 'in_progress',
         status: input.response.status,
@@ -1570,6 +1588,23 @@ function storeErrorField(error: unknown): { storeError?: string } {
 
 const FREE_LATE_ATTEMPTS = 4;
 
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * A time bound from the options: `fallback` when not given; with `unbounded`, `Infinity` (or anything past a timer's
+ * reach) for no bound. Anything else but a positive number of milliseconds a timer can wait throws a `TypeError` at
+ * start-up: `NaN`, a negative or an overlong bound would each become a 1 ms timer, and every call would time out.
+ */
+function durationOption(name: string, value: number | undefined, fallback: number, unbounded: boolean): number {
+  if (value === undefined) return fallback;
+  if (typeof value === 'number' && value > 0 && value <= MAX_TIMER_MS) return value;
+  if (unbounded && value === Infinity) return Infinity;
+  throw new TypeError(
+    `${name} must be a number of milliseconds above 0 and at most ${MAX_TIMER_MS}${unbounded ? ', or Infinity for no bound' : ''}; got ${String(value)}`,
+  );
+}
+
 /** Default of `reconcileTimeoutMs`: long enough for a provider lookup, short of a client's usual per-attempt timeout. */
 const DEFAULT_RECONCILE_TIMEOUT_MS = 5000;
 
@@ -1577,26 +1612,48 @@ const DEFAULT_RECONCILE_TIMEOUT_MS = 5000;
 const HOOK_THREW = Symbol('threw');
 const HOOK_TIMED_OUT = Symbol('timeout');
 
+/** RFC 9110 field name (a token), and a field value Node sends: no CR, LF, NUL or other control, nothing past Latin-1. */
+const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 /**
- * Why a reconcile hook's return value is no verdict the guard can act on (`invalid-verdict`), or `undefined` when it is
- * one: `{outcome: 'unknown' | 'not-happened'}`, or `{outcome: 'completed'}` with a `response` the record can hold (an
- * integer status 200-599, string header values, a `Uint8Array` body) and a string `resultId` if any. Checked before the
- * store is asked: a body that is no byte array would fail inside the store as an outage (503) or the guard as a 500.
+ * A reconcile hook's return value read once into a verdict the guard can act on — `{outcome: 'unknown' |
+ * 'not-happened'}`, or `{outcome: 'completed'}` with a `response` the record can hold (an integer status 200-599, header
+ * fields Node can send, a `Uint8Array` body) and a string `resultId` if any — or `'invalid-verdict'`, also when reading
+ * it throws (a getter, a proxy). Checked before the store is asked: a body that is no byte array would fail inside the
+ * store as an outage (503) or the guard as a 500, and a header value Node refuses would make every replay a 500.
  */
-function verdictProblem(verdict: unknown): 'invalid-verdict' | undefined {
-  if (typeof verdict !== 'object' || verdict === null) return 'invalid-verdict';
-  const { outcome } = verdict as { outcome?: unknown };
-  if (outcome === 'unknown' || outcome === 'not-happened') return undefined;
-  if (outcome !== 'completed') return 'invalid-verdict';
-  const { response, resultId } = verdict as { response?: unknown; resultId?: unknown };
-  if (resultId !== undefined && typeof resultId !== 'string') return 'invalid-verdict';
-  if (typeof response !== 'object' || response === null) return 'invalid-verdict';
-  const { status, headers, body } = response as { status?: unknown; headers?: unknown; body?: unknown };
-  if (typeof status !== 'number' || !Number.isInteger(status) || status < 200 || status > 599) return 'invalid-verdict';
-  if (!(body instanceof Uint8Array)) return 'invalid-verdict';
-  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) return 'invalid-verdict';
-  for (const name in headers) if (typeof (headers as Record<string, unknown>)[name] !== 'string') return 'invalid-verdict';
-  return undefined;
+function verdictOf(answer: unknown): ReconcileVerdict | 'invalid-verdict' {
+  try {
+    if (typeof answer !== 'object' || answer === null) return 'invalid-verdict';
+    const { outcome } = answer as { outcome?: unknown };
+    if (outcome === 'unknown' || outcome === 'not-happened') return { outcome };
+    if (outcome !== 'completed') return 'invalid-verdict';
+    const { response, resultId } = answer as { response?: unknown; resultId?: unknown };
+    if (resultId !== undefined && typeof resultId !== 'string') return 'invalid-verdict';
+    if (typeof response !== 'object' || response === null) return 'invalid-verdict';
+    const { status, headers, body } = response as { status?: unknown; headers?: unknown; body?: unknown };
+    if (typeof status !== 'number' || !Number.isInteger(status) || status < 200 || status > 599) return 'invalid-verdict';
+    if (!(body instanceof Uint8Array)) return 'invalid-verdict';
+    if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) return 'invalid-verdict';
+    // A fetch `Headers` (a provider's answer passed on as it came) is read by its entries.
+    let entries: [string, unknown][];
+    if (typeof Headers === 'function' && headers instanceof Headers) {
+      entries = [];
+      headers.forEach((value, name) => entries.push([name, value]));
+    } else {
+      entries = Object.entries(headers as Record<string, unknown>);
+    }
+    const fields: Record<string, string> = {};
+    for (const [name, value] of entries) {
+      if (typeof value !== 'string' || !FIELD_NAME.test(name) || !FIELD_VALUE.test(value)) return 'invalid-verdict';
+      fields[name] = value;
+    }
+    const copy: GuardResponse = { status, headers: fields, body };
+    return resultId === undefined ? { outcome, response: copy } : { outcome, response: copy, resultId };
+  } catch {
+    return 'invalid-verdict';
+  }
 }
 const FREE_LATE_MIN_GAP_MS = 50;
 

@@ -264,12 +264,12 @@ describe('runtime/guard: createGuard', () => {
     }
   });
 
-  it('a record settled by hand with a provider\'s answer copied whole is replayed without its framing and date', async () => {
+  it('a record settled by hand with a provider\'s answer copied whole is replayed without its framing, date and cookies', async () => {
     const s = setup();
     const begun = await s.guard.begin(demoRequest(KEY));
     assert.equal(begun.kind, 'proceed');
     if (begun.kind !== 'proceed') return;
-    const provider = jsonResponse(201, { id: 'dr_settled' }, { 'Content-Length': '63', 'transfer-encoding': 'chunked', date: 'Tue, 15 Nov 1994 08:12:31 GMT', connection: 'close', location: '/v1/demo-requests/dr_settled' });
+    const provider = jsonResponse(201, { id: 'dr_settled' }, { 'Content-Length': '63', 'transfer-encoding': 'chunked', date: 'Tue, 15 Nov 1994 08:12:31 GMT', connection: 'close', 'Set-Cookie': 'provider-session=1', location: '/v1/demo-requests/dr_settled' });
     assert.ok(await s.store.complete(begun.reservation.recordId!, begun.reservation.token!, { response: provider, ttlMs: 60_000 }));
     const replay = await s.guard.handle(demoRequest(KEY), s.handler);
     assert.equal(replay.status, 201);
@@ -662,6 +662,103 @@ describe('runtime/guard: states', () => {
       assert.equal(kept?.state, 'in_progress', label);
       assert.equal(s.runs(), 0, label);
     }
+  });
+
+  it('a verdict that throws while it is read, or answers the check one thing and the guard another, is invalid-verdict: 409, never a 500 or a second run', async () => {
+    // A diff review's: a getter that threw gave a 500 (Fastify's showing the hook's message); one that said `completed`
+    // to the check and `not-happened` after it had the handler run again.
+    const body = new TextEncoder().encode('{"id":"dr_found"}');
+    const throwing = (what: string) => {
+      throw new Error(`lazy provider field ${what}`);
+    };
+    let reads = 0;
+    const verdicts: Array<[string, unknown]> = [
+      ['outcome getter throws', { get outcome() { return throwing('outcome'); } }],
+      ['response getter throws', { outcome: 'completed', get response() { return throwing('response'); } }],
+      ['body getter throws', { outcome: 'completed', response: { status: 201, headers: {}, get body() { return throwing('body'); } } }],
+      ['headers proxy throws', { outcome: 'completed', response: { status: 201, headers: new Proxy({}, { ownKeys: () => throwing('headers') }), body } }],
+      ['outcome flips after the check', { get outcome() { reads += 1; return reads === 1 ? 'completed' : 'not-happened'; }, response: { status: 201, headers: {}, body: 42 } }],
+      ['header value past Latin-1', { outcome: 'completed', response: { status: 201, headers: { 'x-note': 'snow \u2603' }, body } }],
+      ['header value with CR LF', { outcome: 'completed', response: { status: 201, headers: { 'x-note': 'a\r\nset-cookie: s=1' }, body } }],
+      ['header name with a space', { outcome: 'completed', response: { status: 201, headers: { 'x note': 'a' }, body } }],
+    ];
+    for (const [label, verdict] of verdicts) {
+      reads = 0;
+      const s = setup({ reconcile: () => verdict as never });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const retry = await s.guard.handle(demoRequest(KEY), s.handler);
+      assert.equal(retry.status, 409, label);
+      assert.deepEqual(s.events.filter((e) => e.decision === 'reconcile-failed').map((e) => e.reason), ['invalid-verdict'], label);
+      assert.equal((await s.store.listAbandoned()).length, 1, label);
+      assert.equal(s.runs(), 0, label);
+      assert.ok(!JSON.stringify(s.events).includes('lazy provider'), label);
+    }
+  });
+
+  it('a "completed" verdict may carry a fetch Headers: its fields are recorded as the replay headers allow', async () => {
+    const headers = new Headers({ 'content-type': 'application/json', location: '/v1/demo-requests/dr_found', 'set-cookie': 'provider-session=1' });
+    const s = setup({ reconcile: () => ({ outcome: 'completed', response: { status: 201, headers: headers as never, body: new TextEncoder().encode('{"id":"dr_found"}') } }) });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    const replay = await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(replay.status, 201);
+    assert.deepEqual(replay.headers, { 'content-type': 'application/json', location: '/v1/demo-requests/dr_found', 'idempotent-replayed': 'true' });
+  });
+
+  it('a verdict that came in time is not thrown away when the loop stalled past reconcileTimeoutMs', async () => {
+    const { spawn } = await import('node:child_process');
+    // The provider's answer goes through another process (cat), which answers while this one is blocked.
+    const cat = spawn('cat', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+    try {
+      const roundTrip = () => new Promise<void>((resolve) => {
+        cat.stdout.once('data', () => resolve());
+        cat.stdin.write('x');
+      });
+      await roundTrip(); // cat is up
+      let asked = false;
+      const s = setup({
+        reconcileTimeoutMs: 100,
+        reconcile: async () => {
+          asked = true;
+          await roundTrip();
+          return { outcome: 'not-happened' };
+        },
+      });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const pending = s.guard.handle(demoRequest(KEY), s.handler);
+      while (!asked) await new Promise((resolve) => setImmediate(resolve));
+      const until = performance.now() + 300;
+      while (performance.now() < until) {
+        // A GC pause, a synchronous handler elsewhere in the process.
+      }
+      const answer = await pending;
+      assert.equal(answer.status, 201, JSON.stringify(s.events));
+      assert.equal(s.runs(), 1);
+    } finally {
+      cat.kill();
+    }
+  });
+
+  it('time bounds are checked at creation: NaN, 0, negative or past a timer\'s reach throw; reconcileTimeoutMs may be Infinity (no bound)', async () => {
+    for (const value of [Number.NaN, 0, -5, 2 ** 31, Infinity, '100' as unknown as number]) {
+      assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), storeTimeoutMs: value }), /storeTimeoutMs must be a number of milliseconds above 0/, String(value));
+    }
+    for (const value of [Number.NaN, 0, -5, 2 ** 31]) {
+      assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), reconcileTimeoutMs: value }), /reconcileTimeoutMs must be .* or Infinity for no bound/, String(value));
+    }
+    const s = setup({
+      reconcileTimeoutMs: Infinity,
+      reconcile: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return { outcome: 'not-happened' };
+      },
+    });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    assert.equal((await s.guard.handle(demoRequest(KEY), s.handler)).status, 201);
+    assert.equal(s.runs(), 1);
   });
 
   it('a throwing hook is logged as reconcile-failed (threw) without its message; an honest "unknown" only as abandoned', async () => {
@@ -1705,6 +1802,24 @@ describe('runtime/guard: store failures', () => {
       if (ending === 'gave-up') assert.deepEqual([last.decision, last.reason, last.status], ['record-failed', 'gave-up', 201], ending);
       else assert.deepEqual([last.decision, last.status], [ending, 201], ending);
     }
+  });
+
+  it('a completion the store applied after the guard gave up on it is logged completed when the retry behind finds it done under its own token', async () => {
+    const memory = new MemoryStore();
+    let first = true;
+    const store = withMethods(memory, {
+      complete: async (...args: Parameters<MemoryStore['complete']>) => {
+        if (!first) return memory.complete(...args);
+        first = false;
+        await new Promise((resolve) => setTimeout(resolve, 120));
+        return memory.complete(...args);
+      },
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 1000 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e) });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 201);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.deepEqual(events.map((e) => e.decision), ['reserved', 'record-failed', 'completed']);
   });
 
   it('does not throw from complete when the store fails; logs record-failed', async () => {

@@ -3,7 +3,7 @@
  * Imports `../guard.js`, `../multipart.js` and Node built-ins; copied into users' generated code with the adapter.
  */
 import { routePath, type CompiledContract } from '../contract.js';
-import type { GuardOptions, GuardResponse } from '../guard.js';
+import type { GuardOptions, GuardResponse, ReconcileHook, ReconcileVerdict } from '../guard.js';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate } from 'node:zlib';
@@ -368,6 +368,41 @@ async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<Guar
   if (body === undefined) return sent;
   const { 'content-encoding': _encoding, ...headers } = sent.headers;
   return { status: sent.status, headers, body };
+}
+
+/**
+ * `options` with its reconcile hook's `completed` verdicts recorded as a handler's answer is: a body sent with a
+ * `Content-Encoding` the guard can undo (gzip, deflate, br) is decoded and the header dropped. A body that does not
+ * decode under it was decoded already — a provider's answer read with `fetch`, whose `arrayBuffer()` is decoded while
+ * its headers still say `gzip` — and only the header is dropped: kept, every replay would be unreadable. An encoding it
+ * cannot undo (zstd) is left as it is, with its header. Anything else the hook returns goes to the guard untouched.
+ */
+export function withDecodedVerdicts<O extends GuardOptions>(options: O): O {
+  const hook = options.reconcile;
+  if (hook === undefined) return options;
+  const reconcile: ReconcileHook = async (abandoned) => decodedVerdict(await hook(abandoned));
+  return { ...options, reconcile };
+}
+
+async function decodedVerdict(verdict: ReconcileVerdict): Promise<ReconcileVerdict> {
+  if (typeof verdict !== 'object' || verdict === null || verdict.outcome !== 'completed') return verdict;
+  const response: unknown = verdict.response;
+  if (typeof response !== 'object' || response === null) return verdict;
+  const { status, headers, body } = response as Partial<GuardResponse>;
+  if (typeof headers !== 'object' || headers === null || !(body instanceof Uint8Array)) return verdict;
+  const fields: Record<string, string> = {};
+  let encoding: string | undefined;
+  const take = (value: unknown, name: string): void => {
+    if (name.toLowerCase() === 'content-encoding' && typeof value === 'string') encoding = value;
+    else fields[name] = value as string;
+  };
+  if (typeof Headers === 'function' && headers instanceof Headers) headers.forEach(take);
+  else for (const [name, value] of Object.entries(headers)) take(value, name);
+  if (encoding === undefined) return verdict;
+  const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
+  if (codings.some((coding) => DECODERS[coding] === undefined)) return verdict;
+  const decoded = await decodeContent(body, encoding);
+  return { ...verdict, response: { status: status as number, headers: fields, body: decoded ?? body } };
 }
 
 /**

@@ -33,6 +33,7 @@ import {
   withUploadedFiles,
   type Principal,
   type RouteGuardOptionsFor,
+  withDecodedVerdicts,
 } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
@@ -102,7 +103,7 @@ function placeholderless(req: Request): unknown {
 
 /** Builds the Express middleware that guards one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
-  const guard = createGuard(contract, options);
+  const guard = createGuard(contract, withDecodedVerdicts(options));
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);

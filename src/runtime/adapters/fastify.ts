@@ -31,6 +31,7 @@ import {
   singleHeader,
   transactionBoundMs,
   type RouteGuardOptionsFor,
+  withDecodedVerdicts,
 } from './common.js';
 import { contractRoutes, nearMiss, normaliseBasePath, servesPath, type ContractRoutes, type RouteAddress } from './fastify-routes.js';
 
@@ -104,7 +105,7 @@ export function idempotencyOf<Tx = unknown>(request: FastifyRequest): HandlerCon
 
 /** Builds the route hooks that guard one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
-  const guard = createGuard(contract, options);
+  const guard = createGuard(contract, withDecodedVerdicts(options));
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);

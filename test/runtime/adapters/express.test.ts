@@ -590,6 +590,52 @@ describe('runtime/adapters/express', () => {
     assert.equal(calls, 1);
   });
 
+  it('a reconcile verdict read from a gzip provider is replayed readable: fetch\'s decoded body with the headers still saying gzip, and raw gzip bytes', async () => {
+    // A diff review's: `{ headers: Object.fromEntries(r.headers), body: await r.arrayBuffer() }` recorded a decoded body
+    // under `Content-Encoding: gzip`, and every retry failed in the client ("incorrect header check").
+    const provider = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      res.end(gzipSync(JSON.stringify({ id: 'pay_1' })));
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    const providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/payments/pay_1`;
+    try {
+      for (const mode of ['fetch', 'raw gzip'] as const) {
+        const app = express();
+        const guard = createRouteGuard(contract, options(new MemoryStore(), {
+          reconcile: async () => {
+            if (mode === 'raw gzip') {
+              return { outcome: 'completed', response: { status: 201, headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, body: gzipSync('{"id":"pay_1"}') } };
+            }
+            const found = await fetch(providerUrl);
+            // Object.fromEntries(found.headers), as the hook's author writes it (this tsconfig's lib has no iterable Headers).
+            const headers: Record<string, string> = {};
+            found.headers.forEach((value, name) => (headers[name] = value));
+            return { outcome: 'completed', response: { status: 201, headers, body: new Uint8Array(await found.arrayBuffer()) } };
+          },
+        }));
+        app.post('/things/:tenant', express.json(), guard, () => {
+          calls += 1;
+          throw new Error('the provider call timed out');
+        });
+        app.set('env', 'test');
+        server = await listen(app);
+        const key = `gz-${mode.replace(' ', '-')}`;
+        assert.equal((await post(server.port, '/things/t1', { key, user: 'u', body: {} })).status, 500, mode);
+        const retry = await post(server.port, '/things/t1', { key, user: 'u', body: {} });
+        assert.equal(retry.status, 201, `${mode}: ${retry.text}`);
+        assert.equal(retry.text, '{"id":"pay_1"}', mode);
+        assert.equal(retry.headers['content-encoding'], undefined, mode);
+        assert.equal(retry.headers['content-type'], 'application/json', mode);
+        assert.equal(retry.headers['idempotent-replayed'], 'true', mode);
+        await server.close();
+      }
+      assert.equal(calls, 2);
+    } finally {
+      await new Promise((resolve) => provider.close(resolve));
+    }
+  });
+
   it('refuses to guess a fingerprint when the body was not parsed', async () => {
     const app = express();
     app.post('/things/:tenant', createRouteGuard(contract, options(new MemoryStore())), (_req, res) => {
