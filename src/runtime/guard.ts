@@ -1650,7 +1650,7 @@ function verdictOf(answer: unknown): ReconcileVerdict | 'invalid-verdict' {
       fields[name] = value;
     }
     const copy: GuardResponse = { status, headers: fields, body };
-    return resultId === undefined ? { outcome, response: copy } : { outcome, response: copy, resultId };
+    return typeof resultId === 'string' ? { outcome, response: copy, resultId } : { outcome, response: copy };
   } catch {
     return 'invalid-verdict';
   }
