@@ -32,6 +32,21 @@ function setup(options: Partial<Parameters<typeof createGuard>[1]> = {}, contrac
   };
 }
 
+/**
+ * A round trip through another process (`cat`), which answers while this one is blocked: a store's or a provider's
+ * reply that arrives during a stall. Kill `cat` when done.
+ */
+async function catRoundTrips(): Promise<{ roundTrip: () => Promise<void>; cat: import('node:child_process').ChildProcessWithoutNullStreams }> {
+  const { spawn } = await import('node:child_process');
+  const cat = spawn('cat', [], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const roundTrip = () =>
+    new Promise<void>((resolve) => {
+      cat.stdout.once('data', () => resolve());
+      cat.stdin.write('x');
+    });
+  return { roundTrip, cat };
+}
+
 /** A memory store with some methods replaced (slow, hanging, failing, counted); the others run on the store itself. */
 function withMethods(memory: MemoryStore, methods: Readonly<Record<string, unknown>>): MemoryStore {
   return new Proxy(memory, {
@@ -469,14 +484,9 @@ describe('runtime/guard: states', () => {
   });
 
   it('a reply that came in time is not thrown away when the loop stalled past storeTimeoutMs (timers run before the network is read)', async () => {
-    const { spawn } = await import('node:child_process');
     // The store's round trip goes through another process (cat), which answers while this one is blocked.
-    const cat = spawn('cat', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+    const { roundTrip, cat } = await catRoundTrips();
     try {
-      const roundTrip = () => new Promise<void>((resolve) => {
-        cat.stdout.once('data', () => resolve());
-        cat.stdin.write('x');
-      });
       const inner = new MemoryStore();
       const store = Object.assign(Object.create(inner) as MemoryStore, {
         reserve: async (input: Parameters<MemoryStore['reserve']>[0]) => {
@@ -707,14 +717,9 @@ describe('runtime/guard: states', () => {
   });
 
   it('a verdict that came in time is not thrown away when the loop stalled past reconcileTimeoutMs', async () => {
-    const { spawn } = await import('node:child_process');
     // The provider's answer goes through another process (cat), which answers while this one is blocked.
-    const cat = spawn('cat', [], { stdio: ['pipe', 'pipe', 'ignore'] });
+    const { roundTrip, cat } = await catRoundTrips();
     try {
-      const roundTrip = () => new Promise<void>((resolve) => {
-        cat.stdout.once('data', () => resolve());
-        cat.stdin.write('x');
-      });
       await roundTrip(); // cat is up
       let asked = false;
       const s = setup({
