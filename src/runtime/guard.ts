@@ -12,6 +12,7 @@ import type { CompiledContract } from './contract.js';
 import { fingerprintFor, parseJsonPointer, recordIdFor, resolveJsonPointer, type QueryValue } from './fingerprint.js';
 import { compileKeyPattern, parseFieldKey, parseIdempotencyKey, type ParsedKey } from './key.js';
 import { resultIdOf as idInBody } from './result-id.js';
+import { decodeCodings } from './content-coding.js';
 import { DEFAULT_REPLAY_HEADERS, isRepeatableRequestsKey } from './wire.js';
 import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
@@ -198,9 +199,11 @@ export interface GuardLogEvent {
    * On `reconcile-failed`: `threw` (the hook threw or rejected; its error is not logged, it may quote data), `timeout`
    * (no verdict within `reconcileTimeoutMs`), `invalid-verdict` (a `completed` verdict whose `response` is no
    * `{status: 200-599, headers: {name: string}, body: Uint8Array}`, or whose `resultId` is no string). On
-   * `record-failed`: `gave-up` when the completion retried behind an answer did not land within the lease.
+   * `record-failed`: `gave-up` when the completion retried behind an answer did not land within the lease, or a late
+   * reservation's release did not within the record's TTL; `unverified` when a completion was refused and the store
+   * could not be read to tell why.
    */
-  readonly reason?: 'threw' | 'timeout' | 'invalid-verdict' | 'gave-up';
+  readonly reason?: 'threw' | 'timeout' | 'invalid-verdict' | 'gave-up' | 'unverified';
 }
 
 /** Guard configuration. Only `store` is required. */
@@ -1051,7 +1054,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (verdict.outcome === 'unknown') return abandoned(record, req.requestId);
     try {
       if (verdict.outcome === 'completed') {
-        const input = toStored(verdict.response);
+        const input = toStored(await identityVerdict(verdict.response));
         const done = await bounded(
           store.complete(record.id, record.leaseToken, verdict.resultId !== undefined ? { ...input, resultId: verdict.resultId } : input),
         );
@@ -1071,7 +1074,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // A takeover that lands after the guard gave up (or whose failure leaves it unknown) holds the record under a
         // token nobody runs: freed again, fenced on that token, as a late reservation is — or the key would answer
         // 409 in progress for a lease with nothing running. The reconcile hook said the effect did not happen.
-        const free = (): void => void withinLease(() => store.release(record.id, token));
+        const free = (): void => void freeLate(record.id, token, req.requestId);
         pendingTakeover.then((late) => (late === undefined ? undefined : free()), free);
         throw error;
       }
@@ -1144,9 +1147,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       pending?.then(
         (late) => {
           // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
-          if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input);
+          if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input.id, input.token, req.requestId);
         },
-        (): void => void freeLate(input),
+        (): void => void freeLate(input.id, input.token, req.requestId),
       );
       return storeUnavailable(req, prep.recordId, prep.key, error);
     }
@@ -1177,13 +1180,28 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   /**
-   * Releases a reservation that landed after the guard gave up on it; never rejects. The store that was too slow (or
-   * down) may still fail the release: it is tried again, a quarter of the lease apart, within the lease (fenced on
-   * its own token, so a later release changes nothing it should not). Only then is the record left to run out its
-   * lease, when reconciliation finds it abandoned with no handler run for it.
+   * Releases a reservation (or takeover) that landed after the guard gave up on it; never rejects. The store that was
+   * too slow (or down) may still fail the release: it is tried again, a quarter of the lease apart within the lease, then
+   * at gaps growing from the lease to {@link FREE_LATE_MAX_GAP_MS} until the record's TTL has passed. Each release is
+   * fenced on a token no handler ever held, so a late one frees only that record and changes nothing after a takeover;
+   * without it a store outage longer than the lease left the key answering 409 abandoned for a handler that never ran,
+   * for good (a chaos review's PostgreSQL run: 12-18 of 200 keys). Past the lease it is logged: `released`, or
+   * `record-failed` (`gave-up`) when the TTL came first.
    */
-  async function freeLate(input: ReserveInput): Promise<void> {
-    await withinLease(() => store.release(input.id, input.token));
+  async function freeLate(id: string, token: string, requestId: string | undefined): Promise<void> {
+    if ((await withinLease(() => store.release(id, token))) !== undefined) return;
+    const until = performance.now() + contract.ttlMs;
+    for (let gap = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs); performance.now() + gap <= until; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
+      await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, gap)));
+      try {
+        const released = await bounded(store.release(id, token));
+        if (logging) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, requestId);
+        return;
+      } catch {
+        // Still down: wait longer.
+      }
+    }
+    if (logging) log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'gave-up' }, requestId);
   }
 
   /**
@@ -1295,32 +1313,42 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         .then(() => withinLease(() => store.complete(keyId, reservation.token!, input), 2))
         .then(async (done) => {
           stopRenewal(reservation);
-          if (!logging) return;
-          if (done === undefined) log({ decision: 'record-failed', keyId, state: 'in_progress', status: sent.status, reason: 'gave-up' }, reservation.requestId);
-          else await logCompletion(reservation, input, done);
+          if (logging) await logCompletion(reservation, input, done);
         });
     }
   }
 
   /**
-   * Logs how a completion the store answered went: `completed`; or refused — another request took the record over
-   * (`fenced`), or the record is gone (`record-lost`): a store that lost its data (Redis restarted without persistence)
-   * or someone deleted it, and then a retry would run the effect again.
+   * Logs how a completion went — `done`: what the store answered, `undefined` when no attempt got an answer. `completed`:
+   * recorded, or refused because it is recorded already with this very answer under this request's token (an attempt
+   * the guard gave up on that the store applied late, a store client that resent the command after a reconnect; the
+   * token alone is no proof: a reconcile verdict settles a lapsed record under its owner's token). `fenced`: another
+   * request took the record over, or settled it with another answer. `record-lost`: the record is gone — a store that
+   * lost its data (Redis restarted without persistence) or someone deleted it; a retry would run the effect again.
+   * `record-failed`: the record is still this request's and in progress (`gave-up`: every attempt failed), or the store
+   * could not be read to tell which (`unverified` after a refusal, `gave-up` after no answer).
    */
-  async function logCompletion(reservation: Reservation, input: CompleteInput, done: boolean): Promise<void> {
+  async function logCompletion(reservation: Reservation, input: CompleteInput, done: boolean | undefined): Promise<void> {
     const keyId = reservation.recordId!;
-    const record = done ? null : await bounded(store.get(keyId)).catch((): null => null);
-    const lost = record === undefined;
-    // Refused because it is done already under this request's token: an attempt the guard gave up on (no answer within
-    // storeTimeoutMs) that the store applied late, or a store client that resent the command after a reconnect.
-    const own = record != null && record.state === 'completed' && record.leaseToken === reservation.token;
+    const record = done === true ? null : await bounded(store.get(keyId)).catch((): null => null);
+    let decision: GuardDecisionName;
+    let reason: GuardLogEvent['reason'];
+    if (done === true) decision = 'completed';
+    else if (record === undefined) decision = 'record-lost';
+    else if (record !== null && record.state === 'completed' && record.leaseToken === reservation.token && sameAnswer(record.response, input.response)) decision = 'completed';
+    else if (record !== null && (record.state === 'completed' || record.leaseToken !== reservation.token)) decision = 'fenced';
+    else {
+      decision = 'record-failed';
+      reason = record === null && done === false ? 'unverified' : 'gave-up';
+    }
     log(
       {
-        decision: done || own ? 'completed' : lost ? 'record-lost' : 'fenced',
+        decision,
         keyId,
-        state: lost ? 'absent' : 'in_progress',
+        state: record === undefined ? 'absent' : 'in_progress',
         status: input.response.status,
         ...(input.resultId !== undefined ? { resultId: input.resultId } : {}),
+        ...(reason !== undefined ? { reason } : {}),
       },
       reservation.requestId,
     );
@@ -1592,17 +1620,15 @@ const FREE_LATE_ATTEMPTS = 4;
 const MAX_TIMER_MS = 2_147_483_647;
 
 /**
- * A time bound from the options: `fallback` when not given; with `unbounded`, `Infinity` (or anything past a timer's
- * reach) for no bound. Anything else but a positive number of milliseconds a timer can wait throws a `TypeError` at
+ * A time bound from the options: `fallback` when not given (or `null`); with `unbounded`, `Infinity` for no bound. Anything else but a positive number of milliseconds a timer can wait throws a `TypeError` at
  * start-up: `NaN`, a negative or an overlong bound would each become a 1 ms timer, and every call would time out.
  */
-function durationOption(name: string, value: number | undefined, fallback: number, unbounded: boolean): number {
-  if (value === undefined) return fallback;
+function durationOption(name: string, value: number | null | undefined, fallback: number, unbounded: boolean): number {
+  if (value === undefined || value === null) return fallback;
   if (typeof value === 'number' && value > 0 && value <= MAX_TIMER_MS) return value;
   if (unbounded && value === Infinity) return Infinity;
-  throw new TypeError(
-    `${name} must be a number of milliseconds above 0 and at most ${MAX_TIMER_MS}${unbounded ? ', or Infinity for no bound' : ''}; got ${String(value)}`,
-  );
+  const got = typeof value === 'number' ? String(value) : `${typeof value} ${JSON.stringify(value) ?? String(value)}`;
+  throw new TypeError(`${name} must be a number of milliseconds above 0 and at most ${MAX_TIMER_MS}${unbounded ? ', or Infinity for no bound' : ''}; got ${got}`);
 }
 
 /** Default of `reconcileTimeoutMs`: long enough for a provider lookup, short of a client's usual per-attempt timeout. */
@@ -1611,6 +1637,30 @@ const DEFAULT_RECONCILE_TIMEOUT_MS = 5000;
 /** {@link askReconcile}'s answers when the hook gave no verdict. */
 const HOOK_THREW = Symbol('threw');
 const HOOK_TIMED_OUT = Symbol('timeout');
+
+/**
+ * A verdict's answer as a handler's is recorded (the adapters decode those): a body under a `Content-Encoding` the guard
+ * can undo (gzip, deflate, br) decoded and the header dropped. A body the outermost coding does not take was decoded
+ * already — a provider's answer read with `fetch`, whose `arrayBuffer()` is decoded while its headers still say `gzip`
+ * — and only the header goes: kept, every replay would be unreadable. A coding it cannot undo (zstd), a body that would
+ * inflate past 16 MiB or one corrupt inside is recorded as it came, with its header. Run on the checked copy, after the
+ * hook's bound: a verdict that came too late is never decoded, and decoding never counts against the hook.
+ */
+async function identityVerdict(response: GuardResponse): Promise<GuardResponse> {
+  const name = Object.keys(response.headers).find((field) => field.toLowerCase() === 'content-encoding');
+  if (name === undefined) return response;
+  const decoding = await decodeCodings(response.body, response.headers[name]!);
+  if (decoding.kind !== 'decoded' && decoding.kind !== 'not-encoded') return response;
+  const { [name]: _encoding, ...headers } = response.headers;
+  return { status: response.status, headers, body: decoding.kind === 'decoded' ? decoding.body : response.body };
+}
+
+/** Whether a record holds `sent`: the same status and body bytes. */
+function sameAnswer(stored: StoredResponse | undefined, sent: StoredResponse): boolean {
+  if (stored === undefined || stored.status !== sent.status || stored.body.byteLength !== sent.body.byteLength) return false;
+  for (let i = 0; i < sent.body.byteLength; i += 1) if (stored.body[i] !== sent.body[i]) return false;
+  return true;
+}
 
 /** RFC 9110 field name (a token), and a field value Node sends: no CR, LF, NUL or other control, nothing past Latin-1. */
 const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -1656,6 +1706,9 @@ function verdictOf(answer: unknown): ReconcileVerdict | 'invalid-verdict' {
   }
 }
 const FREE_LATE_MIN_GAP_MS = 50;
+
+/** The longest gap between a late reservation's releases past its lease (5 min). */
+const FREE_LATE_MAX_GAP_MS = 300_000;
 
 /**
  * Node's and Bun's timers (and Deno's) are objects with `ref`/`unref`; the web's are numbers (Cloudflare Workers, Vercel

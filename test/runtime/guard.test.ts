@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { gzipSync } from 'node:zlib';
 import type { CompiledContract } from '../../src/runtime/contract.js';
 import { createGuard, type GuardLogEvent, type GuardRequest, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
 import { PROBLEM_BASE, type GuardProblem } from '../../src/runtime/problem.js';
@@ -716,40 +717,70 @@ describe('runtime/guard: states', () => {
     assert.deepEqual(replay.headers, { 'content-type': 'application/json', location: '/v1/demo-requests/dr_found', 'idempotent-replayed': 'true' });
   });
 
-  it('a verdict that came in time is not thrown away when the loop stalled past reconcileTimeoutMs', async () => {
-    // The provider's answer goes through another process (cat), which answers while this one is blocked.
+  it('a verdict that came in time is not thrown away when the loop stalled past reconcileTimeoutMs, nor one that still has to be decoded', async () => {
+    // The provider's answer goes through another process (cat), which answers while this one is blocked. A diff review's:
+    // a gzip answer decoded inside the hook's bound timed out after the stall where a plain one did not.
     const { roundTrip, cat } = await catRoundTrips();
     try {
       await roundTrip(); // cat is up
-      let asked = false;
-      const s = setup({
-        reconcileTimeoutMs: 100,
-        reconcile: async () => {
-          asked = true;
-          await roundTrip();
-          return { outcome: 'not-happened' };
-        },
-      });
-      await s.guard.begin(demoRequest(KEY));
-      s.advance(31_000);
-      const pending = s.guard.handle(demoRequest(KEY), s.handler);
-      while (!asked) await new Promise((resolve) => setImmediate(resolve));
-      const until = performance.now() + 300;
-      while (performance.now() < until) {
-        // A GC pause, a synchronous handler elsewhere in the process.
+      const gzipped = gzipSync(JSON.stringify({ id: 'dr_found', pad: 'x'.repeat(200_000) }));
+      for (const verdict of [{ outcome: 'not-happened' }, { outcome: 'completed', response: { status: 201, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: gzipped } }] as const) {
+        let asked = false;
+        const s = setup({
+          reconcileTimeoutMs: 100,
+          reconcile: async () => {
+            asked = true;
+            await roundTrip();
+            return verdict;
+          },
+        });
+        await s.guard.begin(demoRequest(KEY));
+        s.advance(31_000);
+        const pending = s.guard.handle(demoRequest(KEY), s.handler);
+        while (!asked) await new Promise((resolve) => setImmediate(resolve));
+        const until = performance.now() + 300;
+        while (performance.now() < until) {
+          // A GC pause, a synchronous handler elsewhere in the process.
+        }
+        const answer = await pending;
+        assert.equal(answer.status, 201, JSON.stringify(s.events));
+        assert.equal(s.runs(), verdict.outcome === 'completed' ? 0 : 1);
+        if (verdict.outcome === 'completed') {
+          assert.equal(bodyJson(answer).id, 'dr_found');
+          assert.equal(answer.headers['content-encoding'], undefined);
+        }
       }
-      const answer = await pending;
-      assert.equal(answer.status, 201, JSON.stringify(s.events));
-      assert.equal(s.runs(), 1);
     } finally {
       cat.kill();
     }
   });
 
+  it('a gzip verdict is recorded decoded; one already decoded (fetch) without its header; one past 16 MiB, or in a coding it cannot undo, as it came with its header', async () => {
+    const json = '{"id":"dr_found"}';
+    const huge = gzipSync(Buffer.alloc(17 * 1024 * 1024, 32));
+    const cases: Array<[string, Record<string, string>, Uint8Array, string | undefined, Uint8Array]> = [
+      ['gzip', { 'Content-Encoding': 'gzip' }, gzipSync(json), undefined, new TextEncoder().encode(json)],
+      ['decoded already', { 'content-encoding': 'gzip' }, new TextEncoder().encode(json), undefined, new TextEncoder().encode(json)],
+      ['past 16 MiB', { 'content-encoding': 'gzip' }, huge, 'gzip', huge],
+      ['zstd', { 'content-encoding': 'zstd' }, new Uint8Array([40, 181, 47, 253]), 'zstd', new Uint8Array([40, 181, 47, 253])],
+    ];
+    for (const [label, encoding, body, replayedEncoding, replayedBody] of cases) {
+      const s = setup({ reconcile: () => ({ outcome: 'completed', response: { status: 201, headers: { 'content-type': 'application/json', ...encoding }, body } }) });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const replay = await s.guard.handle(demoRequest(KEY), s.handler);
+      assert.equal(replay.status, 201, label);
+      assert.equal(replay.headers['content-encoding'], replayedEncoding, label);
+      assert.ok(Buffer.from(replay.body).equals(Buffer.from(replayedBody)), label);
+    }
+  });
+
   it('time bounds are checked at creation: NaN, 0, negative or past a timer\'s reach throw; reconcileTimeoutMs may be Infinity (no bound)', async () => {
-    for (const value of [Number.NaN, 0, -5, 2 ** 31, Infinity, '100' as unknown as number]) {
+    for (const value of [Number.NaN, 0, -5, 2 ** 31, Infinity]) {
       assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), storeTimeoutMs: value }), /storeTimeoutMs must be a number of milliseconds above 0/, String(value));
     }
+    assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), storeTimeoutMs: '2000' as never }), /storeTimeoutMs must be .*; got string "2000"/);
+    assert.doesNotThrow(() => createGuard(demoContract(), { store: new MemoryStore(), storeTimeoutMs: null as never, reconcileTimeoutMs: null as never }));
     for (const value of [Number.NaN, 0, -5, 2 ** 31]) {
       assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), reconcileTimeoutMs: value }), /reconcileTimeoutMs must be .* or Infinity for no bound/, String(value));
     }
@@ -1794,8 +1825,10 @@ describe('runtime/guard: store failures', () => {
             first = false;
             throw new Error('ECONNREFUSED');
           }
-          if (ending === 'fenced') return false;
+          const record = (await memory.get(args[0]))!;
           await memory.release(args[0], args[1]);
+          // Fenced: another request reserved the key meanwhile (a reconciliation's takeover); lost: nothing did.
+          if (ending === 'fenced') await memory.reserve({ id: args[0], operation: record.operation, fingerprint: record.fingerprint, token: 'another-request', leaseMs: 1000, ttlMs: 60_000 });
           return memory.complete(...args);
         },
       });
@@ -1825,6 +1858,74 @@ describe('runtime/guard: store failures', () => {
     assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 201);
     await new Promise((resolve) => setTimeout(resolve, 600));
     assert.deepEqual(events.map((e) => e.decision), ['reserved', 'record-failed', 'completed']);
+  });
+
+  it('a completion refused after a reconcile verdict settled the record under its lapsed token is fenced, not completed', async () => {
+    // A diff review's: the verdict's record holds the owner's token, so "completed under my token" logged the owner's
+    // refused answer as recorded.
+    const s = setup({ reconcile: () => ({ outcome: 'completed', response: jsonResponse(201, { id: 'from-hook' }) }) });
+    const owner = await s.guard.begin(demoRequest(KEY));
+    assert.equal(owner.kind, 'proceed');
+    if (owner.kind !== 'proceed') return;
+    s.advance(31_000);
+    assert.equal(bodyJson(await s.guard.handle(demoRequest(KEY), s.handler)).id, 'from-hook');
+    await s.guard.complete(owner.reservation, jsonResponse(201, { id: 'from-owner' }));
+    const last = s.events.at(-1)!;
+    assert.deepEqual([last.decision, last.resultId], ['fenced', 'from-owner']);
+    assert.equal(bodyJson(await s.guard.handle(demoRequest(KEY), s.handler)).id, 'from-hook');
+  });
+
+  it('a reservation that landed after the guard gave up is released even when the store stays down past the lease: the retry runs, not 409 abandoned for good', async () => {
+    // A chaos review's: PostgreSQL unreachable for 25 s after reservations committed unanswered — the four releases within
+    // the 30 s lease all failed, and 12-18 of 200 keys answered 409 abandoned for a handler that never ran.
+    const memory = new MemoryStore();
+    let down = true;
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput) => {
+        if (down) await new Promise((resolve) => setTimeout(resolve, 100));
+        return memory.reserve(input);
+      },
+      release: (...args: Parameters<MemoryStore['release']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.release(...args)),
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e) });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.equal((await memory.get(computeRecordId([['principal', 'user-1'], ['header', 'X-Tenant-Id', 't1']], 'createDemoRequest', KEY)))?.state, 'in_progress', 'the late reservation is there');
+    down = false;
+    await new Promise((resolve) => setTimeout(resolve, 900));
+    assert.ok(events.some((e) => e.decision === 'released'), events.map((e) => e.decision).join(' '));
+    const retry = await guard.handle(demoRequest(KEY), handler);
+    assert.equal(retry.status, 201, JSON.stringify(bodyJson(retry)));
+    assert.equal(runs, 1);
+  });
+
+  it('a completion that every attempt timed out on but the store applied is logged completed; a refusal the store cannot explain, record-failed (unverified)', async () => {
+    for (const ending of ['applied late', 'unverified'] as const) {
+      const memory = new MemoryStore();
+      let calls = 0;
+      const store = withMethods(memory, {
+        complete: async (...args: Parameters<MemoryStore['complete']>) => {
+          calls += 1;
+          if (ending === 'unverified') {
+            if (calls === 1) throw new Error('ECONNRESET');
+            return false;
+          }
+          await new Promise((resolve) => setTimeout(resolve, 120));
+          return memory.complete(...args);
+        },
+        get: (...args: Parameters<MemoryStore['get']>) => (ending === 'unverified' && calls > 1 ? Promise.reject(new Error('ECONNRESET')) : memory.get(...args)),
+      });
+      const events: GuardLogEvent[] = [];
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e) });
+      assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 201);
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      const last = events.at(-1)!;
+      if (ending === 'applied late') assert.deepEqual([last.decision, last.reason], ['completed', undefined], ending);
+      else assert.deepEqual([last.decision, last.reason], ['record-failed', 'unverified'], ending);
+    }
   });
 
   it('does not throw from complete when the store fails; logs record-failed', async () => {

@@ -9,7 +9,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const runtime = join(root, 'src/runtime');
 
 /** The runtime files the guard core needs, as a generator copies them (paths relative to src/runtime). */
-const CORE = ['contract.ts', 'guard.ts', 'key.ts', 'fingerprint.ts', 'problem.ts', 'result-id.ts', 'store.ts', 'wire.ts'];
+const CORE = ['content-coding.ts', 'contract.ts', 'guard.ts', 'key.ts', 'fingerprint.ts', 'problem.ts', 'result-id.ts', 'store.ts', 'wire.ts'];
 const STORES = readdirSync(join(runtime, 'stores')).filter((f) => f.endsWith('.ts')).map((f) => `stores/${f}`);
 
 function importsOf(file: string): string[] {

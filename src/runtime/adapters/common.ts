@@ -3,10 +3,9 @@
  * Imports `../guard.js`, `../multipart.js` and Node built-ins; copied into users' generated code with the adapter.
  */
 import { routePath, type CompiledContract } from '../contract.js';
-import type { GuardOptions, GuardResponse, ReconcileHook, ReconcileVerdict } from '../guard.js';
+import type { GuardOptions, GuardResponse } from '../guard.js';
 import { readFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
-import { brotliDecompress, gunzip, inflate } from 'node:zlib';
+import { decodeContent } from '../content-coding.js';
 import { FilePart, multipartBoundary, multipartFields, type JsonValue } from '../multipart.js';
 import { bracketPath } from '../form-names.js';
 import { parseJsonExact } from '../fingerprint.js';
@@ -335,23 +334,6 @@ export function concatBytes(chunks: readonly Uint8Array[]): Uint8Array {
 }
 
 /**
- * The largest body decoded for a record (16 MiB): a small gzip can inflate to gigabytes in memory and in the
- * store. A larger one is recorded encoded, with its `Content-Encoding`.
- */
-const MAX_DECODED_BYTES = 16 * 1024 * 1024;
-
-const DECODE_OPTIONS = { maxOutputLength: MAX_DECODED_BYTES };
-const gunzipBytes = promisify(gunzip);
-const inflateBytes = promisify(inflate);
-const brotliBytes = promisify(brotliDecompress);
-const DECODERS: Record<string, (bytes: Uint8Array) => Promise<Buffer>> = {
-  gzip: (bytes) => gunzipBytes(bytes, DECODE_OPTIONS),
-  'x-gzip': (bytes) => gunzipBytes(bytes, DECODE_OPTIONS),
-  deflate: (bytes) => inflateBytes(bytes, DECODE_OPTIONS),
-  br: (bytes) => brotliBytes(bytes, DECODE_OPTIONS),
-};
-
-/**
  * The answer a record holds for one sent with a `Content-Encoding` (compression middleware behind the guard,
  * a handler passing on an upstream's gzip): its body decoded (gzip, deflate, br, also chained) and the header
  * gone, so a replay is the body itself, compressed afresh for its own client where the app compresses. An
@@ -370,60 +352,7 @@ async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<Guar
   return { status: sent.status, headers, body };
 }
 
-/**
- * `options` with its reconcile hook's `completed` verdicts recorded as a handler's answer is: a body sent with a
- * `Content-Encoding` the guard can undo (gzip, deflate, br) is decoded and the header dropped. A body that does not
- * decode under it was decoded already — a provider's answer read with `fetch`, whose `arrayBuffer()` is decoded while
- * its headers still say `gzip` — and only the header is dropped: kept, every replay would be unreadable. An encoding it
- * cannot undo (zstd) is left as it is, with its header. Anything else the hook returns goes to the guard untouched.
- */
-export function withDecodedVerdicts<O extends GuardOptions>(options: O): O {
-  const hook = options.reconcile;
-  if (hook === undefined) return options;
-  const reconcile: ReconcileHook = async (abandoned) => decodedVerdict(await hook(abandoned));
-  return { ...options, reconcile };
-}
-
-async function decodedVerdict(verdict: ReconcileVerdict): Promise<ReconcileVerdict> {
-  if (typeof verdict !== 'object' || verdict === null || verdict.outcome !== 'completed') return verdict;
-  const response: unknown = verdict.response;
-  if (typeof response !== 'object' || response === null) return verdict;
-  const { status, headers, body } = response as Partial<GuardResponse>;
-  if (typeof headers !== 'object' || headers === null || !(body instanceof Uint8Array)) return verdict;
-  const fields: Record<string, string> = {};
-  let encoding: string | undefined;
-  const take = (value: unknown, name: string): void => {
-    if (name.toLowerCase() === 'content-encoding' && typeof value === 'string') encoding = value;
-    else fields[name] = value as string;
-  };
-  if (typeof Headers === 'function' && headers instanceof Headers) headers.forEach(take);
-  else for (const [name, value] of Object.entries(headers)) take(value, name);
-  if (encoding === undefined) return verdict;
-  const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
-  if (codings.some((coding) => DECODERS[coding] === undefined)) return verdict;
-  const decoded = await decodeContent(body, encoding);
-  return { ...verdict, response: { status: status as number, headers: fields, body: decoded ?? body } };
-}
-
-/**
- * `bytes` sent with `Content-Encoding: encoding`, decoded (gzip, deflate, br, also chained, up to 16 MiB), or
- * undefined for an encoding it cannot undo: an unknown coding, bytes that are not what the header says, a body
- * that would inflate past the limit.
- */
-export async function decodeContent(bytes: Uint8Array, encoding: string): Promise<Uint8Array | undefined> {
-  const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
-  let body = bytes;
-  for (const coding of codings.reverse()) {
-    const decode = DECODERS[coding];
-    if (decode === undefined) return undefined;
-    try {
-      body = await decode(body);
-    } catch {
-      return undefined;
-    }
-  }
-  return body;
-}
+export { decodeContent };
 
 /** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */
 export function readsQuery(contract: CompiledContract): boolean {

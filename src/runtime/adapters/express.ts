@@ -33,7 +33,6 @@ import {
   withUploadedFiles,
   type Principal,
   type RouteGuardOptionsFor,
-  withDecodedVerdicts,
 } from './common.js';
 
 /** Options of an Express route guard: the guard core's options plus principal and request-id hooks on `req`. */
@@ -103,7 +102,7 @@ function placeholderless(req: Request): unknown {
 
 /** Builds the Express middleware that guards one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
-  const guard = createGuard(contract, withDecodedVerdicts(options));
+  const guard = createGuard(contract, options);
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);

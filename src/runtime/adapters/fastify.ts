@@ -31,7 +31,6 @@ import {
   singleHeader,
   transactionBoundMs,
   type RouteGuardOptionsFor,
-  withDecodedVerdicts,
 } from './common.js';
 import { contractRoutes, nearMiss, normaliseBasePath, servesPath, type ContractRoutes, type RouteAddress } from './fastify-routes.js';
 
@@ -105,7 +104,7 @@ export function idempotencyOf<Tx = unknown>(request: FastifyRequest): HandlerCon
 
 /** Builds the route hooks that guard one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
-  const guard = createGuard(contract, withDecodedVerdicts(options));
+  const guard = createGuard(contract, options);
   const keyHeader = contract.key.in === 'header' ? contract.key.name.toLowerCase() : undefined;
   const withQuery = readsQuery(contract);
   const pathParamsOf = routerPathParams(contract.path);

@@ -17,7 +17,7 @@
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, unrefTimer, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { handlerGivenUp } from '../store.js';
-import { bodyForFingerprint, concatBytes, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, withDecodedVerdicts, type RouteGuardOptionsFor } from './common.js';
+import { bodyForFingerprint, concatBytes, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
@@ -121,7 +121,7 @@ export function idempotencyOf<Tx = unknown>(request: Request): HandlerContext<Tx
 
 /** Builds the fetch guard of one operation. */
 export function createRouteGuard(contract: CompiledContract, options: RouteGuardOptions): RouteGuard {
-  const guard = createGuard(contract, withDecodedVerdicts(options));
+  const guard = createGuard(contract, options);
   const matchPath = pathMatcher(contract.path);
   // Only a guard that waits for a duplicate's first request asks whether the client is still there.
   const waits = (options.waitInProgressMs ?? 0) > 0;

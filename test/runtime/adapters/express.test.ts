@@ -636,6 +636,49 @@ describe('runtime/adapters/express', () => {
     }
   });
 
+  it('with a reconcile hook, options built as a class keep their prototype members, and a verdict is read once: a flipping outcome never runs the handler again', async () => {
+    // A diff review's: an adapter wrapper copied the options (a prototype `store` getter and `log` method were lost:
+    // 503 on every request, no log) and read the verdict before the guard did (a flipping outcome ran the handler twice).
+    const events: string[] = [];
+    let reads = 0;
+    class Settings {
+      readonly #store = new MemoryStore();
+      get store(): MemoryStore {
+        return this.#store;
+      }
+      principal(req: express.Request): string | undefined {
+        return req.get('x-user');
+      }
+      log(event: { decision: string; reason?: string }): void {
+        events.push(event.reason === undefined ? event.decision : `${event.decision}:${event.reason}`);
+      }
+      reconcile(): never {
+        reads = 0;
+        return {
+          get outcome() {
+            reads += 1;
+            return reads === 1 ? 'completed' : 'not-happened';
+          },
+          response: { status: 201, headers: { 'content-encoding': 'gzip' }, body: gzipSync('{"id":"x"}') },
+        } as never;
+      }
+    }
+    const app = express();
+    app.post('/things/:tenant', express.json(), createRouteGuard(contract, new Settings() as unknown as RouteGuardOptions), () => {
+      calls += 1;
+      throw new Error('the provider call timed out');
+    });
+    app.set('env', 'test');
+    server = await listen(app);
+    assert.equal((await post(server.port, '/things/t1', { key: 'class-options', user: 'u', body: {} })).status, 500);
+    const retry = await post(server.port, '/things/t1', { key: 'class-options', user: 'u', body: {} });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal(retry.text, '{"id":"x"}');
+    assert.equal(calls, 1);
+    assert.ok(events.includes('reserved'), events.join(' '));
+    assert.ok(!events.includes('taken-over'), events.join(' '));
+  });
+
   it('refuses to guess a fingerprint when the body was not parsed', async () => {
     const app = express();
     app.post('/things/:tenant', createRouteGuard(contract, options(new MemoryStore())), (_req, res) => {
