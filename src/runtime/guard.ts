@@ -1182,7 +1182,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   /**
    * Releases a reservation (or takeover) that landed after the guard gave up on it; never rejects. The store that was
    * too slow (or down) may still fail the release: it is tried again, a quarter of the lease apart within the lease, then
-   * at gaps growing from the lease to {@link FREE_LATE_MAX_GAP_MS} until the record's TTL has passed. Each release is
+   * at gaps doubling from a quarter of the lease to {@link FREE_LATE_MAX_GAP_MS} until the record's TTL has passed. Each release is
    * fenced on a token no handler ever held, so a late one frees only that record and changes nothing after a takeover;
    * without it a store outage longer than the lease left the key answering 409 abandoned for a handler that never ran,
    * for good (a chaos review's PostgreSQL run: 12-18 of 200 keys). Past the lease it is logged: `released`, or
@@ -1191,7 +1191,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   async function freeLate(id: string, token: string, requestId: string | undefined): Promise<void> {
     if ((await withinLease(() => store.release(id, token))) !== undefined) return;
     const until = performance.now() + contract.ttlMs;
-    for (let gap = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs); performance.now() + gap <= until; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
+    for (let gap = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS); performance.now() + gap <= until; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
       await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, gap)));
       try {
         const released = await bounded(store.release(id, token));
