@@ -42,10 +42,20 @@ export async function decodeCodings(bytes: Uint8Array, encoding: string): Promis
       body = await DECODERS[codings[i]!]!(body);
     } catch (error) {
       if ((error as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) return { kind: 'too-large' };
-      return { kind: i === codings.length - 1 ? 'not-encoded' : 'corrupt' };
+      // Bytes that start as the coding does (gzip's magic, a zlib header) are that coding, broken (truncated, trailing
+      // bytes): not text decoded already.
+      return { kind: i === codings.length - 1 && !looksCoded(body, codings[i]!) ? 'not-encoded' : 'corrupt' };
     }
   }
   return { kind: 'decoded', body };
+}
+
+/** Whether `bytes` open as `coding`'s format does: gzip's magic number, or a zlib header (RFC 1950: CM 8, FCHECK). */
+function looksCoded(bytes: Uint8Array, coding: string): boolean {
+  if (bytes.length < 2) return false;
+  if (coding === 'gzip' || coding === 'x-gzip') return bytes[0] === 0x1f && bytes[1] === 0x8b;
+  if (coding === 'deflate') return (bytes[0]! & 0x0f) === 8 && (bytes[0]! * 256 + bytes[1]!) % 31 === 0;
+  return false;
 }
 
 /**

@@ -1074,8 +1074,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // A takeover that lands after the guard gave up (or whose failure leaves it unknown) holds the record under a
         // token nobody runs: freed again, fenced on that token, as a late reservation is — or the key would answer
         // 409 in progress for a lease with nothing running. The reconcile hook said the effect did not happen.
-        const free = (): void => void freeLate(record.id, token, req.requestId);
-        pendingTakeover.then((late) => (late === undefined ? undefined : free()), free);
+        pendingTakeover.then(
+          (late): void => {
+            if (late !== undefined) void freeLate(record.id, token, req.requestId, true);
+          },
+          (): void => void freeLate(record.id, token, req.requestId, false),
+        );
         throw error;
       }
       if (taken !== undefined) {
@@ -1147,9 +1151,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       pending?.then(
         (late) => {
           // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
-          if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input.id, input.token, req.requestId);
+          if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input.id, input.token, req.requestId, true);
         },
-        (): void => void freeLate(input.id, input.token, req.requestId),
+        (): void => void freeLate(input.id, input.token, req.requestId, false),
       );
       return storeUnavailable(req, prep.recordId, prep.key, error);
     }
@@ -1185,23 +1189,26 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * at gaps doubling from a quarter of the lease to {@link FREE_LATE_MAX_GAP_MS} until the record's TTL has passed. Each release is
    * fenced on a token no handler ever held, so a late one frees only that record and changes nothing after a takeover;
    * without it a store outage longer than the lease left the key answering 409 abandoned for a handler that never ran,
-   * for good (a chaos review's PostgreSQL run: 12-18 of 200 keys). Past the lease it is logged: `released`, or
-   * `record-failed` (`gave-up`) when the TTL came first.
+   * for good (a chaos review's PostgreSQL run: 12-18 of 200 keys). Past the lease it is logged: `released`; when the
+   * record is known to have been made (`landed`: the store's late answer said so), also `fenced` (taken over meanwhile)
+   * or `record-failed` (`gave-up`) when the TTL came first — a call that failed may have made nothing, so its refused
+   * or unanswered releases say nothing.
    */
-  async function freeLate(id: string, token: string, requestId: string | undefined): Promise<void> {
+  async function freeLate(id: string, token: string, requestId: string | undefined, landed: boolean): Promise<void> {
     if ((await withinLease(() => store.release(id, token))) !== undefined) return;
     const until = performance.now() + contract.ttlMs;
-    for (let gap = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS); performance.now() + gap <= until; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
+    const first = Math.min(FREE_LATE_MAX_GAP_MS, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS));
+    for (let gap = first; performance.now() + gap <= until; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
       await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, gap)));
       try {
         const released = await bounded(store.release(id, token));
-        if (logging) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, requestId);
+        if (logging && (released || landed)) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, requestId);
         return;
       } catch {
         // Still down: wait longer.
       }
     }
-    if (logging) log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'gave-up' }, requestId);
+    if (logging && landed) log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'gave-up' }, requestId);
   }
 
   /**
@@ -1335,7 +1342,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let reason: GuardLogEvent['reason'];
     if (done === true) decision = 'completed';
     else if (record === undefined) decision = 'record-lost';
-    else if (record !== null && record.state === 'completed' && record.leaseToken === reservation.token && sameAnswer(record.response, input.response)) decision = 'completed';
+    else if (record !== null && record.state === 'completed' && record.leaseToken === reservation.token && sameAnswer(record, input)) decision = 'completed';
     else if (record !== null && (record.state === 'completed' || record.leaseToken !== reservation.token)) decision = 'fenced';
     else {
       decision = 'record-failed';
@@ -1647,17 +1654,28 @@ const HOOK_TIMED_OUT = Symbol('timeout');
  * hook's bound: a verdict that came too late is never decoded, and decoding never counts against the hook.
  */
 async function identityVerdict(response: GuardResponse): Promise<GuardResponse> {
-  const name = Object.keys(response.headers).find((field) => field.toLowerCase() === 'content-encoding');
-  if (name === undefined) return response;
-  const decoding = await decodeCodings(response.body, response.headers[name]!);
+  const names = Object.keys(response.headers).filter((field) => field.toLowerCase() === 'content-encoding');
+  if (names.length === 0) return response;
+  // The same field under two spellings (`Content-Encoding` and `content-encoding`) must say one thing to be undone.
+  const encoding = response.headers[names[0]!]!;
+  if (names.some((name) => response.headers[name] !== encoding)) return response;
+  const decoding = await decodeCodings(response.body, encoding);
   if (decoding.kind !== 'decoded' && decoding.kind !== 'not-encoded') return response;
-  const { [name]: _encoding, ...headers } = response.headers;
+  const headers: Record<string, string> = {};
+  for (const name of Object.keys(response.headers)) if (!names.includes(name)) headers[name] = response.headers[name]!;
   return { status: response.status, headers, body: decoding.kind === 'decoded' ? decoding.body : response.body };
 }
 
-/** Whether a record holds `sent`: the same status and body bytes. */
-function sameAnswer(stored: StoredResponse | undefined, sent: StoredResponse): boolean {
-  if (stored === undefined || stored.status !== sent.status || stored.body.byteLength !== sent.body.byteLength) return false;
+/**
+ * Whether a record holds the answer `input` would record: the same status, recorded headers, body bytes and result id.
+ * An empty 201 or 202 tells its resource by `Location` or result id alone.
+ */
+function sameAnswer(record: IdempotencyRecord, input: CompleteInput): boolean {
+  const stored = record.response;
+  const sent = input.response;
+  if (stored === undefined || record.resultId !== input.resultId || stored.status !== sent.status || stored.body.byteLength !== sent.body.byteLength) return false;
+  const names = Object.keys(sent.headers);
+  if (Object.keys(stored.headers).length !== names.length || names.some((name) => stored.headers[name] !== sent.headers[name])) return false;
   for (let i = 0; i < sent.body.byteLength; i += 1) if (stored.body[i] !== sent.body[i]) return false;
   return true;
 }

@@ -763,6 +763,9 @@ describe('runtime/guard: states', () => {
       ['decoded already', { 'content-encoding': 'gzip' }, new TextEncoder().encode(json), undefined, new TextEncoder().encode(json)],
       ['past 16 MiB', { 'content-encoding': 'gzip' }, huge, 'gzip', huge],
       ['zstd', { 'content-encoding': 'zstd' }, new Uint8Array([40, 181, 47, 253]), 'zstd', new Uint8Array([40, 181, 47, 253])],
+      ['two spellings', { 'Content-Encoding': 'gzip', 'content-encoding': 'gzip' }, gzipSync(json), undefined, new TextEncoder().encode(json)],
+      ['truncated gzip', { 'content-encoding': 'gzip' }, gzipSync(json).subarray(0, 20), 'gzip', gzipSync(json).subarray(0, 20)],
+      ['gzip with trailing bytes', { 'content-encoding': 'gzip' }, Buffer.concat([gzipSync(json), Buffer.from('junk')]), 'gzip', Buffer.concat([gzipSync(json), Buffer.from('junk')])],
     ];
     for (const [label, encoding, body, replayedEncoding, replayedBody] of cases) {
       const s = setup({ reconcile: () => ({ outcome: 'completed', response: { status: 201, headers: { 'content-type': 'application/json', ...encoding }, body } }) });
@@ -1873,6 +1876,14 @@ describe('runtime/guard: store failures', () => {
     const last = s.events.at(-1)!;
     assert.deepEqual([last.decision, last.resultId], ['fenced', 'from-owner']);
     assert.equal(bodyJson(await s.guard.handle(demoRequest(KEY), s.handler)).id, 'from-hook');
+    // An empty 201 tells its resource by Location alone: another Location is another answer.
+    const empty = (location: string): GuardResponse => ({ status: 201, headers: { location }, body: new Uint8Array(0) });
+    const t = setup({ reconcile: () => ({ outcome: 'completed', response: empty('/orders/456') }) });
+    const first = await t.guard.begin(demoRequest(KEY));
+    t.advance(31_000);
+    assert.equal((await t.guard.handle(demoRequest(KEY), t.handler)).headers['location'], '/orders/456');
+    if (first.kind === 'proceed') await t.guard.complete(first.reservation, empty('/orders/123'));
+    assert.equal(t.events.at(-1)!.decision, 'fenced');
   });
 
   it('a reservation that landed after the guard gave up is released even when the store stays down past the lease: the retry runs, not 409 abandoned for good', async () => {
@@ -1900,6 +1911,23 @@ describe('runtime/guard: store failures', () => {
     const retry = await guard.handle(demoRequest(KEY), handler);
     assert.equal(retry.status, 201, JSON.stringify(bodyJson(retry)));
     assert.equal(runs, 1);
+  });
+
+  it('a reservation call that failed outright (nothing made) logs nothing when its late release is refused past the lease', async () => {
+    // A diff review's: every failed request of an outage longer than the lease logged `fenced` for a record never made.
+    const memory = new MemoryStore();
+    let down = true;
+    const store = withMethods(memory, {
+      reserve: (input: ReserveInput) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.reserve(input)),
+      release: (...args: Parameters<MemoryStore['release']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.release(...args)),
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e) });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 503);
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    down = false;
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    assert.deepEqual(events.map((e) => e.decision), ['store-unavailable']);
   });
 
   it('a completion that every attempt timed out on but the store applied is logged completed; a refusal the store cannot explain, record-failed (unverified)', async () => {
