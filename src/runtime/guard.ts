@@ -14,7 +14,7 @@ import { compileKeyPattern, parseFieldKey, parseIdempotencyKey, type ParsedKey }
 import { resultIdOf as idInBody } from './result-id.js';
 import { decodeCodings } from './content-coding.js';
 import { DEFAULT_REPLAY_HEADERS, isRepeatableRequestsKey } from './wire.js';
-import { problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
+import { HEADER_NAME, problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
   StoreError,
   isTransactionalStore,
@@ -1680,8 +1680,7 @@ function sameAnswer(record: IdempotencyRecord, input: CompleteInput): boolean {
   return true;
 }
 
-/** RFC 9110 field name (a token), and a field value Node sends: no CR, LF, NUL or other control, nothing past Latin-1. */
-const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** A field value Node sends: no CR, LF, NUL or other control, nothing past Latin-1. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /**
@@ -1714,7 +1713,7 @@ function verdictOf(answer: unknown): ReconcileVerdict | 'invalid-verdict' {
     }
     const fields: Record<string, string> = {};
     for (const [name, value] of entries) {
-      if (typeof value !== 'string' || !FIELD_NAME.test(name) || !FIELD_VALUE.test(value)) return 'invalid-verdict';
+      if (typeof value !== 'string' || !HEADER_NAME.test(name) || !FIELD_VALUE.test(value)) return 'invalid-verdict';
       fields[name] = value;
     }
     const copy: GuardResponse = { status, headers: fields, body };

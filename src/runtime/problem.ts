@@ -106,7 +106,8 @@ export type ProblemRenderer = (problem: GuardProblem) => {
 
 /** Headers whose meaning is the guard's: a renderer cannot set them. */
 const GUARD_HEADERS = new Set(['content-type', 'cache-control', 'retry-after', 'content-length', 'transfer-encoding', PROBLEM_HEADER]);
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** An HTTP field name (RFC 9110 §5.1: a token). */
+export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const HEADER_VALUE = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
 
 /**
