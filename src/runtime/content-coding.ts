@@ -25,13 +25,14 @@ const DECODERS: Readonly<Record<string, (bytes: Uint8Array) => Promise<Buffer>>>
 /**
  * How `bytes` sent with `Content-Encoding: encoding` decode: `decoded` (gzip, deflate, br, also chained); `unknown` for
  * a coding it cannot undo (zstd); `too-large` past {@link MAX_DECODED_BYTES}; `not-encoded` when the outermost coding
- * does not take them — bytes decoded already under a header that still names the coding; `corrupt` when an inner one
- * does not.
+ * does not take them and they do not open as it does — bytes decoded already under a header that still names the
+ * coding; `corrupt` when they do open so (truncated, trailing bytes), or an inner coding does not take them.
  */
 export type Decoding =
   | { readonly kind: 'decoded'; readonly body: Uint8Array }
   | { readonly kind: 'unknown' | 'too-large' | 'not-encoded' | 'corrupt' };
 
+/** {@link Decoding} of `bytes` under `encoding`. Never rejects. */
 export async function decodeCodings(bytes: Uint8Array, encoding: string): Promise<Decoding> {
   const codings = encoding.split(',').map((coding) => coding.trim().toLowerCase()).filter((coding) => coding !== '' && coding !== 'identity');
   if (codings.some((coding) => !Object.hasOwn(DECODERS, coding))) return { kind: 'unknown' };

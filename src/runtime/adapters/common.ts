@@ -352,8 +352,6 @@ async function decodeAnswer(sent: GuardResponse, encoding: string): Promise<Guar
   return { status: sent.status, headers, body };
 }
 
-export { decodeContent };
-
 /** Whether the guard reads query parameters for this contract (a query scope part or fingerprinted query). */
 export function readsQuery(contract: CompiledContract): boolean {
   return contract.key.in === 'query' || contract.fingerprint.query.length > 0 || contract.fingerprint.queryAll === true || contract.scope.some((part) => part.kind === 'query');

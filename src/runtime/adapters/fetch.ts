@@ -17,7 +17,8 @@
 import type { CompiledContract } from '../contract.js';
 import { createGuard, transactionRefusal, unrefTimer, type Guard, type GuardRequest, type GuardResponse, type HandlerContext } from '../guard.js';
 import { handlerGivenUp } from '../store.js';
-import { bodyForFingerprint, concatBytes, decodeContent, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, type RouteGuardOptionsFor } from './common.js';
+import { decodeContent } from '../content-coding.js';
+import { bodyForFingerprint, concatBytes, headersFromEntries, identityAnswer, isRead, pathMatcher, queryFromSearch, singleHeader, transactionBoundMs, type RouteGuardOptionsFor } from './common.js';
 
 // The matcher lives in common.ts (Express and Fastify use it too); re-exported for existing importers.
 export { pathMatcher };
