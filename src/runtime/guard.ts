@@ -112,6 +112,11 @@ export interface AbandonedReservation {
   readonly createdAt: number;
   /** Store-clock ms when its lease ran out. */
   readonly leaseUntil: number;
+  /**
+   * Aborted when the guard stops waiting for this call (`reconcileTimeoutMs`): pass it on to the provider lookup
+   * (`fetch(url, { signal })`) so a call that hangs does not outlive its bound. Never aborted under `Infinity`.
+   */
+  readonly signal: AbortSignal;
 }
 
 /**
@@ -623,6 +628,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   // Call sites test this first, so no event object is built for a guard without a log sink.
   const logging = options.log !== undefined;
+  /** Reconcile hook calls running, by abandoned reservation (record id and its owner's token): see `reconcile`. */
+  const reconciling = new Map<string, Promise<ReconcileVerdict | 'threw' | 'timeout' | 'invalid-verdict'>>();
 
   function log(event: Omit<GuardLogEvent, 'time' | 'operation'>, requestId: string | undefined): void {
     if (options.log === undefined) return;
@@ -1033,28 +1040,32 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished?: Vanished): Promise<Begun> {
     if (options.reconcile === undefined) return abandoned(record, req.requestId);
-    const answer = await askReconcile(options.reconcile, {
-      operation,
-      recordId: record.id,
-      idempotencyKey: prep.key,
-      request: req,
-      createdAt: record.createdAt,
-      leaseUntil: record.leaseUntil,
-    });
-    // Only a verdict it can act on acts: `unknown`, a hook that threw or hung, and anything else a hook may return from
-    // plain JavaScript (`'unknown'`, `{}`, nothing, a `completed` without a usable answer) leaves the record abandoned —
-    // never a takeover that runs the effect again, never a broken record. Each but an honest `unknown` is logged as such.
-    // The verdict is read once, into a copy: a getter that throws, or answers one thing to the check and another after
-    // it (`completed`, then `not-happened`), can neither fail the request nor turn the check into a takeover.
-    const verdict = answer === HOOK_THREW ? 'threw' : answer === HOOK_TIMED_OUT ? 'timeout' : verdictOf(answer);
-    if (typeof verdict === 'string') {
-      if (logging) log({ decision: 'reconcile-failed', keyId: record.id, state: 'in_progress', reason: verdict }, req.requestId);
-      return abandoned(record, req.requestId);
+    // One hook call per abandoned reservation at a time: the retries that find it while a call runs (a client's
+    // retries, other clients' duplicates, a storm after an outage) share that call's verdict instead of each asking the
+    // provider. Keyed on the owner's token too: once a takeover or a verdict moved the record on, a new call is made.
+    const flightKey = `${record.id}\n${record.leaseToken}`;
+    let flight = reconciling.get(flightKey);
+    if (flight === undefined) {
+      const started = askVerdict(options.reconcile, {
+        operation,
+        recordId: record.id,
+        idempotencyKey: prep.key,
+        request: req,
+        createdAt: record.createdAt,
+        leaseUntil: record.leaseUntil,
+      }, record.id, req.requestId);
+      flight = started;
+      reconciling.set(flightKey, started);
+      const done = (): void => {
+        if (reconciling.get(flightKey) === started) reconciling.delete(flightKey);
+      };
+      started.then(done, done);
     }
-    if (verdict.outcome === 'unknown') return abandoned(record, req.requestId);
+    const verdict = await flight;
+    if (typeof verdict === 'string' || verdict.outcome === 'unknown') return abandoned(record, req.requestId);
     try {
       if (verdict.outcome === 'completed') {
-        const input = toStored(await identityVerdict(verdict.response));
+        const input = toStored(verdict.response);
         const done = await bounded(
           store.complete(record.id, record.leaseToken, verdict.resultId !== undefined ? { ...input, resultId: verdict.resultId } : input),
         );
@@ -1102,12 +1113,42 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   /**
-   * The hook's verdict, {@link HOOK_THREW} when it threw or rejected, or {@link HOOK_TIMED_OUT} when it gave none within
-   * `reconcileTimeoutMs`. A verdict or error that comes later is dropped.
+   * The hook's verdict as the guard acts on it — read once, checked, a `completed` answer decoded — or why there is
+   * none (`threw`, `timeout`, `invalid-verdict`, logged here, once per call). Only a verdict it can act on acts:
+   * `unknown`, a hook that threw or hung, and anything else a hook may return from plain JavaScript (`'unknown'`, `{}`,
+   * nothing, a `completed` without a usable answer) leaves the record abandoned — never a takeover that runs the effect
+   * again, never a broken record. The verdict is read once, into a copy: a getter that throws, or answers one thing to
+   * the check and another after it (`completed`, then `not-happened`), can neither fail the request nor turn the check
+   * into a takeover. Never rejects.
    */
-  async function askReconcile(hook: ReconcileHook, abandonedReservation: AbandonedReservation): Promise<unknown> {
+  async function askVerdict(
+    hook: ReconcileHook,
+    abandonedReservation: Omit<AbandonedReservation, 'signal'>,
+    keyId: string,
+    requestId: string | undefined,
+  ): Promise<ReconcileVerdict | 'threw' | 'timeout' | 'invalid-verdict'> {
+    const answer = await askReconcile(hook, abandonedReservation);
+    let verdict: ReconcileVerdict | 'threw' | 'timeout' | 'invalid-verdict' = answer === HOOK_THREW ? 'threw' : answer === HOOK_TIMED_OUT ? 'timeout' : verdictOf(answer);
+    // Decoded after the hook's bound: decoding never makes a verdict late.
+    if (typeof verdict !== 'string' && verdict.outcome === 'completed') {
+      try {
+        verdict = { ...verdict, response: await identityVerdict(verdict.response) };
+      } catch {
+        verdict = 'invalid-verdict';
+      }
+    }
+    if (typeof verdict === 'string' && logging) log({ decision: 'reconcile-failed', keyId, state: 'in_progress', reason: verdict }, requestId);
+    return verdict;
+  }
+
+  /**
+   * The hook's verdict, {@link HOOK_THREW} when it threw or rejected, or {@link HOOK_TIMED_OUT} when it gave none within
+   * `reconcileTimeoutMs` (its `signal` is aborted then). A verdict or error that comes later is dropped.
+   */
+  async function askReconcile(hook: ReconcileHook, reservation: Omit<AbandonedReservation, 'signal'>): Promise<unknown> {
+    const controller = new AbortController();
     // Through a promise: a hook that throws synchronously rejects instead.
-    const verdict = Promise.resolve(abandonedReservation).then(hook);
+    const verdict = Promise.resolve({ ...reservation, signal: controller.signal }).then(hook);
     if (reconcileTimeoutMs === Infinity) {
       try {
         return await verdict;
@@ -1119,7 +1160,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const timedOut = new Promise<typeof HOOK_TIMED_OUT>((resolve) => {
       // One turn of I/O first, as for a store call: after a stall of the process the timer runs before the network is
       // read, and a verdict that came in time would be thrown away.
-      const expire = (): void => resolve(HOOK_TIMED_OUT);
+      const expire = (): void => {
+        resolve(HOOK_TIMED_OUT);
+        controller.abort();
+      };
       timer = setTimeout(() => (typeof setImmediate === 'function' ? setImmediate(expire) : setTimeout(expire, 0)), reconcileTimeoutMs);
     });
     try {

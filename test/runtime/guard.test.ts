@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import type { CompiledContract } from '../../src/runtime/contract.js';
 import { createGuard, type GuardLogEvent, type GuardRequest, type GuardResponse, type ReconcileHook } from '../../src/runtime/guard.js';
@@ -640,6 +641,62 @@ describe('runtime/guard: states', () => {
     assert.equal(bodyJson(settled).id, 'dr_found');
     assert.equal(asked, 2);
     assert.equal(s.runs(), 0);
+  });
+
+  it('retries that find one abandoned reservation while its hook runs share that one call: a completed verdict replays to all, not-happened runs the handler once', async () => {
+    // Before: each of them asked the provider (20 retries → 20 lookups while it was slow).
+    for (const outcome of ['completed', 'not-happened'] as const) {
+      let asked = 0;
+      const reconcile: ReconcileHook = async () => {
+        asked += 1;
+        await sleep(50);
+        return outcome === 'completed' ? { outcome, response: jsonResponse(201, { id: 'dr_found' }), resultId: 'dr_found' } : { outcome };
+      };
+      const s = setup({ reconcile });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const answers = await Promise.all(Array.from({ length: 20 }, () => s.guard.handle(demoRequest(KEY), s.handler)));
+      assert.equal(asked, 1, outcome);
+      if (outcome === 'completed') {
+        assert.deepEqual([...new Set(answers.map((a) => `${a.status} ${bodyJson(a).id}`))], ['201 dr_found']);
+        assert.equal(s.events.filter((e) => e.decision === 'reconciled').length, 1);
+        assert.equal(s.runs(), 0);
+      } else {
+        assert.equal(s.runs(), 1, 'one takeover runs the handler');
+        assert.equal(answers.filter((a) => a.status === 201).length, 1);
+        assert.deepEqual([...new Set(answers.filter((a) => a.status !== 201).map((a) => `${a.status} ${a.headers['idempotency-problem']}`))], ['409 idempotency-request-in-progress']);
+      }
+    }
+  });
+
+  it('a hook call past reconcileTimeoutMs has its signal aborted, is logged once for all the retries that waited on it, and the next retry calls again', async () => {
+    const calls: AbortSignal[] = [];
+    const reconcile: ReconcileHook = ({ signal }) => {
+      calls.push(signal);
+      return new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted lookup'))));
+    };
+    const s = setup({ reconcile, reconcileTimeoutMs: 100 });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    const answers = await Promise.all(Array.from({ length: 10 }, () => s.guard.handle(demoRequest(KEY), s.handler)));
+    assert.deepEqual([...new Set(answers.map((a) => `${a.status} ${a.headers['idempotency-problem']}`))], ['409 idempotency-request-abandoned']);
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0]!.aborted, true, 'the provider lookup is told to stop');
+    assert.deepEqual(s.events.filter((e) => e.decision === 'reconcile-failed').map((e) => e.reason), ['timeout']);
+    assert.equal(s.events.filter((e) => e.decision === 'abandoned').length, 10);
+    await s.guard.handle(demoRequest(KEY), s.handler);
+    assert.equal(calls.length, 2);
+    assert.equal(s.runs(), 0);
+  });
+
+  it('a hook that answers in time gets a signal that is never aborted', async () => {
+    let seen: AbortSignal | undefined;
+    const s = setup({ reconcile: ({ signal }) => ((seen = signal), { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) }), reconcileTimeoutMs: 50 });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    assert.equal((await s.guard.handle(demoRequest(KEY), s.handler)).status, 201);
+    await sleep(100);
+    assert.equal(seen?.aborted, false);
   });
 
   it('a "completed" verdict without an answer the record can hold leaves the record abandoned (409), logged as invalid-verdict — never a 500 or a 503', async () => {
