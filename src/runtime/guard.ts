@@ -1230,7 +1230,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   /**
    * Releases a reservation (or takeover) that landed after the guard gave up on it; never rejects. The store that was
    * too slow (or down) may still fail the release: it is tried again, a quarter of the lease apart within the lease, then
-   * at gaps doubling from a quarter of the lease to {@link FREE_LATE_MAX_GAP_MS} until the record's TTL has passed. Each release is
+   * at gaps doubling from a quarter of the lease to {@link FREE_LATE_MAX_GAP_MS} (each wait drawn between half the gap and
+   * all of it) until the record's TTL has passed. Each release is
    * fenced on a token no handler ever held, so a late one frees only that record and changes nothing after a takeover;
    * without it a store outage longer than the lease left the key answering 409 abandoned for a handler that never ran,
    * for good (a chaos review's PostgreSQL run: 12-18 of 200 keys). Past the lease it is logged: `released`; when the
@@ -1239,11 +1240,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * or unanswered releases say nothing.
    */
   async function freeLate(id: string, token: string, requestId: string | undefined, landed: boolean): Promise<void> {
-    if ((await withinLease(() => store.release(id, token))) !== undefined) return;
+    // The record's TTL counts from its reservation, so from here at the latest, not from when the tries within the lease
+    // ended.
     const until = performance.now() + contract.ttlMs;
+    if ((await withinLease(() => store.release(id, token))) !== undefined) return;
     const first = Math.min(FREE_LATE_MAX_GAP_MS, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS));
-    for (let gap = first; performance.now() + gap <= until; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
-      await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, gap)));
+    for (let gap = first; ; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
+      // Each wait drawn between half the gap and all of it: the releases an outage left behind (thousands at a time
+      // after a long one) spread out instead of reaching the store that just came back in one burst per gap.
+      const wait = gap / 2 + Math.random() * (gap / 2);
+      if (performance.now() + wait > until) break;
+      await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, wait)));
       try {
         const released = await bounded(store.release(id, token));
         if (logging && (released || landed)) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, requestId);

@@ -1970,6 +1970,32 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('the late releases an outage left behind do not all go to the store at once: each wait past the lease is drawn between half the gap and all of it', async () => {
+    // Before: every late release of one burst waited the same gaps, so a store that came back got them all in one go.
+    const memory = new MemoryStore();
+    const calls = new Map<string, number[]>();
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput) => {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return memory.reserve(input);
+      },
+      release: (id: string) => {
+        calls.set(id, [...(calls.get(id) ?? []), performance.now()]);
+        return Promise.reject(new Error('ECONNREFUSED'));
+      },
+    });
+    const guard = createGuard({ ...demoContract(), leaseMs: 200, ttlMs: 1_000 }, { store, storeTimeoutMs: 50 });
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => guard.handle(demoRequest(`late-${i}`), async () => jsonResponse(201, {}))));
+    assert.deepEqual([...new Set(answers.map((a) => a.status))], [503]);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    // The fifth call of each key is its first past the lease (four within it, a quarter of the lease apart).
+    const waits = [...calls.values()].filter((times) => times.length >= 5).map((times) => times[4]! - times[3]!);
+    assert.equal(waits.length, 40);
+    // Drawn from 25-50 ms after the fourth: spread over about 25 ms, not all the same 50 ms.
+    const spread = Math.max(...waits) - Math.min(...waits);
+    assert.ok(spread >= 8 && Math.min(...waits) >= 20, `waits from ${Math.min(...waits).toFixed(1)} to ${Math.max(...waits).toFixed(1)} ms`);
+  });
+
   it('a reservation call that failed outright (nothing made) logs nothing when its late release is refused past the lease', async () => {
     // A diff review's: every failed request of an outage longer than the lease logged `fenced` for a record never made.
     const memory = new MemoryStore();
