@@ -1085,12 +1085,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // A takeover that lands after the guard gave up (or whose failure leaves it unknown) holds the record under a
         // token nobody runs: freed again, fenced on that token, as a late reservation is — or the key would answer
         // 409 in progress for a lease with nothing running. The reconcile hook said the effect did not happen.
-        pendingTakeover.then(
-          (late): void => {
-            if (late !== undefined) void freeLate(record.id, token, req.requestId, true);
-          },
-          (): void => void freeLate(record.id, token, req.requestId, false),
-        );
+        releaseGivenUp(pendingTakeover, (late) => late !== undefined, record.id, token, req.requestId);
         throw error;
       }
       if (taken !== undefined) {
@@ -1192,13 +1187,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // failed in a way that leaves it unknown whether the store made it (a client's command timeout, a connection
       // lost after the command was sent): the release is fenced on this call's token, so it frees only a record
       // this call made, and otherwise changes nothing. Without it the key would answer 409 until the lease ran out.
-      pending?.then(
-        (late) => {
-          // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
-          if (late.outcome === 'reserved' || ownReservation(late, input.token)) void freeLate(input.id, input.token, req.requestId, true);
-        },
-        (): void => void freeLate(input.id, input.token, req.requestId, false),
-      );
+      // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
+      if (pending !== undefined) releaseGivenUp(pending, (late) => late.outcome === 'reserved' || ownReservation(late, input.token), input.id, input.token, req.requestId);
       return storeUnavailable(req, prep.recordId, prep.key, error);
     }
     // A fresh reservation (the common case) is answered here, without another async step; so is this request's own.
@@ -1224,6 +1214,62 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return record.leaseUntil > (await bounded(store.now()));
     } catch {
       return false;
+    }
+  }
+
+  /**
+   * Frees what a reservation (or takeover) call the guard gave up on may have made: when it lands (`landed` tells from
+   * its answer whether it made the record) or fails, through {@link freeLate}; and while it does neither — a connection
+   * that went silent without a reset (a hung pooler or middlebox, a store host that stopped answering) leaves the call
+   * unsettled for good, while the store may have committed it — through {@link releaseUnanswered}. Before, such a call
+   * scheduled nothing, and its key answered 409 abandoned for good with no handler ever run (a chaos review's
+   * half-open PostgreSQL connection).
+   */
+  function releaseGivenUp<T>(pending: Promise<T>, landed: (late: T) => boolean, id: string, token: string, requestId: string | undefined): void {
+    let settled = false;
+    pending.then(
+      (late): void => {
+        settled = true;
+        if (landed(late)) void freeLate(id, token, requestId, true);
+      },
+      (): void => {
+        settled = true;
+        void freeLate(id, token, requestId, false);
+      },
+    );
+    void releaseUnanswered(id, token, requestId, () => settled);
+  }
+
+  /**
+   * Releases, fenced on `token`, a record a call still unanswered may have made, until the call settles (then
+   * {@link freeLate} takes over) or a release frees it: a quarter of the lease apart within the lease, then at the gaps
+   * of {@link freeLate} until the TTL. A release that finds nothing to free past the lease ends it (nothing was made,
+   * or a takeover holds it now); within the lease it may have come before the reservation, so it is tried again.
+   * Past the lease a release that frees the record is logged `released`. Never rejects.
+   */
+  async function releaseUnanswered(id: string, token: string, requestId: string | undefined, settled: () => boolean): Promise<void> {
+    const started = performance.now();
+    const until = started + contract.ttlMs;
+    let gap = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS);
+    for (;;) {
+      const pastLease = performance.now() - started >= contract.leaseMs;
+      const wait = pastLease ? gap / 2 + Math.random() * (gap / 2) : gap;
+      if (performance.now() + wait > until) return;
+      await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, wait)));
+      if (settled()) return;
+      let released: boolean | undefined;
+      try {
+        released = await bounded(store.release(id, token));
+      } catch {
+        released = undefined;
+      }
+      const past = performance.now() - started >= contract.leaseMs;
+      if (released === true) {
+        if (past && logging) log({ decision: 'released', keyId: id, state: 'in_progress' }, requestId);
+        return;
+      }
+      if (released === false && past) return;
+      if (past) gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS);
     }
   }
 

@@ -1970,6 +1970,47 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('a reservation the store made but never answered (a connection gone silent, no reset) is released: the retry runs once, not 409 abandoned for good', async () => {
+    // A chaos review's: a half-open PostgreSQL connection left the reserve() promise pending for good; nothing released
+    // its committed record, and every retry heard 409 abandoned with no handler ever run.
+    for (const via of ['reserve', 'takeover'] as const) {
+      const memory = new MemoryStore();
+      let hang = true;
+      const store = withMethods(memory, {
+        reserve: (input: ReserveInput) => {
+          if (via !== 'reserve' || !hang) return memory.reserve(input);
+          hang = false;
+          void memory.reserve(input);
+          return new Promise<never>(() => {});
+        },
+        takeover: (...args: Parameters<MemoryStore['takeover']>) => {
+          if (via !== 'takeover' || !hang) return memory.takeover(...args);
+          hang = false;
+          void memory.takeover(...args);
+          return new Promise<never>(() => {});
+        },
+      });
+      const events: GuardLogEvent[] = [];
+      // Only the takeover's own reconciliation says the effect did not happen; then no verdict moves the record on.
+      let asked = via === 'takeover' ? 0 : 1;
+      const reconcile: ReconcileHook = () => ({ outcome: asked++ === 0 ? 'not-happened' : 'unknown' });
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e), reconcile });
+      let runs = 0;
+      const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+      if (via === 'takeover') {
+        // An owner that died: its record, past its lease, is reconciled and taken over — by a call that never answers.
+        const dead = createGuard({ ...demoContract(), leaseMs: 200 }, { store: withMethods(memory, { extend: undefined }) });
+        assert.equal((await dead.begin(demoRequest(KEY))).kind, 'proceed');
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503, via);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const retry = await guard.handle(demoRequest(KEY), handler);
+      assert.equal(retry.status, 201, `${via}: ${JSON.stringify(bodyJson(retry))} ${events.map((e) => e.decision).join(' ')}`);
+      assert.equal(runs, 1, via);
+    }
+  });
+
   it('the late releases an outage left behind do not all go to the store at once: each wait past the lease is drawn between half the gap and all of it', async () => {
     // Before: every late release of one burst waited the same gaps, so a store that came back got them all in one go.
     const memory = new MemoryStore();
