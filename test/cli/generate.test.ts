@@ -260,6 +260,48 @@ describe('cli generate', () => {
     assert.match(io.out, /adapters\/express\.ts/);
   });
 
+  it('warns, over its previous output, of the edits that change what a retry crossing the deploy gets: record ids, fingerprint, key, a budget past the old ttl, a contract gone', async () => {
+    // A rolling-deploy review's: adding a scope part (what scope-too-wide advises) ran the effect twice, and generate
+    // said only "wrote 17 files".
+    const demo = readFileSync(DEMO, 'utf8');
+    writeFileSync(path.join(tmp, 'v1.yaml'), demo.replace('ttl: P1D', 'ttl: PT40S'));
+    const first = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'v1.yaml', '--out', 'gen'], first), 0, first.err);
+    assert.doesNotMatch(first.err, /warning/, 'nothing to compare with the first time');
+    const v2 = demo
+      .replace('scope: [principal]', 'scope: [principal, "header:X-Tenant-Id"]')
+      .replace('exclude: [/clientSentAt]', 'exclude: [/clientSentAt, /note]')
+      .replace('maxLength: 80', 'maxLength: 64')
+      .replace('deadline: PT30S', 'deadline: PT1M');
+    writeFileSync(path.join(tmp, 'v2.yaml'), v2);
+    const check = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'v2.yaml', '--out', 'gen', '--check'], check), 1, check.err);
+    const written = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'v2.yaml', '--out', 'gen'], written), 0, written.err);
+    for (const io of [check, written]) {
+      assert.match(io.err, /^warning: createDemoRequest \(POST \/v1\/demo-requests\): scope .* finds no record and runs again \(a second effect\), and the status route answers 404 for it; deploy it when the operation is drained, or keep the previous version serving it for one TTL \(PT40S\)$/m);
+      assert.match(io.err, /createDemoRequest .*fingerprint exclude \[\/clientSentAt\] → \[\/clientSentAt, \/note\]: .* answers 422 idempotency-key-reused/);
+      assert.match(io.err, /createDemoRequest .*key maxLength 80 → 64: .* answers 400/);
+      assert.match(io.err, /createDemoRequest .*the retry budget \(PT1M\) is longer than the previous ttl \(PT40S\)/);
+    }
+    const again = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'v2.yaml', '--out', 'gen'], again), 0, again.err);
+    assert.doesNotMatch(again.err, /warning/, 'regenerating the same contracts says nothing');
+    // An operation that lost its contract, and an operationId renamed on the same route.
+    const parts = v2.split('      x-idempotency:\n        effect: { owner: demo-requests, external: false, statusRoute: getDemoRequest }\n');
+    assert.equal(parts.length, 2, 'the fixture has the contract this test removes');
+    writeFileSync(path.join(tmp, 'v3.yaml'), parts.join('').replace('operationId: createPayment', 'operationId: placePayment'));
+    const third = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'v3.yaml', '--out', 'gen'], third), 0, third.err);
+    assert.match(third.err, /^warning: createDemoRequest \(POST \/v1\/demo-requests\) has no contract any more: a retry of a request the previous version took runs unguarded, a second effect/m);
+    assert.match(third.err, /^warning: createPayment \(POST [^)]*\): operationId createPayment → placePayment changes its record ids/m);
+    // A contracts file that is not what generate wrote is no reason to fail: no notes.
+    writeFileSync(path.join(tmp, 'gen', 'contracts.ts'), readFileSync(path.join(tmp, 'gen', 'contracts.ts'), 'utf8').replace(/"ttlMs": \d+/g, '"ttlMs": ONE_DAY'));
+    const edited = bufferIo(tmp);
+    assert.equal(await main(['generate', 'server', 'v1.yaml', '--out', 'gen', '--check'], edited), 1, edited.err);
+    assert.doesNotMatch(edited.err, /warning/);
+  });
+
   it('--check on a directory that does not exist yet lists every file as missing and exits 1', async () => {
     const io = bufferIo();
     assert.equal(await main(['generate', 'server', DEMO, '--store', 'memory', '--out', path.join(tmp, 'never'), '--check'], io), 1);

@@ -117,7 +117,10 @@ export const generateCommand: Command = {
       const { line, column } = warning.position ?? doc.position(warning.at);
       io.stderr(`${printable(`warning: ${displayPath(io.cwd, warning.at.file)}:${line}:${column}: ${warning.message}`)}\n`);
     }
+    // What the regenerated guards do to requests the previous ones took (a rolling deploy, keys still within their TTL).
+    const deploy = target === 'server' ? await deployWarnings(outDir, files) : [];
     if (args['check'] === true) {
+      for (const note of deploy) io.stderr(`${printable(`warning: ${note}`)}\n`);
       const drift = await checkOutput(outDir, files).catch((error: unknown) => {
         throw fileSystemProblem(error, 'read', outArg, io.cwd) ?? error;
       });
@@ -133,6 +136,7 @@ export const generateCommand: Command = {
       throw fileSystemProblem(error, 'write', outArg, io.cwd) ?? error;
     });
     io.stdout(`wrote ${files.length} files to ${outArg}\n`);
+    for (const note of deploy) io.stderr(`${printable(`warning: ${note}`)}\n`);
     if (written.leftover !== undefined) {
       const { code, message } = written.leftover.error as NodeJS.ErrnoException;
       io.stderr(`warning: the previous ${outArg} could not be removed and is kept as ${displayPath(io.cwd, written.leftover.path)} (${code ?? message}); remove it by hand\n`);
@@ -285,6 +289,25 @@ function localEffectNotes(doc: ApiDocument, target: string, compile: (op: Operat
 type Defaults = { readonly ttlMs: number; readonly leaseMs: number; readonly retry: { readonly deadlineMs: number; readonly maxAttempts: number } };
 
 /** `ms` as an ISO 8601 duration, as a contract writes it: `P1D`, `PT30S`, `PT0.5S`. */
+/**
+ * The deploy notes (see `generate/deploy-notes.ts`) for the contracts `generate` wrote into `outDir` before, against
+ * the ones it writes now; none when there is no such file or it cannot be read as one.
+ */
+async function deployWarnings(outDir: string, files: readonly { readonly path: string; readonly contents: string }[]): Promise<string[]> {
+  const next = files.find((file) => file.path === 'contracts.ts');
+  if (next === undefined) return [];
+  const [{ readFile }, { contractsIn, deployNotes }] = await Promise.all([import('node:fs/promises'), import('../../generate/deploy-notes.js')]);
+  let previous: string;
+  try {
+    previous = await readFile(path.join(outDir, 'contracts.ts'), 'utf8');
+  } catch {
+    return [];
+  }
+  const before = contractsIn(previous);
+  const after = contractsIn(next.contents);
+  return before === undefined || after === undefined ? [] : deployNotes(before, after);
+}
+
 function isoDuration(ms: number): string {
   return ms % 86_400_000 === 0 ? `P${ms / 86_400_000}D` : `PT${ms / 1000}S`;
 }
