@@ -167,6 +167,11 @@ function serialise<T>(db: SqliteDatabase, work: () => Promise<T> | T): Promise<T
   return result;
 }
 
+/** A turn of the event loop: timers and I/O that were due run before what follows. */
+function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 /**
  * Run synchronous work under the mutex. When nothing is queued or in a transaction on the connection, it
  * runs at once (better-sqlite3 is synchronous, so nothing can interleave with it) instead of waiting for a
@@ -299,7 +304,7 @@ function prepareStatements(db: SqliteDatabase, t: string): Statements {
     ),
     purgeAbandoned: db.prepare(
       `DELETE FROM ${t} WHERE id IN (
-         SELECT id FROM ${t} WHERE state = 'in_progress' AND lease_until <= ? AND expires_at <= ? ORDER BY lease_until, id LIMIT ?)`,
+         SELECT id FROM ${t} WHERE state = 'in_progress' AND expires_at <= ? AND lease_until <= ? ORDER BY expires_at LIMIT ?)`,
     ),
   };
 }
@@ -355,6 +360,9 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
       `) STRICT;`,
       `CREATE INDEX IF NOT EXISTS ${t}_expiry ON ${t} (expires_at) WHERE state = 'completed';`,
       `CREATE INDEX IF NOT EXISTS ${t}_lease ON ${t} (lease_until) WHERE state = 'in_progress';`,
+      // purgeAbandoned's: by TTL, so that records past their lease but within their TTL are never read to be kept
+      // (by lease, each call read all of them: 300,000 such records stalled the process 232 ms per call).
+      `CREATE INDEX IF NOT EXISTS ${t}_abandoned ON ${t} (expires_at) WHERE state = 'in_progress';`,
     ].join('\n');
   }
 
@@ -419,11 +427,16 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     }, { read: true });
   }
 
-  purgeExpired(options: BatchOptions = {}): Promise<number> {
+  // Each purge call first lets the event loop turn: a batch is a synchronous DELETE, and a purge loop
+  // (`while (await store.purgeExpired() === 500) {}`) of calls that settle in a microtask never let I/O or timers
+  // run — 500,000 expired records froze the process for 31 s, no request served.
+  async purgeExpired(options: BatchOptions = {}): Promise<number> {
+    await nextTurn();
     return this.#run(() => this.#sql.purge.run(this.#clock(), limitOf(options)).changes);
   }
 
-  purgeAbandoned(options: BatchOptions = {}): Promise<number> {
+  async purgeAbandoned(options: BatchOptions = {}): Promise<number> {
+    await nextTurn();
     return this.#run(() => {
       const now = this.#clock();
       return this.#sql.purgeAbandoned.run(now, now, limitOf(options)).changes;
