@@ -1364,6 +1364,25 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
   }
 
+  /**
+   * Runs a fenced store call until it answers, at gaps doubling from a quarter of the lease to
+   * {@link FREE_LATE_MAX_GAP_MS} (each wait drawn between half the gap and all of it), until the TTL counted from
+   * `since` has passed; resolves to its answer, or `undefined` when every attempt failed. Never rejects.
+   */
+  async function untilTtl<T>(call: () => Promise<T>, since: number): Promise<T | undefined> {
+    const until = since + contract.ttlMs;
+    for (let gap = Math.min(FREE_LATE_MAX_GAP_MS, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS)); ; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
+      const wait = gap / 2 + Math.random() * (gap / 2);
+      if (performance.now() + wait > until) return undefined;
+      await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, wait)));
+      try {
+        return await bounded(call());
+      } catch {
+        // Still down: wait longer.
+      }
+    }
+  }
+
   /** A quarter of the lease (at least {@link FREE_LATE_MIN_GAP_MS}): the gap between {@link withinLease}'s attempts. */
   function leaseGap(): Promise<void> {
     return new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS))));
@@ -1453,9 +1472,24 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // meanwhile (so no duplicate hears "abandoned", nor runs reconciliation, while it is still being recorded), and
       // fenced on the token (a takeover after a lapsed lease makes it change nothing). A short outage — a failover, a
       // restart — then no longer strands every request in flight at 409 until reconciliation: the retry replays.
+      // Past the lease too, at the late releases' doubling gaps until the TTL (a chaos review's PostgreSQL runs left
+      // 2-7 keys whose effect had run at 409 abandoned for good when every try within the lease failed): the record,
+      // abandoned meanwhile, is completed once the store is back, unless a reconcile verdict or a takeover came first
+      // (then the completion is fenced, and logged so).
       startRenewal(keyId, reservation.token!);
+      const since = performance.now();
+      const token = reservation.token!;
+      const completeAgain = () => store.complete(keyId, token, input);
+      // Past the lease, a try first reads the record: once it is no longer in progress under this token (an attempt the
+      // guard gave up on that the store applied, a verdict, a takeover) there is nothing left to try, and the refusal
+      // is logged by what the record holds.
+      const completeIfOurs = async (): Promise<boolean> => {
+        const record = await store.get(keyId);
+        return record !== undefined && record.state === 'in_progress' && record.leaseToken === token ? completeAgain() : false;
+      };
       void leaseGap()
-        .then(() => withinLease(() => store.complete(keyId, reservation.token!, input), 2))
+        .then(() => withinLease(completeAgain, 2))
+        .then((done) => (done !== undefined ? done : untilTtl(completeIfOurs, since)))
         .then(async (done) => {
           stopRenewal(reservation);
           if (logging) await logCompletion(reservation, input, done);

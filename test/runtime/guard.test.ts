@@ -1895,13 +1895,37 @@ describe('runtime/guard: store failures', () => {
         },
       });
       const events: GuardLogEvent[] = [];
-      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, log: (e) => events.push(e) });
+      // Tried until the TTL: a short one, for the gave-up case to end within the test.
+      const guard = createGuard({ ...demoContract(), leaseMs: 200, ttlMs: 500 }, { store, log: (e) => events.push(e) });
       assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'once' }))).status, 201);
-      await new Promise((resolve) => setTimeout(resolve, ending === 'gave-up' ? 700 : 250));
+      await new Promise((resolve) => setTimeout(resolve, ending === 'gave-up' ? 900 : 250));
       const last = events.at(-1)!;
       if (ending === 'gave-up') assert.deepEqual([last.decision, last.reason, last.status], ['record-failed', 'gave-up', 201], ending);
       else assert.deepEqual([last.decision, last.status], [ending, 201], ending);
     }
+  });
+
+  it('a completion that fails past the lease is tried on until the TTL: once the store is back the record is completed and the retry replays, not 409 abandoned', async () => {
+    // A chaos review's: every try within the lease failed, and a key whose effect had run answered 409 abandoned for good.
+    const memory = new MemoryStore();
+    let down = true;
+    const store = withMethods(memory, {
+      complete: (...args: Parameters<MemoryStore['complete']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args)),
+      extend: (...args: Parameters<MemoryStore['extend']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.extend(...args)),
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, log: (e) => events.push(e) });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    down = false;
+    // The tries past the lease come 25-50, 50-100, … 400-800 ms apart: one lands within 1.3 s of the store's return.
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    const retry = await guard.handle(demoRequest(KEY), handler);
+    assert.deepEqual([retry.status, retry.headers['idempotent-replayed'], bodyJson(retry).id], [201, 'true', 'once'], events.map((e) => e.decision).join(' '));
+    assert.equal(runs, 1);
+    assert.equal(events.filter((e) => e.decision === 'completed').length, 1);
   });
 
   it('a completion the store applied after the guard gave up on it is logged completed when the retry behind finds it done under its own token', async () => {
