@@ -1045,8 +1045,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // One hook call per abandoned reservation at a time: the retries that find it while a call runs (a client's
     // retries, other clients' duplicates, a storm after an outage) share that call's verdict instead of each asking the
     // provider. Keyed on the owner's token too: once a takeover or a verdict moved the record on, a new call is made.
+    // Not under `reconcileTimeoutMs: Infinity`: a call that never ends would hold every later retry of the key with it,
+    // where each retry asking again lets one after the provider recovered get its verdict.
     const flightKey = `${record.id}\n${record.leaseToken}`;
-    let flight = reconciling.get(flightKey);
+    let flight = reconcileTimeoutMs === Infinity ? undefined : reconciling.get(flightKey);
     if (flight === undefined) {
       const started = askVerdict(options.reconcile, {
         operation,
@@ -1057,7 +1059,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         leaseUntil: record.leaseUntil,
       }, record.id, req.requestId);
       flight = started;
-      reconciling.set(flightKey, started);
+      if (reconcileTimeoutMs !== Infinity) reconciling.set(flightKey, started);
       const done = (): void => {
         if (reconciling.get(flightKey) === started) reconciling.delete(flightKey);
       };
@@ -1154,10 +1156,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
     }
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let answered = false;
     const timedOut = new Promise<typeof HOOK_TIMED_OUT>((resolve) => {
       // One turn of I/O first, as for a store call: after a stall of the process the timer runs before the network is
       // read, and a verdict that came in time would be thrown away.
       const expire = (): void => {
+        // A verdict that came in the turn this waited for was taken: its call is not told to stop.
+        if (answered) return;
         resolve(HOOK_TIMED_OUT);
         controller.abort();
       };
@@ -1168,6 +1173,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     } catch {
       return HOOK_THREW;
     } finally {
+      answered = true;
       clearTimeout(timer);
     }
   }

@@ -293,7 +293,7 @@ describe('cli generate', () => {
     writeFileSync(path.join(tmp, 'v3.yaml'), parts.join('').replace('operationId: createPayment', 'operationId: placePayment'));
     const third = bufferIo(tmp);
     assert.equal(await main(['generate', 'server', 'v3.yaml', '--out', 'gen'], third), 0, third.err);
-    assert.match(third.err, /^warning: createDemoRequest \(POST \/v1\/demo-requests\) has no contract any more: a retry of a request the previous version took runs unguarded, a second effect/m);
+    assert.match(third.err, /^warning: createDemoRequest \(POST \/v1\/demo-requests\) has no contract any more: where it is still served, a retry of a request the previous version took runs unguarded, a second effect/m);
     assert.match(third.err, /^warning: createPayment \(POST [^)]*\): operationId createPayment → placePayment changes its record ids/m);
     // A contracts file that is not what generate wrote is no reason to fail: no notes.
     writeFileSync(path.join(tmp, 'gen', 'contracts.ts'), readFileSync(path.join(tmp, 'gen', 'contracts.ts'), 'utf8').replace(/"ttlMs": \d+/g, '"ttlMs": ONE_DAY'));

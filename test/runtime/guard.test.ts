@@ -689,6 +689,50 @@ describe('runtime/guard: states', () => {
     assert.equal(s.runs(), 0);
   });
 
+  it('with reconcileTimeoutMs Infinity, a hook call that never ends does not hold the retries after it: each asks again', async () => {
+    // A diff review's: the shared call was only dropped when it ended, so one hung call held every later retry for good.
+    let asked = 0;
+    const reconcile: ReconcileHook = () => (++asked === 1 ? new Promise<never>(() => {}) : { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) });
+    const s = setup({ reconcile, reconcileTimeoutMs: Infinity });
+    await s.guard.begin(demoRequest(KEY));
+    s.advance(31_000);
+    void s.guard.handle(demoRequest(KEY), s.handler);
+    await sleep(20);
+    const later = await Promise.race([s.guard.handle(demoRequest(KEY), s.handler), sleep(500).then(() => undefined)]);
+    assert.equal(later?.status, 201);
+    assert.equal(asked, 2);
+  });
+
+  it('a verdict that came in the turn the bound ran out is taken, and its call is not aborted', async () => {
+    // A diff review's: the bound's expiry, deferred one turn for I/O, aborted the signal of a call whose verdict was used.
+    let seen: AbortSignal | undefined;
+    const { roundTrip, cat } = await catRoundTrips();
+    try {
+      let asked!: () => void;
+      const hookRuns = new Promise<void>((resolve) => (asked = resolve));
+      const reconcile: ReconcileHook = async ({ signal }) => {
+        seen = signal;
+        const reply = roundTrip();
+        asked();
+        await reply;
+        return { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) };
+      };
+      const s = setup({ reconcile, reconcileTimeoutMs: 100 });
+      await s.guard.begin(demoRequest(KEY));
+      s.advance(31_000);
+      const answer = s.guard.handle(demoRequest(KEY), s.handler);
+      await hookRuns;
+      // Stall the loop past the bound while the verdict comes through the other process.
+      const until = performance.now() + 300;
+      while (performance.now() < until);
+      assert.equal((await answer).status, 201);
+      await sleep(20);
+      assert.equal(seen?.aborted, false);
+    } finally {
+      cat.kill();
+    }
+  });
+
   it('a hook that answers in time gets a signal that is never aborted', async () => {
     let seen: AbortSignal | undefined;
     const s = setup({ reconcile: ({ signal }) => ((seen = signal), { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) }), reconcileTimeoutMs: 50 });

@@ -288,7 +288,6 @@ function localEffectNotes(doc: ApiDocument, target: string, compile: (op: Operat
 /** The defaults {@link defaultedNotes} names. */
 type Defaults = { readonly ttlMs: number; readonly leaseMs: number; readonly retry: { readonly deadlineMs: number; readonly maxAttempts: number } };
 
-/** `ms` as an ISO 8601 duration, as a contract writes it: `P1D`, `PT30S`, `PT0.5S`. */
 /**
  * The deploy notes (see `generate/deploy-notes.ts`) for the contracts `generate` wrote into `outDir` before, against
  * the ones it writes now; none when there is no such file or it cannot be read as one.
@@ -305,9 +304,16 @@ async function deployWarnings(outDir: string, files: readonly { readonly path: s
   }
   const before = contractsIn(previous);
   const after = contractsIn(next.contents);
-  return before === undefined || after === undefined ? [] : deployNotes(before, after);
+  if (before === undefined || after === undefined) return [];
+  try {
+    return deployNotes(before, after);
+  } catch {
+    // A previous file edited by hand into a shape the notes do not foresee: no notes, never a failed generate.
+    return [];
+  }
 }
 
+/** `ms` as an ISO 8601 duration, as a contract writes it: `P1D`, `PT30S`, `PT0.5S`. */
 function isoDuration(ms: number): string {
   return ms % 86_400_000 === 0 ? `P${ms / 86_400_000}D` : `PT${ms / 1000}S`;
 }

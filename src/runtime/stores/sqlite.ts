@@ -362,7 +362,7 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
       `CREATE INDEX IF NOT EXISTS ${t}_lease ON ${t} (lease_until) WHERE state = 'in_progress';`,
       // purgeAbandoned's: by TTL, so that records past their lease but within their TTL are never read to be kept
       // (by lease, each call read all of them: 300,000 such records stalled the process 232 ms per call).
-      `CREATE INDEX IF NOT EXISTS ${t}_abandoned ON ${t} (expires_at) WHERE state = 'in_progress';`,
+      `CREATE INDEX IF NOT EXISTS ${t}_in_progress_expiry ON ${t} (expires_at) WHERE state = 'in_progress';`,
     ].join('\n');
   }
 

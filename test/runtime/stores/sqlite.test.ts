@@ -96,7 +96,7 @@ describe('SqliteStore', () => {
     assert.deepEqual(db.prepare(`SELECT state, count(*) AS n FROM idempotency_records GROUP BY state`).all(), [{ state: 'in_progress', n: 3000 }]);
     // purgeAbandoned reads by TTL: the records it keeps are not read on every call.
     const plan = db.prepare(`EXPLAIN QUERY PLAN SELECT id FROM idempotency_records WHERE state = 'in_progress' AND expires_at <= ? AND lease_until <= ? ORDER BY expires_at LIMIT ?`).all(now, now, 100) as { detail: string }[];
-    assert.match(plan.map((row) => row.detail).join('\n'), /USING INDEX idempotency_records_abandoned \(expires_at<\?\)/);
+    assert.match(plan.map((row) => row.detail).join('\n'), /USING INDEX idempotency_records_in_progress_expiry \(expires_at<\?\)/);
     db.close();
   });
 
@@ -108,7 +108,7 @@ describe('SqliteStore', () => {
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
     assert.equal(db.pragma('busy_timeout', { simple: true }), 5);
     const indexes = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'idem_custom' ORDER BY name`).all() as { name: string }[]).map((r) => r.name);
-    assert.deepEqual(indexes, ['idem_custom_abandoned', 'idem_custom_expiry', 'idem_custom_lease', 'sqlite_autoindex_idem_custom_1']);
+    assert.deepEqual(indexes, ['idem_custom_expiry', 'idem_custom_in_progress_expiry', 'idem_custom_lease', 'sqlite_autoindex_idem_custom_1']);
     db.close();
   });
 
