@@ -1247,19 +1247,26 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const running = lateReleases.get(id);
     if (running !== undefined) {
       const known = running.tokens.get(token);
-      if (known === undefined) running.tokens.set(token, { mode, requestId, since: performance.now() });
-      else known.mode = known.mode === 'landed' ? 'landed' : mode;
+      if (known === undefined) running.tokens.set(token, { mode, requestId, since: performance.now(), news: 0 });
+      else {
+        known.mode = known.mode === 'landed' ? 'landed' : mode;
+        // A try running now decided on an older read: it keeps the token for another (a reservation resent after
+        // its release lands again).
+        known.news += 1;
+      }
       running.wake();
       return;
     }
-    const late: LateRelease = { tokens: new Map([[token, { mode, requestId, since: performance.now() }]]), wake: () => {}, woken: false };
+    const late: LateRelease = { tokens: new Map([[token, { mode, requestId, since: performance.now(), news: 0 }]]), wake: () => {}, woken: false };
     late.wake = () => {
       late.woken = true;
     };
     lateReleases.set(id, late);
-    void freeLate(id, late).finally(() => {
-      if (lateReleases.get(id) === late) lateReleases.delete(id);
-    });
+    void freeLate(id, late).finally(() => endLate(id, late));
+  }
+
+  function endLate(id: string, late: LateRelease): void {
+    if (lateReleases.get(id) === late) lateReleases.delete(id);
   }
 
   function forgetLate(id: string, token: string): void {
@@ -1293,9 +1300,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         late.tokens.delete(token);
         if (logging && t.mode === 'landed') log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'gave-up' }, t.requestId);
       }
-      if (late.tokens.size === 0) return;
+      // Out of the map in the same turn as the check: a token added after it starts a loop of its own, rather than
+      // joining one that has ended.
+      if (late.tokens.size === 0) return endLate(id, late);
       await tryLate(id, late);
-      if (late.tokens.size === 0) return;
+      if (late.tokens.size === 0) return endLate(id, late);
       if (late.woken) {
         tries = 0;
         gap = first;
@@ -1328,6 +1337,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   /** One try of {@link freeLate}: a read of the record, and the release of the token that holds it. */
   async function tryLate(id: string, late: LateRelease): Promise<void> {
+    // What was known of each token when the record was read: one told more since (see `lateRelease`) stays.
+    const seen = new Map([...late.tokens].map(([token, t]) => [token, t.news]));
+    const settled = (token: string): boolean => {
+      if (late.tokens.get(token)?.news !== seen.get(token)) return false;
+      late.tokens.delete(token);
+      return true;
+    };
     let record: IdempotencyRecord | undefined;
     try {
       record = await bounded(store.get(id));
@@ -1335,7 +1351,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return;
     }
     const holder = record !== undefined && record.state === 'in_progress' ? record.leaseToken : undefined;
-    for (const [token, t] of [...late.tokens]) {
+    for (const token of seen.keys()) {
+      const t = late.tokens.get(token);
+      if (t === undefined) continue;
       const pastLease = performance.now() - t.since >= contract.leaseMs;
       if (token === holder) {
         let released: boolean;
@@ -1344,14 +1362,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         } catch {
           continue;
         }
-        late.tokens.delete(token);
-        if (logging && pastLease && (released || t.mode === 'landed')) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
+        if (settled(token) && logging && pastLease && (released || t.mode === 'landed')) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
         continue;
       }
       // Nothing of this token's to free — unless its reservation is still on its way.
       if (t.mode === 'unanswered' && !pastLease) continue;
-      late.tokens.delete(token);
-      if (logging && pastLease && t.mode === 'landed') log({ decision: 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
+      if (settled(token) && logging && pastLease && t.mode === 'landed') log({ decision: 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
     }
   }
 
@@ -1495,7 +1511,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       };
       void leaseGap()
         .then(() => withinLease(completeAgain, 2))
-        .then((done) => (done !== undefined ? done : untilTtl(completeIfOurs, since)))
+        .then((done) => {
+          if (done !== undefined) return done;
+          // Past the lease the record is left to look abandoned (a duplicate goes to reconciliation): a completion
+          // the store refuses for good while it renews the lease would otherwise hold every retry at 409 in progress.
+          stopRenewal(reservation);
+          return untilTtl(completeIfOurs, since);
+        })
         .then(async (done) => {
           stopRenewal(reservation);
           if (logging) await logCompletion(reservation, input, done);
@@ -1792,7 +1814,7 @@ type LateMode = 'unanswered' | 'landed' | 'failed';
 
 /** One record's late release: the tokens still to free, and how to cut its wait short when one is added. */
 interface LateRelease {
-  readonly tokens: Map<string, { mode: LateMode; readonly requestId: string | undefined; readonly since: number }>;
+  readonly tokens: Map<string, { mode: LateMode; readonly requestId: string | undefined; readonly since: number; news: number }>;
   wake: () => void;
   woken: boolean;
 }

@@ -2111,6 +2111,60 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 5);
   });
 
+  it('a reservation made again under a token its late release just freed (a resent command) is freed too, whatever the interleaving', async () => {
+    // A diff review's: the news of the second landing came while the release of the first was in flight, or just after the
+    // loop had ended, and was dropped: the retry heard 409 abandoned for good.
+    const lost: string[] = [];
+    for (let turns = 0; turns < 8; turns++) {
+      const memory = new MemoryStore();
+      let first: ReserveInput | undefined;
+      let answer!: (r: ReserveResult) => void;
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      let gated = true;
+      const store = withMethods(memory, {
+        reserve: (input: ReserveInput) => {
+          if (first !== undefined) return memory.reserve(input);
+          first = input;
+          void memory.reserve(input);
+          return new Promise<ReserveResult>((resolve) => (answer = resolve));
+        },
+        release: async (...args: Parameters<MemoryStore['release']>) => {
+          if (gated) {
+            gated = false;
+            await gate;
+          }
+          return memory.release(...args);
+        },
+      });
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 30 });
+      let runs = 0;
+      const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+      await sleep(20);
+      open();
+      for (let i = 0; i < turns; i++) await Promise.resolve();
+      answer(await memory.reserve(first!));
+      await sleep(600);
+      const retry = await guard.handle(demoRequest(KEY), handler);
+      if (retry.status !== 201 || runs !== 1) lost.push(`${turns} turns: ${retry.status}`);
+    }
+    assert.deepEqual(lost, []);
+  });
+
+  it('a completion the store refuses for good while it renews the lease is left abandoned past the lease: a retry goes to reconciliation, not 409 in progress for a day', async () => {
+    // A diff review's: the lease renewal kept running while the completion was tried on until the TTL.
+    const memory = new MemoryStore();
+    const store = withMethods(memory, { complete: () => Promise.reject(new Error('value too long for type')) });
+    let asked = 0;
+    const guard = createGuard({ ...demoContract(), leaseMs: 200, ttlMs: 4000 }, { store, reconcile: () => (asked++, { outcome: 'unknown' }) });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'x' }))).status, 201);
+    await sleep(1000);
+    const retry = await guard.handle(demoRequest(KEY), async () => jsonResponse(201, { id: 'y' }));
+    assert.equal(retry.headers['idempotency-problem'], 'idempotency-request-abandoned');
+    assert.equal(asked, 1);
+  });
+
   it('the late releases an outage left behind do not all go to the store at once: each wait past the lease is drawn between half the gap and all of it', async () => {
     // Before: every late release of one burst waited the same gaps, so a store that came back got them all in one go.
     const memory = new MemoryStore();
