@@ -1254,12 +1254,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // its release lands again).
         known.news += 1;
       }
-      running.wake();
+      // A try at once for a new token or one known to have made the record — its schedule begun again for the latter
+      // only: under a steady stream of retries failing in an outage, the loop still backs off. A call that failed
+      // tells nothing new to try on.
+      if (known === undefined || mode === 'landed') running.wake(mode === 'landed');
       return;
     }
-    const late: LateRelease = { tokens: new Map([[token, { mode, requestId, since: performance.now(), news: 0 }]]), wake: () => {}, woken: false };
-    late.wake = () => {
+    const late: LateRelease = { tokens: new Map([[token, { mode, requestId, since: performance.now(), news: 0 }]]), wake: () => {}, woken: false, restart: false };
+    late.wake = (restart) => {
       late.woken = true;
+      late.restart ||= restart;
     };
     lateReleases.set(id, late);
     void freeLate(id, late).finally(() => endLate(id, late));
@@ -1294,6 +1298,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let gap = first;
     for (;;) {
       late.woken = false;
+      late.restart = false;
       const now = performance.now();
       for (const [token, t] of late.tokens) {
         if (now - t.since < contract.ttlMs) continue;
@@ -1306,8 +1311,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       await tryLate(id, late);
       if (late.tokens.size === 0) return endLate(id, late);
       if (late.woken) {
-        tries = 0;
-        gap = first;
+        if (late.restart) {
+          tries = 0;
+          gap = first;
+        }
         continue;
       }
       tries += 1;
@@ -1319,16 +1326,18 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, wait);
         unrefTimer(timer);
-        late.wake = () => {
+        late.wake = (restart) => {
           late.woken = true;
+          late.restart ||= restart;
           clearTimeout(timer);
           resolve();
         };
       });
-      late.wake = () => {
+      late.wake = (restart) => {
         late.woken = true;
+        late.restart ||= restart;
       };
-      if (late.woken) {
+      if (late.restart) {
         tries = 0;
         gap = first;
       }
@@ -1367,7 +1376,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       }
       // Nothing of this token's to free — unless its reservation is still on its way.
       if (t.mode === 'unanswered' && !pastLease) continue;
-      if (settled(token) && logging && pastLease && t.mode === 'landed') log({ decision: 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
+      // `fenced` only when another token holds it: a record gone was freed (or purged), not taken.
+      if (settled(token) && logging && pastLease && t.mode === 'landed' && record !== undefined) log({ decision: 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
     }
   }
 
@@ -1815,11 +1825,12 @@ type LateMode = 'unanswered' | 'landed' | 'failed';
 /** One record's late release: the tokens still to free, and how to cut its wait short when one is added. */
 interface LateRelease {
   readonly tokens: Map<string, { mode: LateMode; readonly requestId: string | undefined; readonly since: number; news: number }>;
-  wake: () => void;
+  /** Cuts the wait short for a try at once; `restart`: and begins the schedule again. */
+  wake: (restart: boolean) => void;
   woken: boolean;
+  restart: boolean;
 }
 
-/** How many times a late reservation's release is tried (see `freeLate`), and the least time between two tries. */
 /**
  * The log's `storeError` field: a store error's kind and the code of what caused it (a SQLSTATE, an errno or SQLite
  * code, a Redis error's first word) — short tokens that quote no data; `timeout` for no answer in time.
@@ -1834,6 +1845,7 @@ function storeErrorField(error: unknown): { storeError?: string } {
   return { storeError: code === undefined ? error.kind : `${error.kind} ${code}` };
 }
 
+/** How many times a late release or a completion is tried within the lease (see `freeLate`, `withinLease`). */
 const FREE_LATE_ATTEMPTS = 4;
 
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
@@ -1935,6 +1947,8 @@ function verdictOf(answer: unknown): ReconcileVerdict | 'invalid-verdict' {
     return 'invalid-verdict';
   }
 }
+
+/** The least time between two tries of a late release or a completion. */
 const FREE_LATE_MIN_GAP_MS = 50;
 
 /** The longest gap between a late reservation's releases past its lease (5 min). */

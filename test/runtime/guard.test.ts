@@ -2152,6 +2152,58 @@ describe('runtime/guard: store failures', () => {
     assert.deepEqual(lost, []);
   });
 
+  it('a late reservation that lands while its release loop reads the record is judged by what came after the read: released, the retry runs', async () => {
+    // A diff review's: the loop's first read (no record yet) answered after the reservation had landed, and the token,
+    // now known to have made the record, was dropped on that older read — 409 abandoned for good.
+    const memory = new MemoryStore();
+    let slowRead = true;
+    let slowReserve = true;
+    let replied!: () => void;
+    const reservationAnswered = new Promise<void>((resolve) => (replied = resolve));
+    const store = withMethods(memory, {
+      // Applied at 60 ms, answered at 65 ms (the guard gave up at 50); the read taken at 50 ms answers after that.
+      reserve: async (input: ReserveInput) => {
+        if (!slowReserve) return memory.reserve(input);
+        slowReserve = false;
+        await sleep(60);
+        const result = await memory.reserve(input);
+        await sleep(5);
+        setTimeout(replied, 10);
+        return result;
+      },
+      get: async (id: string) => {
+        const snapshot = await memory.get(id);
+        if (slowRead) {
+          slowRead = false;
+          await reservationAnswered;
+        }
+        return snapshot;
+      },
+    });
+    const guard = createGuard({ ...demoContract(), leaseMs: 400 }, { store, storeTimeoutMs: 50 });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await sleep(700);
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    assert.equal(runs, 1);
+  });
+
+  it('a late release whose own release the store applied after it gave up does not log fenced for the record nobody holds', async () => {
+    // A diff review's: the next try found no record and said "fenced" (another holds it).
+    const memory = new MemoryStore();
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput) => (await sleep(100), memory.reserve(input)),
+      release: async (...args: Parameters<MemoryStore['release']>) => (await sleep(80), memory.release(...args)),
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 100 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e) });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}))).status, 503);
+    await sleep(600);
+    assert.equal(await memory.get(computeRecordId([['principal', 'user-1'], ['header', 'X-Tenant-Id', 't1']], 'createDemoRequest', KEY)), undefined, 'released');
+    assert.deepEqual(events.filter((e) => e.decision === 'fenced'), []);
+  });
+
   it('a completion the store refuses for good while it renews the lease is left abandoned past the lease: a retry goes to reconciliation, not 409 in progress for a day', async () => {
     // A diff review's: the lease renewal kept running while the completion was tried on until the TTL.
     const memory = new MemoryStore();
