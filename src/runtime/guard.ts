@@ -1089,7 +1089,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // A takeover that lands after the guard gave up (or whose failure leaves it unknown) holds the record under a
         // token nobody runs: freed again, fenced on that token, as a late reservation is — or the key would answer
         // 409 in progress for a lease with nothing running. The reconcile hook said the effect did not happen.
-        releaseGivenUp(pendingTakeover, (late) => late !== undefined, record.id, token, req.requestId);
+        // A takeover that answers it took nothing may still have taken the record in an earlier run of the same
+        // command (a client that resent it after a reconnect): unsure, so the loop reads the record before dropping it.
+        releaseGivenUp(pendingTakeover, (late) => (late !== undefined ? 'landed' : 'unsure'), record.id, token, req.requestId);
         throw error;
       }
       if (taken !== undefined) {
@@ -1196,7 +1198,11 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // lost after the command was sent): the release is fenced on this call's token, so it frees only a record
       // this call made, and otherwise changes nothing. Without it the key would answer 409 until the lease ran out.
       // Nobody ran the handler under this token: its record is released whether or not its lease still runs.
-      if (pending !== undefined) releaseGivenUp(pending, (late) => late.outcome === 'reserved' || ownReservation(late, input.token), input.id, input.token, req.requestId);
+      // A reservation that answers another's record made nothing (a resent one that made it in an earlier run answers
+      // its own record: `ownReservation`).
+      if (pending !== undefined) {
+        releaseGivenUp(pending, (late) => (late.outcome === 'reserved' || ownReservation(late, input.token) ? 'landed' : 'nothing'), input.id, input.token, req.requestId);
+      }
       return storeUnavailable(req, prep.recordId, prep.key, error);
     }
     // A fresh reservation (the common case) is answered here, without another async step; so is this request's own.
@@ -1234,10 +1240,14 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * 409 abandoned for good, no handler ever run) — then, when the call settles, as `landed` (its answer says it made
    * the record) or `failed` (it may have made it), or is forgotten (it made nothing).
    */
-  function releaseGivenUp<T>(pending: Promise<T>, landed: (late: T) => boolean, id: string, token: string, requestId: string | undefined): void {
+  function releaseGivenUp<T>(pending: Promise<T>, landed: (late: T) => 'landed' | 'nothing' | 'unsure', id: string, token: string, requestId: string | undefined): void {
     lateRelease(id, token, requestId, 'unanswered');
     pending.then(
-      (late): void => (landed(late) ? lateRelease(id, token, requestId, 'landed') : forgetLate(id, token)),
+      (late): void => {
+        const made = landed(late);
+        if (made === 'nothing') forgetLate(id, token);
+        else lateRelease(id, token, requestId, made === 'landed' ? 'landed' : 'failed');
+      },
       (): void => lateRelease(id, token, requestId, 'failed'),
     );
   }

@@ -2189,6 +2189,34 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('a takeover applied after the guard gave up whose answer says it took nothing (a resent command) is still released: the retry runs', async () => {
+    // A diff review's: the answer `undefined` dropped the token while it held the record — 409 abandoned for good.
+    const memory = new MemoryStore();
+    let resent = true;
+    const store = withMethods(memory, {
+      takeover: async (...args: Parameters<MemoryStore['takeover']>) => {
+        if (!resent) return memory.takeover(...args);
+        resent = false;
+        await sleep(60);
+        await memory.takeover(...args);
+        await sleep(40);
+        return undefined;
+      },
+    });
+    const dead = createGuard({ ...demoContract(), leaseMs: 200 }, { store: withMethods(memory, { extend: undefined }) });
+    assert.equal((await dead.begin(demoRequest(KEY))).kind, 'proceed');
+    await sleep(250);
+    let asked = 0;
+    const reconcile: ReconcileHook = () => ({ outcome: asked++ === 0 ? 'not-happened' : 'unknown' });
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50, reconcile });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await sleep(500);
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    assert.equal(runs, 1);
+  });
+
   it('a late release whose own release the store applied after it gave up does not log fenced for the record nobody holds', async () => {
     // A diff review's: the next try found no record and said "fenced" (another holds it).
     const memory = new MemoryStore();
