@@ -1215,6 +1215,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       try {
         await bounded(store.release(input.id, input.token));
       } catch (error) {
+        // The record is this call's and nothing ran under it: released later, or it would look abandoned until its TTL.
+        lateRelease(input.id, input.token, req.requestId, 'landed');
         return storeUnavailableResponse(req, prep.recordId, error);
       }
       return reserveAndClassify(req, prep, false);
@@ -1244,7 +1246,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     lateRelease(id, token, requestId, 'unanswered');
     pending.then(
       (late): void => {
-        const made = landed(late);
+        let made: 'landed' | 'nothing' | 'unsure';
+        try {
+          made = landed(late);
+        } catch {
+          // An answer of another shape than the store's contract says (a custom store): no knowing what it made.
+          made = 'unsure';
+        }
         if (made === 'nothing') forgetLate(id, token);
         else lateRelease(id, token, requestId, made === 'landed' ? 'landed' : 'failed');
       },
@@ -1381,11 +1389,16 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         } catch {
           continue;
         }
-        if (settled(token) && logging && pastLease && (released || t.mode === 'landed')) log({ decision: released ? 'released' : 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
+        // Refused: the record moved on since the read (an earlier release of this token that landed late, a
+        // takeover) — the next read tells which, and what to log.
+        if (!released) continue;
+        if (settled(token) && logging && pastLease) log({ decision: 'released', keyId: id, state: 'in_progress' }, t.requestId);
         continue;
       }
-      // Nothing of this token's to free — unless its reservation is still on its way.
-      if (t.mode === 'unanswered' && !pastLease) continue;
+      // Nothing of this token's to free — unless its reservation may still land: a call not yet answered (until it
+      // answers or its TTL passes: a half-open socket or a server-side lock wait may apply it after the lease), or one
+      // that failed (a client's command timeout leaves the command queued at the server), within its lease.
+      if (t.mode === 'unanswered' || (t.mode === 'failed' && !pastLease)) continue;
       // `fenced` only when another token holds it: a record gone was freed (or purged), not taken.
       if (settled(token) && logging && pastLease && t.mode === 'landed' && record !== undefined) log({ decision: 'fenced', keyId: id, state: 'in_progress' }, t.requestId);
     }

@@ -2217,6 +2217,127 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
+  it('a reservation whose call failed (a command timeout) and that the store applies after the loop first read the record is released: the retry runs', async () => {
+    // A third diff review's: the failed call's token was dropped on the first read, before the queued command landed.
+    const memory = new MemoryStore();
+    let first = true;
+    const store = withMethods(memory, {
+      reserve: (input: ReserveInput) => {
+        if (!first) return memory.reserve(input);
+        first = false;
+        // Queued at the server, applied at 200 ms; the client's command timeout rejects it at 70 ms.
+        void sleep(200).then(() => memory.reserve(input));
+        return sleep(70).then(() => Promise.reject(new Error('Command timed out')));
+      },
+    });
+    const guard = createGuard({ ...demoContract(), leaseMs: 400 }, { store, storeTimeoutMs: 50 });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await sleep(800);
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    assert.equal(runs, 1);
+  });
+
+  it('a reservation that never answers and that the store applies after its lease (a server-side lock wait) is released: the retry runs', async () => {
+    const memory = new MemoryStore();
+    let first = true;
+    const store = withMethods(memory, {
+      reserve: (input: ReserveInput) => {
+        if (!first) return memory.reserve(input);
+        first = false;
+        void sleep(350).then(() => memory.reserve(input));
+        return new Promise<never>(() => {});
+      },
+    });
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await sleep(1200);
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    assert.equal(runs, 1);
+  });
+
+  it('no fenced line when an earlier release the loop gave up on lands between its read and its next release', async () => {
+    const memory = new MemoryStore();
+    let reserves = 0;
+    let releases = 0;
+    let land!: () => void;
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput) => {
+        if (reserves++ > 0) return memory.reserve(input);
+        await sleep(60);
+        return memory.reserve(input);
+      },
+      release: async (...args: Parameters<MemoryStore['release']>) => {
+        if (releases++ === 0) {
+          await new Promise<void>((resolve) => (land = resolve));
+          return memory.release(...args);
+        }
+        land();
+        await sleep(1);
+        return memory.release(...args);
+      },
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 100 }, { store, storeTimeoutMs: 50, log: (e) => events.push(e) });
+    assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}))).status, 503);
+    await sleep(600);
+    assert.deepEqual(events.filter((e) => e.decision === 'fenced'), [], events.map((e) => e.decision).join(' '));
+  });
+
+  it('a resent reservation found as its own past its lease, whose give-back release fails, is released later: the retry runs', async () => {
+    const memory = new MemoryStore();
+    let resend = true;
+    let failRelease = true;
+    let clockDown = true;
+    const store = withMethods(memory, {
+      reserve: async (input: ReserveInput): Promise<ReserveResult> => {
+        if (!resend) return memory.reserve(input);
+        resend = false;
+        await memory.reserve(input);
+        return memory.reserve(input); // the second run answers the first run's record
+      },
+      now: async () => {
+        if (clockDown) {
+          clockDown = false;
+          throw new Error('clock unreadable');
+        }
+        return memory.now();
+      },
+      release: async (...args: Parameters<MemoryStore['release']>) => {
+        if (failRelease) {
+          failRelease = false;
+          throw new Error('ECONNRESET');
+        }
+        return memory.release(...args);
+      },
+    });
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+    await sleep(400);
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    assert.equal(runs, 1);
+  });
+
+  it('a late reservation answer of another shape than a store result leaves no unhandled rejection', async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown) => rejections.push(reason);
+    process.on('unhandledRejection', onRejection);
+    try {
+      const store = withMethods(new MemoryStore(), { reserve: async () => (await sleep(80), null) });
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
+      assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(201, {}))).status, 503);
+      await sleep(200);
+    } finally {
+      process.off('unhandledRejection', onRejection);
+    }
+    assert.deepEqual(rejections.map(String), []);
+  });
+
   it('a late release whose own release the store applied after it gave up does not log fenced for the record nobody holds', async () => {
     // A diff review's: the next try found no record and said "fenced" (another holds it).
     const memory = new MemoryStore();
