@@ -2217,46 +2217,43 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 1);
   });
 
-  it('a reservation whose call failed (a command timeout) and that the store applies after the loop first read the record is released: the retry runs', async () => {
-    // A third diff review's: the failed call's token was dropped on the first read, before the queued command landed.
+  /**
+   * The first reservation goes through `firstCall` (which applies it to `memory` when the test says and answers late,
+   * never, or with a failure), the guard gives up on it (503); `waitMs` later the retry must run the handler, once.
+   */
+  async function retryRunsOnceAfter(leaseMs: number, waitMs: number, firstCall: (input: ReserveInput, memory: MemoryStore) => Promise<ReserveResult>): Promise<void> {
     const memory = new MemoryStore();
     let first = true;
     const store = withMethods(memory, {
       reserve: (input: ReserveInput) => {
         if (!first) return memory.reserve(input);
         first = false;
-        // Queued at the server, applied at 200 ms; the client's command timeout rejects it at 70 ms.
-        void sleep(200).then(() => memory.reserve(input));
-        return sleep(70).then(() => Promise.reject(new Error('Command timed out')));
+        return firstCall(input, memory);
       },
     });
-    const guard = createGuard({ ...demoContract(), leaseMs: 400 }, { store, storeTimeoutMs: 50 });
+    const guard = createGuard({ ...demoContract(), leaseMs }, { store, storeTimeoutMs: 50 });
     let runs = 0;
     const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
     assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
-    await sleep(800);
+    await sleep(waitMs);
     assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
     assert.equal(runs, 1);
+  }
+
+  it('a reservation whose call failed (a command timeout) and that the store applies after the loop first read the record is released: the retry runs', async () => {
+    // A third diff review's: the failed call's token was dropped on the first read, before the queued command landed.
+    await retryRunsOnceAfter(400, 800, (input, memory) => {
+      // Queued at the server, applied at 200 ms; the client's command timeout rejects it at 70 ms.
+      void sleep(200).then(() => memory.reserve(input));
+      return sleep(70).then(() => Promise.reject(new Error('Command timed out')));
+    });
   });
 
   it('a reservation that never answers and that the store applies after its lease (a server-side lock wait) is released: the retry runs', async () => {
-    const memory = new MemoryStore();
-    let first = true;
-    const store = withMethods(memory, {
-      reserve: (input: ReserveInput) => {
-        if (!first) return memory.reserve(input);
-        first = false;
-        void sleep(350).then(() => memory.reserve(input));
-        return new Promise<never>(() => {});
-      },
+    await retryRunsOnceAfter(200, 1200, (input, memory) => {
+      void sleep(350).then(() => memory.reserve(input));
+      return new Promise<never>(() => {});
     });
-    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
-    let runs = 0;
-    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
-    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
-    await sleep(1200);
-    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
-    assert.equal(runs, 1);
   });
 
   it('no fenced line when an earlier release the loop gave up on lands between its read and its next release', async () => {
