@@ -628,6 +628,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   // Call sites test this first, so no event object is built for a guard without a log sink.
   const logging = options.log !== undefined;
+  /** A quarter of the lease (at least {@link FREE_LATE_MIN_GAP_MS}): the gap between tries within the lease, and the first past it. */
+  const quarterLease = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS);
   /** Late releases running, by record id: see {@link freeLate}. */
   const lateReleases = new Map<string, LateRelease>();
   /** Reconcile hook calls running, by abandoned reservation (record id and its owner's token): see `reconcile`. */
@@ -1311,7 +1313,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * nothing is said of it but a release.
    */
   async function freeLate(id: string, late: LateRelease): Promise<void> {
-    const first = Math.min(FREE_LATE_MAX_GAP_MS, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS));
+    const first = Math.min(FREE_LATE_MAX_GAP_MS, quarterLease);
     let tries = 0;
     let gap = first;
     for (;;) {
@@ -1338,7 +1340,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       tries += 1;
       let wait = first;
       if (tries >= FREE_LATE_ATTEMPTS) {
-        wait = gap / 2 + Math.random() * (gap / 2);
+        wait = jittered(gap);
         gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS);
       }
       await new Promise<void>((resolve) => {
@@ -1426,8 +1428,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    */
   async function untilTtl<T>(call: () => Promise<T>, since: number): Promise<T | undefined> {
     const until = since + contract.ttlMs;
-    for (let gap = Math.min(FREE_LATE_MAX_GAP_MS, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS)); ; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
-      const wait = gap / 2 + Math.random() * (gap / 2);
+    for (let gap = Math.min(FREE_LATE_MAX_GAP_MS, quarterLease); ; gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS)) {
+      const wait = jittered(gap);
       if (performance.now() + wait > until) return undefined;
       await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, wait)));
       try {
@@ -1440,7 +1442,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   /** A quarter of the lease (at least {@link FREE_LATE_MIN_GAP_MS}): the gap between {@link withinLease}'s attempts. */
   function leaseGap(): Promise<void> {
-    return new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS))));
+    return new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, quarterLease)));
   }
 
   // Not async: the reservation's own promise is the answer, with no async frame and no extra turn around it.
@@ -1866,6 +1868,11 @@ function storeErrorField(error: unknown): { storeError?: string } {
   else if (typeof cause?.message === 'string') code = /^([A-Z][A-Z_]{2,30})\b/.exec(cause.message)?.[1];
   else if (cause === undefined && /did not (?:answer|end)/.test(error.message)) code = 'timeout';
   return { storeError: code === undefined ? error.kind : `${error.kind} ${code}` };
+}
+
+/** A wait drawn between half `gap` and all of it: tries an outage left behind spread out instead of coming in one burst. */
+function jittered(gap: number): number {
+  return gap / 2 + Math.random() * (gap / 2);
 }
 
 /** How many times a late release or a completion is tried within the lease (see `freeLate`, `withinLease`). */
