@@ -206,9 +206,10 @@ export interface GuardLogEvent {
    * `{status: 200-599, headers: {name: string}, body: Uint8Array}`, or whose `resultId` is no string). On
    * `record-failed`: `gave-up` when the completion retried behind an answer did not land within the lease, or a late
    * reservation's release did not within the record's TTL; `unverified` when a completion was refused and the store
-   * could not be read to tell why.
+   * could not be read to tell why; `untracked` when a reservation the guard gave up on is not released in the background:
+   * `lateReleaseLimit` tokens are held already (if it did land, its key goes to reconciliation once the lease has passed).
    */
-  readonly reason?: 'threw' | 'timeout' | 'invalid-verdict' | 'gave-up' | 'unverified';
+  readonly reason?: 'threw' | 'timeout' | 'invalid-verdict' | 'gave-up' | 'unverified' | 'untracked';
 }
 
 /** Guard configuration. Only `store` is required. */
@@ -276,6 +277,15 @@ export interface GuardOptions {
    * so a hung handler still ends in reconciliation. Default: the contract's TTL.
    */
   readonly leaseRenewalMaxMs?: number | undefined;
+  /**
+   * Most lease tokens of reservations the guard gave up on (a store call that failed or did not answer in time, which
+   * may still have made its record) that it keeps releasing in the background (default 50,000; `Infinity` for no
+   * bound). Each costs about 220 bytes, and each record they are for about 1.8 kB, for as long as the store cannot be
+   * read — up to the record's TTL — so an outage's failed requests would otherwise grow the heap without bound (a
+   * million 503s for distinct keys: 2.4 GB). One past the bound is logged `record-failed` (`untracked`): if its
+   * reservation did land, the key answers 409 abandoned once the lease has passed, and goes to reconciliation.
+   */
+  readonly lateReleaseLimit?: number | undefined;
 }
 
 /** What {@link Guard.abort} is told about a request whose handler's answer is not recorded. */
@@ -487,6 +497,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const clock = options.now ?? Date.now;
   const storeTimeoutMs = durationOption('storeTimeoutMs', options.storeTimeoutMs, 2000, false);
   const reconcileTimeoutMs = durationOption('reconcileTimeoutMs', options.reconcileTimeoutMs, DEFAULT_RECONCILE_TIMEOUT_MS, true);
+  const lateReleaseLimit = countOption('lateReleaseLimit', options.lateReleaseLimit, DEFAULT_LATE_RELEASE_LIMIT);
   const storeRetryAfter = String(Math.max(1, Math.ceil(options.storeRetryAfterSeconds ?? 1)));
   const replayAllow = new Set((options.replayHeaders ?? DEFAULT_REPLAY_HEADERS).map((h) => h.toLowerCase()));
   for (const name of NEVER_REPLAYED) {
@@ -632,6 +643,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const quarterLease = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS);
   /** Late releases running, by record id: see {@link freeLate}. */
   const lateReleases = new Map<string, LateRelease>();
+  // Tokens held in `lateReleases`, all records together: bounded by `lateReleaseLimit`.
+  let lateTokens = 0;
   /** Reconcile hook calls running, by abandoned reservation (record id and its owner's token): see `reconcile`. */
   const reconciling = new Map<string, Promise<ReconcileVerdict | 'threw' | 'timeout' | 'invalid-verdict'>>();
 
@@ -1082,7 +1095,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         }
         return latest === undefined ? abandoned(record, req.requestId) : classify(req, prep, { outcome: 'existing', record: latest, now: await bounded(store.now()) }, false, vanished);
       }
-      const token = randomUUID();
+      const token = newToken();
       const pendingTakeover = store.takeover(record.id, prep.fingerprint, record.leaseToken, token, contract.leaseMs);
       let taken: IdempotencyRecord | undefined;
       try {
@@ -1184,7 +1197,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   /** What a new reservation of `prep`'s record asks the store for: a fresh lease token, the contract's lease and TTL. */
   function reserveInput(prep: Extract<Prepared, { kind: 'ready' }>): ReserveInput {
-    return { id: prep.recordId, operation, fingerprint: prep.fingerprint, token: randomUUID(), leaseMs: contract.leaseMs, ttlMs: contract.ttlMs };
+    return { id: prep.recordId, operation, fingerprint: prep.fingerprint, token: newToken(), leaseMs: contract.leaseMs, ttlMs: contract.ttlMs };
   }
 
   async function reserveAndClassify(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, allowWait: boolean): Promise<Begun> {
@@ -1245,7 +1258,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * the record) or `failed` (it may have made it), or is forgotten (it made nothing).
    */
   function releaseGivenUp<T>(pending: Promise<T>, landed: (late: T) => 'landed' | 'nothing' | 'unsure', id: string, token: string, requestId: string | undefined): void {
-    lateRelease(id, token, requestId, 'unanswered');
+    if (!lateRelease(id, token, requestId, 'unanswered')) return;
     pending.then(
       (late): void => {
         let made: 'landed' | 'nothing' | 'unsure';
@@ -1258,15 +1271,27 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         if (made === 'nothing') forgetLate(id, token);
         else lateRelease(id, token, requestId, made === 'landed' ? 'landed' : 'failed');
       },
-      (): void => lateRelease(id, token, requestId, 'failed'),
+      (): void => {
+        lateRelease(id, token, requestId, 'failed');
+      },
     );
   }
 
-  /** Adds `token` to `id`'s late release (starting one if none runs), or updates what is known of it; wakes it. */
-  function lateRelease(id: string, token: string, requestId: string | undefined, mode: LateMode): void {
+  /**
+   * Adds `token` to `id`'s late release (starting one if none runs), or updates what is known of it; wakes it. Answers
+   * false, logging `untracked`, for a new token past `lateReleaseLimit`.
+   */
+  function lateRelease(id: string, token: string, requestId: string | undefined, mode: LateMode): boolean {
     const running = lateReleases.get(id);
+    const known = running?.tokens.get(token);
+    if (known === undefined) {
+      if (lateTokens >= lateReleaseLimit) {
+        if (logging) log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'untracked' }, requestId);
+        return false;
+      }
+      lateTokens += 1;
+    }
     if (running !== undefined) {
-      const known = running.tokens.get(token);
       if (known === undefined) running.tokens.set(token, { mode, requestId, since: performance.now(), news: 0 });
       else {
         known.mode = known.mode === 'landed' ? 'landed' : mode;
@@ -1278,7 +1303,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       // only: under a steady stream of retries failing in an outage, the loop still backs off. A call that failed
       // tells nothing new to try on.
       if (known === undefined || mode === 'landed') running.wake(mode === 'landed');
-      return;
+      return true;
     }
     const late: LateRelease = { tokens: new Map([[token, { mode, requestId, since: performance.now(), news: 0 }]]), wake: () => {}, woken: false, restart: false };
     late.wake = (restart) => {
@@ -1287,14 +1312,24 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     };
     lateReleases.set(id, late);
     void freeLate(id, late).finally(() => endLate(id, late));
+    return true;
   }
 
   function endLate(id: string, late: LateRelease): void {
     if (lateReleases.get(id) === late) lateReleases.delete(id);
+    // Empty when it ends (freeLate never rejects); kept honest if not.
+    lateTokens -= late.tokens.size;
+    late.tokens.clear();
   }
 
   function forgetLate(id: string, token: string): void {
-    lateReleases.get(id)?.tokens.delete(token);
+    const late = lateReleases.get(id);
+    if (late !== undefined) dropLate(late, token);
+  }
+
+  /** Takes `token` out of `late`, and out of the count `lateReleaseLimit` bounds. */
+  function dropLate(late: LateRelease, token: string): void {
+    if (late.tokens.delete(token)) lateTokens -= 1;
   }
 
   /**
@@ -1322,7 +1357,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       const now = performance.now();
       for (const [token, t] of late.tokens) {
         if (now - t.since < contract.ttlMs) continue;
-        late.tokens.delete(token);
+        dropLate(late, token);
         if (logging && t.mode === 'landed') log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'gave-up' }, t.requestId);
       }
       // Out of the map in the same turn as the check: a token added after it starts a loop of its own, rather than
@@ -1370,7 +1405,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const seen = new Map([...late.tokens].map(([token, t]) => [token, t.news]));
     const settled = (token: string): boolean => {
       if (late.tokens.get(token)?.news !== seen.get(token)) return false;
-      late.tokens.delete(token);
+      dropLate(late, token);
       return true;
     };
     let record: IdempotencyRecord | undefined;
@@ -1891,6 +1926,28 @@ function durationOption(name: string, value: number | null | undefined, fallback
   if (unbounded && value === Infinity) return Infinity;
   const got = typeof value === 'number' ? String(value) : `${typeof value} ${JSON.stringify(value) ?? String(value)}`;
   throw new TypeError(`${name} must be a number of milliseconds above 0 and at most ${MAX_TIMER_MS}${unbounded ? ', or Infinity for no bound' : ''}; got ${got}`);
+}
+
+/** A count from the options: `fallback` when not given (or `null`); a whole number ≥ 0 or `Infinity`, else a `TypeError` at start-up. */
+function countOption(name: string, value: number | null | undefined, fallback: number): number {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value === 'number' && (Number.isSafeInteger(value) || value === Infinity) && value >= 0) return value;
+  const got = typeof value === 'number' ? String(value) : `${typeof value} ${JSON.stringify(value) ?? String(value)}`;
+  throw new TypeError(`${name} must be a whole number of 0 or more, or Infinity for no bound; got ${got}`);
+}
+
+/** Default of `lateReleaseLimit`: about 11 MB of tokens, and at most about 90 MB with every token for another record. */
+const DEFAULT_LATE_RELEASE_LIMIT = 50_000;
+
+/**
+ * A new lease token: a random UUID, made flat. Node builds `randomUUID()`'s string by concatenation, a rope of 14
+ * parts (about 520 bytes) that a late release would hold for each failed request of an outage; flat, about 96.
+ */
+function newToken(): string {
+  const token = randomUUID();
+  // Reading a character flattens the rope in place (V8); the parts are garbage from here on.
+  token.charCodeAt(0);
+  return token;
 }
 
 /** Default of `reconcileTimeoutMs`: long enough for a provider lookup, short of a client's usual per-attempt timeout. */

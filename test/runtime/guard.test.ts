@@ -2111,6 +2111,43 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 5);
   });
 
+  it('keeps releasing at most lateReleaseLimit tokens an outage left: one past it is logged untracked and left to reconciliation', async () => {
+    // An outage's failed requests each held about 600 bytes (2.4 kB for a key of its own) until the store could be read
+    // again or the TTL passed: a million 503s for distinct keys, 2.4 GB of heap.
+    const memory = new MemoryStore();
+    let down = true;
+    const store = withMethods(memory, {
+      // Down: the reservation is made, but its answer is lost (a command timeout at the client).
+      reserve: async (input: ReserveInput) => {
+        const made = await memory.reserve(input);
+        return down ? Promise.reject(new Error('ETIMEDOUT')) : made;
+      },
+    });
+    const logged: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50, lateReleaseLimit: 2, log: (e) => logged.push(e) });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, {}));
+    const keys = ['key-0', 'key-1', 'key-2'];
+    for (const key of keys) assert.equal((await guard.handle(demoRequest(key), handler)).status, 503);
+    const untracked = () => logged.filter((e) => e.decision === 'record-failed' && e.reason === 'untracked').map((e) => e.keyId);
+    const ids = keys.map((key) => guard.recordId(demoRequest(key)));
+    assert.deepEqual(untracked(), [ids[2]]);
+    down = false;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // The two it kept are released once their lease has passed; the third holds its key for reconciliation.
+    const after = await Promise.all(keys.map((key) => guard.handle(demoRequest(key), handler)));
+    assert.deepEqual(after.map((a) => a.status), [201, 201, 409]);
+    assert.equal(bodyJson(after[2]!).type.endsWith('idempotency-request-abandoned'), true);
+    assert.equal(runs, 2);
+    // Released, they count no more: the next outage's failures are kept again.
+    down = true;
+    for (const key of ['key-3', 'key-4']) assert.equal((await guard.handle(demoRequest(key), handler)).status, 503);
+    assert.equal(untracked().length, 1);
+    for (const value of [-1, 1.5, Number.NaN]) {
+      assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), lateReleaseLimit: value }), /lateReleaseLimit must be a whole number of 0 or more, or Infinity/, String(value));
+    }
+  });
+
   it('a reservation made again under a token its late release just freed (a resent command) is freed too, whatever the interleaving', async () => {
     // A diff review's: the news of the second landing came while the release of the first was in flight, or just after the
     // loop had ended, and was dropped: the retry heard 409 abandoned for good.
