@@ -57,7 +57,7 @@ function usage(message) {
 }
 if (CONNECTIONS.some((n) => !Number.isInteger(n) || n < 1)) usage('--connections takes positive integers, e.g. 16,64');
 // BENCH_ONLY=<phase>: run that phase alone at the first --connections count, for profiling; prints its requests/s only.
-const ONLY_PATHS = { bare: '/bare', bareWrite: '/bare-write', fresh: '/v1/demo-requests', freshWrite: '/guarded-write', bareCall: '/bare-call', freshCall: '/guarded-call', replay: '/v1/demo-requests' };
+const ONLY_PATHS = { bare: '/bare', bareWrite: '/bare-write', fresh: '/v1/demo-requests', freshWrite: '/guarded-write', bareCall: '/bare-call', freshCall: '/guarded-call', freshTx: '/guarded-write-tx', replay: '/v1/demo-requests' };
 const ONLY = process.env.BENCH_ONLY;
 if (ONLY !== undefined && !Object.hasOwn(ONLY_PATHS, ONLY)) usage(`BENCH_ONLY takes one of ${Object.keys(ONLY_PATHS).join(', ')}`);
 const STORES = (args.stores ?? 'memory,sqlite,sqlite-normal,postgres,redis').split(',');

@@ -56,7 +56,7 @@ describe('RedisStore (real redis-server)', function () {
     const out: Record<string, unknown> = {};
     for (const key of keys) {
       const type = await redis.type(key);
-      out[key] = type === 'hash' ? await redis.hgetall(key) : await redis.zrangebyscore(key, '-inf', '+inf', 'WITHSCORES');
+      out[key] = type === 'hash' ? await redis.hgetall(key) : type === 'string' ? await redis.get(key) : await redis.zrangebyscore(key, '-inf', '+inf', 'WITHSCORES');
     }
     // Bodies are base64 in Redis: decode them so the leak check sees the bytes too.
     return JSON.stringify(out, (k, v) => (k === 'body' && typeof v === 'string' ? Buffer.from(v, 'base64').toString('latin1') : v));
