@@ -305,6 +305,9 @@ return deleted
 // or the limit cut the call short.
 const PURGE_ABANDONED = script(`${NOW}
 local limit, window, prefix = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[2]
+-- Whole milliseconds, as every score and time it compares with is written: an injected clock's fraction, rounded up
+-- in the range read but not in the comparisons, made a record at the range's end read as leased forever.
+now = math.floor(now)
 local now_s = string.format('%.0f', now)
 local deleted, read = 0, 0
 -- A record in progress past both its lease and its TTL is deleted; one past its lease within its TTL is parked by
@@ -323,7 +326,8 @@ local function visit(id)
   if lease > now then
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZADD', KEYS[1], r[2], id)
-    return false
+    -- Out of the range read now (at its lease, past now); were its score still within it, it stays in the page.
+    return tonumber(redis.call('ZSCORE', KEYS[1], id)) <= now
   end
   if expires <= now then
     redis.call('DEL', key)

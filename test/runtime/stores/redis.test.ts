@@ -432,6 +432,20 @@ describe('RedisStore (real redis-server)', function () {
       assert.equal(await store.get('behind'), undefined);
     });
 
+    it('reads whole milliseconds of an injected clock that gives fractions (performance.timeOrigin + performance.now())', async () => {
+      // A diff review's: the range read was rounded up and the comparisons were not — 256 records whose lease ended in
+      // the rounded millisecond spun the script for good (Redis BUSY, SCRIPT KILL refused); fewer were missed for an hour.
+      let t = 1_700_000_000_000;
+      const start = t;
+      const store = new RedisStore(redis, { prefix: prefix(), clock: () => t });
+      await Promise.all(Array.from({ length: 300 }, (_, i) => store.reserve(input(`k-${i}`))));
+      t = start + LEASE - 0.5;
+      assert.equal(await store.purgeAbandoned(), 0);
+      assert.equal(await redis.ping(), 'PONG');
+      t = start + LEASE + TTL + 0.25;
+      assert.equal(await store.purgeAbandoned({ limit: 1000 }), 300);
+    });
+
     it('reads the whole lease index again after repairLeaseIndex put entries back', async () => {
       const p = prefix();
       let t = 1_700_000_000_000;
