@@ -280,10 +280,12 @@ export interface GuardOptions {
   /**
    * Most lease tokens of reservations the guard gave up on (a store call that failed or did not answer in time, which
    * may still have made its record) that it keeps releasing in the background (default 50,000; `Infinity` for no
-   * bound). Each costs about 220 bytes, and each record they are for about 1.8 kB, for as long as the store cannot be
-   * read — up to the record's TTL — so an outage's failed requests would otherwise grow the heap without bound (a
-   * million 503s for distinct keys: 2.4 GB). One past the bound is logged `record-failed` (`untracked`): if its
-   * reservation did land, the key answers 409 abandoned once the lease has passed, and goes to reconciliation.
+   * bound). Each costs about 170 bytes, and each record they are for about 2 kB, until the store can be read again and
+   * the call's lease has passed — up to the record's TTL — so an outage's failed requests would otherwise grow the heap
+   * without bound (a million 503s for distinct keys: 2 GB). One past the bound is logged `record-failed` (`untracked`): if its
+   * reservation did land, the key answers 409 abandoned once the lease has passed, and goes to reconciliation. A call
+   * that has not answered yet is counted only once it answers: the driver holds it meanwhile too, until its own timeout
+   * (ioredis `commandTimeout`/`socketTimeout`, pg `query_timeout`), which bounds those.
    */
   readonly lateReleaseLimit?: number | undefined;
 }
@@ -1029,6 +1031,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // The DESIGN order: a payload mismatch wins over every state, before the handler.
     if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
     if (record.state === 'completed') return replay(record, req.requestId);
+    // Held by a reservation this process gave up on (no handler runs under it): freed now, and the key reserved
+    // afresh, rather than answering 409 until its late release comes round.
+    if (await freeGivenUp(record, req.requestId)) return vanished ? vanished() : reserveAndClassify(req, prep, false);
     if (record.leaseUntil > now && allowWait && waitMs > 0) {
       // Monotonic, as every bound of the guard's: a wall clock stepped back (NTP) would stretch the wait to the first
       // request's end, far past the client's per-attempt timeout this wait must stay under.
@@ -1284,17 +1289,22 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   function lateRelease(id: string, token: string, requestId: string | undefined, mode: LateMode): boolean {
     const running = lateReleases.get(id);
     const known = running?.tokens.get(token);
-    if (known === undefined) {
-      if (lateTokens >= lateReleaseLimit) {
-        if (logging) log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'untracked' }, requestId);
-        return false;
-      }
-      lateTokens += 1;
+    // A call not yet answered is not counted (the driver holds it too, until its own timeout: see `lateReleaseLimit`):
+    // calls that hang for good would otherwise hold every place while the store answers the others (a diff review's).
+    // It is counted once it answers: one that failed, past the bound, leaves (an outage's failures are most of what
+    // the bound is for); one that made its record stays, past the bound if need be.
+    const counts = mode !== 'unanswered' && (known === undefined || known.mode === 'unanswered');
+    if (counts && mode !== 'landed' && lateTokens >= lateReleaseLimit) {
+      if (logging) log({ decision: 'record-failed', keyId: id, state: 'in_progress', reason: 'untracked' }, requestId);
+      if (known !== undefined) running!.tokens.delete(token);
+      return false;
     }
+    if (counts) lateTokens += 1;
     if (running !== undefined) {
       if (known === undefined) running.tokens.set(token, { mode, requestId, since: performance.now(), news: 0 });
       else {
-        known.mode = known.mode === 'landed' ? 'landed' : mode;
+        // A call that answered never goes back to unanswered; one known to have made the record stays so.
+        if (mode !== 'unanswered') known.mode = known.mode === 'landed' ? 'landed' : mode;
         // A try running now decided on an older read: it keeps the token for another (a reservation resent after
         // its release lands again).
         known.news += 1;
@@ -1318,7 +1328,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   function endLate(id: string, late: LateRelease): void {
     if (lateReleases.get(id) === late) lateReleases.delete(id);
     // Empty when it ends (freeLate never rejects); kept honest if not.
-    lateTokens -= late.tokens.size;
+    for (const t of late.tokens.values()) if (t.mode !== 'unanswered') lateTokens -= 1;
     late.tokens.clear();
   }
 
@@ -1329,7 +1339,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   /** Takes `token` out of `late`, and out of the count `lateReleaseLimit` bounds. */
   function dropLate(late: LateRelease, token: string): void {
-    if (late.tokens.delete(token)) lateTokens -= 1;
+    const t = late.tokens.get(token);
+    if (t === undefined) return;
+    late.tokens.delete(token);
+    if (t.mode !== 'unanswered') lateTokens -= 1;
   }
 
   /**
@@ -1351,6 +1364,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     const first = Math.min(FREE_LATE_MAX_GAP_MS, quarterLease);
     let tries = 0;
     let gap = first;
+    // When the schedule's next try is due, and whether the try about to run is that one (the first, one its timer began,
+    // or one after a restart). A try a new token woke early leaves the schedule where it was: a chaos review's outage
+    // retries (one every second, each a wake) had doubled the gap to its 5-minute cap within half a minute, and a
+    // reservation that landed then waited minutes after the store came back.
+    let due = 0;
+    let onSchedule = true;
     for (;;) {
       late.woken = false;
       late.restart = false;
@@ -1369,17 +1388,27 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         if (late.restart) {
           tries = 0;
           gap = first;
+          onSchedule = true;
         }
         continue;
       }
-      tries += 1;
-      let wait = first;
-      if (tries >= FREE_LATE_ATTEMPTS) {
-        wait = jittered(gap);
-        gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS);
+      const tried = performance.now();
+      if (onSchedule) {
+        tries += 1;
+        let next = first;
+        if (tries >= FREE_LATE_ATTEMPTS) {
+          next = jittered(gap);
+          gap = Math.min(gap * 2, FREE_LATE_MAX_GAP_MS);
+        }
+        due = tried + next;
       }
+      const wait = Math.max(0, due - tried);
+      let expired = false;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
+        const timer = setTimeout(() => {
+          expired = true;
+          resolve();
+        }, wait);
         unrefTimer(timer);
         late.wake = (restart) => {
           late.woken = true;
@@ -1392,11 +1421,44 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         late.woken = true;
         late.restart ||= restart;
       };
+      onSchedule = expired;
       if (late.restart) {
         tries = 0;
         gap = first;
+        onSchedule = true;
       }
     }
+  }
+
+  /**
+   * Releases `record` when the token that holds it is one of this process's late releases — a reservation or takeover
+   * the guard gave up on, under which no handler runs — as the release loop would on its next try; answers whether it
+   * did. A retry that meets such a record no longer waits for that try (a chaos review's: 45 retries of one key heard
+   * 409 abandoned over 45 s after a PostgreSQL outage, the handler never run). When the release fails or is refused,
+   * the loop is woken to try again from the start of its schedule.
+   */
+  async function freeGivenUp(record: IdempotencyRecord, requestId: string | undefined): Promise<boolean> {
+    if (record.state !== 'in_progress') return false;
+    const late = lateReleases.get(record.id);
+    const t = late?.tokens.get(record.leaseToken);
+    if (late === undefined || t === undefined) return false;
+    const news = t.news;
+    let released = false;
+    try {
+      released = await bounded(store.release(record.id, record.leaseToken));
+    } catch {
+      // The store failed again: the loop tries on.
+    }
+    if (!released) {
+      late.wake(true);
+      return false;
+    }
+    // As the loop settles a token: one told more meanwhile (its call answered that it made the record) stays for it.
+    if (late.tokens.get(record.leaseToken) === t && t.news === news) {
+      dropLate(late, record.leaseToken);
+      if (logging && performance.now() - t.since >= contract.leaseMs) log({ decision: 'released', keyId: record.id, state: 'in_progress' }, t.requestId);
+    }
+    return true;
   }
 
   /** One try of {@link freeLate}: a read of the record, and the release of the token that holds it. */
@@ -1936,7 +1998,7 @@ function countOption(name: string, value: number | null | undefined, fallback: n
   throw new TypeError(`${name} must be a whole number of 0 or more, or Infinity for no bound; got ${got}`);
 }
 
-/** Default of `lateReleaseLimit`: about 11 MB of tokens, and at most about 90 MB with every token for another record. */
+/** Default of `lateReleaseLimit`: about 9 MB of tokens, and at most about 100 MB with every token for another record. */
 const DEFAULT_LATE_RELEASE_LIMIT = 50_000;
 
 /**

@@ -2111,6 +2111,56 @@ describe('runtime/guard: store failures', () => {
     assert.equal(runs, 5);
   });
 
+  describe('a reservation an outage left behind, its answer lost', () => {
+    // A chaos review's: PostgreSQL replies dropped for 20 s while a client retried every second — each retry's failure woke
+    // the key's release loop, and each woken try doubled its gap; after the store came back nothing woke it, and the
+    // retries heard 409 abandoned for 45 s before the handler ever ran.
+    function outage() {
+      const memory = new MemoryStore();
+      const state = { down: true };
+      const refused = () => Promise.reject(new Error('ECONNRESET'));
+      const store = withMethods(memory, {
+        // Down: the reservation is made, but its answer is lost.
+        reserve: async (input: ReserveInput) => {
+          const made = await memory.reserve(input);
+          return state.down ? Promise.reject(new Error('ETIMEDOUT')) : made;
+        },
+        get: (id: string) => (state.down ? refused() : memory.get(id)),
+        release: (...args: Parameters<MemoryStore['release']>) => (state.down ? refused() : memory.release(...args)),
+      });
+      return { memory, store, state };
+    }
+
+    it('is freed by the first retry after the store is back, which runs the handler', async () => {
+      const { store, state } = outage();
+      const guard = createGuard({ ...demoContract(), leaseMs: 10_000 }, { store, storeTimeoutMs: 50 });
+      let runs = 0;
+      const handler = async () => (runs++, jsonResponse(201, {}));
+      for (let i = 0; i < 5; i++) assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+      state.down = false;
+      // Before: 409 in progress for the lease (here 10 s), then 409 abandoned until the loop's next try.
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+      assert.equal(runs, 1);
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).headers['idempotent-replayed'], 'true');
+    });
+
+    it('is freed on the loop\'s own schedule however many retries failed meanwhile', async () => {
+      const { memory, store, state } = outage();
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 20 });
+      const handler = async () => jsonResponse(201, {});
+      for (let i = 0; i < 30; i++) {
+        assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const id = guard.recordId(demoRequest(KEY))!;
+      assert.equal((await memory.get(id))?.state, 'in_progress');
+      state.down = false;
+      // No retry comes: the loop alone frees it. Before: 30 woken tries had doubled its gap to the 5-minute cap.
+      for (let waited = 0; waited < 3000 && (await memory.get(id)) !== undefined; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(await memory.get(id), undefined);
+    });
+  });
+
   it('keeps releasing at most lateReleaseLimit tokens an outage left: one past it is logged untracked and left to reconciliation', async () => {
     // An outage's failed requests each held about 600 bytes (2.4 kB for a key of its own) until the store could be read
     // again or the TTL passed: a million 503s for distinct keys, 2.4 GB of heap.
@@ -2143,6 +2193,23 @@ describe('runtime/guard: store failures', () => {
     down = true;
     for (const key of ['key-3', 'key-4']) assert.equal((await guard.handle(demoRequest(key), handler)).status, 503);
     assert.equal(untracked().length, 1);
+    // Calls that never answer (a half-open connection) take no place while the store answers the others.
+    const hung = new Set(['hung-0', 'hung-1', 'hung-2']);
+    const hanging = withMethods(memory, {
+      reserve: async (input: ReserveInput) => {
+        if (hung.has(String(input.id))) return new Promise<ReserveResult>(() => {});
+        const made = await memory.reserve(input);
+        return down ? Promise.reject(new Error('ETIMEDOUT')) : made;
+      },
+    });
+    const logs2: GuardLogEvent[] = [];
+    const guard2 = createGuard({ ...demoContract(), leaseMs: 200 }, { store: hanging, storeTimeoutMs: 50, lateReleaseLimit: 2, log: (e) => logs2.push(e) });
+    for (const key of ['hung-0', 'hung-1', 'hung-2']) hung.add(guard2.recordId(demoRequest(key))!);
+    for (const key of ['hung-0', 'hung-1', 'hung-2', 'lost']) assert.equal((await guard2.handle(demoRequest(key), handler)).status, 503);
+    assert.deepEqual(logs2.filter((e) => e.reason === 'untracked'), []);
+    down = false;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    assert.equal((await guard2.handle(demoRequest('lost'), handler)).status, 201);
     for (const value of [-1, 1.5, Number.NaN]) {
       assert.throws(() => createGuard(demoContract(), { store: new MemoryStore(), lateReleaseLimit: value }), /lateReleaseLimit must be a whole number of 0 or more, or Infinity/, String(value));
     }
