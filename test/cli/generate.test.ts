@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { main } from '../../src/cli/main.js';
@@ -300,6 +300,19 @@ describe('cli generate', () => {
     const edited = bufferIo(tmp);
     assert.equal(await main(['generate', 'server', 'v1.yaml', '--out', 'gen', '--check'], edited), 1, edited.err);
     assert.doesNotMatch(edited.err, /warning/);
+  });
+
+  it('--check finds no drift when the spec or the output is named through a symlink', async () => {
+    // A review's: the header named the spec by the path as typed, and all 18 files were "changed" when CI's shell kept a
+    // symlinked $PWD that Node resolves.
+    writeFileSync(path.join(tmp, 'api.yaml'), readFileSync(DEMO));
+    symlinkSync(tmp, path.join(tmp, 'link'));
+    const io = bufferIo(tmp);
+    assert.equal(await main(['generate', 'client', 'api.yaml', '--out', 'out'], io), 0, io.err);
+    for (const argv of [['link/api.yaml', '--out', 'out'], ['api.yaml', '--out', 'link/out'], ['link/api.yaml', '--out', path.join(tmp, 'link', 'out')]]) {
+      const check = bufferIo(tmp);
+      assert.equal(await main(['generate', 'client', ...argv, '--check'], check), 0, `${argv.join(' ')}: ${check.out}${check.err}`);
+    }
   });
 
   it('--check on a directory that does not exist yet lists every file as missing and exits 1', async () => {
