@@ -30,6 +30,18 @@ describe('idemkit lint in CI', () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+  it('prints no bidirectional control of an operationId raw, in any text format', async () => {
+    // A review's: U+202E in an operationId reversed the rest of a markdown or JUnit report's line where it was shown.
+    const name = 'pay\u202eyalp\u2066x\u2069';
+    writeFileSync(path.join(dir, 'api.json'), JSON.stringify({ openapi: '3.1.0', info: { title: 't', version: '1' }, paths: { '/p': { post: { operationId: name, responses: { 201: { description: 'ok' } }, 'x-idempotency': { ttl: 'P1D' } } } } }));
+    for (const format of ['stylish', 'junit', 'markdown', 'github']) {
+      const result = await runCli(['lint', 'api.json', '-f', format], dir);
+      assert.equal(result.code, 1, format);
+      assert.doesNotMatch(result.out + result.err, /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/, format);
+      assert.match(result.out, /\\{1,2}u202e/, format);
+    }
+  });
+
   describe('a file or key named like a workflow command', () => {
     const hostile = '::set-output name=passed::true';
     const ref = './%3A%3Aset-output%20name%3Dpassed%3A%3Atrue#/C';

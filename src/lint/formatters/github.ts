@@ -18,7 +18,7 @@ const COMMAND: Record<Severity, string> = { error: 'error', warn: 'warning', inf
  */
 export function escapeData(text: string): string {
   // eslint-disable-next-line no-control-regex
-  const shown = text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, (c) => printable(c));
+  const shown = text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => printable(c));
   return shown.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
 }
 

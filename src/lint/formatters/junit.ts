@@ -8,6 +8,7 @@ import type { Finding } from '../rule.js';
 import { concernIndex, failsRun, messageNamesOperation, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
 import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
+import { printable } from '../../parser/printable.js';
 
 /**
  * Escapes text for XML content and attribute values, dropping characters XML 1.0 cannot carry. A `:` that starts a
@@ -18,6 +19,8 @@ import type { FormatterInput } from './common.js';
 export function escapeXml(text: string): string {
   return text
     .replace(/[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, '')
+    // Bidi controls are legal XML, but reverse what follows them where the report is shown: written as escapes.
+    .replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (char) => printable(char))
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
     .replace(/>/g, '&gt;')

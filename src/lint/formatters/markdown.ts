@@ -28,7 +28,7 @@ export function escapeMarkdown(text: string): string {
   return text
     // Control characters from spec text (an ESC in an operationId) are written out, never passed to a renderer.
     // eslint-disable-next-line no-control-regex
-    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, (char) => printable(char))
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (char) => printable(char))
     .replace(/[\\`*_[\]<>|#~]/g, (char) => `\\${char}`)
     .replace(/\r\n?|\n/g, ' ')
     .replace(/@/g, `@${JOINER}`)
@@ -49,7 +49,7 @@ export function messageMarkdown(text: string): string {
 /** An inline code span that cannot be broken out of: its fence is longer than any run of backticks inside. */
 function code(text: string): string {
   // eslint-disable-next-line no-control-regex
-  const clean = text.replace(/\r\n?|\n/g, ' ').replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, (char) => printable(char));
+  const clean = text.replace(/\r\n?|\n/g, ' ').replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (char) => printable(char));
   const longest = Math.max(0, ...(clean.match(/`+/g) ?? []).map((run) => run.length));
   const fence = '`'.repeat(longest + 1);
   return longest > 0 ? `${fence} ${clean} ${fence}` : `${fence}${clean}${fence}`;
