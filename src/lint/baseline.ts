@@ -64,6 +64,21 @@ export function operationKey(operation: OperationView): string {
 
 /** Computes the stable identity of a finding; `baseDir` anchors the relative file name. */
 export function findingIdentity(finding: Finding, documents: readonly ApiDocument[], baseDir: string): FindingIdentity {
+  return anchoredIdentity(finding, documents, baseDir).identity;
+}
+
+/**
+ * The identity SARIF fingerprints a result by: a finding inside one operation's object by that operation and its
+ * pointer within it (so it survives the operation's move); one on a node shared by operations (document defaults, a
+ * `$ref`'d contract) by its node alone — with the operations in it, adding or removing any operation that uses the node
+ * made it another alert (a review's: one operation added to GitHub's spec re-opened a finding naming 392).
+ */
+export function fingerprintIdentity(finding: Finding, documents: readonly ApiDocument[], baseDir: string): FindingIdentity {
+  const { identity, anchored } = anchoredIdentity(finding, documents, baseDir);
+  return anchored ? identity : { ...identity, operation: '' };
+}
+
+function anchoredIdentity(finding: Finding, documents: readonly ApiDocument[], baseDir: string): { identity: FindingIdentity; anchored: boolean } {
   const operations = finding.operations
     .map((name) => findOperationByName(name, documents, finding.file))
     .filter((operation): operation is OperationView => operation !== undefined);
@@ -72,11 +87,11 @@ export function findingIdentity(finding: Finding, documents: readonly ApiDocumen
     const [operation] = operations as [OperationView];
     const prefix = operation.at.pointer;
     if (operation.at.file === finding.file && (finding.pointer === prefix || finding.pointer.startsWith(prefix + '/'))) {
-      return { rule: finding.ruleId, file, operation: operationKey(operation), pointer: finding.pointer.slice(prefix.length) };
+      return { identity: { rule: finding.ruleId, file, operation: operationKey(operation), pointer: finding.pointer.slice(prefix.length) }, anchored: true };
     }
   }
   const names = operations.length > 0 ? operations.map(operationKey) : [...finding.operations];
-  return { rule: finding.ruleId, file, operation: [...new Set(names)].sort().join(', '), pointer: finding.pointer };
+  return { identity: { rule: finding.ruleId, file, operation: [...new Set(names)].sort().join(', '), pointer: finding.pointer }, anchored: false };
 }
 
 // node:crypto (~15 of Node's internal modules) is loaded on first use: a plain lint never hashes an identity.
@@ -198,6 +213,15 @@ export function applyBaseline(report: BaselineInput, baseline: Baseline, baselin
     if (known) known.left += entry.count;
     else remaining.set(key, { entry, left: entry.count });
   }
+  // Entries of findings on shared nodes (several operations named), by rule, file and pointer: the operations using a
+  // node change as the spec grows, the node does not.
+  const shared = new Map<string, { entry: BaselineEntry; left: number }[]>();
+  for (const slot of remaining.values()) {
+    if (!slot.entry.operation.includes(', ')) continue;
+    const key = JSON.stringify([slot.entry.rule, slot.entry.file, slot.entry.pointer]);
+    shared.set(key, [...(shared.get(key) ?? []), slot]);
+  }
+  const sharedSlot = (identity: FindingIdentity) => shared.get(JSON.stringify([identity.rule, identity.file, identity.pointer]))?.find((slot) => slot.left > 0);
   let matched = 0;
   const findings: Finding[] = [];
   for (const finding of report.findings) {
@@ -205,10 +229,20 @@ export function applyBaseline(report: BaselineInput, baseline: Baseline, baselin
       findings.push(finding);
       continue;
     }
-    const slot = remaining.get(identityKey(findingIdentity(finding, report.documents, baseDir)));
+    const { identity, anchored } = anchoredIdentity(finding, report.documents, baseDir);
+    const slot = remaining.get(identityKey(identity)) ?? (anchored ? undefined : sharedSlot(identity));
     if (slot && slot.left > 0) {
       slot.left -= 1;
-      matched += 1;
+      // A finding on a node shared by operations is new only for the operations its entry did not name (one added to
+      // the spec that uses the node): reported for those alone. Before, any operation added or removed made the whole
+      // finding new and its entry stale.
+      const known = new Set(slot.entry.operation.split(', '));
+      const added = identity.operation.split(', ').filter((name) => !known.has(name));
+      if (added.length === 0) matched += 1;
+      else {
+        const named = finding.operations.filter((name) => added.includes(name));
+        findings.push(named.length > 0 ? { ...finding, operations: named } : finding);
+      }
     } else findings.push(finding);
   }
   const checked = checkedEntries(report.documents, baseDir);

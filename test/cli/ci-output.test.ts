@@ -30,6 +30,34 @@ describe('idemkit lint in CI', () => {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+  it('keeps a finding on document defaults known to the baseline, and its SARIF fingerprint, when an operation is added', async () => {
+    // A review's: on GitHub's spec one operation added made `key-header-undeclared` on the document defaults (392
+    // operations) new — exit 1, its old entry stale — and gave it another SARIF fingerprint (a new alert).
+    const ops = (names: string[]) => names.map((n) => `  /${n}:\n    post:\n      operationId: ${n}\n      responses: {'201': {description: ok}}\n      x-idempotency: true\n`).join('');
+    const doc = (names: string[]) => `openapi: 3.0.3\ninfo: {title: t, version: '1'}\nx-idempotency:\n  key: {header: Idempotency-Key}\n  ttl: P1D\npaths:\n${ops(names)}`;
+    const fingerprint = async () => {
+      const sarif = JSON.parse((await runCli(['lint', 'api.yaml', '-f', 'sarif'], dir)).out);
+      const result = sarif.runs[0].results.find((r: { ruleId: string }) => r.ruleId === 'key-header-undeclared');
+      return JSON.stringify(result.partialFingerprints);
+    };
+    writeFileSync(path.join(dir, 'api.yaml'), doc(['a', 'b']));
+    assert.equal((await runCli(['lint', 'api.yaml', '--write-baseline', 'base.json'], dir)).code, 0);
+    const before = await fingerprint();
+    writeFileSync(path.join(dir, 'api.yaml'), doc(['a', 'b', 'c']));
+    const result = await runCli(['lint', 'api.yaml', '--baseline', 'base.json', '-f', 'json'], dir);
+    const report = JSON.parse(result.out);
+    // New: the added operation's own findings, and the shared one for it alone; nothing stale.
+    assert.deepEqual(report.findings.filter((f: { ruleId: string }) => f.ruleId === 'key-header-undeclared').map((f: { operations: string[] }) => f.operations), [['c']]);
+    assert.deepEqual([...new Set(report.findings.flatMap((f: { operations: string[] }) => f.operations))], ['c']);
+    assert.deepEqual(report.baseline.stale, []);
+    assert.equal(await fingerprint(), before);
+    // An operation removed: known, nothing new.
+    writeFileSync(path.join(dir, 'api.yaml'), doc(['a']));
+    const fewer = await runCli(['lint', 'api.yaml', '--baseline', 'base.json', '-f', 'json'], dir);
+    assert.deepEqual(JSON.parse(fewer.out).findings, []);
+    assert.equal(fewer.code, 0);
+  });
+
   it('prints no bidirectional control of an operationId raw, in any text format', async () => {
     // A review's: U+202E in an operationId reversed the rest of a markdown or JUnit report's line where it was shown.
     const name = 'pay\u202eyalp\u2066x\u2069';

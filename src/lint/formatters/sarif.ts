@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findingIdentity, identityHash, textHash } from '../baseline.js';
+import { fingerprintIdentity, identityHash, textHash } from '../baseline.js';
 import { catalogue } from '../catalogue.js';
 import type { Rule, Severity } from '../rule.js';
 import { packageVersion, ruleDocOrSummary } from '../rule-docs.js';
@@ -75,7 +75,7 @@ export function buildSarif(report: FormatterInput): Record<string, unknown> {
   // `inProgress` the plain fingerprint, and every later alert another's state and dismissal. Equal messages too get
   // their rank among themselves. A lone finding keeps the plain identity.
   const sorted = sortFindings(report.findings);
-  const identities = sorted.map((finding) => identityHash(findingIdentity(finding, report.documents, base)));
+  const identities = sorted.map((finding) => identityHash(fingerprintIdentity(finding, report.documents, base)));
   const sharing = new Map<string, number>();
   for (const identity of identities) sharing.set(identity, (sharing.get(identity) ?? 0) + 1);
   const seen = new Map<string, number>();
