@@ -58,6 +58,24 @@ describe('idemkit lint in CI', () => {
     assert.equal(fewer.code, 0);
   });
 
+  it('names a few of the operations sharing a finding in each JUnit case and markdown card, not all of them', async () => {
+    // A review's: a finding on GitHub's document defaults listed 392 operations in each of their cases: 30 MB reports.
+    const names = Array.from({ length: 40 }, (_, i) => `op${i}`);
+    const ops = names.map((n) => `  /${n}:\n    post:\n      operationId: ${n}\n      responses: {'201': {description: ok}}\n      x-idempotency: true\n`).join('');
+    writeFileSync(path.join(dir, 'api.yaml'), `openapi: 3.0.3\ninfo: {title: t, version: '1'}\nx-idempotency:\n  key: {header: Idempotency-Key}\n  ttl: P1D\npaths:\n${ops}`);
+    const junit = (await runCli(['lint', 'api.yaml', '-f', 'junit'], dir)).out;
+    const also = [...junit.matchAll(/key-header-undeclared: [^\n]*\[also ([^\]]*)\]/g)].map((m) => m[1]!);
+    assert.equal(also.length, 40);
+    for (const list of also) assert.match(list, /^(?:[^;]+; ){5}… and 34 more$/);
+    const markdown = (await runCli(['lint', 'api.yaml', '-f', 'markdown'], dir)).out;
+    const cards = markdown.split('\n').filter((line) => line.includes('key-header-undeclared') && line.includes(' also '));
+    assert.equal(cards.length, 40);
+    for (const line of cards) assert.match(line, /… and 34 more:/);
+    // The JSON report still names them all.
+    const json = JSON.parse((await runCli(['lint', 'api.yaml', '-f', 'json'], dir)).out);
+    assert.equal(json.findings.find((f: { ruleId: string }) => f.ruleId === 'key-header-undeclared').operations.length, 40);
+  });
+
   it('prints no bidirectional control of an operationId raw, in any text format', async () => {
     // A review's: U+202E in an operationId reversed the rest of a markdown or JUnit report's line where it was shown.
     const name = 'pay\u202eyalp\u2066x\u2069';

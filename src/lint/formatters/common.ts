@@ -91,6 +91,16 @@ export function operationLabelsOf(finding: Finding, documents: readonly ApiDocum
 }
 
 /**
+ * `labels` as a report repeats them once per operation they name: the first few, then how many more. A finding on a
+ * node hundreds of operations share (document defaults) named them all in each of their test cases or cards — a
+ * review's JUnit and markdown reports of GitHub's spec were 30 MB, against 3 MB of JSON; the JSON and SARIF outputs,
+ * and the finding's own line, still list them all.
+ */
+export function fewLabels(labels: readonly string[], shown = 5): string[] {
+  return labels.length <= shown + 1 ? [...labels] : [...labels.slice(0, shown), `… and ${labels.length - shown} more`];
+}
+
+/**
  * Whether `message` already says which operation it is about: it quotes the label, or the label's
  * `METHOD /path` part (rule messages often start `POST /refunds takes …`).
  */

@@ -5,7 +5,7 @@
 import type { ApiDocument, OperationView } from '../../parser/model.js';
 import { namesOperation } from '../operation-name.js';
 import type { Finding } from '../rule.js';
-import { concernIndex, failsRun, messageNamesOperation, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
+import { concernIndex, failsRun, fewLabels, messageNamesOperation, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
 import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 import { printable } from '../../parser/printable.js';
@@ -103,7 +103,7 @@ function renderCase(report: FormatterInput, suiteName: string, testCase: Case): 
   // A finding several operations share names them all; one about this case's operation alone says nothing more.
   const others = (f: Finding) => operationLabelsOf(f, report.documents).filter((label) => label !== testCase.name);
   const describe = (f: Finding) => {
-    const also = others(f);
+    const also = fewLabels(others(f));
     return `${displayPath(report.cwd, f.file)}:${f.line}:${f.column} ${f.severity} ${f.ruleId}: ${f.message}${also.length > 0 ? ` [also ${also.join('; ')}]` : ''}`;
   };
   if (active.length > 0) {

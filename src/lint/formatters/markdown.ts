@@ -8,7 +8,7 @@ import type { ApiDocument, IdempotencyContract, OperationView, ScopePart } from 
 import { printable } from '../../parser/printable.js';
 import { catalogue } from '../catalogue.js';
 import type { Criterion, Finding, Rule } from '../rule.js';
-import { concernIndex, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
+import { concernIndex, fewLabels, operationLabelsOf, sortDocuments, sortFindings } from './common.js';
 import { displayPath } from './paths.js';
 import type { FormatterInput } from './common.js';
 
@@ -221,7 +221,9 @@ function positionLine(report: FormatterInput, operation: OperationView): number 
 function findingLine(report: FormatterInput, finding: Finding, cardLabel?: string): string {
   const where = code(`${displayPath(report.cwd, finding.file)}:${finding.line}:${finding.column}`);
   const labels = operationLabelsOf(finding, report.documents).filter((label) => label !== cardLabel);
-  const about = labels.length > 0 ? ` ${cardLabel === undefined ? '' : 'also '}${labels.map(code).join(', ')}:` : '';
+  // In a card (one per operation) the others are cut short: the list outside the cards names them all.
+  const shown = cardLabel === undefined ? labels : fewLabels(labels);
+  const about = shown.length > 0 ? ` ${cardLabel === undefined ? '' : 'also '}${shown.map((label) => (label.startsWith('… and ') ? escapeMarkdown(label) : code(label))).join(', ')}:` : '';
   const suppressed = finding.suppressed ? ` _(suppressed: ${escapeMarkdown(finding.suppressed.reason)})_` : '';
   const mark = finding.suppressed ? '~' : finding.severity === 'error' ? NO : '!';
   return `- ${mark} **${finding.severity}** ${code(finding.ruleId)} ${where}${about} ${messageMarkdown(finding.message)}${suppressed}`;
