@@ -645,6 +645,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   const quarterLease = Math.max(FREE_LATE_MIN_GAP_MS, contract.leaseMs / FREE_LATE_ATTEMPTS);
   /** Late releases running, by record id: see {@link freeLate}. */
   const lateReleases = new Map<string, LateRelease>();
+  // Completions retried behind an answer already sent, by record id (see `completeNow`).
+  const pendingCompletions = new Map<string, { readonly token: string; readonly input: CompleteInput }>();
   // Tokens held in `lateReleases`, all records together: bounded by `lateReleaseLimit`.
   let lateTokens = 0;
   /** Reconcile hook calls running, by abandoned reservation (record id and its owner's token): see `reconcile`. */
@@ -1034,6 +1036,13 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // Held by a reservation this process gave up on (no handler runs under it): freed now, and the key reserved
     // afresh, rather than answering 409 until its late release comes round.
     if (await freeGivenUp(record, req.requestId)) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+    // Held by a handler of this process that answered, its completion still being retried behind the answer: recorded
+    // now and replayed, rather than 409 until the retry's next try (after an outage, up to its 5-minute gap).
+    const completing = pendingCompletions.get(record.id);
+    if (record.state === 'in_progress' && completing !== undefined && completing.token === record.leaseToken) {
+      const latest = await completeNow(record.id, completing);
+      if (latest !== undefined && latest.fingerprint === prep.fingerprint) return replay(latest, req.requestId);
+    }
     if (record.leaseUntil > now && allowWait && waitMs > 0) {
       // Monotonic, as every bound of the guard's: a wall clock stepped back (NTP) would stretch the wait to the first
       // request's end, far past the client's per-attempt timeout this wait must stay under.
@@ -1461,6 +1470,20 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     return true;
   }
 
+  /**
+   * Tries a completion the guard is retrying in the background once more, at once; answers the record when it is then
+   * completed under that completion's token, else `undefined` (the background retries go on).
+   */
+  async function completeNow(id: string, completing: { readonly token: string; readonly input: CompleteInput }): Promise<IdempotencyRecord | undefined> {
+    try {
+      await bounded(store.complete(id, completing.token, completing.input));
+      const latest = await bounded(store.get(id));
+      return latest !== undefined && latest.state === 'completed' && latest.leaseToken === completing.token ? latest : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   /** One try of {@link freeLate}: a read of the record, and the release of the token that holds it. */
   async function tryLate(id: string, late: LateRelease): Promise<void> {
     // What was known of each token when the record was read: one told more since (see `lateRelease`) stays.
@@ -1633,6 +1656,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       startRenewal(keyId, reservation.token!);
       const since = performance.now();
       const token = reservation.token!;
+      const completing = { token, input };
+      pendingCompletions.set(keyId, completing);
       const completeAgain = () => store.complete(keyId, token, input);
       // Past the lease, a try first reads the record: once it is no longer in progress under this token (an attempt the
       // guard gave up on that the store applied, a verdict, a takeover) there is nothing left to try, and the refusal
@@ -1652,6 +1677,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         })
         .then(async (done) => {
           stopRenewal(reservation);
+          if (pendingCompletions.get(keyId) === completing) pendingCompletions.delete(keyId);
           if (logging) await logCompletion(reservation, input, done);
         });
     }

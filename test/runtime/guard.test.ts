@@ -1972,6 +1972,31 @@ describe('runtime/guard: store failures', () => {
     assert.equal(events.filter((e) => e.decision === 'completed').length, 1);
   });
 
+  it('a retry that comes while the completion behind its answer waits out a long gap records it then and replays', async () => {
+    // A chaos review's: keys whose effect had run answered 409 abandoned for up to 50 s after the store came back, the
+    // completion's next try still minutes away.
+    const memory = new MemoryStore();
+    let down = true;
+    const store = withMethods(memory, {
+      complete: (...args: Parameters<MemoryStore['complete']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args)),
+      extend: (...args: Parameters<MemoryStore['extend']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.extend(...args)),
+    });
+    const events: GuardLogEvent[] = [];
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, log: (e) => events.push(e) });
+    let runs = 0;
+    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    // Down long enough for the tries past the lease to be some 800 ms apart.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    down = false;
+    const retry = await guard.handle(demoRequest(KEY), handler);
+    assert.deepEqual([retry.status, retry.headers['idempotent-replayed'], bodyJson(retry).id], [201, 'true', 'once'], events.map((e) => e.decision).join(' '));
+    assert.equal(runs, 1);
+    // The retry behind then finds it done, and logs it once.
+    for (let waited = 0; waited < 3000 && !events.some((e) => e.decision === 'completed'); waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(events.filter((e) => e.decision === 'completed').length, 1);
+  });
+
   it('a completion the store applied after the guard gave up on it is logged completed when the retry behind finds it done under its own token', async () => {
     const memory = new MemoryStore();
     let first = true;
