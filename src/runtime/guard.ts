@@ -113,6 +113,12 @@ export interface AbandonedReservation {
   /** Store-clock ms when its lease ran out. */
   readonly leaseUntil: number;
   /**
+   * The abandoned owner's lease token, as the record holds it (`store.get(recordId)`): what a hook that settles the
+   * record itself (`store.complete(recordId, leaseToken, …)`, `store.release`) fences on, and how it tells this owner
+   * from a later one.
+   */
+  readonly leaseToken: string;
+  /**
    * Aborted when the guard stops waiting for this call (`reconcileTimeoutMs`): pass it on to the provider lookup
    * (`fetch(url, { signal })`) so a call that hangs does not outlive its bound. Never aborted under `Infinity`.
    */
@@ -1086,6 +1092,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         request: req,
         createdAt: record.createdAt,
         leaseUntil: record.leaseUntil,
+        leaseToken: record.leaseToken,
       }, record.id, req.requestId);
       flight = started;
       if (reconcileTimeoutMs !== Infinity) reconciling.set(flightKey, started);

@@ -526,15 +526,19 @@ describe('runtime/guard: states', () => {
 
   it('reconcile "completed" records the found result and replays it', async () => {
     const seen: string[] = [];
+    const tokens: string[] = [];
     const reconcile: ReconcileHook = (abandoned) => {
       seen.push(abandoned.idempotencyKey);
+      tokens.push(abandoned.leaseToken);
       return { outcome: 'completed', response: jsonResponse(201, { id: 'dr_found' }) };
     };
     const s = setup({ reconcile });
-    await s.guard.begin(demoRequest(KEY));
+    const first = await s.guard.begin(demoRequest(KEY));
     s.advance(31_000);
     const second = await s.guard.handle(demoRequest(KEY), s.handler);
     assert.deepEqual(seen, [KEY]);
+    // The abandoned owner's token, what a hook settling the record itself fences on (a chaos review's ask).
+    assert.deepEqual(tokens, [first.kind === 'proceed' ? first.reservation.token : 'none']);
     assert.equal(second.status, 201);
     assert.equal(second.headers['idempotent-replayed'], 'true');
     assert.equal(bodyJson(second).id, 'dr_found');
