@@ -1041,7 +1041,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (record.state === 'completed') return replay(record, req.requestId);
     // Held by a reservation this process gave up on (no handler runs under it): freed now, and the key reserved
     // afresh, rather than answering 409 until its late release comes round.
-    if (await freeGivenUp(record, req.requestId)) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+    if (lateReleases.has(record.id) && (await freeGivenUp(record, req.requestId))) return vanished ? vanished() : reserveAndClassify(req, prep, false);
     // Held by a handler of this process that answered, its completion still being retried behind the answer: recorded
     // now and replayed, rather than 409 until the retry's next try (after an outage, up to its 5-minute gap).
     const completing = pendingCompletions.get(record.id);
