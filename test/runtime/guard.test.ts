@@ -1953,49 +1953,45 @@ describe('runtime/guard: store failures', () => {
     }
   });
 
-  it('a completion that fails past the lease is tried on until the TTL: once the store is back the record is completed and the retry replays, not 409 abandoned', async () => {
-    // A chaos review's: every try within the lease failed, and a key whose effect had run answered 409 abandoned for good.
+  /** A guard whose handler answered 201 while the store refuses completions and lease renewals (`store.down`). */
+  async function answeredWhileCompletionsFail() {
     const memory = new MemoryStore();
-    let down = true;
-    const store = withMethods(memory, {
-      complete: (...args: Parameters<MemoryStore['complete']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args)),
-      extend: (...args: Parameters<MemoryStore['extend']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.extend(...args)),
+    const store = { down: true };
+    const refusing = withMethods(memory, {
+      complete: (...args: Parameters<MemoryStore['complete']>) => (store.down ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args)),
+      extend: (...args: Parameters<MemoryStore['extend']>) => (store.down ? Promise.reject(new Error('ECONNREFUSED')) : memory.extend(...args)),
     });
     const events: GuardLogEvent[] = [];
-    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, log: (e) => events.push(e) });
-    let runs = 0;
-    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
+    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store: refusing, log: (e) => events.push(e) });
+    let count = 0;
+    const handler = async () => (count++, jsonResponse(201, { id: 'once' }));
     assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    return { guard, events, handler, runs: () => count, store };
+  }
+
+  it('a completion that fails past the lease is tried on until the TTL: once the store is back the record is completed and the retry replays, not 409 abandoned', async () => {
+    // A chaos review's: every try within the lease failed, and a key whose effect had run answered 409 abandoned for good.
+    const { guard, events, handler, runs, store } = await answeredWhileCompletionsFail();
     await new Promise((resolve) => setTimeout(resolve, 600));
-    down = false;
+    store.down = false;
     // The tries past the lease come 25-50, 50-100, … 400-800 ms apart: one lands within 1.3 s of the store's return.
     await new Promise((resolve) => setTimeout(resolve, 1300));
     const retry = await guard.handle(demoRequest(KEY), handler);
     assert.deepEqual([retry.status, retry.headers['idempotent-replayed'], bodyJson(retry).id], [201, 'true', 'once'], events.map((e) => e.decision).join(' '));
-    assert.equal(runs, 1);
+    assert.equal(runs(), 1);
     assert.equal(events.filter((e) => e.decision === 'completed').length, 1);
   });
 
   it('a retry that comes while the completion behind its answer waits out a long gap records it then and replays', async () => {
     // A chaos review's: keys whose effect had run answered 409 abandoned for up to 50 s after the store came back, the
     // completion's next try still minutes away.
-    const memory = new MemoryStore();
-    let down = true;
-    const store = withMethods(memory, {
-      complete: (...args: Parameters<MemoryStore['complete']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.complete(...args)),
-      extend: (...args: Parameters<MemoryStore['extend']>) => (down ? Promise.reject(new Error('ECONNREFUSED')) : memory.extend(...args)),
-    });
-    const events: GuardLogEvent[] = [];
-    const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, log: (e) => events.push(e) });
-    let runs = 0;
-    const handler = async () => (runs++, jsonResponse(201, { id: 'once' }));
-    assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+    const { guard, events, handler, runs, store } = await answeredWhileCompletionsFail();
     // Down long enough for the tries past the lease to be some 800 ms apart.
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    down = false;
+    store.down = false;
     const retry = await guard.handle(demoRequest(KEY), handler);
     assert.deepEqual([retry.status, retry.headers['idempotent-replayed'], bodyJson(retry).id], [201, 'true', 'once'], events.map((e) => e.decision).join(' '));
-    assert.equal(runs, 1);
+    assert.equal(runs(), 1);
     // The retry behind then finds it done, and logs it once.
     for (let waited = 0; waited < 3000 && !events.some((e) => e.decision === 'completed'); waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(events.filter((e) => e.decision === 'completed').length, 1);
