@@ -1041,7 +1041,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (record.state === 'completed') return replay(record, req.requestId);
     // Held by a reservation this process gave up on (no handler runs under it): freed now, and the key reserved
     // afresh, rather than answering 409 until its late release comes round.
-    if (lateReleases.has(record.id) && (await freeGivenUp(record, req.requestId))) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+    if (lateReleases.has(record.id) && (await freeGivenUp(record))) return vanished ? vanished() : reserveAndClassify(req, prep, false);
     // Held by a handler of this process that answered, its completion still being retried behind the answer: recorded
     // now and replayed, rather than 409 until the retry's next try (after an outage, up to its 5-minute gap).
     const completing = pendingCompletions.get(record.id);
@@ -1450,23 +1450,26 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * Releases `record` when the token that holds it is one of this process's late releases — a reservation or takeover
    * the guard gave up on, under which no handler runs — as the release loop would on its next try; answers whether it
    * did. A retry that meets such a record no longer waits for that try (a chaos review's: 45 retries of one key heard
-   * 409 abandoned over 45 s after a PostgreSQL outage, the handler never run). When the release fails or is refused,
-   * the loop is woken to try again from the start of its schedule.
+   * 409 abandoned over 45 s after a PostgreSQL outage, the handler never run). A release that fails leaves the loop to
+   * its schedule; one refused wakes it to settle the token.
    */
-  async function freeGivenUp(record: IdempotencyRecord, requestId: string | undefined): Promise<boolean> {
+  async function freeGivenUp(record: IdempotencyRecord): Promise<boolean> {
     if (record.state !== 'in_progress') return false;
     const late = lateReleases.get(record.id);
     const t = late?.tokens.get(record.leaseToken);
     if (late === undefined || t === undefined) return false;
     const news = t.news;
-    let released = false;
+    let released: boolean;
     try {
       released = await bounded(store.release(record.id, record.leaseToken));
     } catch {
-      // The store failed again: the loop tries on.
+      // The store failed again: the loop tries on its own schedule. Woken with a restart here, every retry had set its
+      // gap back to the first, the backoff undone for as long as a client kept retrying.
+      return false;
     }
     if (!released) {
-      late.wake(true);
+      // Refused: the token holds the record no more. The loop's next try, now, reads what does and settles the token.
+      late.wake(false);
       return false;
     }
     // As the loop settles a token: one told more meanwhile (its call answered that it made the record) stays for it.

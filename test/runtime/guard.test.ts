@@ -2184,6 +2184,31 @@ describe('runtime/guard: store failures', () => {
       for (let waited = 0; waited < 3000 && (await memory.get(id)) !== undefined; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
       assert.equal(await memory.get(id), undefined);
     });
+
+    it('keeps backing off while retries meet it and its release still fails', async () => {
+      // A read-through review's: each retry whose release failed woke the loop with a restart, its gap back to the first
+      // and four quick tries after every retry — the backoff undone for as long as a client kept retrying.
+      const { memory, store: lossy, state } = outage();
+      const releases: number[] = [];
+      const store = withMethods(lossy, {
+        get: (id: string) => memory.get(id),
+        release: () => (releases.push(performance.now()), Promise.reject(new Error('ECONNRESET'))),
+      });
+      const guard = createGuard({ ...demoContract(), leaseMs: 80 }, { store, storeTimeoutMs: 20 });
+      const handler = async () => jsonResponse(201, {});
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+      state.down = false;
+      const until = performance.now() + 1500;
+      while (performance.now() < until) {
+        assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 409);
+        await sleep(10);
+      }
+      const quiet = performance.now();
+      await sleep(1000);
+      // The loop's gap had grown past 300 ms by then; restarted, it would try ten times in that second.
+      const late = releases.filter((at) => at >= quiet).length;
+      assert.ok(late <= 4, `${late} releases in the second after the retries stopped`);
+    });
   });
 
   it('keeps releasing at most lateReleaseLimit tokens an outage left: one past it is logged untracked and left to reconciliation', async () => {
