@@ -1041,7 +1041,24 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (record.state === 'completed') return replay(record, req.requestId);
     // Held by a reservation this process gave up on (no handler runs under it): freed now, and the key reserved
     // afresh, rather than answering 409 until its late release comes round.
-    if (lateReleases.has(record.id) && (await freeGivenUp(record))) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+    if (lateReleases.has(record.id)) {
+      const freed = await freeGivenUp(record);
+      if (freed === 'released') return vanished ? vanished() : reserveAndClassify(req, prep, false);
+      if (freed === 'refused') {
+        // The token holds the record no more: another retry freed it (and may run the handler now), or it moved on.
+        // Answered from what is there now — the read above is stale (a review's: the second of two concurrent retries
+        // answered 409 abandoned, "do not retry", while the first ran the handler).
+        let latest: IdempotencyRecord | undefined;
+        try {
+          latest = await bounded(store.get(record.id));
+          now = await bounded(store.now());
+        } catch (error) {
+          return storeUnavailableResponse(req, prep.recordId, error);
+        }
+        if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+        return classify(req, prep, { outcome: 'existing', record: latest, now }, allowWait, vanished);
+      }
+    }
     // Held by a handler of this process that answered, its completion still being retried behind the answer: recorded
     // now and replayed, rather than 409 until the retry's next try (after an outage, up to its 5-minute gap).
     const completing = pendingCompletions.get(record.id);
@@ -1448,16 +1465,17 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
 
   /**
    * Releases `record` when the token that holds it is one of this process's late releases — a reservation or takeover
-   * the guard gave up on, under which no handler runs — as the release loop would on its next try; answers whether it
-   * did. A retry that meets such a record no longer waits for that try (a chaos review's: 45 retries of one key heard
+   * the guard gave up on, under which no handler runs — as the release loop would on its next try. Answers `released`;
+   * `refused` when the token holds the record no more (another retry freed it, or it moved on: the caller's read is
+   * stale); `undefined` when the token is none of those or the store failed. A retry that meets such a record no longer waits for that try (a chaos review's: 45 retries of one key heard
    * 409 abandoned over 45 s after a PostgreSQL outage, the handler never run). A release that fails leaves the loop to
    * its schedule; one refused wakes it to settle the token.
    */
-  async function freeGivenUp(record: IdempotencyRecord): Promise<boolean> {
-    if (record.state !== 'in_progress') return false;
+  async function freeGivenUp(record: IdempotencyRecord): Promise<'released' | 'refused' | undefined> {
+    if (record.state !== 'in_progress') return undefined;
     const late = lateReleases.get(record.id);
     const t = late?.tokens.get(record.leaseToken);
-    if (late === undefined || t === undefined) return false;
+    if (late === undefined || t === undefined) return undefined;
     const news = t.news;
     let released: boolean;
     try {
@@ -1465,19 +1483,19 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     } catch {
       // The store failed again: the loop tries on its own schedule. Woken with a restart here, every retry had set its
       // gap back to the first, the backoff undone for as long as a client kept retrying.
-      return false;
+      return undefined;
     }
     if (!released) {
       // Refused: the token holds the record no more. The loop's next try, now, reads what does and settles the token.
       late.wake(false);
-      return false;
+      return 'refused';
     }
     // As the loop settles a token: one told more meanwhile (its call answered that it made the record) stays for it.
     if (late.tokens.get(record.leaseToken) === t && t.news === news) {
       dropLate(late, record.leaseToken);
       if (logging && performance.now() - t.since >= contract.leaseMs) log({ decision: 'released', keyId: record.id, state: 'in_progress' }, t.requestId);
     }
-    return true;
+    return 'released';
   }
 
   /**

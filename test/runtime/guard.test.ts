@@ -2185,6 +2185,36 @@ describe('runtime/guard: store failures', () => {
       assert.equal(await memory.get(id), undefined);
     });
 
+    it('two retries that meet it at once: one frees it and runs, the other hears in progress, not abandoned', async () => {
+      // A read-only review's: the second retry's release was refused (the first had freed the key and reserved it), and
+      // it answered from its stale read — 409 abandoned, "do not retry", while the handler ran under the key.
+      const memory = new MemoryStore();
+      let slow = true;
+      let releaseDown = true;
+      const store = withMethods(memory, {
+        // The first reservation lands after the guard gave up on it.
+        reserve: async (input: ReserveInput) => {
+          if (slow) {
+            slow = false;
+            await sleep(100);
+          }
+          return memory.reserve(input);
+        },
+        release: (...args: Parameters<MemoryStore['release']>) => (releaseDown ? Promise.reject(new Error('ECONNRESET')) : memory.release(...args)),
+      });
+      const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
+      let runs = 0;
+      const handler = async () => (runs++, await sleep(100), jsonResponse(201, {}));
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+      // The reservation has landed and its lease passed; the loop's releases failed.
+      await sleep(300);
+      releaseDown = false;
+      const both = await Promise.all([guard.handle(demoRequest(KEY), handler), guard.handle(demoRequest(KEY), handler)]);
+      const answers = both.map((r) => (r.status === 409 ? `409 ${bodyJson(r).type.slice(PROBLEM_BASE.length)}` : String(r.status))).sort();
+      assert.deepEqual(answers, ['201', '409 idempotency-request-in-progress']);
+      assert.equal(runs, 1);
+    });
+
     it('keeps backing off while retries meet it and its release still fails', async () => {
       // A read-through review's: each retry whose release failed woke the loop with a restart, its gap back to the first
       // and four quick tries after every retry — the backoff undone for as long as a client kept retrying.
