@@ -1085,6 +1085,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         record = latest;
         if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
         if (record.state === 'completed') return replay(record, req.requestId);
+        // Held meanwhile by a reservation this process gave up on, or by its handler that answered with its completion
+        // retried behind: the shortcuts above, rather than waiting out the lease (a review's: the waiting duplicate
+        // heard 409 in progress, a retry a moment later the replay).
+        if (lateReleases.get(record.id)?.tokens.has(record.leaseToken) === true || pendingCompletions.get(record.id)?.token === record.leaseToken) {
+          return classify(req, prep, { outcome: 'existing', record, now }, false, vanished);
+        }
         if (record.leaseUntil <= now) break;
       }
     }
@@ -1654,6 +1660,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       if (logging) log({ decision: released ? decision : 'fenced', keyId: reservation.recordId!, state: 'in_progress', ...(status !== undefined ? { status } : {}) }, reservation.requestId);
     } catch {
       if (logging) log({ decision: 'record-failed', keyId: reservation.recordId!, state: 'in_progress' }, reservation.requestId);
+      // No handler runs under the token any more: released later, as a reservation the guard gave up on is (a review's:
+      // one failed release after a 429 left the key at 409 in progress, then abandoned for good, nothing running).
+      lateRelease(reservation.recordId!, reservation.token!, reservation.requestId, 'landed');
     }
   }
 

@@ -2185,6 +2185,50 @@ describe('runtime/guard: store failures', () => {
       assert.equal(await memory.get(id), undefined);
     });
 
+    it('a release that fails after a transient answer or a rollback is made later: the retry runs', async () => {
+      // A read-only review's: one failed release after a 429 left the key at 409 in progress for the lease, then 409
+      // abandoned for good, no handler running under it.
+      for (const how of ['429', 'rolled back'] as const) {
+        const memory = new MemoryStore();
+        let fail = 1;
+        const store = withMethods(memory, {
+          release: (...args: Parameters<MemoryStore['release']>) => (fail-- > 0 ? Promise.reject(new Error('ECONNRESET')) : memory.release(...args)),
+        });
+        const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
+        if (how === '429') {
+          assert.equal((await guard.handle(demoRequest(KEY), async () => jsonResponse(429, {}))).status, 429);
+        } else {
+          const begun = await guard.begin(demoRequest(KEY));
+          assert.equal(begun.kind, 'proceed');
+          if (begun.kind === 'proceed') await guard.abort(begun.reservation, { rolledBack: true });
+        }
+        let runs = 0;
+        const retry = await guard.handle(demoRequest(KEY), async () => (runs++, jsonResponse(201, {})));
+        assert.equal(retry.status, 201, how);
+        assert.equal(runs, 1, how);
+      }
+    });
+
+    it('a duplicate waiting on a handler whose completion failed once gets the replay when the store is back', async () => {
+      // A read-only review's: the wait polled the record, never tried the completion retried behind the answer, and
+      // ended 409 in progress after waitInProgressMs; a retry a moment later was replayed at once.
+      const memory = new MemoryStore();
+      let fail = 1;
+      const store = withMethods(memory, {
+        complete: (...args: Parameters<MemoryStore['complete']>) => (fail-- > 0 ? Promise.reject(new Error('ECONNRESET')) : memory.complete(...args)),
+      });
+      const guard = createGuard({ ...demoContract(), leaseMs: 8000 }, { store, waitInProgressMs: 1000, pollIntervalMs: 20 });
+      const first = await guard.begin(demoRequest(KEY));
+      assert.equal(first.kind, 'proceed');
+      const waiting = guard.begin(demoRequest(KEY));
+      await sleep(50);
+      if (first.kind === 'proceed') await guard.complete(first.reservation, jsonResponse(201, { id: 'once' }));
+      const started = performance.now();
+      const waited = await waiting;
+      assert.equal(waited.kind === 'respond' && waited.replayed, true);
+      assert.ok(performance.now() - started < 500, 'answered before the wait ran out');
+    });
+
     it('two retries that meet it at once: one frees it and runs, the other hears in progress, not abandoned', async () => {
       // A read-only review's: the second retry's release was refused (the first had freed the key and reserved it), and
       // it answered from its stale read — 409 abandoned, "do not retry", while the handler ran under the key.
