@@ -1048,15 +1048,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         // The token holds the record no more: another retry freed it (and may run the handler now), or it moved on.
         // Answered from what is there now — the read above is stale (a review's: the second of two concurrent retries
         // answered 409 abandoned, "do not retry", while the first ran the handler).
-        let latest: IdempotencyRecord | undefined;
-        try {
-          latest = await bounded(store.get(record.id));
-          now = await bounded(store.now());
-        } catch (error) {
-          return storeUnavailableResponse(req, prep.recordId, error);
-        }
-        if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
-        return classify(req, prep, { outcome: 'existing', record: latest, now }, allowWait, vanished);
+        const latest = await readAgain(req, prep, vanished);
+        return latest.kind === 'read' ? classify(req, prep, { outcome: 'existing', record: latest.record, now: latest.now }, allowWait, vanished) : latest;
       }
     }
     // Held by a handler of this process that answered, its completion still being retried behind the answer: recorded
@@ -1073,16 +1066,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       while (performance.now() < deadline) {
         await sleep(Math.min(pollMs, Math.max(1, deadline - performance.now())));
         if (req.clientGone?.() === true) break;
-        let latest: IdempotencyRecord | undefined;
-        try {
-          latest = await bounded(store.get(prep.recordId));
-          now = await bounded(store.now());
-        } catch (error) {
-          // We have seen a record another request owns: fail-open would run the effect beside it. Always 503.
-          return storeUnavailableResponse(req, prep.recordId, error);
-        }
-        if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
-        record = latest;
+        const latest = await readAgain(req, prep, vanished);
+        if (latest.kind !== 'read') return latest;
+        record = latest.record;
+        now = latest.now;
         if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
         if (record.state === 'completed') return replay(record, req.requestId);
         // Held meanwhile by a reservation this process gave up on, or by its handler that answered with its completion
@@ -1096,6 +1083,28 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     }
     if (record.leaseUntil > now) return inProgress(record.id, record.leaseUntil - now, now - record.createdAt, req.requestId);
     return reconcile(req, prep, record, vanished);
+  }
+
+  /**
+   * Reads the key's record and the store's clock again, for a classification whose read went stale. Answers them; or,
+   * when the store fails, 503 (a record another request owns was seen: failing open would run the effect beside it);
+   * or, when the record is gone, what a fresh reservation answers.
+   */
+  async function readAgain(
+    req: GuardRequest,
+    prep: Extract<Prepared, { kind: 'ready' }>,
+    vanished: Vanished | undefined,
+  ): Promise<{ readonly kind: 'read'; readonly record: IdempotencyRecord; readonly now: number } | Begun> {
+    let latest: IdempotencyRecord | undefined;
+    let now: number;
+    try {
+      latest = await bounded(store.get(prep.recordId));
+      now = await bounded(store.now());
+    } catch (error) {
+      return storeUnavailableResponse(req, prep.recordId, error);
+    }
+    if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+    return { kind: 'read', record: latest, now };
   }
 
   async function reconcile(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished?: Vanished): Promise<Begun> {
