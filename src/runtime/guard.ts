@@ -1039,26 +1039,19 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     // The DESIGN order: a payload mismatch wins over every state, before the handler.
     if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
     if (record.state === 'completed') return replay(record, req.requestId);
-    // Held by a reservation this process gave up on (no handler runs under it): freed now, and the key reserved
-    // afresh, rather than answering 409 until its late release comes round.
-    if (lateReleases.has(record.id)) {
-      const freed = await freeGivenUp(record);
-      if (freed === 'released') return vanished ? vanished() : reserveAndClassify(req, prep, false);
-      if (freed === 'refused') {
-        // The token holds the record no more: another retry freed it (and may run the handler now), or it moved on.
-        // Answered from what is there now — the read above is stale (a review's: the second of two concurrent retries
-        // answered 409 abandoned, "do not retry", while the first ran the handler).
-        const latest = await readAgain(req, prep, vanished);
-        return latest.kind === 'read' ? classify(req, prep, { outcome: 'existing', record: latest.record, now: latest.now }, allowWait, vanished) : latest;
-      }
-    }
-    // Held by a handler of this process that answered, its completion still being retried behind the answer: recorded
-    // now and replayed, rather than 409 until the retry's next try (after an outage, up to its 5-minute gap).
-    const completing = pendingCompletions.get(record.id);
-    if (record.state === 'in_progress' && completing !== undefined && completing.token === record.leaseToken) {
-      const latest = await completeNow(record.id, completing);
-      if (latest !== undefined && latest.fingerprint === prep.fingerprint) return replay(latest, req.requestId);
-    }
+    // Held by a reservation this process gave up on, or by its handler that answered with its completion retried
+    // behind: freed, or recorded and replayed, now — rather than 409 until the background try comes round.
+    const short = await shortcut(req, prep, record, vanished);
+    if (short === 'refused') {
+      // The token holds the record no more: another retry freed it (and may run the handler now), or it moved on.
+      // Answered from what is there now — the read above is stale (a review's: the second of two concurrent retries
+      // answered 409 abandoned, "do not retry", while the first ran the handler). Once: a read that still shows the
+      // token (a lagging replica) goes on as a record held by another, not round again.
+      const latest = await readAgain(req, prep, vanished);
+      if (latest.kind !== 'read') return latest;
+      record = latest.record;
+      now = latest.now;
+    } else if (short !== undefined) return short;
     if (record.leaseUntil > now && allowWait && waitMs > 0) {
       // Monotonic, as every bound of the guard's: a wall clock stepped back (NTP) would stretch the wait to the first
       // request's end, far past the client's per-attempt timeout this wait must stay under.
@@ -1070,14 +1063,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         if (latest.kind !== 'read') return latest;
         record = latest.record;
         now = latest.now;
-        if (record.fingerprint !== prep.fingerprint) return mismatch(record, req.requestId);
-        if (record.state === 'completed') return replay(record, req.requestId);
-        // Held meanwhile by a reservation this process gave up on, or by its handler that answered with its completion
-        // retried behind: the shortcuts above, rather than waiting out the lease (a review's: the waiting duplicate
-        // heard 409 in progress, a retry a moment later the replay).
-        if (lateReleases.get(record.id)?.tokens.has(record.leaseToken) === true || pendingCompletions.get(record.id)?.token === record.leaseToken) {
-          return classify(req, prep, { outcome: 'existing', record, now }, false, vanished);
-        }
+        // The shortcuts too, rather than waiting out the lease (a review's: the waiting duplicate heard 409 in progress,
+        // a retry a moment later the replay); one that did not settle it waits on, the next poll reading what is there.
+        const waited = await shortcut(req, prep, record, vanished);
+        if (waited !== undefined && waited !== 'refused') return waited;
         if (record.leaseUntil <= now) break;
       }
     }
@@ -1086,9 +1075,31 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
   }
 
   /**
-   * Reads the key's record and the store's clock again, for a classification whose read went stale. Answers them; or,
-   * when the store fails, 503 (a record another request owns was seen: failing open would run the effect beside it);
-   * or, when the record is gone, what a fresh reservation answers.
+   * What a retry that finds `record` held by this process answers at once, if it can: the key reserved afresh when the
+   * holder is a reservation the guard gave up on and its release succeeds (`refused` when that token holds the record no
+   * more: the read is stale); the replay when the holder is a handler that answered and its completion, retried behind
+   * the answer, lands now. `undefined` otherwise (held by another, or the store failed again).
+   */
+  async function shortcut(req: GuardRequest, prep: Extract<Prepared, { kind: 'ready' }>, record: IdempotencyRecord, vanished: Vanished | undefined): Promise<Begun | 'refused' | undefined> {
+    if (record.state !== 'in_progress') return undefined;
+    if (lateReleases.get(record.id)?.tokens.has(record.leaseToken) === true) {
+      const freed = await freeGivenUp(record);
+      if (freed === 'released') return vanished ? vanished() : reserveAndClassify(req, prep, false);
+      return freed;
+    }
+    const completing = pendingCompletions.get(record.id);
+    if (completing !== undefined && completing.token === record.leaseToken) {
+      const latest = await completeNow(record.id, completing);
+      if (latest !== undefined && latest.fingerprint === prep.fingerprint) return replay(latest, req.requestId);
+    }
+    return undefined;
+  }
+
+  /**
+   * Reads the key's record and the store's clock again, for a classification whose read went stale. Answers them while
+   * the record is in progress under this payload; else 422 for another payload, the replay once it is completed, what a
+   * fresh reservation answers once it is gone, and 503 when the store fails (a record another request owns was seen:
+   * failing open would run the effect beside it).
    */
   async function readAgain(
     req: GuardRequest,
@@ -1104,6 +1115,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       return storeUnavailableResponse(req, prep.recordId, error);
     }
     if (latest === undefined) return vanished ? vanished() : reserveAndClassify(req, prep, false);
+    if (latest.fingerprint !== prep.fingerprint) return mismatch(latest, req.requestId);
+    if (latest.state === 'completed') return replay(latest, req.requestId);
     return { kind: 'read', record: latest, now };
   }
 

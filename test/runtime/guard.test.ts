@@ -2156,6 +2156,24 @@ describe('runtime/guard: store failures', () => {
       return { memory, store, state };
     }
 
+    /** The first reservation lands after the guard gave up on it (storeTimeoutMs under 100 ms); releases fail until `releasesBack`. */
+    function landsLateReleasesFail() {
+      const memory = new MemoryStore();
+      let slow = true;
+      let releaseDown = true;
+      const store = withMethods(memory, {
+        reserve: async (input: ReserveInput) => {
+          if (slow) {
+            slow = false;
+            await sleep(100);
+          }
+          return memory.reserve(input);
+        },
+        release: (...args: Parameters<MemoryStore['release']>) => (releaseDown ? Promise.reject(new Error('ECONNRESET')) : memory.release(...args)),
+      });
+      return { store, releasesBack: () => void (releaseDown = false) };
+    }
+
     it('is freed by the first retry after the store is back, which runs the handler', async () => {
       const { store, state } = outage();
       const guard = createGuard({ ...demoContract(), leaseMs: 10_000 }, { store, storeTimeoutMs: 50 });
@@ -2229,30 +2247,31 @@ describe('runtime/guard: store failures', () => {
       assert.ok(performance.now() - started < 500, 'answered before the wait ran out');
     });
 
+    it('a duplicate waiting on it waits on while its release fails, and runs once the release goes through', async () => {
+      // A diff review's: the waiting duplicate stopped at its first failed release with 409 in progress, its wait
+      // (waitInProgressMs) cut short.
+      const { store, releasesBack } = landsLateReleasesFail();
+      const guard = createGuard({ ...demoContract(), leaseMs: 2000 }, { store, storeTimeoutMs: 50, waitInProgressMs: 1500, pollIntervalMs: 20 });
+      let runs = 0;
+      const handler = async () => (runs++, jsonResponse(201, {}));
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
+      await sleep(100);
+      setTimeout(releasesBack, 250);
+      assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 201);
+      assert.equal(runs, 1);
+    });
+
     it('two retries that meet it at once: one frees it and runs, the other hears in progress, not abandoned', async () => {
       // A read-only review's: the second retry's release was refused (the first had freed the key and reserved it), and
       // it answered from its stale read — 409 abandoned, "do not retry", while the handler ran under the key.
-      const memory = new MemoryStore();
-      let slow = true;
-      let releaseDown = true;
-      const store = withMethods(memory, {
-        // The first reservation lands after the guard gave up on it.
-        reserve: async (input: ReserveInput) => {
-          if (slow) {
-            slow = false;
-            await sleep(100);
-          }
-          return memory.reserve(input);
-        },
-        release: (...args: Parameters<MemoryStore['release']>) => (releaseDown ? Promise.reject(new Error('ECONNRESET')) : memory.release(...args)),
-      });
+      const { store, releasesBack } = landsLateReleasesFail();
       const guard = createGuard({ ...demoContract(), leaseMs: 200 }, { store, storeTimeoutMs: 50 });
       let runs = 0;
       const handler = async () => (runs++, await sleep(100), jsonResponse(201, {}));
       assert.equal((await guard.handle(demoRequest(KEY), handler)).status, 503);
       // The reservation has landed and its lease passed; the loop's releases failed.
       await sleep(300);
-      releaseDown = false;
+      releasesBack();
       const both = await Promise.all([guard.handle(demoRequest(KEY), handler), guard.handle(demoRequest(KEY), handler)]);
       const answers = both.map((r) => (r.status === 409 ? `409 ${bodyJson(r).type.slice(PROBLEM_BASE.length)}` : String(r.status))).sort();
       assert.deepEqual(answers, ['201', '409 idempotency-request-in-progress']);
