@@ -1495,9 +1495,10 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
    * Releases `record` when the token that holds it is one of this process's late releases — a reservation or takeover
    * the guard gave up on, under which no handler runs — as the release loop would on its next try. Answers `released`;
    * `refused` when the token holds the record no more (another retry freed it, or it moved on: the caller's read is
-   * stale); `undefined` when the token is none of those or the store failed. A retry that meets such a record no longer waits for that try (a chaos review's: 45 retries of one key heard
-   * 409 abandoned over 45 s after a PostgreSQL outage, the handler never run). A release that fails leaves the loop to
-   * its schedule; one refused wakes it to settle the token.
+   * stale); `undefined` when the token is not a late release's or the store failed. A retry that meets such a record
+   * no longer waits for that try (a chaos review's: 45 retries of one key heard 409 abandoned over 45 s after a
+   * PostgreSQL outage, the handler never run). A release that fails leaves the loop to its schedule; one refused wakes
+   * it to settle the token.
    */
   async function freeGivenUp(record: IdempotencyRecord): Promise<'released' | 'refused' | undefined> {
     if (record.state !== 'in_progress') return undefined;
