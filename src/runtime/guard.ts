@@ -1523,6 +1523,8 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     if (late.tokens.get(record.leaseToken) === t && t.news === news) {
       dropLate(late, record.leaseToken);
       if (logging && performance.now() - t.since >= contract.leaseMs) log({ decision: 'released', keyId: record.id, state: 'in_progress' }, t.requestId);
+      // Its last token: the loop ends now rather than when its timer fires (up to FREE_LATE_MAX_GAP_MS later).
+      if (late.tokens.size === 0) late.wake(false);
     }
     return 'released';
   }
