@@ -427,7 +427,13 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       try {
         step = await work(reserved, client);
       } catch (error) {
-        if (!(await rollback(client)) || isHandlerGivenUp(error)) broken = error;
+        // A handler given up at its bound may still be at work on this client. A ROLLBACK would end the transaction
+        // under it, and its next statement — queued behind the ROLLBACK, or sent after it — ran on its own and
+        // committed: an effect without its record, run again by the retry (a review's `pg_sleep` then INSERT). The
+        // client is released as broken with the transaction open instead: pg ends the connection (at once when a
+        // statement is in flight; after what is already sent in pipeline mode), refuses whatever comes after, and the
+        // server rolls the transaction back with the session.
+        if (isHandlerGivenUp(error) || !(await rollback(client))) broken = error;
         throw error;
       }
       try {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { createGuard } from '../../../src/runtime/guard.js';
-import { StoreError } from '../../../src/runtime/store.js';
+import { handlerGivenUp, isHandlerGivenUp, StoreError } from '../../../src/runtime/store.js';
 import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
 import { PG_DIRS, PGBOUNCER_DIRS, requireBinary, startPgBouncer, startPostgres, type PostgresServer } from '../../helpers/servers.js';
 import { bodyJson, demoContract, demoRequest, jsonResponse } from '../fixtures.js';
@@ -425,6 +425,40 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     assert.equal((await pool.query('SELECT 1 AS one')).rows[0].one, 1);
     assert.equal(await store.get('ended'), undefined, 'the reservation rolled back with the session');
   });
+
+  for (const pipeline of [false, true]) {
+    it(`a one-transaction handler given up while its statement runs writes nothing outside the transaction${pipeline ? ' (a pool in pg\'s pipeline mode)' : ''}`, async () => {
+      // A review's: the store rolled back under the handler still at work, and its next statement ran on its own and
+      // committed — the effect without its record, so the retry ran it again.
+      const db = new pg.Pool({ connectionString: server.connectionString, max: 2, pipeline } as pg.PoolConfig);
+      db.on('error', () => undefined);
+      const name = table();
+      try {
+        const store = new PostgresStore(db, { table: name });
+        await store.migrate();
+        await db.query(`CREATE TABLE ${name}_effects (id text)`);
+        let handler: Promise<string> | undefined;
+        await assert.rejects(
+          store.withReservation({ id: 'late', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, (_reserved, tx) => {
+            handler = (async () => {
+              await tx.query('SELECT pg_sleep(0.4)');
+              await tx.query(`INSERT INTO ${name}_effects VALUES ('late')`);
+              return 'wrote';
+            })().catch((error: Error) => `failed: ${error.message}`);
+            // What the adapters do at their bound: the work rejected with a given-up error while the handler runs on.
+            return new Promise((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 100));
+          }),
+          (e: unknown) => isHandlerGivenUp(e),
+        );
+        await handler;
+        assert.deepEqual((await db.query(`SELECT id FROM ${name}_effects`)).rows, [], 'the late write committed on its own');
+        assert.equal(await store.get('late'), undefined, 'the reservation rolled back');
+        assert.equal((await store.reserve({ id: 'late', operation: 'op', fingerprint: 'v1:x', token: 't2', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved', 'the key is free');
+      } finally {
+        await db.end().catch(() => undefined);
+      }
+    });
+  }
 
   for (const isolation of ['serializable', 'repeatable read']) {
     it(`with the database's default isolation at ${isolation}, concurrent reservations and completions of other keys all succeed (serialization failures are sent again)`, async () => {
