@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,11 @@ describe('npm run demo', function () {
       assert.equal(lines.at(-1), 'effects: 1');
       assert.match(stdout, /^lint {6}samples\/demo-requests\/openapi\.yaml: 0 errors/m);
       assert.match(stdout, /^generate {2}server guard \(express \+ sqlite\): \d+ files · typed client: \d+ files$/m);
+      // The README's sample output says how many files each part has: a runtime file added since made it stale.
+      const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+      const shown = /^generate {2}server guard .*$/m.exec(readme)?.[0];
+      assert.ok(shown !== undefined, "the README's Quickstart shows the demo's generate line");
+      assert.ok(lines.includes(shown), `README says "${shown}"; the demo printed "${lines.find((l) => l.startsWith('generate'))}"`);
       assert.match(stdout, /Idempotency-Key: demo-key-retry-2020-06-a7f1/);
       assert.match(stdout, /^ {2}req-51 {2}guard: reserved → completed demo-request-42 · the response is lost/m);
       assert.match(stdout, /^ {2}req-52 {2}guard: replay demo-request-42 · Idempotent-Replayed: true$/m);
