@@ -391,6 +391,7 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       throw wrap(error);
     }
     let broken: unknown;
+    let givenUp = false;
     // While the handler holds the client, the server may end its connection (a restart, a failover,
     // `idle_in_transaction_session_timeout`): pg emits 'error' on the checked-out client, which crashes the process
     // without a listener (the pool listens only on idle clients). The client is then released as broken; the
@@ -433,7 +434,8 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         // client is released as broken with the transaction open instead: pg ends the connection (at once when a
         // statement is in flight; after what is already sent in pipeline mode), refuses whatever comes after, and the
         // server rolls the transaction back with the session.
-        if (isHandlerGivenUp(error) || !(await rollback(client))) broken = error;
+        givenUp = isHandlerGivenUp(error);
+        if (givenUp || !(await rollback(client))) broken = error;
         throw error;
       }
       try {
@@ -454,6 +456,11 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       client.off('error', onError);
       // A client whose connection failed mid-transaction is destroyed rather than returned to the pool.
       client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
+      // A statement in flight outlives its socket: the server runs it to its end before it sees the connection gone,
+      // holding the key's row lock and a server connection the pool no longer counts — it opens another in its place,
+      // so given-up handlers in long statements took the server past max_connections (a review's: pool max 5, 120
+      // handlers in pg_sleep, then 53300 for everyone). A cancel request ends the statement now.
+      if (givenUp) cancelStatement(pool, client);
     }
   }
 
@@ -679,6 +686,57 @@ async function rollback(client: PoolClient): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * Cancel what runs on `client`'s server session (the protocol's CancelRequest, on a connection of its own through the
+ * pool's own client class and options: it takes no pool slot, needs no login, and a pooler forwards it). Fire and
+ * forget: a failure only leaves the statement to run to its end, as without it.
+ */
+function cancelStatement(pool: Pool, client: PoolClient): void {
+  const { processID, secretKey } = client as unknown as { processID?: unknown; secretKey?: unknown };
+  if (typeof processID !== 'number' || secretKey === null || secretKey === undefined) return;
+  const Client = (pool as unknown as { Client?: new (options: unknown) => unknown }).Client;
+  let connection: CancelConnection | undefined;
+  let host: unknown;
+  let port: unknown;
+  try {
+    if (typeof Client !== 'function') return;
+    const canceller = new Client((pool as unknown as { options?: unknown }).options) as { connection?: CancelConnection; host?: unknown; port?: unknown; sslNegotiation?: unknown };
+    // Direct TLS starts its handshake on connect, where the request would go out in the clear over it.
+    if (canceller.sslNegotiation === 'direct') return;
+    ({ connection, host, port } = canceller);
+  } catch {
+    return;
+  }
+  if (connection === undefined || typeof connection.cancel !== 'function' || typeof connection.connect !== 'function') return;
+  const con = connection;
+  con.on('error', () => undefined);
+  const timer = setTimeout(() => con.stream?.destroy?.(), 5_000);
+  timer.unref?.();
+  con.once('end', () => clearTimeout(timer));
+  con.once('connect', () => {
+    try {
+      con.cancel(processID, secretKey);
+    } catch {
+      con.stream?.destroy?.();
+    }
+  });
+  try {
+    if (typeof host === 'string' && host.startsWith('/')) con.connect(`${host}/.s.PGSQL.${String(port)}`);
+    else con.connect(port, host);
+  } catch {
+    clearTimeout(timer);
+  }
+}
+
+/** The part of node-postgres's Connection a cancel request uses. */
+interface CancelConnection {
+  connect(port: unknown, host?: unknown): void;
+  cancel(processID: number, secretKey: unknown): void;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  once(event: string, listener: (...args: unknown[]) => void): unknown;
+  stream?: { destroy?: () => void };
 }
 
 /** Whether `table` exists and this role may read and write it (a catalog read); false when it cannot be told. */
