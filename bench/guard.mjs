@@ -201,8 +201,10 @@ export async function makeStore() {
   db.pragma('synchronous = ${synchronous}');
   db.exec('CREATE TABLE IF NOT EXISTS demo_rows (id TEXT PRIMARY KEY, topic TEXT NOT NULL)');
   const insert = db.prepare('INSERT INTO demo_rows (id, topic) VALUES (?, ?)');
-  // In one-transaction mode the transaction is this connection's: the same statement runs inside it.
-  return { store, write: async (id: string, topic: string) => void insert.run(id, topic), writeIn: async (_tx: unknown, id: string, topic: string) => void insert.run(id, topic) };
+  // In one-transaction mode the handler writes through \`tx\`, preparing there as the README says (a statement of the
+  // connection's own, run late by a given-up handler, would join the next transaction).
+  const sql = 'INSERT INTO demo_rows (id, topic) VALUES (?, ?)';
+  return { store, write: async (id: string, topic: string) => void insert.run(id, topic), writeIn: async (tx: unknown, id: string, topic: string) => void (tx as Database.Database).prepare(sql).run(id, topic) };
 }`;
 }
 

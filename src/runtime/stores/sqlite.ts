@@ -469,13 +469,19 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
         rollback(db);
         throw wrap(error, 'could not reserve');
       }
+      // The handler gets the connection through a handle that ends with its turn: one given up at its bound runs on,
+      // and what it wrote through the connection itself after that joined the next transaction on it — another key's,
+      // committed with it — or its ROLLBACK ended that one (a review's). Through `tx` it is refused instead.
+      const tx = handleFor(db);
       let step: TransactionStep<T>;
       try {
-        step = await work(reserved, db);
+        step = await work(reserved, tx.db);
       } catch (error) {
+        tx.revoke();
         rollback(db);
         throw error;
       }
+      tx.revoke();
       try {
         if (step.commit) {
           if (!this.#completeNow(input.id, input.token, step.complete)) {
@@ -652,6 +658,69 @@ function bytesOf(body: Uint8Array): Buffer {
 
 function limitOf(options: BatchOptions): number {
   return Math.max(1, Math.floor(options.limit ?? 500));
+}
+
+/**
+ * `db` for one handler's transaction, and its end: once revoked, every call through the handle — or through a statement,
+ * or a `transaction()` function, made from it — throws, while the connection itself goes on serving the store.
+ */
+function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void } {
+  let revoked = false;
+  const check = (): void => {
+    if (revoked) {
+      throw new TypeError(
+        "idempotency: this request's transaction has ended (its handler returned, or was given up at its bound): `tx` and what was prepared through it are no longer usable; keep statements you reuse across requests prepared on your own Database",
+      );
+    }
+  };
+  // One set of traps for the connection, its statements and the functions its calls return (`transaction()`'s).
+  const traps: ProxyHandler<object> = {
+    get(object, property) {
+      check();
+      const member = Reflect.get(object, property, object) as unknown;
+      // A proxy must give a frozen property as it is (better-sqlite3's `statement.database`, `transaction().immediate`):
+      // read through the handle, so refused once it is revoked.
+      const own = Reflect.getOwnPropertyDescriptor(object, property);
+      if (own !== undefined && own.configurable === false && own.writable === false) return member;
+      if (typeof member !== 'function') return handle(member);
+      return (...args: unknown[]) => {
+        check();
+        return handle(Reflect.apply(member as (...a: unknown[]) => unknown, object, args));
+      };
+    },
+    set(object, property, member) {
+      check();
+      return Reflect.set(object, property, member, object);
+    },
+    apply(fn, self, args) {
+      check();
+      return handle(Reflect.apply(fn as (...a: unknown[]) => unknown, self, args));
+    },
+  };
+  const proxy = new Proxy(db, traps as ProxyHandler<SqliteDatabase>);
+  const handles = new WeakMap<object, object>([[db, proxy]]);
+  // What a call returns is handed out as a handle when it is the connection, a statement or a function; rows and
+  // plain values as they are.
+  const handle = (value: unknown): unknown => {
+    if (typeof value !== 'function' && !isStatement(value) && value !== db) return value;
+    const target = value as object;
+    let wrapped = handles.get(target);
+    if (wrapped === undefined) {
+      wrapped = new Proxy(target, traps);
+      handles.set(target, wrapped);
+    }
+    return wrapped;
+  };
+  return {
+    db: proxy,
+    revoke: () => {
+      revoked = true;
+    },
+  };
+}
+
+function isStatement(value: unknown): boolean {
+  return value !== null && typeof value === 'object' && typeof (value as { run?: unknown }).run === 'function' && typeof (value as { all?: unknown }).all === 'function';
 }
 
 function rollback(db: SqliteDatabase): void {

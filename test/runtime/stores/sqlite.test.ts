@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { SqliteStore, type SqliteDatabase } from '../../../src/runtime/stores/sqlite.js';
-import { StoreError } from '../../../src/runtime/store.js';
+import { StoreError, handlerGivenUp, isHandlerGivenUp } from '../../../src/runtime/store.js';
 import { createGuard } from '../../../src/runtime/guard.js';
 import { describeStoreContract, describeTransactionContract } from '../store-contract.js';
 import { reserveFromProcesses } from './multi-process.js';
@@ -418,6 +418,77 @@ describe('SqliteStore', () => {
       assert.deepEqual((await pending).map((r) => r.outcome), ['reserved', 'reserved']);
       assert.equal((await store.get('outside-1'))?.state, 'in_progress');
       assert.equal(await store.get('tx-key'), undefined);
+      db.close();
+    });
+
+    it("a one-transaction handler given up at its bound cannot write into, or end, the next request's transaction", async () => {
+      // A review's: `tx` is the store's own connection, so a given-up handler running on wrote into the next transaction
+      // on it — another key's, committed with that key's record — and its ROLLBACK ended that one.
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE effects (id TEXT)');
+      const late: string[] = [];
+      let next!: () => void;
+      const nextStarted = new Promise<void>((resolve) => { next = resolve; });
+      await assert.rejects(
+        store.withReservation(input('given-up'), async (_reserved, tx) => {
+          const early = tx.prepare('INSERT INTO effects VALUES (?)');
+          early.run('given-up, in time');
+          void (async () => {
+            await nextStarted;
+            for (const write of [() => tx.prepare('INSERT INTO effects VALUES (?)').run('late, prepared late'), () => early.run('late, prepared early'), () => tx.exec('ROLLBACK'), () => tx.transaction(() => early.run('late, in a function'))()]) {
+              try {
+                write();
+                late.push('written');
+              } catch (error) {
+                late.push((error as Error).message);
+              }
+            }
+          })();
+          throw handlerGivenUp('given up at the bound');
+        }),
+        (error: unknown) => isHandlerGivenUp(error),
+      );
+      const value = await store.withReservation(input('next'), async (_reserved, tx) => {
+        tx.prepare('INSERT INTO effects VALUES (?)').run('next');
+        next();
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return { commit: true, value: 'committed', complete: { response: jsonResponse(201, {}), ttlMs: 60_000 } };
+      });
+      assert.equal(value, 'committed');
+      assert.equal(late.length, 4);
+      for (const outcome of late) assert.match(outcome, /transaction has ended/);
+      assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['next']);
+      assert.equal((await store.get('next'))?.state, 'completed');
+      assert.equal(await store.get('given-up'), undefined);
+      db.close();
+    });
+
+    it("hands the handler a `tx` that works as the connection while its transaction is open, and says why once it is over", async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE effects (id TEXT, n INTEGER)');
+      let kept: SqliteDatabase | undefined;
+      const value = await store.withReservation(input('in-use'), async (_reserved, tx) => {
+        kept = tx;
+        const insert = tx.prepare('INSERT INTO effects VALUES (?, ?)');
+        assert.equal(tx.inTransaction, true);
+        // better-sqlite3's transaction(): nested in the store's transaction as a savepoint, rolled back alone on a throw.
+        const many = tx.transaction((rows: Array<[string, number]>) => { for (const row of rows) insert.run(...row); });
+        many([['a', 1], ['b', 2]]);
+        assert.throws(() => tx.transaction(() => { insert.run('c', 3); throw new Error('undone'); })(), /undone/);
+        many.immediate([['b', 2]]);
+        tx.prepare('DELETE FROM effects WHERE rowid = (SELECT max(rowid) FROM effects)').run();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        const total = tx.prepare('SELECT sum(n) FROM effects').pluck().get();
+        return { commit: true, value: total, complete: { response: jsonResponse(201, {}), ttlMs: 60_000 } };
+      });
+      assert.equal(value, 3);
+      assert.deepEqual(db.prepare('SELECT id FROM effects ORDER BY id').pluck().all(), ['a', 'b']);
+      assert.throws(() => kept!.prepare('SELECT 1'), /transaction has ended.*prepared on your own Database/);
+      assert.equal(db.prepare('SELECT 1').pluck().get(), 1, 'the connection itself serves on');
       db.close();
     });
 
