@@ -177,6 +177,7 @@ describe('idemkit lint', () => {
       assert.equal(result.code, 0);
       assert.match(result.out, /--format[\s\S]*"stylish", "json"/);
       assert.match(result.out, /--fail-on[\s\S]*"info", "warn", "error"/);
+      assert.match(result.out, /files +OpenAPI documents to lint +\[array\] \[required\]\n/, 'a required list shows no default');
     });
 
     it('exits 2 on usage errors: no file, an unknown format', async () => {

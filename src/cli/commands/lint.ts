@@ -189,6 +189,8 @@ export const lintCommand: Command = {
   builder: (y: Argv) =>
     y
       .positional('files', { type: 'string', array: true, describe: 'OpenAPI documents to lint' })
+      // yargs gives a variadic positional a `[]` default, which its help printed beside [required].
+      .default('files', undefined)
       .option('format', {
         alias: 'f',
         type: 'string',
