@@ -453,14 +453,20 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       }
       return step.value;
     } finally {
-      client.off('error', onError);
-      // A client whose connection failed mid-transaction is destroyed rather than returned to the pool.
-      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
+      const release = (): void => {
+        client.off('error', onError);
+        // A client whose connection failed mid-transaction is destroyed rather than returned to the pool.
+        client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error('connection failed'));
+      };
       // A statement in flight outlives its socket: the server runs it to its end before it sees the connection gone,
       // holding the key's row lock and a server connection the pool no longer counts — it opens another in its place,
       // so given-up handlers in long statements took the server past max_connections (a review's: pool max 5, 120
-      // handlers in pg_sleep, then 53300 for everyone). A cancel request ends the statement now.
-      if (givenUp) cancelStatement(pool, client);
+      // handlers in pg_sleep, then 53300 for everyone). A cancel request ends the statement first, the client still
+      // held: a pooler forwards it only while the client it came from is connected (a review's PgBouncer, 30 handlers
+      // on a pool of 3 server connections: 32 backends, until the cancel came before the release). The error is the
+      // caller's at once; the pool's slot is given back when the cancel is done.
+      if (givenUp) void cancelStatement(pool, client).then(release);
+      else release();
     }
   }
 
@@ -690,45 +696,60 @@ async function rollback(client: PoolClient): Promise<boolean> {
 
 /**
  * Cancel what runs on `client`'s server session (the protocol's CancelRequest, on a connection of its own through the
- * pool's own client class and options: it takes no pool slot, needs no login, and a pooler forwards it). Fire and
- * forget: a failure only leaves the statement to run to its end, as without it.
+ * pool's own client class and options: it takes no pool slot and needs no login). Resolves, never rejects, once the
+ * server has closed that connection (it has then signalled the backend) or after {@link CANCEL_WAIT_MS}: a failure
+ * only leaves the statement to run to its end, as without it.
  */
-function cancelStatement(pool: Pool, client: PoolClient): void {
+function cancelStatement(pool: Pool, client: PoolClient): Promise<void> {
   const { processID, secretKey } = client as unknown as { processID?: unknown; secretKey?: unknown };
-  if (typeof processID !== 'number' || secretKey === null || secretKey === undefined) return;
+  if (typeof processID !== 'number' || secretKey === null || secretKey === undefined) return Promise.resolve();
   const Client = (pool as unknown as { Client?: new (options: unknown) => unknown }).Client;
   let connection: CancelConnection | undefined;
   let host: unknown;
   let port: unknown;
   try {
-    if (typeof Client !== 'function') return;
+    if (typeof Client !== 'function') return Promise.resolve();
     const canceller = new Client((pool as unknown as { options?: unknown }).options) as { connection?: CancelConnection; host?: unknown; port?: unknown; sslNegotiation?: unknown };
     // Direct TLS starts its handshake on connect, where the request would go out in the clear over it.
-    if (canceller.sslNegotiation === 'direct') return;
+    if (canceller.sslNegotiation === 'direct') return Promise.resolve();
     ({ connection, host, port } = canceller);
   } catch {
-    return;
+    return Promise.resolve();
   }
-  if (connection === undefined || typeof connection.cancel !== 'function' || typeof connection.connect !== 'function') return;
+  if (connection === undefined || typeof connection.cancel !== 'function' || typeof connection.connect !== 'function') return Promise.resolve();
   const con = connection;
-  con.on('error', () => undefined);
-  const timer = setTimeout(() => con.stream?.destroy?.(), 5_000);
-  timer.unref?.();
-  con.once('end', () => clearTimeout(timer));
-  con.once('connect', () => {
-    try {
-      con.cancel(processID, secretKey);
-    } catch {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
       con.stream?.destroy?.();
+      resolve();
+    }, CANCEL_WAIT_MS);
+    timer.unref?.();
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    con.on('error', () => undefined);
+    con.once('end', done);
+    con.once('connect', () => {
+      try {
+        con.cancel(processID, secretKey);
+      } catch {
+        con.stream?.destroy?.();
+      }
+    });
+    try {
+      if (typeof host === 'string' && host.startsWith('/')) con.connect(`${host}/.s.PGSQL.${String(port)}`);
+      else con.connect(port, host);
+      // A server that never answers must not keep the process alive past its own work.
+      con.stream?.unref?.();
+    } catch {
+      done();
     }
   });
-  try {
-    if (typeof host === 'string' && host.startsWith('/')) con.connect(`${host}/.s.PGSQL.${String(port)}`);
-    else con.connect(port, host);
-  } catch {
-    clearTimeout(timer);
-  }
 }
+
+/** The longest a cancel request holds the given-up client before it is released anyway. */
+const CANCEL_WAIT_MS = 5_000;
 
 /** The part of node-postgres's Connection a cancel request uses. */
 interface CancelConnection {
@@ -736,7 +757,7 @@ interface CancelConnection {
   cancel(processID: number, secretKey: unknown): void;
   on(event: string, listener: (...args: unknown[]) => void): unknown;
   once(event: string, listener: (...args: unknown[]) => void): unknown;
-  stream?: { destroy?: () => void };
+  stream?: { destroy?: () => void; unref?: () => void };
 }
 
 /** Whether `table` exists and this role may read and write it (a catalog read); false when it cannot be told. */

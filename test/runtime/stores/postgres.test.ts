@@ -460,49 +460,58 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     });
   }
 
-  it('one-transaction handlers given up in long statements leave no server session behind, the pool bounds the server connections, and their keys are free at once', async function () {
-    // A review's: a given-up handler's statement outlived its socket (the server runs it to its end before it sees the
-    // connection gone), holding the key's row lock, while the pool opened another connection in its place — pool max 5
-    // and 120 given-up handlers in pg_sleep took the server past max_connections (53300 for everyone).
-    const db = new pg.Pool({ connectionString: server.connectionString, max: 3 });
-    db.on('error', () => undefined);
-    const name = table();
-    const sessions = async (pids: number[]): Promise<number> => Number((await pool.query('SELECT count(*) AS n FROM pg_stat_activity WHERE pid = ANY($1)', [pids])).rows[0].n);
-    try {
-      const store = new PostgresStore(db, { table: name });
-      await store.migrate();
-      const pids: number[] = [];
-      let peak = 0;
-      const input = (id: string, token: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 30_000, ttlMs: 60_000 });
-      const outcomes = await Promise.all(
-        Array.from({ length: 12 }, (_, i) =>
-          store
-            .withReservation(input(`long-${i}`, 't'), (_reserved, tx) => {
-              pids.push((tx as unknown as { processID: number }).processID);
-              void tx.query('SELECT pg_sleep(30)').catch(() => undefined);
-              return new Promise<never>((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 50));
-            })
-            .then(
-              () => 'ran',
-              async (error: unknown) => {
-                peak = Math.max(peak, await sessions(pids));
-                return isHandlerGivenUp(error) ? 'given up' : String(error);
-              },
-            ),
-        ),
-      );
-      assert.deepEqual(new Set(outcomes), new Set(['given up']));
-      assert.equal(new Set(pids).size, 12, 'each handler ran on a session of its own');
-      assert.ok(peak <= 3 + 3, `the pool's 3 connections plus the ones being cancelled, not every given-up one: ${peak} sessions at once`);
-      const deadline = Date.now() + 5_000;
-      while ((await sessions(pids)) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
-      assert.equal(await sessions(pids), 0, 'the given-up sessions still run their statements');
-      const again = await Promise.all(Array.from({ length: 12 }, (_, i) => store.reserve({ ...input(`long-${i}`, 'retry'), leaseMs: 1000 })));
-      assert.deepEqual(new Set(again.map((r) => r.outcome)), new Set(['reserved']), 'a retry reserves the key at once');
-    } finally {
-      await db.end().catch(() => undefined);
-    }
-  });
+  for (const through of ['direct', 'PgBouncer'] as const) {
+    it(`one-transaction handlers given up in long statements leave no statement running, the pool bounds the server connections, and their keys are free at once (${through === 'direct' ? 'straight to the server' : 'through PgBouncer in transaction mode'})`, async function () {
+      // A review's: a given-up handler's statement outlived its socket (the server runs it to its end before it sees
+      // the connection gone), holding the key's row lock, while the pool opened another connection in its place —
+      // pool max 5 and 120 given-up handlers in pg_sleep took the server past max_connections (53300 for everyone).
+      // Through PgBouncer the cancel counts only while the client it came from is still connected.
+      let bouncer: Awaited<ReturnType<typeof startPgBouncer>> | undefined;
+      if (through === 'PgBouncer') {
+        requireBinary(this, 'pgbouncer', PGBOUNCER_DIRS);
+        bouncer = await startPgBouncer(server, 'transaction', 3);
+      }
+      const db = new pg.Pool({ connectionString: bouncer?.connectionString ?? server.connectionString, max: 3 });
+      db.on('error', () => undefined);
+      const name = table();
+      const tag = `long_${name}`;
+      // Counted on the server, by the statement's text: behind PgBouncer the client's process id is the pooler's.
+      const running = async (): Promise<number> =>
+        Number((await pool.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()`, [`SELECT pg_sleep(30) /* ${tag} */%`])).rows[0].n);
+      try {
+        const store = new PostgresStore(db, { table: name, preparedStatements: through === 'direct' ? undefined : false });
+        await store.migrate();
+        let peak = 0;
+        const input = (id: string, token: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 30_000, ttlMs: 60_000 });
+        const outcomes = await Promise.all(
+          Array.from({ length: 12 }, (_, i) =>
+            store
+              .withReservation(input(`long-${i}`, 't'), (_reserved, tx) => {
+                void tx.query(`SELECT pg_sleep(30) /* ${tag} */`).catch(() => undefined);
+                return new Promise<never>((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 100));
+              })
+              .then(
+                () => 'ran',
+                async (error: unknown) => {
+                  peak = Math.max(peak, await running());
+                  return isHandlerGivenUp(error) ? 'given up' : String(error);
+                },
+              ),
+          ),
+        );
+        assert.deepEqual(new Set(outcomes), new Set(['given up']));
+        assert.ok(peak <= 3 + 1, `the pool's 3 connections at most (one more while it is replaced), not one per given-up handler: ${peak} statements at once`);
+        const deadline = Date.now() + 5_000;
+        while ((await running()) > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+        assert.equal(await running(), 0, 'given-up statements still run on the server');
+        const again = await Promise.all(Array.from({ length: 12 }, (_, i) => store.reserve({ ...input(`long-${i}`, 'retry'), leaseMs: 1000 })));
+        assert.deepEqual(new Set(again.map((r) => r.outcome)), new Set(['reserved']), 'a retry reserves the key at once');
+      } finally {
+        await db.end().catch(() => undefined);
+        await bouncer?.stop();
+      }
+    });
+  }
 
   for (const isolation of ['serializable', 'repeatable read']) {
     it(`with the database's default isolation at ${isolation}, concurrent reservations and completions of other keys all succeed (serialization failures are sent again)`, async () => {
