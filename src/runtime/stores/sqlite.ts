@@ -662,7 +662,11 @@ function limitOf(options: BatchOptions): number {
 
 /**
  * `db` for one handler's transaction, and its end: once revoked, every call through the handle — or through a statement,
- * or a `transaction()` function, made from it — throws, while the connection itself goes on serving the store.
+ * an iterator or a `transaction()` function made from it — throws, while the connection itself goes on serving the
+ * store. Revoking closes the iterators still open (one left open keeps the connection busy: its ROLLBACK then failed,
+ * and every later transaction with it — a review's). Each handle is a proxy over a stand-in of the same prototype, not
+ * over the object itself, so that frozen properties (`statement.database`, `transaction().immediate`) are handed out
+ * as handles too rather than as the raw connection.
  */
 function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void } {
   let revoked = false;
@@ -673,54 +677,79 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
       );
     }
   };
-  // One set of traps for the connection, its statements and the functions its calls return (`transaction()`'s).
-  const traps: ProxyHandler<object> = {
-    get(object, property) {
-      check();
-      const member = Reflect.get(object, property, object) as unknown;
-      // A proxy must give a frozen property as it is (better-sqlite3's `statement.database`, `transaction().immediate`):
-      // read through the handle, so refused once it is revoked.
-      const own = Reflect.getOwnPropertyDescriptor(object, property);
-      if (own !== undefined && own.configurable === false && own.writable === false) return member;
-      if (typeof member !== 'function') return handle(member);
-      return (...args: unknown[]) => {
-        check();
-        return handle(Reflect.apply(member as (...a: unknown[]) => unknown, object, args));
-      };
-    },
-    set(object, property, member) {
-      check();
-      return Reflect.set(object, property, member, object);
-    },
-    apply(fn, self, args) {
-      check();
-      return handle(Reflect.apply(fn as (...a: unknown[]) => unknown, self, args));
-    },
-  };
-  const proxy = new Proxy(db, traps as ProxyHandler<SqliteDatabase>);
-  const handles = new WeakMap<object, object>([[db, proxy]]);
-  // What a call returns is handed out as a handle when it is the connection, a statement or a function; rows and
-  // plain values as they are.
+  const open = new Set<Iterator<unknown>>();
+  const handles = new WeakMap<object, object>();
+  // What a call or a property gives is handed out as a handle when it is the connection, a statement, an iterator or a
+  // function; rows and plain values as they are.
   const handle = (value: unknown): unknown => {
-    if (typeof value !== 'function' && !isStatement(value) && value !== db) return value;
-    const target = value as object;
-    let wrapped = handles.get(target);
+    if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return value;
+    const iterator = isIterator(value);
+    if (typeof value !== 'function' && value !== db && !isStatement(value) && !iterator) return value;
+    const real = value as object;
+    let wrapped = handles.get(real);
     if (wrapped === undefined) {
-      wrapped = new Proxy(target, traps);
-      handles.set(target, wrapped);
+      if (iterator) open.add(value as Iterator<unknown>);
+      const standIn: object = typeof value === 'function' ? (): undefined => undefined : Object.create(Object.getPrototypeOf(real) as object | null);
+      // util.inspect reads the custom inspector off the proxy's target, and calls it on the proxy: a revoked handle logged
+      // late (a context kept in `res.locals`) prints as such instead of throwing.
+      Object.defineProperty(standIn, INSPECT, {
+        value: (_depth: number, options: unknown, inspect: (value: unknown, options: unknown) => string) =>
+          revoked ? '[idempotency tx: its transaction has ended]' : inspect(real, options),
+      });
+      wrapped = new Proxy(standIn, {
+        get(_standIn, property) {
+          // What every object answers (String(tx), JSON.stringify, symbols such as Symbol.toStringTag) is read as it is.
+          if ((typeof property === 'symbol' && property !== Symbol.iterator) || property === 'toJSON' || property in Object.prototype) {
+            return Reflect.get(real, property, real);
+          }
+          check();
+          const member = Reflect.get(real, property, real) as unknown;
+          if (typeof member !== 'function') return handle(member);
+          return (...args: unknown[]) => {
+            check();
+            return handle(Reflect.apply(member as (...a: unknown[]) => unknown, real, args));
+          };
+        },
+        set(_standIn, property, member) {
+          check();
+          return Reflect.set(real, property, member, real);
+        },
+        has(_standIn, property) {
+          return Reflect.has(real, property);
+        },
+        apply(_standIn, self, args) {
+          check();
+          return handle(Reflect.apply(real as (...a: unknown[]) => unknown, self, args));
+        },
+      });
+      handles.set(real, wrapped);
     }
     return wrapped;
   };
   return {
-    db: proxy,
+    db: handle(db) as SqliteDatabase,
     revoke: () => {
       revoked = true;
+      for (const iterator of open) {
+        try {
+          iterator.return?.();
+        } catch {
+          // Already closed.
+        }
+      }
+      open.clear();
     },
   };
 }
 
+const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
 function isStatement(value: unknown): boolean {
   return value !== null && typeof value === 'object' && typeof (value as { run?: unknown }).run === 'function' && typeof (value as { all?: unknown }).all === 'function';
+}
+
+function isIterator(value: unknown): boolean {
+  return value !== null && typeof value === 'object' && typeof (value as { next?: unknown }).next === 'function' && typeof (value as { return?: unknown }).return === 'function';
 }
 
 function rollback(db: SqliteDatabase): void {

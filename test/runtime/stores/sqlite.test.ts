@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inspect } from 'node:util';
 import Database from 'better-sqlite3';
 import { SqliteStore, type SqliteDatabase } from '../../../src/runtime/stores/sqlite.js';
 import { StoreError, handlerGivenUp, isHandlerGivenUp } from '../../../src/runtime/store.js';
@@ -435,9 +436,18 @@ describe('SqliteStore', () => {
         store.withReservation(input('given-up'), async (_reserved, tx) => {
           const early = tx.prepare('INSERT INTO effects VALUES (?)');
           early.run('given-up, in time');
+          const connection = tx.prepare('SELECT 1').database;
+          const immediate = tx.transaction(() => early.run('late, through immediate')).immediate;
           void (async () => {
             await nextStarted;
-            for (const write of [() => tx.prepare('INSERT INTO effects VALUES (?)').run('late, prepared late'), () => early.run('late, prepared early'), () => tx.exec('ROLLBACK'), () => tx.transaction(() => early.run('late, in a function'))()]) {
+            for (const write of [
+              () => tx.prepare('INSERT INTO effects VALUES (?)').run('late, prepared late'),
+              () => early.run('late, prepared early'),
+              () => tx.exec('ROLLBACK'),
+              () => tx.transaction(() => early.run('late, in a function'))(),
+              () => connection.prepare('INSERT INTO effects VALUES (?)').run('late, through statement.database'),
+              () => immediate(),
+            ]) {
               try {
                 write();
                 late.push('written');
@@ -457,11 +467,52 @@ describe('SqliteStore', () => {
         return { commit: true, value: 'committed', complete: { response: jsonResponse(201, {}), ttlMs: 60_000 } };
       });
       assert.equal(value, 'committed');
-      assert.equal(late.length, 4);
+      assert.equal(late.length, 6);
       for (const outcome of late) assert.match(outcome, /transaction has ended/);
       assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['next']);
       assert.equal((await store.get('next'))?.state, 'completed');
       assert.equal(await store.get('given-up'), undefined);
+      db.close();
+    });
+
+    it('a one-transaction handler given up in the middle of iterate() leaves the connection free for the next request', async () => {
+      // A review's: the open iterator kept the connection busy, its ROLLBACK failed, and every later transaction with it.
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec("CREATE TABLE effects (id TEXT); INSERT INTO effects VALUES ('a'), ('b'), ('c')");
+      const seen: string[] = [];
+      let go!: () => void;
+      const gate = new Promise<void>((resolve) => { go = resolve; });
+      let loop: Promise<void> | undefined;
+      await assert.rejects(
+        store.withReservation(input('iterating'), async (_reserved, tx) => {
+          loop = (async () => {
+            try {
+              for (const id of tx.prepare('SELECT id FROM effects').pluck().iterate() as Iterable<string>) {
+                seen.push(id);
+                await gate;
+              }
+              seen.push('loop ended');
+            } catch (error) {
+              seen.push((error as Error).message);
+            }
+          })();
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          throw handlerGivenUp('given up at the bound');
+        }),
+        (error: unknown) => isHandlerGivenUp(error),
+      );
+      assert.equal(db.inTransaction, false, 'the given-up transaction is rolled back');
+      const done = { response: jsonResponse(201, {}), ttlMs: 60_000 };
+      assert.equal(await store.withReservation(input('after'), async () => ({ commit: true, value: 'next', complete: done })), 'next');
+      go();
+      await loop;
+      assert.equal(seen.length, 2);
+      assert.equal(seen[0], 'a');
+      assert.match(seen[1]!, /transaction has ended/, 'the late loop is refused, not read on');
+      assert.equal(await store.get('iterating'), undefined);
+      assert.equal((await store.get('after'))?.state, 'completed');
       db.close();
     });
 
@@ -488,6 +539,10 @@ describe('SqliteStore', () => {
       assert.equal(value, 3);
       assert.deepEqual(db.prepare('SELECT id FROM effects ORDER BY id').pluck().all(), ['a', 'b']);
       assert.throws(() => kept!.prepare('SELECT 1'), /transaction has ended.*prepared on your own Database/);
+      // Logged late (a context kept in `res.locals`), it says so rather than throwing.
+      assert.match(inspect({ tx: kept }), /its transaction has ended/);
+      assert.equal(String(kept), '[object Object]');
+      assert.ok(kept instanceof Database);
       assert.equal(db.prepare('SELECT 1').pluck().get(), 1, 'the connection itself serves on');
       db.close();
     });
