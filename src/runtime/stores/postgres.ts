@@ -435,7 +435,13 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         // statement is in flight; after what is already sent in pipeline mode), refuses whatever comes after, and the
         // server rolls the transaction back with the session.
         givenUp = isHandlerGivenUp(error);
-        if (givenUp || !(await rollback(client))) broken = error;
+        if (givenUp) {
+          // The client stays connected until its cancel is through (below): nothing the handler sends meanwhile may
+          // reach the server. The cancelled statement fails in the handler, whose own error path then sent ROLLBACK
+          // and a write — committed on its own, without the record (a review's, with Drizzle's transaction() too).
+          refuseFurther(client);
+          broken = error;
+        } else if (!(await rollback(client))) broken = error;
         throw error;
       }
       try {
@@ -746,6 +752,40 @@ function cancelStatement(pool: Pool, client: PoolClient): Promise<void> {
       done();
     }
   });
+}
+
+/**
+ * From now on `client` refuses what it is asked to run — promise, callback and submittable (cursor, stream) forms alike —
+ * and fails what was queued behind the statement in flight, unsent. Only a given-up client, released broken after.
+ */
+function refuseFurther(client: PoolClient): void {
+  const refusal = (): Error =>
+    new Error("idempotency: this request's handler was given up at its bound and its transaction is rolled back: `tx` is no longer usable");
+  const { connection } = client as unknown as { connection?: unknown };
+  const fail = (query: unknown): void => {
+    const handleError = (query as { handleError?: unknown } | null)?.handleError;
+    if (typeof handleError === 'function') queueMicrotask(() => (handleError as (error: Error, connection: unknown) => void).call(query, refusal(), connection));
+  };
+  Object.defineProperty(client, 'query', {
+    configurable: true,
+    writable: true,
+    value: (...args: unknown[]): unknown => {
+      const first = args[0] as { submit?: unknown } | null | undefined;
+      if (first !== null && typeof first === 'object' && typeof first.submit === 'function') {
+        fail(first);
+        return first;
+      }
+      const callback = args[args.length - 1];
+      if (typeof callback === 'function') {
+        queueMicrotask(() => (callback as (error: Error) => void)(refusal()));
+        return undefined;
+      }
+      return Promise.reject(refusal());
+    },
+  });
+  // pg sends the next queued statement once the one in flight is answered (its own queue, not part of its API).
+  const queue = (client as unknown as { _queryQueue?: unknown })._queryQueue;
+  if (Array.isArray(queue)) for (const query of queue.splice(0)) fail(query);
 }
 
 /** The longest a cancel request holds the given-up client before it is released anyway. */

@@ -513,6 +513,58 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     });
   }
 
+  for (const through of ['direct', 'PgBouncer'] as const) {
+    it(`a one-transaction handler whose statement is cancelled at its bound cannot roll back and write on its own (${through === 'direct' ? 'straight to the server' : 'through PgBouncer in transaction mode'})`, async function () {
+      // A review's: the client stayed usable while its cancel went out; the cancelled statement failed in the handler,
+      // whose error path (its own, or an ORM's transaction()) sent ROLLBACK and then a write — committed, no record.
+      let bouncer: Awaited<ReturnType<typeof startPgBouncer>> | undefined;
+      if (through === 'PgBouncer') {
+        requireBinary(this, 'pgbouncer', PGBOUNCER_DIRS);
+        bouncer = await startPgBouncer(server, 'transaction', 3);
+      }
+      const db = new pg.Pool({ connectionString: bouncer?.connectionString ?? server.connectionString, max: 3 });
+      db.on('error', () => undefined);
+      const name = table();
+      try {
+        const store = new PostgresStore(db, { table: name, preparedStatements: through === 'direct' ? undefined : false });
+        await store.migrate();
+        await pool.query(`CREATE TABLE ${name}_effects (k text, what text)`);
+        const late: string[] = [];
+        for (let i = 0; i < 3; i += 1) {
+          const key = `cancelled-${i}`;
+          let handler: Promise<void> | undefined;
+          await assert.rejects(
+            store.withReservation({ id: key, operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, (_reserved, tx) => {
+              handler = (async () => {
+                try {
+                  await tx.query(`INSERT INTO ${name}_effects VALUES ($1, 'business')`, [key]);
+                  await tx.query('SELECT pg_sleep(5)');
+                } catch {
+                  try {
+                    await tx.query('ROLLBACK');
+                    await tx.query(`INSERT INTO ${name}_effects VALUES ($1, 'failure noted')`, [key]);
+                    late.push('written');
+                  } catch (error) {
+                    late.push((error as Error).message);
+                  }
+                }
+              })();
+              return new Promise((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 100));
+            }),
+            (e: unknown) => isHandlerGivenUp(e),
+          );
+          await handler;
+        }
+        assert.equal(late.length, 3);
+        for (const outcome of late) assert.match(outcome, /given up at its bound/);
+        assert.deepEqual((await pool.query(`SELECT k, what FROM ${name}_effects`)).rows, [], 'a late write committed on its own');
+      } finally {
+        await db.end().catch(() => undefined);
+        await bouncer?.stop();
+      }
+    });
+  }
+
   for (const isolation of ['serializable', 'repeatable read']) {
     it(`with the database's default isolation at ${isolation}, concurrent reservations and completions of other keys all succeed (serialization failures are sent again)`, async () => {
       // A team's choice for its own transactions (ALTER DATABASE … SET default_transaction_isolation) reaches the store's
