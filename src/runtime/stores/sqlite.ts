@@ -666,7 +666,8 @@ function limitOf(options: BatchOptions): number {
  * store. Revoking closes the iterators still open (one left open keeps the connection busy: its ROLLBACK then failed,
  * and every later transaction with it — a review's). Each handle is a proxy over a stand-in of the same prototype, not
  * over the object itself, so that frozen properties (`statement.database`, `transaction().immediate`) are handed out
- * as handles too rather than as the raw connection.
+ * as handles too rather than as the raw connection, and no way through the proxy (a symbol, a descriptor, the
+ * inspector) reaches the raw object.
  */
 function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void } {
   let revoked = false;
@@ -677,57 +678,83 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
       );
     }
   };
+  // The iterators handed out and not yet finished.
   const open = new Set<Iterator<unknown>>();
-  const handles = new WeakMap<object, object>();
+  let root: unknown;
   // What a call or a property gives is handed out as a handle when it is the connection, a statement, an iterator or a
-  // function; rows and plain values as they are.
+  // function; rows and plain values as they are. A method that returns its own object (`pluck()`, an iterator's
+  // [Symbol.iterator]) returns its handle; the connection is always the one handle.
   const handle = (value: unknown): unknown => {
     if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return value;
+    if (value === db && root !== undefined) return root;
     const iterator = isIterator(value);
     if (typeof value !== 'function' && value !== db && !isStatement(value) && !iterator) return value;
     const real = value as object;
-    let wrapped = handles.get(real);
-    if (wrapped === undefined) {
-      if (iterator) open.add(value as Iterator<unknown>);
-      const standIn: object = typeof value === 'function' ? (): undefined => undefined : Object.create(Object.getPrototypeOf(real) as object | null);
-      // util.inspect reads the custom inspector off the proxy's target, and calls it on the proxy: a revoked handle logged
-      // late (a context kept in `res.locals`) prints as such instead of throwing.
-      Object.defineProperty(standIn, INSPECT, {
-        value: (_depth: number, options: unknown, inspect: (value: unknown, options: unknown) => string) =>
-          revoked ? '[idempotency tx: its transaction has ended]' : inspect(real, options),
-      });
-      wrapped = new Proxy(standIn, {
-        get(_standIn, property) {
-          // What every object answers (String(tx), JSON.stringify, symbols such as Symbol.toStringTag) is read as it is.
-          if ((typeof property === 'symbol' && property !== Symbol.iterator) || property === 'toJSON' || property in Object.prototype) {
-            return Reflect.get(real, property, real);
-          }
-          check();
-          const member = Reflect.get(real, property, real) as unknown;
-          if (typeof member !== 'function') return handle(member);
-          return (...args: unknown[]) => {
+    if (iterator) open.add(value as Iterator<unknown>);
+    // The enumerable own properties, as handles: what Object.keys, a spread or JSON.stringify see (nothing once revoked).
+    const keys = (): string[] => (revoked ? [] : Reflect.ownKeys(real).filter((key): key is string => typeof key === 'string' && Object.prototype.propertyIsEnumerable.call(real, key)));
+    // util.inspect formats the proxy's target, calling a custom inspector it finds there on the proxy: the stand-in's
+    // prototype has one that shows what the handle shows, never the raw object (the inspector given to it is the
+    // caller's). A function's stand-in is a bare function.
+    const describe = (_depth: number, options: unknown, inspect: (value: unknown, options: unknown) => string): string =>
+      revoked ? '[idempotency tx: its transaction has ended]' : `${labelOf(real)} ${inspect(Object.fromEntries(keys().map((key) => [key, proxy[key]])), options)}`;
+    const standIn: object = typeof value === 'function' ? (): undefined => undefined : Object.create(standInPrototype(Object.getPrototypeOf(real) as object | null));
+    // One function per method, made at its first use: `tx.prepare === tx.prepare`, and no closure per call on a hot loop.
+    let methods: Map<PropertyKey, { member: unknown; call: (...args: unknown[]) => unknown }> | undefined;
+    const proxy = new Proxy(standIn, {
+      get(_standIn, property) {
+        if (typeof property === 'symbol') {
+          if (property === INSPECT || property === DESCRIBE) return describe;
+          if (property === Symbol.toStringTag || property === Symbol.toPrimitive) return Reflect.get(real, property, real);
+          // Other symbols are the library's own (its native handle): never through the handle.
+          if (property !== Symbol.iterator) return undefined;
+        } else if (property === 'toJSON' || property in Object.prototype) {
+          // What every object answers (String(tx), JSON.stringify) is read as it is, ended or not.
+          return Reflect.get(real, property, real);
+        }
+        check();
+        const member = Reflect.get(real, property, real) as unknown;
+        if (typeof member !== 'function') return handle(member);
+        methods ??= new Map();
+        let method = methods.get(property);
+        if (method === undefined || method.member !== member) {
+          const finishing = iterator && (property === 'return' || property === 'throw');
+          const next = iterator && property === 'next';
+          const call = (...args: unknown[]): unknown => {
             check();
-            return handle(Reflect.apply(member as (...a: unknown[]) => unknown, real, args));
+            const result = Reflect.apply(member as (...a: unknown[]) => unknown, real, args);
+            if (finishing || (next && (result as IteratorResult<unknown> | undefined)?.done === true)) open.delete(real as Iterator<unknown>);
+            return result === real ? proxy : handle(result);
           };
-        },
-        set(_standIn, property, member) {
-          check();
-          return Reflect.set(real, property, member, real);
-        },
-        has(_standIn, property) {
-          return Reflect.has(real, property);
-        },
-        apply(_standIn, self, args) {
-          check();
-          return handle(Reflect.apply(real as (...a: unknown[]) => unknown, self, args));
-        },
-      });
-      handles.set(real, wrapped);
-    }
-    return wrapped;
+          method = { member, call };
+          methods.set(property, method);
+        }
+        return method.call;
+      },
+      set(_standIn, property, member) {
+        check();
+        return Reflect.set(real, property, member, real);
+      },
+      has(_standIn, property) {
+        return Reflect.has(real, property);
+      },
+      ownKeys() {
+        return keys();
+      },
+      getOwnPropertyDescriptor(_standIn, property) {
+        if (typeof property !== 'string' || !keys().includes(property)) return undefined;
+        return { value: proxy[property], writable: false, enumerable: true, configurable: true };
+      },
+      apply(_standIn, self, args) {
+        check();
+        return handle(Reflect.apply(real as (...a: unknown[]) => unknown, self, args));
+      },
+    }) as Record<string, unknown>;
+    return proxy;
   };
+  root = handle(db);
   return {
-    db: handle(db) as SqliteDatabase,
+    db: root as SqliteDatabase,
     revoke: () => {
       revoked = true;
       for (const iterator of open) {
@@ -743,6 +770,36 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
 }
 
 const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
+type Describe = (depth: number, options: unknown, inspect: (value: unknown, options: unknown) => string) => string;
+
+/** Each handle's own inspector, read through the handle by the shared one its stand-in inherits. */
+const DESCRIBE = Symbol('idempotency tx inspector');
+
+/** Per prototype of the library's (connection, statement, iterator), the one its handles' stand-ins inherit. */
+const standInPrototypes = new WeakMap<object, object>();
+let nullStandInPrototype: object | undefined;
+
+function standInPrototype(prototype: object | null): object {
+  const known = prototype === null ? nullStandInPrototype : standInPrototypes.get(prototype);
+  if (known !== undefined) return known;
+  const made = Object.create(prototype) as object;
+  Object.defineProperty(made, INSPECT, {
+    configurable: true,
+    value(this: object, depth: number, options: unknown, inspect: (value: unknown, options: unknown) => string): string {
+      const describe = (this as { [DESCRIBE]?: unknown })[DESCRIBE];
+      return typeof describe === 'function' ? (describe as Describe)(depth, options, inspect) : '[idempotency tx]';
+    },
+  });
+  if (prototype === null) nullStandInPrototype = made;
+  else standInPrototypes.set(prototype, made);
+  return made;
+}
+
+function labelOf(value: object): string {
+  const name = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  return typeof name === 'string' ? name : 'Object';
+}
 
 function isStatement(value: unknown): boolean {
   return value !== null && typeof value === 'object' && typeof (value as { run?: unknown }).run === 'function' && typeof (value as { all?: unknown }).all === 'function';

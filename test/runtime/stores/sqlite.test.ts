@@ -534,6 +534,18 @@ describe('SqliteStore', () => {
         tx.prepare('DELETE FROM effects WHERE rowid = (SELECT max(rowid) FROM effects)').run();
         await new Promise((resolve) => setTimeout(resolve, 5));
         const total = tx.prepare('SELECT sum(n) FROM effects').pluck().get();
+        // What a library or a logger reads off a connection: its fields, its methods as the same functions, and no way
+        // to the raw connection (a review's: the stand-in's inspector handed it to a caller's function).
+        assert.equal(tx.prepare, tx.prepare);
+        assert.equal(insert.database, tx);
+        assert.deepEqual(JSON.parse(JSON.stringify(tx)), JSON.parse(JSON.stringify(db)));
+        assert.deepEqual(Reflect.ownKeys(insert), Reflect.ownKeys(db.prepare('SELECT 1')).filter((key) => typeof key === 'string'));
+        assert.match(inspect(tx, { breakLength: Infinity }), /Database \{ name: '[^']*store-\d+\.db', open: true, inTransaction: true/);
+        for (const handle of [tx, insert, many] as object[]) {
+          assert.ok(Reflect.ownKeys(handle).every((key) => typeof key === 'string'), "no symbol-keyed property (the library's own native handle)");
+          const inspector = (handle as Record<symbol, unknown>)[Symbol.for('nodejs.util.inspect.custom')];
+          if (typeof inspector === 'function') inspector.call(handle, 0, {}, (value: unknown) => assert.notEqual(value, db, 'the raw connection reached an inspector'));
+        }
         return { commit: true, value: total, complete: { response: jsonResponse(201, {}), ttlMs: 60_000 } };
       });
       assert.equal(value, 3);
