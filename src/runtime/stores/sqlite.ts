@@ -720,8 +720,10 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
         if (method === undefined || method.member !== member) {
           const finishing = iterator && (property === 'return' || property === 'throw');
           const next = iterator && property === 'next';
+          const guarded = real === db && (property === 'exec' || property === 'prepare' || property === 'close');
           const call = (...args: unknown[]): unknown => {
             check();
+            if (guarded) refuseOnConnection(property as string, args[0]);
             const result = Reflect.apply(member as (...a: unknown[]) => unknown, real, args);
             if (finishing || (next && (result as IteratorResult<unknown> | undefined)?.done === true)) open.delete(real as Iterator<unknown>);
             return result === real ? proxy : handle(result);
@@ -770,6 +772,21 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
 }
 
 const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
+/**
+ * Throws for what a handler must not do on the store's connection: close it, or begin or end the store's transaction
+ * (better-sqlite3's own `transaction()` nests as savepoints and is fine). A COMMIT through `tx` committed the
+ * reservation half-way; a ROLLBACK undid it, and the handler's later writes committed on their own.
+ */
+function refuseOnConnection(method: string, sql: unknown): void {
+  if (method === 'close') throw new TypeError("idempotency: `tx` is the store's own connection: a handler must not close it");
+  if (typeof sql !== 'string') return;
+  const statement = sql.replace(/^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/, '');
+  if (/^ROLLBACK\s+(?:TRANSACTION\s+)?TO\b/i.test(statement) || !/^(?:BEGIN|COMMIT|END|ROLLBACK)\b/i.test(statement)) return;
+  throw new TypeError(
+    "idempotency: the store owns this request's transaction (the key's record commits with your writes): a handler must not BEGIN, COMMIT or ROLLBACK it — use SAVEPOINT and ROLLBACK TO, or better-sqlite3's transaction(), for a part you may undo",
+  );
+}
 
 type Describe = (depth: number, options: unknown, inspect: (value: unknown, options: unknown) => string) => string;
 

@@ -565,6 +565,113 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     });
   }
 
+  it("a one-transaction handler's tx runs its statements and savepoints, but cannot end the store's transaction or release its client", async () => {
+    // A review's: an ORM's transaction() on a client sends BEGIN then COMMIT (the reservation committed half-way, without
+    // its record); a Kysely-style wrapper's release() put the client back in the pool mid-transaction.
+    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+    const name = table();
+    try {
+      const store = new PostgresStore(db, { table: name });
+      await store.migrate();
+      await db.query(`CREATE TABLE ${name}_effects (id text)`);
+      const refused: string[] = [];
+      const value = await store.withReservation({ id: 'own', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
+        assert.ok(tx instanceof pg.Client);
+        await tx.query(`INSERT INTO ${name}_effects VALUES ('kept')`);
+        await tx.query('SAVEPOINT part');
+        await tx.query(`INSERT INTO ${name}_effects VALUES ('undone')`);
+        await tx.query('ROLLBACK TO SAVEPOINT part');
+        for (const text of ['BEGIN', 'commit', '  /* an ORM */ COMMIT', 'END', 'ROLLBACK', 'START TRANSACTION', "PREPARE TRANSACTION 'x'"]) {
+          await tx.query(text).then(() => refused.push(`${text}: ran`), (error: Error) => refused.push(error.message));
+        }
+        tx.release();
+        const { rows } = await tx.query({ text: `SELECT count(*)::int AS n FROM ${name}_effects` });
+        return { commit: true, value: rows[0].n as number, complete: { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 } };
+      });
+      assert.equal(value, 1);
+      assert.equal(refused.length, 7);
+      for (const message of refused) assert.match(message, /the store owns this request's transaction.*SAVEPOINT/);
+      assert.deepEqual((await db.query(`SELECT id FROM ${name}_effects`)).rows, [{ id: 'kept' }]);
+      assert.equal((await store.get('own'))?.state, 'completed');
+      assert.equal(db.idleCount + db.waitingCount, db.totalCount, 'the client went back to the pool once, by the store');
+    } finally {
+      await db.end().catch(() => undefined);
+    }
+  });
+
+  it("a handler that ends the store's transaction in a way tx cannot see still has its committed reservation completed (replayed, not run again)", async () => {
+    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+    const name = table();
+    try {
+      const store = new PostgresStore(db, { table: name });
+      await store.migrate();
+      await db.query(`CREATE TABLE ${name}_effects (id text)`);
+      const complete = { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 };
+      const value = await store.withReservation({ id: 'hidden-commit', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
+        await tx.query(`INSERT INTO ${name}_effects VALUES ('effect'); COMMIT`);
+        return { commit: true, value: 'done', complete };
+      });
+      assert.equal(value, 'done');
+      assert.equal((await store.get('hidden-commit'))?.state, 'completed');
+      await assert.rejects(
+        store.withReservation({ id: 'hidden-rollback', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
+          await tx.query('SELECT 1; ROLLBACK');
+          return { commit: true, value: 'done', complete };
+        }),
+        (error: unknown) => error instanceof StoreError && /ended the store's transaction/.test(error.message),
+      );
+      assert.equal(await store.get('hidden-rollback'), undefined);
+    } finally {
+      await db.end().catch(() => undefined);
+    }
+  });
+
+  it('a one-transaction handler given up at its bound writes nothing through a query it kept, and its release() crashes nothing', async () => {
+    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+    db.on('error', () => undefined);
+    const name = table();
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const store = new PostgresStore(db, { table: name });
+      await store.migrate();
+      await db.query(`CREATE TABLE ${name}_effects (id text)`);
+      let handler: Promise<string> | undefined;
+      await assert.rejects(
+        store.withReservation({ id: 'kept-query', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, (_reserved, tx) => {
+          const query = tx.query.bind(tx) as (text: string) => Promise<unknown>;
+          handler = (async () => {
+            try {
+              await query('SELECT pg_sleep(5)');
+              return 'slept';
+            } catch {
+              try {
+                await query('ROLLBACK');
+                await query(`INSERT INTO ${name}_effects VALUES ('late')`);
+                return 'written';
+              } catch (error) {
+                return (error as Error).message;
+              } finally {
+                tx.release();
+              }
+            }
+          })();
+          return new Promise((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 100));
+        }),
+        (e: unknown) => isHandlerGivenUp(e),
+      );
+      assert.match(await handler!, /given up at its bound/);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual((await db.query(`SELECT id FROM ${name}_effects`)).rows, [], 'the late write committed on its own');
+      assert.equal((await store.reserve({ id: 'kept-query', operation: 'op', fingerprint: 'v1:x', token: 't2', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await db.end().catch(() => undefined);
+    }
+  });
+
   for (const isolation of ['serializable', 'repeatable read']) {
     it(`with the database's default isolation at ${isolation}, concurrent reservations and completions of other keys all succeed (serialization failures are sent again)`, async () => {
       // A team's choice for its own transactions (ALTER DATABASE … SET default_transaction_isolation) reaches the store's
