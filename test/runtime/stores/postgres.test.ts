@@ -460,26 +460,36 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     });
   }
 
+  /** A pool of 3 straight to the server, or through a PgBouncer in transaction mode (3 server connections); `end` stops both. */
+  async function poolThrough(test: Mocha.Context, through: 'direct' | 'PgBouncer'): Promise<{ db: pg.Pool; preparedStatements: false | undefined; end: () => Promise<void> }> {
+    let bouncer: Awaited<ReturnType<typeof startPgBouncer>> | undefined;
+    if (through === 'PgBouncer') {
+      requireBinary(test, 'pgbouncer', PGBOUNCER_DIRS);
+      bouncer = await startPgBouncer(server, 'transaction', 3);
+    }
+    const db = new pg.Pool({ connectionString: bouncer?.connectionString ?? server.connectionString, max: 3 });
+    db.on('error', () => undefined);
+    const end = async (): Promise<void> => {
+      await db.end().catch(() => undefined);
+      await bouncer?.stop();
+    };
+    return { db, preparedStatements: through === 'direct' ? undefined : false, end };
+  }
+
   for (const through of ['direct', 'PgBouncer'] as const) {
     it(`one-transaction handlers given up in long statements leave no statement running, the pool bounds the server connections, and their keys are free at once (${through === 'direct' ? 'straight to the server' : 'through PgBouncer in transaction mode'})`, async function () {
       // A review's: a given-up handler's statement outlived its socket (the server runs it to its end before it sees
       // the connection gone), holding the key's row lock, while the pool opened another connection in its place —
       // pool max 5 and 120 given-up handlers in pg_sleep took the server past max_connections (53300 for everyone).
       // Through PgBouncer the cancel counts only while the client it came from is still connected.
-      let bouncer: Awaited<ReturnType<typeof startPgBouncer>> | undefined;
-      if (through === 'PgBouncer') {
-        requireBinary(this, 'pgbouncer', PGBOUNCER_DIRS);
-        bouncer = await startPgBouncer(server, 'transaction', 3);
-      }
-      const db = new pg.Pool({ connectionString: bouncer?.connectionString ?? server.connectionString, max: 3 });
-      db.on('error', () => undefined);
+      const { db, preparedStatements, end } = await poolThrough(this, through);
       const name = table();
       const tag = `long_${name}`;
       // Counted on the server, by the statement's text: behind PgBouncer the client's process id is the pooler's.
       const running = async (): Promise<number> =>
         Number((await pool.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()`, [`SELECT pg_sleep(30) /* ${tag} */%`])).rows[0].n);
       try {
-        const store = new PostgresStore(db, { table: name, preparedStatements: through === 'direct' ? undefined : false });
+        const store = new PostgresStore(db, { table: name, preparedStatements });
         await store.migrate();
         let peak = 0;
         const input = (id: string, token: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token, leaseMs: 30_000, ttlMs: 60_000 });
@@ -507,8 +517,7 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         const again = await Promise.all(Array.from({ length: 12 }, (_, i) => store.reserve({ ...input(`long-${i}`, 'retry'), leaseMs: 1000 })));
         assert.deepEqual(new Set(again.map((r) => r.outcome)), new Set(['reserved']), 'a retry reserves the key at once');
       } finally {
-        await db.end().catch(() => undefined);
-        await bouncer?.stop();
+        await end();
       }
     });
   }
@@ -517,16 +526,10 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
     it(`a one-transaction handler whose statement is cancelled at its bound cannot roll back and write on its own (${through === 'direct' ? 'straight to the server' : 'through PgBouncer in transaction mode'})`, async function () {
       // A review's: the client stayed usable while its cancel went out; the cancelled statement failed in the handler,
       // whose error path (its own, or an ORM's transaction()) sent ROLLBACK and then a write — committed, no record.
-      let bouncer: Awaited<ReturnType<typeof startPgBouncer>> | undefined;
-      if (through === 'PgBouncer') {
-        requireBinary(this, 'pgbouncer', PGBOUNCER_DIRS);
-        bouncer = await startPgBouncer(server, 'transaction', 3);
-      }
-      const db = new pg.Pool({ connectionString: bouncer?.connectionString ?? server.connectionString, max: 3 });
-      db.on('error', () => undefined);
+      const { db, preparedStatements, end } = await poolThrough(this, through);
       const name = table();
       try {
-        const store = new PostgresStore(db, { table: name, preparedStatements: through === 'direct' ? undefined : false });
+        const store = new PostgresStore(db, { table: name, preparedStatements });
         await store.migrate();
         await pool.query(`CREATE TABLE ${name}_effects (k text, what text)`);
         const late: string[] = [];
@@ -559,56 +562,58 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         for (const outcome of late) assert.match(outcome, /given up at its bound/);
         assert.deepEqual((await pool.query(`SELECT k, what FROM ${name}_effects`)).rows, [], 'a late write committed on its own');
       } finally {
-        await db.end().catch(() => undefined);
-        await bouncer?.stop();
+        await end();
       }
     });
+  }
+
+  /** Runs `run` on a store of a fresh table in a pool of its own (max 2), beside an `effects (id text)` table; ends the pool. */
+  async function withEffectsTable(run: (store: PostgresStore, db: pg.Pool, effects: string) => Promise<void>): Promise<void> {
+    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+    db.on('error', () => undefined);
+    const name = table();
+    try {
+      const store = new PostgresStore(db, { table: name });
+      await store.migrate();
+      await db.query(`CREATE TABLE ${name}_effects (id text)`);
+      await run(store, db, `${name}_effects`);
+    } finally {
+      await db.end().catch(() => undefined);
+    }
   }
 
   it("a one-transaction handler's tx runs its statements and savepoints, but cannot end the store's transaction or release its client", async () => {
     // A review's: an ORM's transaction() on a client sends BEGIN then COMMIT (the reservation committed half-way, without
     // its record); a Kysely-style wrapper's release() put the client back in the pool mid-transaction.
-    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
-    const name = table();
-    try {
-      const store = new PostgresStore(db, { table: name });
-      await store.migrate();
-      await db.query(`CREATE TABLE ${name}_effects (id text)`);
+    await withEffectsTable(async (store, db, effects) => {
       const refused: string[] = [];
       const value = await store.withReservation({ id: 'own', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
         assert.ok(tx instanceof pg.Client);
-        await tx.query(`INSERT INTO ${name}_effects VALUES ('kept')`);
+        await tx.query(`INSERT INTO ${effects} VALUES ('kept')`);
         await tx.query('SAVEPOINT part');
-        await tx.query(`INSERT INTO ${name}_effects VALUES ('undone')`);
+        await tx.query(`INSERT INTO ${effects} VALUES ('undone')`);
         await tx.query('ROLLBACK TO SAVEPOINT part');
         for (const text of ['BEGIN', 'commit', '  /* an ORM */ COMMIT', 'END', 'ROLLBACK', 'START TRANSACTION', "PREPARE TRANSACTION 'x'"]) {
           await tx.query(text).then(() => refused.push(`${text}: ran`), (error: Error) => refused.push(error.message));
         }
         tx.release();
-        const { rows } = await tx.query({ text: `SELECT count(*)::int AS n FROM ${name}_effects` });
+        const { rows } = await tx.query({ text: `SELECT count(*)::int AS n FROM ${effects}` });
         return { commit: true, value: rows[0].n as number, complete: { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 } };
       });
       assert.equal(value, 1);
       assert.equal(refused.length, 7);
       for (const message of refused) assert.match(message, /the store owns this request's transaction.*SAVEPOINT/);
-      assert.deepEqual((await db.query(`SELECT id FROM ${name}_effects`)).rows, [{ id: 'kept' }]);
+      assert.deepEqual((await db.query(`SELECT id FROM ${effects}`)).rows, [{ id: 'kept' }]);
       assert.equal((await store.get('own'))?.state, 'completed');
       assert.equal(db.idleCount + db.waitingCount, db.totalCount, 'the client went back to the pool once, by the store');
-    } finally {
-      await db.end().catch(() => undefined);
-    }
+    });
   });
 
   it("a handler that ends the store's transaction in a way tx cannot see still has its committed reservation completed (replayed, not run again)", async () => {
-    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
-    const name = table();
-    try {
-      const store = new PostgresStore(db, { table: name });
-      await store.migrate();
-      await db.query(`CREATE TABLE ${name}_effects (id text)`);
+    await withEffectsTable(async (store, db, effects) => {
       const complete = { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 };
       const value = await store.withReservation({ id: 'hidden-commit', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
-        await tx.query(`INSERT INTO ${name}_effects VALUES ('effect'); COMMIT`);
+        await tx.query(`INSERT INTO ${effects} VALUES ('effect'); COMMIT`);
         return { commit: true, value: 'done', complete };
       });
       assert.equal(value, 'done');
@@ -621,54 +626,47 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         (error: unknown) => error instanceof StoreError && /ended the store's transaction/.test(error.message),
       );
       assert.equal(await store.get('hidden-rollback'), undefined);
-    } finally {
-      await db.end().catch(() => undefined);
-    }
+    });
   });
 
   it('a one-transaction handler given up at its bound writes nothing through a query it kept, and its release() crashes nothing', async () => {
-    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
-    db.on('error', () => undefined);
-    const name = table();
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
-      const store = new PostgresStore(db, { table: name });
-      await store.migrate();
-      await db.query(`CREATE TABLE ${name}_effects (id text)`);
-      let handler: Promise<string> | undefined;
-      await assert.rejects(
-        store.withReservation({ id: 'kept-query', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, (_reserved, tx) => {
-          const query = tx.query.bind(tx) as (text: string) => Promise<unknown>;
-          handler = (async () => {
-            try {
-              await query('SELECT pg_sleep(5)');
-              return 'slept';
-            } catch {
+      await withEffectsTable(async (store, db, effects) => {
+        let handler: Promise<string> | undefined;
+        await assert.rejects(
+          store.withReservation({ id: 'kept-query', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, (_reserved, tx) => {
+            const query = tx.query.bind(tx) as (text: string) => Promise<unknown>;
+            handler = (async () => {
               try {
-                await query('ROLLBACK');
-                await query(`INSERT INTO ${name}_effects VALUES ('late')`);
-                return 'written';
-              } catch (error) {
-                return (error as Error).message;
-              } finally {
-                tx.release();
+                await query('SELECT pg_sleep(5)');
+                return 'slept';
+              } catch {
+                try {
+                  await query('ROLLBACK');
+                  await query(`INSERT INTO ${effects} VALUES ('late')`);
+                  return 'written';
+                } catch (error) {
+                  return (error as Error).message;
+                } finally {
+                  tx.release();
+                }
               }
-            }
-          })();
-          return new Promise((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 100));
-        }),
-        (e: unknown) => isHandlerGivenUp(e),
-      );
-      assert.match(await handler!, /given up at its bound/);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.deepEqual((await db.query(`SELECT id FROM ${name}_effects`)).rows, [], 'the late write committed on its own');
-      assert.equal((await store.reserve({ id: 'kept-query', operation: 'op', fingerprint: 'v1:x', token: 't2', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
-      assert.deepEqual(unhandled, []);
+            })();
+            return new Promise((_, reject) => setTimeout(() => reject(handlerGivenUp('given up at the bound')), 100));
+          }),
+          (e: unknown) => isHandlerGivenUp(e),
+        );
+        assert.match(await handler!, /given up at its bound/);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.deepEqual((await db.query(`SELECT id FROM ${effects}`)).rows, [], 'the late write committed on its own');
+        assert.equal((await store.reserve({ id: 'kept-query', operation: 'op', fingerprint: 'v1:x', token: 't2', leaseMs: 1000, ttlMs: 5000 })).outcome, 'reserved');
+        assert.deepEqual(unhandled, []);
+      });
     } finally {
       process.off('unhandledRejection', onUnhandled);
-      await db.end().catch(() => undefined);
     }
   });
 
