@@ -340,3 +340,49 @@ export function queuePerTurn<T>(flush: (items: T[]) => void): (item: T) => void 
     });
   };
 }
+
+/**
+ * Whether `sql` begins with a statement that starts or ends a transaction (BEGIN, START TRANSACTION, COMMIT, END,
+ * ROLLBACK or ABORT not followed by TO, PREPARE TRANSACTION), after what comes before it: white space, semicolons, `--`
+ * comments (ended by a line feed or a carriage return) and block comments — nested on PostgreSQL, not on SQLite.
+ * Only the first statement of a string is read.
+ */
+export function beginsOrEndsTransaction(sql: string, nestedComments: boolean): boolean {
+  const words: string[] = [];
+  let at = 0;
+  while (words.length < 3) {
+    at = afterComments(sql, at, nestedComments);
+    const word = /^[A-Za-z_]+/.exec(sql.slice(at, at + 64));
+    if (word === null) break;
+    words.push(word[0].toUpperCase());
+    at += word[0].length;
+  }
+  const [first, second, third] = words;
+  if ((first === 'ROLLBACK' || first === 'ABORT') && (second === 'TO' || ((second === 'WORK' || second === 'TRANSACTION') && third === 'TO'))) return false;
+  if (first === 'START' || first === 'PREPARE') return second === 'TRANSACTION';
+  return first === 'BEGIN' || first === 'COMMIT' || first === 'END' || first === 'ROLLBACK' || first === 'ABORT';
+}
+
+function afterComments(sql: string, from: number, nested: boolean): number {
+  let at = from;
+  for (;;) {
+    while (at < sql.length && (/\s/.test(sql[at]!) || sql[at] === ';')) at += 1;
+    if (sql.startsWith('--', at)) {
+      const end = sql.slice(at).search(/[\n\r]/);
+      if (end < 0) return sql.length;
+      at += end + 1;
+    } else if (sql.startsWith('/*', at)) {
+      let depth = 1;
+      at += 2;
+      while (at < sql.length && depth > 0) {
+        if (nested && sql.startsWith('/*', at)) {
+          depth += 1;
+          at += 2;
+        } else if (sql.startsWith('*/', at)) {
+          depth -= 1;
+          at += 2;
+        } else at += 1;
+      }
+    } else return at;
+  }
+}

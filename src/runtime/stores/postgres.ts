@@ -31,6 +31,7 @@ import {
   checkStoreName,
   cursorLease,
   isHandlerGivenUp,
+  beginsOrEndsTransaction,
   queuePerTurn,
   recordFromRow,
   reservedRecord,
@@ -783,11 +784,13 @@ function cancelStatement(pool: Pool, client: PoolClient): Promise<void> {
  * `revoke` also fails what was queued behind the statement in flight, unsent; `end` stops the handle without that.
  */
 function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void; end: () => void } {
-  let ended: 'no' | 'returned' | 'given-up' = 'no';
+  let ended: 'no' | 'returned' | 'given-up' | 'by-handler' = 'no';
   const refusal = (): Error =>
     ended === 'given-up'
       ? new Error("idempotency: this request's handler was given up at its bound and its transaction is rolled back: `tx` is no longer usable")
-      : new Error("idempotency: this request's transaction has ended (its handler returned): `tx` is no longer usable");
+      : ended === 'by-handler'
+        ? new Error("idempotency: the handler ended the store's transaction (a COMMIT or ROLLBACK through tx): nothing more goes out through `tx`")
+        : new Error("idempotency: this request's transaction has ended (its handler returned): `tx` is no longer usable");
   const { connection } = client as unknown as { connection?: unknown };
   const fail = (query: unknown, error: Error): void => {
     const handleError = (query as { handleError?: unknown } | null)?.handleError;
@@ -811,7 +814,7 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
     if (ended !== 'no') return refuse(args, refusal());
     const first = args[0] as { text?: unknown } | string | null | undefined;
     const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && typeof first.text === 'string' ? first.text : undefined;
-    if (text !== undefined && endsTransaction(text)) {
+    if (text !== undefined && beginsOrEndsTransaction(text, true)) {
       return refuse(
         args,
         new Error(
@@ -819,7 +822,16 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
         ),
       );
     }
-    return (client.query as (...a: unknown[]) => unknown)(...args);
+    const result = (client.query as (...a: unknown[]) => unknown)(...args);
+    // A COMMIT or ROLLBACK the check above did not see (a second statement in one string): the transaction is over,
+    // and nothing more goes out through the handle — a write after it would commit on its own.
+    if (result instanceof Promise) {
+      return result.then((answer: unknown) => {
+        if (transactionEnded(client) && ended === 'no') ended = 'by-handler';
+        return answer;
+      });
+    }
+    return result;
   };
   const release = (): void => undefined;
   const endClient = (): Promise<void> => Promise.resolve();
@@ -865,13 +877,6 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
       if (ended === 'no') ended = 'returned';
     },
   };
-}
-
-/** Whether `text` begins with a statement that starts or ends a transaction (not a savepoint's). */
-function endsTransaction(text: string): boolean {
-  const statement = text.replace(/^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/, '');
-  if (/^(?:ROLLBACK|ABORT)\s+(?:WORK\s+|TRANSACTION\s+)?TO\b/i.test(statement)) return false;
-  return /^(?:BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT|PREPARE\s+TRANSACTION)\b/i.test(statement);
 }
 
 /** Whether the server says the client is no longer in a transaction (pg 8.23's `getTransactionStatus`; 'I' idle). */

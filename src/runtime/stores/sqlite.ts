@@ -43,6 +43,7 @@ import type * as BetterSqlite3 from 'better-sqlite3';
 import {
   StoreError,
   checkStoreName,
+  beginsOrEndsTransaction,
   cursorLease,
   recordFromRow,
   reservedRecord,
@@ -781,8 +782,7 @@ const INSPECT = Symbol.for('nodejs.util.inspect.custom');
 function refuseOnConnection(method: string, sql: unknown): void {
   if (method === 'close') throw new TypeError("idempotency: `tx` is the store's own connection: a handler must not close it");
   if (typeof sql !== 'string') return;
-  const statement = sql.replace(/^(?:\s+|--[^\n]*(?:\n|$)|\/\*[\s\S]*?\*\/)*/, '');
-  if (/^ROLLBACK\s+(?:TRANSACTION\s+)?TO\b/i.test(statement) || !/^(?:BEGIN|COMMIT|END|ROLLBACK)\b/i.test(statement)) return;
+  if (!beginsOrEndsTransaction(sql, false)) return;
   throw new TypeError(
     "idempotency: the store owns this request's transaction (the key's record commits with your writes): a handler must not BEGIN, COMMIT or ROLLBACK it — use SAVEPOINT and ROLLBACK TO, or better-sqlite3's transaction(), for a part you may undo",
   );

@@ -593,7 +593,8 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         await tx.query('SAVEPOINT part');
         await tx.query(`INSERT INTO ${effects} VALUES ('undone')`);
         await tx.query('ROLLBACK TO SAVEPOINT part');
-        for (const text of ['BEGIN', 'commit', '  /* an ORM */ COMMIT', 'END', 'ROLLBACK', 'START TRANSACTION', "PREPARE TRANSACTION 'x'"]) {
+        await tx.query('ROLLBACK /* a comment */ TO SAVEPOINT part');
+        for (const text of ['BEGIN', 'commit', '  /* an ORM */ COMMIT', 'END', 'ROLLBACK', 'START TRANSACTION', "PREPARE TRANSACTION 'x'", '/* a /* nested */ comment */ COMMIT', '-- a line\rCOMMIT', ';COMMIT']) {
           await tx.query(text).then(() => refused.push(`${text}: ran`), (error: Error) => refused.push(error.message));
         }
         tx.release();
@@ -601,7 +602,7 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         return { commit: true, value: rows[0].n as number, complete: { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 } };
       });
       assert.equal(value, 1);
-      assert.equal(refused.length, 7);
+      assert.equal(refused.length, 10);
       for (const message of refused) assert.match(message, /the store owns this request's transaction.*SAVEPOINT/);
       assert.deepEqual((await db.query(`SELECT id FROM ${effects}`)).rows, [{ id: 'kept' }]);
       assert.equal((await store.get('own'))?.state, 'completed');
@@ -614,6 +615,8 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       const complete = { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 };
       const value = await store.withReservation({ id: 'hidden-commit', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
         await tx.query(`INSERT INTO ${effects} VALUES ('effect'); COMMIT`);
+        // Past that COMMIT a write would commit on its own: nothing more goes out.
+        await assert.rejects(tx.query(`INSERT INTO ${effects} VALUES ('after')`), /the handler ended the store's transaction/);
         return { commit: true, value: 'done', complete };
       });
       assert.equal(value, 'done');
