@@ -196,6 +196,13 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
     io.stdout(`${packageVersion()}\n`);
     return 0;
   }
+  // `idemkit <unknown> --help`: yargs prints the top-level help and exits 0, as if the command existed.
+  const first = argv.find((arg) => !arg.startsWith('-'));
+  if (first !== undefined && !names.has(first) && argv.some((arg) => arg === '--help' || arg === '-h')) {
+    const hint = first === 'baseline' ? " (baselines are lint's options: idemkit lint --help)" : '';
+    io.stderr(`Unknown command: ${first} — the commands are ${[...names].join(', ')}${hint}\n`);
+    return 2;
+  }
   for (const command of commands) {
     parser = parser.command({
       command: command.command,

@@ -17,6 +17,7 @@ import { DEFAULT_REPLAY_HEADERS, isRepeatableRequestsKey } from './wire.js';
 import { HEADER_NAME, problemResponse as problemDetails, type ProblemName, type ProblemRenderer, type ProblemResponse } from './problem.js';
 import {
   StoreError,
+  isHandlerGivenUp,
   isTransactionalStore,
   type CompleteInput,
   type IdempotencyRecord,
@@ -214,6 +215,8 @@ export interface GuardLogEvent {
    * reservation's release did not within the record's TTL; `unverified` when a completion was refused and the store
    * could not be read to tell why; `untracked` when a reservation the guard gave up on is not released in the background:
    * `lateReleaseLimit` tokens are held already (if it did land, its key goes to reconciliation once the lease has passed).
+   * On `rolled-back`: `gave-up` when the adapter gave the handler up (the one-transaction bound, or a streamed answer
+   * whose client left) and the guard answered 503 outcome-unknown in its place.
    */
   readonly reason?: 'threw' | 'timeout' | 'invalid-verdict' | 'gave-up' | 'unverified' | 'untracked';
 }
@@ -915,6 +918,21 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         'idempotency-outcome-unknown',
         R.storeUnavailable,
         'The request ran, but recording its result failed: it may or may not have taken effect. Retry with the same key only if a repeat is safe; otherwise check the operation status.',
+        { 'retry-after': storeRetryAfter },
+        req.requestId,
+      ),
+    };
+  }
+
+  /** A one-transaction handler given up while it may still run: its transaction is rolled back, the rest unknown. */
+  function givenUp(req: GuardRequest): Respond {
+    // Logged as rolled back by the caller.
+    return {
+      kind: 'respond',
+      response: problemResponse(
+        'idempotency-outcome-unknown',
+        R.storeUnavailable,
+        'The request did not finish in time and was given up: its transaction was rolled back, so nothing it wrote in it was kept, but it may still be running and what it did outside the transaction is not known. Retry with the same key only if a repeat is safe; otherwise check the operation status.',
         { 'retry-after': storeRetryAfter },
         req.requestId,
       ),
@@ -1901,7 +1919,12 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
       });
     } catch (error) {
       if (handlerFailed) {
-        if (logging) log({ decision: 'rolled-back', keyId: prep.recordId, state: 'in_progress' }, req.requestId);
+        const gaveUpOn = isHandlerGivenUp(error);
+        if (logging) log({ decision: 'rolled-back', keyId: prep.recordId, state: 'in_progress', ...(gaveUpOn ? { reason: 'gave-up' as const } : {}) }, req.requestId);
+        // Given up by its adapter (it did not answer within the one-transaction bound, or its streamed answer's client
+        // left): the guard's own answer, as under every framework, not the app's error path — a handler that may still
+        // be running must find its late answer refused, and its client learns what a retry means.
+        if (gaveUpOn) return givenUp(req).response;
         throw error;
       }
       if (error instanceof StoreError && error.kind === 'lock-timeout') {

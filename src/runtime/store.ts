@@ -244,7 +244,6 @@ export function reservedRecord(input: ReserveInput, now: number): IdempotencyRec
   };
 }
 
-/** Whether `store` supports one-transaction mode. */
 /**
  * Marks the error a one-transaction handler is given up with while it may still be running (past the adapter's
  * bound, or a streamed answer whose client left): its transaction is rolled back, and a store whose transaction has
@@ -263,6 +262,7 @@ export function isHandlerGivenUp(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[HANDLER_STILL_RUNNING] === true;
 }
 
+/** Whether `store` supports one-transaction mode. */
 export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): store is TransactionalStore<Tx> {
   return typeof (store as Partial<TransactionalStore<Tx>>).withReservation === 'function';
 }

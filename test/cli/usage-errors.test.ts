@@ -36,6 +36,20 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     assert.equal(written.err.split('\n').length, 2, written.err);
   });
 
+  it('refuses --help of a command that does not exist instead of printing the top help with exit 0', async () => {
+    const baseline = await run('baseline', '--help');
+    assert.equal(baseline.code, 2);
+    assert.equal(baseline.out, '');
+    assert.equal(baseline.err, "Unknown command: baseline — the commands are lint, generate, init, rules, explain (baselines are lint's options: idemkit lint --help)\n");
+    const other = await run('frobnicate', '-h');
+    assert.equal(other.code, 2);
+    assert.equal(other.err, 'Unknown command: frobnicate — the commands are lint, generate, init, rules, explain\n');
+    // The commands' own help is untouched.
+    const lint = await run('lint', '--help');
+    assert.equal(lint.code, 0);
+    assert.match(lint.out, /^idemkit lint <files\.\.>/);
+  });
+
   it('rejects a bad lint --format and rules --format before running', async () => {
     const lint = await run('lint', 'api.yaml', '--format', 'xml');
     assert.equal(lint.code, 2);

@@ -235,7 +235,7 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
             held = hold;
             // The transaction (and SQLite's lock) is held no longer than transactionBoundMs: a handler that never
             // answers (an async one rejected under Express 4) is then rolled back.
-            const bound = setTimeout(() => hold.giveUp(), transactionMaxMs).unref();
+            const bound = setTimeout(() => hold.giveUp(true), transactionMaxMs).unref();
             next();
             const sent = await hold.sent;
             clearTimeout(bound);
@@ -251,7 +251,9 @@ export function createRouteGuard(contract: CompiledContract, options: RouteGuard
           if (held?.destroyed === undefined) throw error;
           return undefined;
         });
-      if (response === undefined) held!.destroy();
+      // Destroyed by the handler, or its client left: destroyed, as the handler asked or as nobody waits. Given up at
+      // the bound with its client waiting: the guard's answer goes out, and the handler's late one is refused.
+      if (response === undefined || (held?.destroyed !== undefined && (!held.atBound || res.destroyed || req.socket?.destroyed === true))) held!.destroy();
       else if (held === undefined) sendResponse(res, response);
       // The handler's own answer (the same bytes it sent) goes out as it was held, with the guard's headers added;
       // any other (a rolled-back 5xx's problem, outcome unknown) without the handler's headers.
@@ -458,6 +460,8 @@ class Hold {
   destroyRequested = false;
   /** The handler has begun a streamed answer (`write()` before `end()`). */
   streaming = false;
+  /** Given up at the one-transaction bound (see {@link Hold.giveUp}): the handler may still answer, late. */
+  atBound = false;
   private socketDestroy: ((error?: Error) => unknown) | undefined;
 
   readonly res: HeldRes;
@@ -497,10 +501,14 @@ class Hold {
     else res.once('close', left);
   }
 
-  /** Counts the answer as destroyed unless it has ended: nothing is recorded, the record goes to reconciliation. */
-  giveUp(): void {
+  /**
+   * Counts the answer as destroyed unless it has ended: nothing is recorded, the record goes to reconciliation (one
+   * transaction: rolled back). `atBound`: given up at the one-transaction bound, the handler still at work.
+   */
+  giveUp(atBound = false): void {
     if (this.ended || this.res[HELD] !== this) return;
     this.ended = true;
+    this.atBound = atBound;
     this.destroyed = { error: undefined };
     this.resolveSent(undefined);
   }
@@ -582,6 +590,7 @@ class Hold {
     this.restore();
     if (this.before !== undefined) resetHead(this.res, this.before);
     sendResponse(this.res, response);
+    if (this.destroyed !== undefined) refuseLateAnswer(this.res);
   }
 
   /** Restores the methods and destroys the response as the handler asked, sending nothing it held. */
@@ -607,6 +616,30 @@ class Hold {
       for (const cb of callbacks) cb(null);
     });
   }
+}
+
+/**
+ * A handler given up before it answered may still answer, late, after the guard's answer went out: Node would throw
+ * `ERR_HTTP_HEADERS_SENT` from its `res.json()`, in a callback or a promise that Express 4 leaves unhandled, which
+ * ends the process. Its writes go nowhere instead, as a write after `end()` does: only their callbacks hear of it.
+ */
+function refuseLateAnswer(res: Response): void {
+  const late = res as unknown as Record<string, unknown>;
+  const self = (): Response => res;
+  late.setHeader = self;
+  late.appendHeader = self;
+  late.removeHeader = self;
+  late.writeHead = self;
+  late.write = (...args: unknown[]): boolean => {
+    const cb = args.find((arg) => typeof arg === 'function') as Callback | undefined;
+    if (cb !== undefined) queueMicrotask(() => cb(new Error('write after the guard answered')));
+    return false;
+  };
+  late.end = (...args: unknown[]): Response => {
+    const cb = args.find((arg) => typeof arg === 'function') as Callback | undefined;
+    if (cb !== undefined) queueMicrotask(() => cb(null));
+    return res;
+  };
 }
 
 function heldDestroy(this: HeldRes, error?: Error): Response {

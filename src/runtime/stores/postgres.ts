@@ -434,10 +434,10 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
       } catch (error) {
         // A handler given up at its bound may still be at work on this client. A ROLLBACK would end the transaction
         // under it, and its next statement — queued behind the ROLLBACK, or sent after it — ran on its own and
-        // committed: an effect without its record, run again by the retry (a review's `pg_sleep` then INSERT). The
-        // client is released as broken with the transaction open instead: pg ends the connection (at once when a
-        // statement is in flight; after what is already sent in pipeline mode), refuses whatever comes after, and the
-        // server rolls the transaction back with the session.
+        // committed: an effect without its record, run again by the retry (a review's `pg_sleep` then INSERT). Instead
+        // the handle is revoked (it refuses whatever comes after, and fails what pg had queued unsent), the statement
+        // in flight is cancelled, and the client is then released as broken with the transaction open (see `finally`
+        // below): pg ends the connection and the server rolls the transaction back with the session.
         givenUp = isHandlerGivenUp(error);
         if (givenUp) {
           // The client stays connected until its cancel is through (below): nothing the handler sends meanwhile may

@@ -1018,16 +1018,65 @@ describe('runtime/adapters/express', () => {
       const other = await post(server.port, '/things/t1', { key: 'other', user: 'u', body: {}, headers: { 'x-short': '1' } });
       assert.equal(other.status, 201, other.text);
       assert.deepEqual(db.prepare('SELECT id FROM things').all(), [{ id: 'thing-2' }]);
-      // The client waits: rolled back at leaseRenewalMaxMs too, and its connection closed without an answer.
-      const stayed = await post(server.port, '/things/t1', { key: 'stays', user: 'u', body: {} }).then(
-        (answer) => `answered ${answer.status}`,
-        (error: Error) => error.message,
-      );
-      assert.match(stayed, /socket hang up|ECONNRESET/);
+      // The client waits: rolled back at leaseRenewalMaxMs too, and answered: the outcome is unknown (what the
+      // handler did outside its transaction), and a retry may follow.
+      const stayed = await post(server.port, '/things/t1', { key: 'stays', user: 'u', body: {} });
+      assert.equal(stayed.status, 503, stayed.text);
+      assert.match(String(stayed.headers['content-type']), /^application\/problem\+json/);
+      assert.equal(stayed.json['type'], 'https://idemkit.dev/problems/idempotency-outcome-unknown');
+      assert.match(String(stayed.json['detail']), /given up: its transaction was rolled back/);
+      assert.equal(stayed.headers['retry-after'], '1');
       const after = await post(server.port, '/things/t1', { key: 'after', user: 'u', body: {}, headers: { 'x-short': '1' } });
       assert.equal(after.status, 201, after.text);
       assert.deepEqual(db.prepare('SELECT id FROM things ORDER BY id').all(), [{ id: 'thing-2' }, { id: 'thing-4' }]);
       assert.equal(calls, 4);
+    });
+
+    it('a handler given up at the bound that answers late: its client has the guard’s answer, the late one goes nowhere and ends no process, the retry runs once', async function () {
+      this.timeout(10_000);
+      const app = express();
+      const guard = createRouteGuard({ ...contract, leaseMs: 200 }, options(store, { leaseRenewalMaxMs: 400 }));
+      let late: Promise<unknown> | undefined;
+      const uncaught: unknown[] = [];
+      const onUncaught = (error: unknown): void => {
+        uncaught.push(error);
+      };
+      process.on('uncaughtException', onUncaught);
+      try {
+        app.post('/things/:tenant', express.json(), guard.inTransaction, (req, res) => {
+          calls += 1;
+          idempotencyOf<Database.Database>(res).tx!.prepare('INSERT INTO things (id, tenant) VALUES (?, ?)').run(`thing-${calls}`, String(req.params['tenant']));
+          if (req.get('x-slow') === undefined) {
+            res.status(201).json({ id: `thing-${calls}` });
+            return;
+          }
+          // Answers after the bound, from a timer (a throw there is uncaught, as in a callback of a driver).
+          late = new Promise((resolve) => {
+            setTimeout(() => {
+              res.status(201).set('location', '/things/late').json({ id: 'late' });
+              res.write('more', (error) => resolve(error));
+            }, 700);
+          });
+        });
+        server = await listen(app);
+        const first = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {}, headers: { 'x-slow': '1' } });
+        assert.equal(first.status, 503, first.text);
+        assert.equal(first.json['type'], 'https://idemkit.dev/problems/idempotency-outcome-unknown');
+        assert.equal(first.headers['location'], undefined);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        assert.ok(late !== undefined);
+        assert.match(String(await late), /write after the guard answered/);
+        assert.deepEqual(uncaught, []);
+        // Keep-alive connections go on, and the retry runs the handler once.
+        const retry = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+        assert.equal(retry.status, 201, retry.text);
+        const replay = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
+        assert.equal(replay.headers['idempotent-replayed'], 'true');
+        assert.deepEqual(db.prepare('SELECT id FROM things ORDER BY id').all(), [{ id: 'thing-2' }]);
+        assert.equal(calls, 2);
+      } finally {
+        process.off('uncaughtException', onUncaught);
+      }
     });
 
     it('without leaseRenewalMaxMs, a handler that never answers is rolled back at the TTL: other keys go on', async function () {

@@ -338,8 +338,11 @@ describe('runtime/adapters/fastify', () => {
       const port = await listen(app);
       const started = Date.now();
       const hung = await post(port, '/things/t1', { key: 'hang', user: 'u', body: { hang: true } });
-      assert.equal(hung.status, 500);
-      assert.match(String(hung.json['error']), /did not answer within the one-transaction bound \(400 ms: leaseRenewalMaxMs, or the TTL\); its transaction is rolled back/);
+      // The guard's answer, not the app's error handler's: the transaction is rolled back, the rest unknown.
+      assert.equal(hung.status, 503, hung.text);
+      assert.equal(hung.json['type'], 'https://idemkit.dev/problems/idempotency-outcome-unknown');
+      assert.match(String(hung.json['detail']), /given up: its transaction was rolled back/);
+      assert.equal(hung.headers['retry-after'], '1');
       assert.ok(Date.now() - started < 3000, `answered after ${Date.now() - started} ms, not the TTL`);
       const other = await post(port, '/things/t1', { key: 'other', user: 'u', body: {} });
       assert.equal(other.status, 201, other.text);
