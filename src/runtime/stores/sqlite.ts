@@ -484,11 +484,17 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
       }
       tx.revoke();
       try {
+        // A COMMIT or ROLLBACK the handler sent (hidden among the statements of one exec, or on the connection
+        // through its own Database) ended the transaction: its writes and the reservation are committed or undone
+        // already. A committed reservation is completed on its own, so the retry replays; one undone leaves
+        // nothing to complete, and a rollback asked for cannot undo what was committed.
+        const ended = !db.inTransaction;
+        if (ended && !step.commit) throw new StoreError('unavailable', "the handler ended the store's transaction itself (a COMMIT or ROLLBACK through tx)");
         if (step.commit) {
           if (!this.#completeNow(input.id, input.token, step.complete)) {
-            throw new StoreError('unavailable', 'the reservation disappeared inside its own transaction');
+            throw new StoreError('unavailable', ended ? "the handler ended the store's transaction itself (a ROLLBACK through tx)" : 'the reservation disappeared inside its own transaction');
           }
-          db.exec('COMMIT');
+          if (!ended) db.exec('COMMIT');
         } else {
           db.exec('ROLLBACK');
         }
@@ -672,7 +678,15 @@ function limitOf(options: BatchOptions): number {
  */
 function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void } {
   let revoked = false;
+  // Set when a COMMIT or ROLLBACK hidden in a string of several statements (`tx.exec('INSERT …; COMMIT')`, which the
+  // check of the first statement lets through) ended the store's transaction: what came after would commit on its own.
+  let endedByHandler = false;
   const check = (): void => {
+    if (endedByHandler) {
+      throw new TypeError(
+        "idempotency: the handler ended the store's transaction itself (a COMMIT or ROLLBACK among the statements of one tx.exec): `tx` is no longer usable, and what it would write now would commit on its own — use SAVEPOINT and ROLLBACK TO for a part you may undo",
+      );
+    }
     if (revoked) {
       throw new TypeError(
         "idempotency: this request's transaction has ended (its handler returned, or was given up at its bound): `tx` and what was prepared through it are no longer usable; keep statements you reuse across requests prepared on your own Database",
@@ -722,9 +736,22 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
           const finishing = iterator && (property === 'return' || property === 'throw');
           const next = iterator && property === 'next';
           const guarded = real === db && (property === 'exec' || property === 'prepare' || property === 'close');
+          // Only `exec` runs several statements (a prepared statement is one): the transaction is looked at after it.
+          const several = real === db && property === 'exec';
           const call = (...args: unknown[]): unknown => {
             check();
             if (guarded) refuseOnConnection(property as string, args[0]);
+            if (several) {
+              try {
+                Reflect.apply(member as (...a: unknown[]) => unknown, real, args);
+              } finally {
+                if (!db.inTransaction) {
+                  endedByHandler = true;
+                  end();
+                }
+              }
+              return proxy;
+            }
             const result = Reflect.apply(member as (...a: unknown[]) => unknown, real, args);
             if (finishing || (next && (result as IteratorResult<unknown> | undefined)?.done === true)) open.delete(real as Iterator<unknown>);
             return result === real ? proxy : handle(result);
@@ -755,21 +782,19 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
     }) as Record<string, unknown>;
     return proxy;
   };
-  root = handle(db);
-  return {
-    db: root as SqliteDatabase,
-    revoke: () => {
-      revoked = true;
-      for (const iterator of open) {
-        try {
-          iterator.return?.();
-        } catch {
-          // Already closed.
-        }
+  const end = (): void => {
+    revoked = true;
+    for (const iterator of open) {
+      try {
+        iterator.return?.();
+      } catch {
+        // Already closed.
       }
-      open.clear();
-    },
+    }
+    open.clear();
   };
+  root = handle(db);
+  return { db: root as SqliteDatabase, revoke: end };
 }
 
 const INSPECT = Symbol.for('nodejs.util.inspect.custom');

@@ -568,6 +568,51 @@ describe('SqliteStore', () => {
       db.close();
     });
 
+    it("a handler that ends the store's transaction in a way tx cannot see (several statements in one exec) has its committed reservation completed, and writes nothing after", async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE effects (id TEXT)');
+      const complete = { response: jsonResponse(201, {}), ttlMs: 60_000 };
+      const value = await store.withReservation(input('hidden-commit'), async (_reserved, tx) => {
+        tx.exec("INSERT INTO effects VALUES ('effect'); COMMIT");
+        // Past that COMMIT a write would commit on its own: refused, with why.
+        assert.throws(() => tx.prepare("INSERT INTO effects VALUES ('after')").run(), /the handler ended the store's transaction itself/);
+        assert.throws(() => tx.exec("INSERT INTO effects VALUES ('after')"), /the handler ended the store's transaction itself/);
+        return { commit: true, value: 'done', complete };
+      });
+      assert.equal(value, 'done');
+      assert.equal((await store.get('hidden-commit'))?.state, 'completed', 'the retry replays');
+      assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['effect']);
+      // A ROLLBACK so hidden undid the reservation: nothing to complete, said so, and nothing written after it.
+      await assert.rejects(
+        store.withReservation(input('hidden-rollback'), async (_reserved, tx) => {
+          // The exec fails after its ROLLBACK: the transaction is over all the same.
+          assert.throws(() => tx.exec("INSERT INTO effects VALUES ('undone'); ROLLBACK; INSERT INTO nowhere VALUES (1)"), /no such table/);
+          assert.throws(() => tx.exec("INSERT INTO effects VALUES ('after')"), /ended the store's transaction itself/);
+          return { commit: true, value: 'done', complete };
+        }),
+        (error: unknown) => error instanceof StoreError && /ended the store's transaction itself \(a ROLLBACK through tx\)/.test(error.message),
+      );
+      await assert.rejects(
+        store.withReservation(input('hidden-commit-undo'), async (_reserved, tx) => {
+          tx.exec('SELECT 1; COMMIT');
+          return { commit: false, value: 'undo', complete };
+        }),
+        (error: unknown) => error instanceof StoreError && /ended the store's transaction itself/.test(error.message),
+      );
+      assert.equal(await store.get('hidden-rollback'), undefined);
+      assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['effect']);
+      // The store's next transaction on the connection is its own again.
+      assert.equal(await store.withReservation(input('next'), async (_reserved, tx) => {
+        tx.prepare("INSERT INTO effects VALUES ('next')").run();
+        return { commit: true, value: 'ok', complete };
+      }), 'ok');
+      assert.equal(db.inTransaction, false);
+      assert.deepEqual(db.prepare('SELECT id FROM effects ORDER BY id').pluck().all(), ['effect', 'next']);
+      db.close();
+    });
+
     it('falls back to waiting per call while another connection holds the write lock', async () => {
       const { db, file } = openDb();
       const store = new SqliteStore(db, { busyTimeoutMs: 3000 });
