@@ -811,6 +811,9 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
     return Promise.reject(error);
   };
   const query = (...args: unknown[]): unknown => {
+    // The server's last word on the transaction, read before anything goes out: a COMMIT or ROLLBACK hidden in an
+    // earlier string of a callback or cursor query (whose answer the check after a promise's does not see) ended it.
+    if (ended === 'no' && transactionEnded(client)) ended = 'by-handler';
     if (ended !== 'no') return refuse(args, refusal());
     const first = args[0] as { text?: unknown } | string | null | undefined;
     const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && typeof first.text === 'string' ? first.text : undefined;

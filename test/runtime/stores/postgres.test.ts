@@ -629,6 +629,20 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
         (error: unknown) => error instanceof StoreError && /ended the store's transaction/.test(error.message),
       );
       assert.equal(await store.get('hidden-rollback'), undefined);
+      // The callback form, whose answer the handle does not watch: the next statement finds the transaction over.
+      const called = await store.withReservation({ id: 'hidden-callback', operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
+        const after = await new Promise<unknown>((resolve) => {
+          (tx.query as unknown as (text: string, cb: (error: Error | null) => void) => void)(`INSERT INTO ${effects} VALUES ('called'); COMMIT`, (error) => {
+            assert.equal(error, null);
+            (tx.query as unknown as (text: string, cb: (error: Error | null) => void) => void)(`INSERT INTO ${effects} VALUES ('after-callback')`, resolve);
+          });
+        });
+        assert.match(String(after), /the handler ended the store's transaction/);
+        return { commit: true, value: 'called', complete };
+      });
+      assert.equal(called, 'called');
+      assert.equal((await store.get('hidden-callback'))?.state, 'completed');
+      assert.deepEqual((await db.query(`SELECT id FROM ${effects} ORDER BY id`)).rows.map((row: { id: string }) => row.id), ['called', 'effect']);
     });
   });
 
