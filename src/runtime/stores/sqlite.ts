@@ -678,13 +678,21 @@ function limitOf(options: BatchOptions): number {
  */
 function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void } {
   let revoked = false;
-  // Set when a COMMIT or ROLLBACK hidden in a string of several statements (`tx.exec('INSERT …; COMMIT')`, which the
-  // check of the first statement lets through) ended the store's transaction: what came after would commit on its own.
+  // Set when the store's transaction was found ended by what the handler ran: a COMMIT or ROLLBACK hidden in a string
+  // of several statements (`tx.exec('INSERT …; COMMIT')`, which the check of the first statement lets through), say.
+  // What came after would commit on its own.
   let endedByHandler = false;
   const check = (): void => {
+    // The connection's own word, read before anything goes through: a statement that ended the transaction without
+    // saying COMMIT or ROLLBACK (`INSERT OR ROLLBACK` on a conflict, an error SQLite answers by rolling back) left
+    // the handler's next write to commit on its own, without the record.
+    if (!revoked && !db.inTransaction) {
+      endedByHandler = true;
+      end();
+    }
     if (endedByHandler) {
       throw new TypeError(
-        "idempotency: the handler ended the store's transaction itself (a COMMIT or ROLLBACK among the statements of one tx.exec): `tx` is no longer usable, and what it would write now would commit on its own — use SAVEPOINT and ROLLBACK TO for a part you may undo",
+        "idempotency: the store's transaction was ended from inside the handler (a COMMIT or ROLLBACK among the statements of one tx.exec, an INSERT OR ROLLBACK that met a conflict, or an error SQLite answers by rolling back): `tx` is no longer usable, and what it would write now would commit on its own — use SAVEPOINT and ROLLBACK TO for a part you may undo",
       );
     }
     if (revoked) {
@@ -736,22 +744,9 @@ function handleFor(db: SqliteDatabase): { db: SqliteDatabase; revoke: () => void
           const finishing = iterator && (property === 'return' || property === 'throw');
           const next = iterator && property === 'next';
           const guarded = real === db && (property === 'exec' || property === 'prepare' || property === 'close');
-          // Only `exec` runs several statements (a prepared statement is one): the transaction is looked at after it.
-          const several = real === db && property === 'exec';
           const call = (...args: unknown[]): unknown => {
             check();
             if (guarded) refuseOnConnection(property as string, args[0]);
-            if (several) {
-              try {
-                Reflect.apply(member as (...a: unknown[]) => unknown, real, args);
-              } finally {
-                if (!db.inTransaction) {
-                  endedByHandler = true;
-                  end();
-                }
-              }
-              return proxy;
-            }
             const result = Reflect.apply(member as (...a: unknown[]) => unknown, real, args);
             if (finishing || (next && (result as IteratorResult<unknown> | undefined)?.done === true)) open.delete(real as Iterator<unknown>);
             return result === real ? proxy : handle(result);

@@ -568,7 +568,7 @@ describe('SqliteStore', () => {
       db.close();
     });
 
-    it("a handler that ends the store's transaction in a way tx cannot see (several statements in one exec) has its committed reservation completed, and writes nothing after", async () => {
+    it("a handler that ends the store's transaction in a way tx cannot see (several statements in one exec, INSERT OR ROLLBACK) has its committed reservation completed, and writes nothing after", async () => {
       const { db } = openDb();
       const store = new SqliteStore(db);
       await store.migrate();
@@ -577,8 +577,8 @@ describe('SqliteStore', () => {
       const value = await store.withReservation(input('hidden-commit'), async (_reserved, tx) => {
         tx.exec("INSERT INTO effects VALUES ('effect'); COMMIT");
         // Past that COMMIT a write would commit on its own: refused, with why.
-        assert.throws(() => tx.prepare("INSERT INTO effects VALUES ('after')").run(), /the handler ended the store's transaction itself/);
-        assert.throws(() => tx.exec("INSERT INTO effects VALUES ('after')"), /the handler ended the store's transaction itself/);
+        assert.throws(() => tx.prepare("INSERT INTO effects VALUES ('after')").run(), /store's transaction was ended from inside the handler/);
+        assert.throws(() => tx.exec("INSERT INTO effects VALUES ('after')"), /store's transaction was ended from inside the handler/);
         return { commit: true, value: 'done', complete };
       });
       assert.equal(value, 'done');
@@ -589,7 +589,7 @@ describe('SqliteStore', () => {
         store.withReservation(input('hidden-rollback'), async (_reserved, tx) => {
           // The exec fails after its ROLLBACK: the transaction is over all the same.
           assert.throws(() => tx.exec("INSERT INTO effects VALUES ('undone'); ROLLBACK; INSERT INTO nowhere VALUES (1)"), /no such table/);
-          assert.throws(() => tx.exec("INSERT INTO effects VALUES ('after')"), /ended the store's transaction itself/);
+          assert.throws(() => tx.exec("INSERT INTO effects VALUES ('after')"), /store's transaction was ended from inside the handler/);
           return { commit: true, value: 'done', complete };
         }),
         (error: unknown) => error instanceof StoreError && /ended the store's transaction itself \(a ROLLBACK through tx\)/.test(error.message),
@@ -602,6 +602,20 @@ describe('SqliteStore', () => {
         (error: unknown) => error instanceof StoreError && /ended the store's transaction itself/.test(error.message),
       );
       assert.equal(await store.get('hidden-rollback'), undefined);
+      assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['effect']);
+      // One statement that rolls the transaction back without saying ROLLBACK: an INSERT OR ROLLBACK meeting a
+      // conflict. A handler that catches its error and writes on is refused, instead of committing on its own.
+      db.exec('CREATE TABLE uniques (id TEXT PRIMARY KEY)');
+      db.prepare("INSERT INTO uniques VALUES ('taken')").run();
+      await assert.rejects(
+        store.withReservation(input('or-rollback'), async (_reserved, tx) => {
+          assert.throws(() => tx.prepare("INSERT OR ROLLBACK INTO uniques VALUES ('taken')").run(), /UNIQUE constraint failed/);
+          assert.throws(() => tx.prepare("INSERT INTO effects VALUES ('after-or-rollback')").run(), /store's transaction was ended from inside the handler/);
+          return { commit: true, value: 'done', complete };
+        }),
+        (error: unknown) => error instanceof StoreError && /ended the store's transaction itself/.test(error.message),
+      );
+      assert.equal(await store.get('or-rollback'), undefined);
       assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['effect']);
       // The store's next transaction on the connection is its own again.
       assert.equal(await store.withReservation(input('next'), async (_reserved, tx) => {
