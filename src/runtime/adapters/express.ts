@@ -621,7 +621,9 @@ class Hold {
 /**
  * A handler given up before it answered may still answer, late, after the guard's answer went out: Node would throw
  * `ERR_HTTP_HEADERS_SENT` from its `res.json()`, in a callback or a promise that Express 4 leaves unhandled, which
- * ends the process. Its writes go nowhere instead, as a write after `end()` does: only their callbacks hear of it.
+ * ends the process. Its answer goes nowhere instead: header calls do nothing, a write's callback hears that it
+ * failed, and each late write is followed by a 'close' — the response's own came before the handler listened, and
+ * a late pipeline into it (a file) would wait for a 'drain' that never comes, holding its source open.
  */
 function refuseLateAnswer(res: Response): void {
   const late = res as unknown as Record<string, unknown>;
@@ -630,14 +632,22 @@ function refuseLateAnswer(res: Response): void {
   late.appendHeader = self;
   late.removeHeader = self;
   late.writeHead = self;
+  let closing = false;
   late.write = (...args: unknown[]): boolean => {
     const cb = args.find((arg) => typeof arg === 'function') as Callback | undefined;
-    if (cb !== undefined) queueMicrotask(() => cb(new Error('write after the guard answered')));
+    if (cb !== undefined) process.nextTick(cb, new Error('write after the guard answered'));
+    if (!closing) {
+      closing = true;
+      process.nextTick(() => {
+        closing = false;
+        res.emit('close');
+      });
+    }
     return false;
   };
   late.end = (...args: unknown[]): Response => {
     const cb = args.find((arg) => typeof arg === 'function') as Callback | undefined;
-    if (cb !== undefined) queueMicrotask(() => cb(null));
+    if (cb !== undefined) process.nextTick(cb, null);
     return res;
   };
 }

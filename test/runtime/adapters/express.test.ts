@@ -1054,7 +1054,12 @@ describe('runtime/adapters/express', () => {
           late = new Promise((resolve) => {
             setTimeout(() => {
               res.status(201).set('location', '/things/late').json({ id: 'late' });
-              res.write('more', (error) => resolve(error));
+              res.write('more', (written) => {
+                // A late pipeline (a file, say) ends at once, closing its source, rather than waiting for a 'drain'.
+                const endless = new Readable({ read() { this.push('x'.repeat(1024)); } });
+                const sourceClosed = new Promise((closed) => endless.once('close', closed));
+                pipeline(endless, res, (piped) => void sourceClosed.then(() => resolve([written, piped])));
+              });
             }, 700);
           });
         });
@@ -1065,7 +1070,9 @@ describe('runtime/adapters/express', () => {
         assert.equal(first.headers['location'], undefined);
         await new Promise((resolve) => setTimeout(resolve, 100));
         assert.ok(late !== undefined);
-        assert.match(String(await late), /write after the guard answered/);
+        const [written, piped] = (await late) as [Error, Error];
+        assert.match(String(written), /write after the guard answered/);
+        assert.match(String(piped), /Premature close/);
         assert.deepEqual(uncaught, []);
         // Keep-alive connections go on, and the retry runs the handler once.
         const retry = await post(server.port, '/things/t1', { key: 'slow', user: 'u', body: {} });
