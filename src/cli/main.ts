@@ -198,7 +198,7 @@ export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode
   }
   // `idemkit <unknown> --help`: yargs prints the top-level help and exits 0, as if the command existed.
   const first = argv.find((arg) => !arg.startsWith('-'));
-  if (first !== undefined && !names.has(first) && argv.some((arg) => arg === '--help' || arg === '-h')) {
+  if (first !== undefined && first !== 'help' && !names.has(first) && argv.some((arg) => arg === '--help' || arg === '-h')) {
     const hint = first === 'baseline' ? " (baselines are lint's options: idemkit lint --help)" : '';
     io.stderr(`Unknown command: ${first} — the commands are ${[...names].join(', ')}${hint}\n`);
     return 2;

@@ -44,7 +44,10 @@ describe('idemkit usage errors: one line, exit 2, nothing run or written', () =>
     const other = await run('frobnicate', '-h');
     assert.equal(other.code, 2);
     assert.equal(other.err, 'Unknown command: frobnicate — the commands are lint, generate, init, rules, explain\n');
-    // The commands' own help is untouched.
+    // The commands' own help, and `help` itself, are untouched.
+    const help = await run('help', '--help');
+    assert.equal(help.code, 0);
+    assert.match(help.out, /^idemkit <command> \[options\]/);
     const lint = await run('lint', '--help');
     assert.equal(lint.code, 0);
     assert.match(lint.out, /^idemkit lint <files\.\.>/);
