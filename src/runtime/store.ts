@@ -351,7 +351,8 @@ export function beginsOrEndsTransaction(sql: string, nestedComments: boolean): b
   const words: string[] = [];
   let at = 0;
   while (words.length < 3) {
-    at = afterComments(sql, at, nestedComments);
+    // Empty statements (`;`) are skipped before the first word only: `ROLLBACK; TO x` is a ROLLBACK, then another statement.
+    at = afterComments(sql, at, nestedComments, words.length === 0);
     const word = /^[A-Za-z_]+/.exec(sql.slice(at, at + 64));
     if (word === null) break;
     words.push(word[0].toUpperCase());
@@ -363,10 +364,10 @@ export function beginsOrEndsTransaction(sql: string, nestedComments: boolean): b
   return first === 'BEGIN' || first === 'COMMIT' || first === 'END' || first === 'ROLLBACK' || first === 'ABORT';
 }
 
-function afterComments(sql: string, from: number, nested: boolean): number {
+function afterComments(sql: string, from: number, nested: boolean, semicolons: boolean): number {
   let at = from;
   for (;;) {
-    while (at < sql.length && (/\s/.test(sql[at]!) || sql[at] === ';')) at += 1;
+    while (at < sql.length && (/\s/.test(sql[at]!) || (semicolons && sql[at] === ';'))) at += 1;
     if (sql.startsWith('--', at)) {
       const end = sql.slice(at).search(/[\n\r]/);
       if (end < 0) return sql.length;

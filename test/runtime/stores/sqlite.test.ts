@@ -535,7 +535,7 @@ describe('SqliteStore', () => {
         await new Promise((resolve) => setTimeout(resolve, 5));
         // The store's transaction and connection are not the handler's to end (a review's: a COMMIT through tx
         // committed the reservation half-way; tx.close() closed the store for every later request).
-        for (const end of [() => tx.exec('COMMIT'), () => tx.prepare(' -- done\nROLLBACK'), () => tx.exec('BEGIN'), () => tx.exec('end transaction'), () => tx.exec('/* x */ ;COMMIT'), () => tx.close()]) {
+        for (const end of [() => tx.exec('COMMIT'), () => tx.prepare(' -- done\nROLLBACK'), () => tx.exec('BEGIN'), () => tx.exec('end transaction'), () => tx.exec('/* x */ ;COMMIT'), () => tx.exec('ROLLBACK; TO part'), () => tx.close()]) {
           assert.throws(end, /store owns this request's transaction|must not close it/);
         }
         tx.exec('SAVEPOINT part');
