@@ -1852,6 +1852,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
     let entered = false;
     let gaveUp = false;
     let handlerFailed = false;
+    let handlerError: unknown;
     let handlerStarted = false;
     // 409 + Retry-After 1 s: the key was busy (a lock wait timed out, or the record changed hands); the retry reserves anew.
     const retrySoon = (): Respond => inProgress(prep.recordId, 1000, 0, req.requestId);
@@ -1869,6 +1870,7 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
           response = await handler({ reservation, tx, idempotencyKey: prep.key });
         } catch (error) {
           handlerFailed = true;
+          handlerError = error;
           // Its rollback is bounded as a commit is: a stalled database answers outcome-unknown, not a hang.
           handlerReturned();
           throw error;
@@ -1918,7 +1920,9 @@ export function createGuard<Tx = unknown>(contract: CompiledContract, options: G
         );
       });
     } catch (error) {
-      if (handlerFailed) {
+      // The handler's own error, its transaction rolled back (the store's error instead — the rollback failed, or the
+      // handler had committed through `tx` — goes to outcome-unknown below).
+      if (handlerFailed && error === handlerError) {
         const gaveUpOn = isHandlerGivenUp(error);
         if (logging) log({ decision: 'rolled-back', keyId: prep.recordId, state: 'in_progress', ...(gaveUpOn ? { reason: 'gave-up' as const } : {}) }, req.requestId);
         // Given up by its adapter (it did not answer within the one-transaction bound, or its streamed answer's client

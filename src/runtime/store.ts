@@ -262,6 +262,18 @@ export function isHandlerGivenUp(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[HANDLER_STILL_RUNNING] === true;
 }
 
+/**
+ * A one-transaction handler that failed or answered 5xx had committed the store's transaction itself (a COMMIT through
+ * `tx` the store could not see: hidden among a string's statements, or followed by a BEGIN): its writes before that
+ * COMMIT stand, so the record is kept, its lease ended — the key goes to reconciliation, not to a retry that runs again.
+ */
+export const HANDLER_COMMITTED =
+  "the handler committed the store's transaction itself (a COMMIT through tx) and then failed or answered 5xx: what it wrote before that COMMIT stands, and the key's record is kept for reconciliation";
+
+/** As {@link HANDLER_COMMITTED}, a ROLLBACK: undone up to there, but a write after it in the same string ran on its own. */
+export const HANDLER_ENDED =
+  "the handler ended the store's transaction itself (a COMMIT or ROLLBACK through tx): a write after it in the same call, if any, ran outside the transaction";
+
 /** Whether `store` supports one-transaction mode. */
 export function isTransactionalStore<Tx = unknown>(store: IdempotencyStore): store is TransactionalStore<Tx> {
   return typeof (store as Partial<TransactionalStore<Tx>>).withReservation === 'function';
@@ -344,15 +356,15 @@ export function queuePerTurn<T>(flush: (items: T[]) => void): (item: T) => void 
 /**
  * Whether `sql` begins with a statement that starts or ends a transaction (BEGIN, START TRANSACTION, COMMIT, END,
  * ROLLBACK or ABORT not followed by TO, PREPARE TRANSACTION), after what comes before it: white space, semicolons, `--`
- * comments (ended by a line feed or a carriage return) and block comments — nested on PostgreSQL, not on SQLite.
- * Only the first statement of a string is read.
+ * comments (ended by a line feed, or on PostgreSQL also a carriage return) and block comments (nested on PostgreSQL,
+ * not on SQLite). Only the first statement of a string is read.
  */
-export function beginsOrEndsTransaction(sql: string, nestedComments: boolean): boolean {
+export function beginsOrEndsTransaction(sql: string, postgres: boolean): boolean {
   const words: string[] = [];
   let at = 0;
   while (words.length < 3) {
     // Empty statements (`;`) are skipped before the first word only: `ROLLBACK; TO x` is a ROLLBACK, then another statement.
-    at = afterComments(sql, at, nestedComments, words.length === 0);
+    at = afterComments(sql, at, postgres, words.length === 0);
     const word = /^[A-Za-z_]+/.exec(sql.slice(at, at + 64));
     if (word === null) break;
     words.push(word[0].toUpperCase());
@@ -364,19 +376,20 @@ export function beginsOrEndsTransaction(sql: string, nestedComments: boolean): b
   return first === 'BEGIN' || first === 'COMMIT' || first === 'END' || first === 'ROLLBACK' || first === 'ABORT';
 }
 
-function afterComments(sql: string, from: number, nested: boolean, semicolons: boolean): number {
+function afterComments(sql: string, from: number, postgres: boolean, semicolons: boolean): number {
   let at = from;
   for (;;) {
     while (at < sql.length && (/\s/.test(sql[at]!) || (semicolons && sql[at] === ';'))) at += 1;
     if (sql.startsWith('--', at)) {
-      const end = sql.slice(at).search(/[\n\r]/);
+      // PostgreSQL's line comment ends at a CR or an LF, SQLite's at an LF only (a CR inside it is still comment).
+      const end = sql.slice(at).search(postgres ? /[\n\r]/ : /\n/);
       if (end < 0) return sql.length;
       at += end + 1;
     } else if (sql.startsWith('/*', at)) {
       let depth = 1;
       at += 2;
       while (at < sql.length && depth > 0) {
-        if (nested && sql.startsWith('/*', at)) {
+        if (postgres && sql.startsWith('/*', at)) {
           depth += 1;
           at += 2;
         } else if (sql.startsWith('*/', at)) {

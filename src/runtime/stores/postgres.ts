@@ -27,6 +27,8 @@
 import { createHash } from 'node:crypto';
 import type { ClientBase, Pool, PoolClient, QueryResultRow } from 'pg';
 import {
+  HANDLER_COMMITTED,
+  HANDLER_ENDED,
   StoreError,
   checkStoreName,
   cursorLease,
@@ -445,11 +447,15 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
           // and a write — committed on its own, without the record (a review's, with Drizzle's transaction() too).
           handle.revoke();
           broken = error;
-        } else {
-          handle.end();
-          if (!(await rollback(client))) broken = error;
+          throw error;
         }
-        throw error;
+        handle.end();
+        const ended = transactionEnded(client);
+        if (!(await rollback(client))) {
+          broken = error;
+          throw error;
+        }
+        throw (await this.#keptByHandler(client, reserved, input, ended, error)) ?? error;
       }
       handle.end();
       try {
@@ -457,14 +463,15 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
         // string) ended the transaction: the handler's writes and the reservation are committed or undone already. A
         // committed reservation is completed on its own, so the retry replays; one undone leaves nothing to complete.
         const ended = transactionEnded(client);
-        if (ended && !step.commit) throw new StoreError('unavailable', "the handler ended the store's transaction itself (a COMMIT or ROLLBACK through tx)");
         if (step.commit) {
           if ((await this.#completeOn(client, input.id, input.token, step.complete)) !== 1) {
             throw new StoreError('unavailable', ended ? "the handler ended the store's transaction itself (a ROLLBACK through tx)" : 'the reservation disappeared inside its own transaction');
           }
           if (!ended) await client.query('COMMIT');
         } else {
-          await client.query('ROLLBACK');
+          if (!ended) await client.query('ROLLBACK');
+          const kept = await this.#keptByHandler(client, reserved, input, ended);
+          if (kept !== undefined) throw kept;
         }
       } catch (error) {
         if (!(await rollback(client))) broken = error;
@@ -498,6 +505,28 @@ export class PostgresStore implements TransactionalStore<PoolClient> {
 
   #now(): number | null {
     return this.#clock === undefined ? null : this.#clock();
+  }
+
+  /**
+   * After the rollback of a one-transaction request whose handler failed or answered 5xx: whether the handler made it
+   * other than "nothing happened". `ended`: the server said the transaction was over before the store's ROLLBACK — a
+   * COMMIT or ROLLBACK hidden among a string's statements, after which a write in the same string ran on its own. A
+   * reservation that outlived the rollback was committed by the handler (a hidden COMMIT, or `COMMIT; BEGIN` and
+   * `COMMIT AND CHAIN`, which leave a transaction open): its writes before that COMMIT stand, so the record is kept,
+   * its lease ended at once — the key goes to reconciliation (or 409 abandoned), never to a retry that runs the
+   * effect again (a review's: the retry past the lease ran it twice). Either way an error for the caller, the outcome
+   * being unknown; undefined when the rollback undid everything. One statement, on the failure path only.
+   */
+  async #keptByHandler(client: PoolClient, reserved: ReserveResult, input: ReserveInput, ended: boolean, cause?: unknown): Promise<StoreError | undefined> {
+    if (reserved.outcome !== 'reserved') return undefined;
+    let kept: boolean;
+    try {
+      kept = (await this.#query(this.#sql.extend, [this.#now(), input.id, input.token, 0], client, true)).rowCount === 1;
+    } catch (error) {
+      return new StoreError('unavailable', "could not tell whether the handler's transaction was rolled back", { cause: error });
+    }
+    if (kept) return new StoreError('unavailable', HANDLER_COMMITTED, { cause });
+    return ended ? new StoreError('unavailable', HANDLER_ENDED, { cause }) : undefined;
   }
 
   async #reserveOn(db: PostgresQueryable, input: ReserveInput): Promise<ReserveResult> {
@@ -810,11 +839,51 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
     }
     return Promise.reject(error);
   };
-  const query = (...args: unknown[]): unknown => {
-    // The server's last word on the transaction, read before anything goes out: a COMMIT or ROLLBACK hidden in an
-    // earlier string of a callback or cursor query (whose answer the check after a promise's does not see) ended it.
+  // Whether the transaction is still the store's, read when a statement is about to go out: the server's last word
+  // on it (a COMMIT or ROLLBACK hidden in an earlier string ended it) or the handle ended.
+  const usable = (): boolean => {
     if (ended === 'no' && transactionEnded(client)) ended = 'by-handler';
-    if (ended !== 'no') return refuse(args, refusal());
+    return ended === 'no';
+  };
+  const queue = (client as unknown as { _queryQueue?: unknown })._queryQueue;
+  // pg sends a queued statement once the one before it is answered: checked then, not when it was queued. Two
+  // statements queued together — `Promise.all([tx.query('SELECT 1; ROLLBACK'), tx.query('INSERT …')])` — passed the
+  // check while the first was unsent, and the INSERT then ran on its own after the ROLLBACK, without the record (a
+  // review's). The queued statement's `submit` (pg's own hook: an error it returns fails the statement unsent) is
+  // wrapped for its turn.
+  const checkWhenSent = (queued: unknown): void => {
+    const target = queued as { submit?: unknown } | null;
+    if (target === null || typeof target !== 'object' || typeof target.submit !== 'function') return;
+    const own = Object.prototype.hasOwnProperty.call(target, 'submit');
+    const submit = target.submit as (connection: unknown) => unknown;
+    target.submit = function (this: unknown, connection: unknown): unknown {
+      if (own) target.submit = submit;
+      else delete target.submit;
+      return usable() ? submit.call(this, connection) : refusal();
+    };
+  };
+  // A client in pg's pipeline mode writes every statement at once, before the one ahead is answered: through the
+  // handle each waits for the one before it instead, so the check above still comes between them.
+  let previous: Promise<unknown> = Promise.resolve();
+  const pipelined = (args: unknown[]): unknown => {
+    const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (error: Error | null, result?: unknown) => void) : undefined;
+    const sent = previous.then(() => send(args));
+    previous = sent.catch(() => undefined);
+    if (callback === undefined) return sent;
+    sent.then(
+      (result) => callback(null, result),
+      (error: Error) => callback(error),
+    );
+    return undefined;
+  };
+  const query = (...args: unknown[]): unknown => {
+    const first = args[0] as { submit?: unknown } | null | undefined;
+    const submittable = first !== null && typeof first === 'object' && typeof first.submit === 'function';
+    if (!submittable && (client as unknown as { pipeline?: unknown }).pipeline === true) return pipelined(args);
+    return send(args);
+  };
+  const send = (args: unknown[]): unknown => {
+    if (!usable()) return refuse(args, refusal());
     const first = args[0] as { text?: unknown } | string | null | undefined;
     const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && typeof first.text === 'string' ? first.text : undefined;
     if (text !== undefined && beginsOrEndsTransaction(text, true)) {
@@ -825,7 +894,9 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
         ),
       );
     }
+    const waiting = Array.isArray(queue) ? queue.length : -1;
     const result = (client.query as (...a: unknown[]) => unknown)(...args);
+    if (Array.isArray(queue) && queue.length === waiting + 1) checkWhenSent(queue[queue.length - 1]);
     // A COMMIT or ROLLBACK the check above did not see (a second statement in one string): the transaction is over,
     // and nothing more goes out through the handle — a write after it would commit on its own.
     if (result instanceof Promise) {

@@ -41,6 +41,8 @@
 // A namespace import, not a default one: it needs no esModuleInterop in a CommonJS project.
 import type * as BetterSqlite3 from 'better-sqlite3';
 import {
+  HANDLER_COMMITTED,
+  HANDLER_ENDED,
   StoreError,
   checkStoreName,
   beginsOrEndsTransaction,
@@ -479,8 +481,9 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
         step = await work(reserved, tx.db);
       } catch (error) {
         tx.revoke();
+        const ended = !db.inTransaction;
         rollback(db);
-        throw error;
+        throw this.#keptByHandler(reserved, input, ended, error) ?? error;
       }
       tx.revoke();
       try {
@@ -489,14 +492,15 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
         // already. A committed reservation is completed on its own, so the retry replays; one undone leaves
         // nothing to complete, and a rollback asked for cannot undo what was committed.
         const ended = !db.inTransaction;
-        if (ended && !step.commit) throw new StoreError('unavailable', "the handler ended the store's transaction itself (a COMMIT or ROLLBACK through tx)");
         if (step.commit) {
           if (!this.#completeNow(input.id, input.token, step.complete)) {
             throw new StoreError('unavailable', ended ? "the handler ended the store's transaction itself (a ROLLBACK through tx)" : 'the reservation disappeared inside its own transaction');
           }
           if (!ended) db.exec('COMMIT');
         } else {
-          db.exec('ROLLBACK');
+          if (!ended) db.exec('ROLLBACK');
+          const kept = this.#keptByHandler(reserved, input, ended);
+          if (kept !== undefined) throw kept;
         }
       } catch (error) {
         rollback(db);
@@ -504,6 +508,24 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
       }
       return step.value;
     });
+  }
+
+  /**
+   * After the rollback of a one-transaction request whose handler failed or answered 5xx: an error when the handler
+   * made it other than "nothing happened" (PostgreSQL's store explains the cases). A reservation that outlived the
+   * rollback was committed by the handler (`COMMIT; BEGIN` in one exec leaves a transaction open): the record is kept,
+   * its lease ended at once, so the key goes to reconciliation rather than to a retry that runs the effect again.
+   */
+  #keptByHandler(reserved: ReserveResult, input: ReserveInput, ended: boolean, cause?: unknown): StoreError | undefined {
+    if (reserved.outcome !== 'reserved') return undefined;
+    let kept: boolean;
+    try {
+      kept = this.#sql.extend.run(this.#clock(), input.id, input.token).changes === 1;
+    } catch (error) {
+      return wrap(error, "could not tell whether the handler's transaction was rolled back");
+    }
+    if (kept) return new StoreError('unavailable', HANDLER_COMMITTED, { cause });
+    return ended ? new StoreError('unavailable', HANDLER_ENDED, { cause }) : undefined;
   }
 
   /** A write of the request path: into the connection's next group commit, or at once without grouping. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { createGuard } from '../../../src/runtime/guard.js';
+import { createGuard, type GuardLogEvent } from '../../../src/runtime/guard.js';
 import { handlerGivenUp, isHandlerGivenUp, StoreError } from '../../../src/runtime/store.js';
 import { PostgresStore } from '../../../src/runtime/stores/postgres.js';
 import { PG_DIRS, PGBOUNCER_DIRS, requireBinary, startPgBouncer, startPostgres, type PostgresServer } from '../../helpers/servers.js';
@@ -568,8 +568,8 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
   }
 
   /** Runs `run` on a store of a fresh table in a pool of its own (max 2), beside an `effects (id text)` table; ends the pool. */
-  async function withEffectsTable(run: (store: PostgresStore, db: pg.Pool, effects: string) => Promise<void>): Promise<void> {
-    const db = new pg.Pool({ connectionString: server.connectionString, max: 2 });
+  async function withEffectsTable(run: (store: PostgresStore, db: pg.Pool, effects: string) => Promise<void>, options: Partial<pg.PoolConfig> = {}): Promise<void> {
+    const db = new pg.Pool({ connectionString: server.connectionString, max: 2, ...options });
     db.on('error', () => undefined);
     const name = table();
     try {
@@ -643,6 +643,105 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       assert.equal(called, 'called');
       assert.equal((await store.get('hidden-callback'))?.state, 'completed');
       assert.deepEqual((await db.query(`SELECT id FROM ${effects} ORDER BY id`)).rows.map((row: { id: string }) => row.id), ['called', 'effect']);
+    });
+  });
+
+  it('statements queued together through tx are checked as each goes out: one queued behind a hidden COMMIT or ROLLBACK is refused unsent (pg pipeline mode too)', async () => {
+    for (const pipeline of [false, true]) {
+      await withEffectsTable(
+        async (store, db, effects) => {
+          const complete = { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 };
+          const ran = async (id: string, first: string): Promise<string[]> => {
+            const said: string[] = [];
+            await store
+              .withReservation({ id, operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 }, async (_reserved, tx) => {
+                await Promise.all([
+                  tx.query(first).then(() => said.push('first ran'), (error: Error) => said.push(error.message)),
+                  tx.query(`INSERT INTO ${effects} VALUES ('${id}')`).then(() => said.push('insert ran'), (error: Error) => said.push(error.message)),
+                ]);
+                return { commit: true, value: undefined, complete };
+              })
+              .catch((error: Error) => said.push(`store: ${error.message}`));
+            return said;
+          };
+          const mode = `pipeline ${String(pipeline)}`;
+          const rolledBack = await ran('rollback', 'SELECT 1; ROLLBACK');
+          assert.equal(rolledBack[0], 'first ran', mode);
+          assert.match(rolledBack[1] ?? '', /the handler ended the store's transaction/, mode);
+          assert.match(rolledBack[2] ?? '', /store: .*ended the store's transaction itself/, mode);
+          const committed = await ran('commit', 'SELECT 1; COMMIT');
+          assert.match(committed[1] ?? '', /the handler ended the store's transaction/, mode);
+          assert.deepEqual((await db.query(`SELECT id FROM ${effects}`)).rows, [], `${mode}: a write ran outside the transaction`);
+          assert.equal((await store.get('commit'))?.state, 'completed', mode);
+          // Queued together with nothing hidden, both run in the transaction as before.
+          assert.deepEqual(await ran('plain', `INSERT INTO ${effects} VALUES ('plain-first')`), ['first ran', 'insert ran'], mode);
+          assert.equal((await db.query(`SELECT count(*)::int AS n FROM ${effects}`)).rows[0].n, 2, mode);
+        },
+        pipeline ? ({ pipeline: true } as Partial<pg.PoolConfig>) : {},
+      );
+    }
+  });
+
+  it('a handler that committed through tx and then failed or answered 5xx has its record kept, its lease ended: never "rolled back", never run again by a retry', async () => {
+    await withEffectsTable(async (store, db, effects) => {
+      const reservation = (id: string) => ({ id, operation: 'op', fingerprint: 'v1:x', token: 't', leaseMs: 30_000, ttlMs: 60_000 });
+      // `COMMIT; BEGIN` leaves a transaction open, so nothing looks ended: the store's rollback undoes only what came after.
+      await assert.rejects(
+        store.withReservation(reservation('commit-begin'), async (_reserved, tx) => {
+          await tx.query(`INSERT INTO ${effects} VALUES ('before'); COMMIT; BEGIN`);
+          await tx.query(`INSERT INTO ${effects} VALUES ('after')`);
+          throw new Error('handler failed');
+        }),
+        (error: unknown) => error instanceof StoreError && /committed the store's transaction itself/.test(error.message) && (error.cause as Error).message === 'handler failed',
+      );
+      await assert.rejects(
+        store.withReservation(reservation('hidden-commit-5xx'), async (_reserved, tx) => {
+          await tx.query(`INSERT INTO ${effects} VALUES ('answered-5xx'); COMMIT`);
+          return { commit: false, value: undefined };
+        }),
+        (error: unknown) => error instanceof StoreError && /committed the store's transaction itself/.test(error.message),
+      );
+      for (const id of ['commit-begin', 'hidden-commit-5xx']) {
+        const kept = await store.get(id);
+        assert.equal(kept?.state, 'in_progress', id);
+        assert.ok(kept.leaseUntil <= (await store.now()), `${id}: its lease ended at once`);
+      }
+      assert.deepEqual((await store.listAbandoned()).map((record) => record.id).sort(), ['commit-begin', 'hidden-commit-5xx']);
+      // A ROLLBACK hidden so, then a write in the same string: that write ran on its own — unknown, not "rolled back".
+      await assert.rejects(
+        store.withReservation(reservation('rollback-write'), async (_reserved, tx) => {
+          await tx.query(`SELECT 1; ROLLBACK; INSERT INTO ${effects} VALUES ('alone')`);
+          throw new Error('handler failed');
+        }),
+        (error: unknown) => error instanceof StoreError && /ended the store's transaction itself/.test(error.message),
+      );
+      // Without any of that, the handler's own error, its writes undone.
+      await assert.rejects(
+        store.withReservation(reservation('plain'), async (_reserved, tx) => {
+          await tx.query(`INSERT INTO ${effects} VALUES ('undone')`);
+          throw new Error('plain failure');
+        }),
+        (error: unknown) => !(error instanceof StoreError) && (error as Error).message === 'plain failure',
+      );
+      assert.equal(await store.get('plain'), undefined);
+      assert.deepEqual((await db.query(`SELECT id FROM ${effects} ORDER BY id`)).rows.map((row: { id: string }) => row.id), ['alone', 'answered-5xx', 'before']);
+      // Through the guard: 503 outcome-unknown, logged so; the retry finds the record abandoned (409), the handler not run again.
+      const events: GuardLogEvent[] = [];
+      const guard = createGuard<pg.PoolClient>(demoContract(), { store, log: (event) => events.push(event) });
+      let runs = 0;
+      const charge = async (ctx: { tx: pg.PoolClient | undefined }) => {
+        runs += 1;
+        await ctx.tx!.query(`INSERT INTO ${effects} VALUES ('charged'); COMMIT; BEGIN`);
+        throw new Error('failed after charging');
+      };
+      const first = await guard.handle(demoRequest('charge'), charge, { transaction: true });
+      assert.equal(first.status, 503, `got ${first.status}`);
+      assert.match(new TextDecoder().decode(first.body), /idempotency-outcome-unknown/);
+      assert.ok(events.some((event) => event.decision === 'outcome-unknown') && !events.some((event) => event.decision === 'rolled-back'));
+      const retry = await guard.handle(demoRequest('charge'), charge, { transaction: true });
+      assert.equal(retry.status, 409, `got ${retry.status}`);
+      assert.match(new TextDecoder().decode(retry.body), /idempotency-request-abandoned/);
+      assert.equal(runs, 1);
     });
   });
 

@@ -6,7 +6,7 @@ import { inspect } from 'node:util';
 import Database from 'better-sqlite3';
 import { SqliteStore, type SqliteDatabase } from '../../../src/runtime/stores/sqlite.js';
 import { StoreError, handlerGivenUp, isHandlerGivenUp } from '../../../src/runtime/store.js';
-import { createGuard } from '../../../src/runtime/guard.js';
+import { createGuard, type GuardLogEvent } from '../../../src/runtime/guard.js';
 import { describeStoreContract, describeTransactionContract } from '../store-contract.js';
 import { reserveFromProcesses } from './multi-process.js';
 import { demoContract, demoRequest, jsonResponse } from '../fixtures.js';
@@ -542,6 +542,8 @@ describe('SqliteStore', () => {
         insert.run('undone', 100);
         tx.exec('ROLLBACK /* the part */ TO part');
         tx.exec('RELEASE part');
+        // SQLite's line comment runs to a line feed: a carriage return inside it is still comment (PostgreSQL ends it there).
+        tx.exec('-- no COMMIT here\r COMMIT\nSELECT 1');
         const total = tx.prepare('SELECT sum(n) FROM effects').pluck().get();
         // What a library or a logger reads off a connection: its fields, its methods as the same functions, and no way
         // to the raw connection (a review's: the stand-in's inspector handed it to a caller's function).
@@ -599,7 +601,7 @@ describe('SqliteStore', () => {
           tx.exec('SELECT 1; COMMIT');
           return { commit: false, value: 'undo', complete };
         }),
-        (error: unknown) => error instanceof StoreError && /ended the store's transaction itself/.test(error.message),
+        (error: unknown) => error instanceof StoreError && /committed the store's transaction itself/.test(error.message),
       );
       assert.equal(await store.get('hidden-rollback'), undefined);
       assert.deepEqual(db.prepare('SELECT id FROM effects').pluck().all(), ['effect']);
@@ -624,6 +626,77 @@ describe('SqliteStore', () => {
       }), 'ok');
       assert.equal(db.inTransaction, false);
       assert.deepEqual(db.prepare('SELECT id FROM effects ORDER BY id').pluck().all(), ['effect', 'next']);
+      db.close();
+    });
+
+    it('a handler that committed through tx and then failed or answered 5xx has its record kept, abandoned at once: the guard answers outcome-unknown and the retry never runs it again', async () => {
+      const { db } = openDb();
+      const store = new SqliteStore(db);
+      await store.migrate();
+      db.exec('CREATE TABLE effects (id TEXT)');
+      const effects = (): unknown[] => db.prepare('SELECT id FROM effects ORDER BY id').pluck().all();
+      // Store level: `COMMIT; BEGIN` in one exec leaves a transaction open, so nothing looks ended — but the store's
+      // rollback undoes only what came after, and the reservation outlives it.
+      await assert.rejects(
+        store.withReservation(input('commit-begin'), async (_reserved, tx) => {
+          tx.exec("INSERT INTO effects VALUES ('before'); COMMIT; BEGIN");
+          tx.exec("INSERT INTO effects VALUES ('after')");
+          throw new Error('handler failed');
+        }),
+        (error: unknown) => error instanceof StoreError && /committed the store's transaction itself/.test(error.message) && (error.cause as Error).message === 'handler failed',
+      );
+      const kept = await store.get('commit-begin');
+      assert.equal(kept?.state, 'in_progress');
+      assert.ok(kept.leaseUntil <= Date.now(), 'its lease ended at once');
+      assert.deepEqual((await store.listAbandoned()).map((record) => record.id), ['commit-begin']);
+      assert.deepEqual(effects(), ['before']);
+      // A ROLLBACK hidden so, and a write after it in the same exec: committed on its own — the outcome is unknown too.
+      await assert.rejects(
+        store.withReservation(input('rollback-write'), async (_reserved, tx) => {
+          tx.exec("SELECT 1; ROLLBACK; INSERT INTO effects VALUES ('alone')");
+          throw new Error('handler failed');
+        }),
+        (error: unknown) => error instanceof StoreError && /ended the store's transaction itself/.test(error.message),
+      );
+      assert.equal(await store.get('rollback-write'), undefined);
+      // A handler that failed without that: its own error, everything undone.
+      await assert.rejects(
+        store.withReservation(input('plain'), async (_reserved, tx) => {
+          tx.exec("INSERT INTO effects VALUES ('undone')");
+          throw new Error('plain failure');
+        }),
+        (error: unknown) => !(error instanceof StoreError) && (error as Error).message === 'plain failure',
+      );
+      assert.equal(await store.get('plain'), undefined);
+      assert.deepEqual(effects(), ['alone', 'before']);
+
+      // Through the guard: 503 outcome-unknown (not the app's 500, not "rolled back"), and a retry past the lease finds
+      // the record abandoned instead of running the handler again.
+      const events: GuardLogEvent[] = [];
+      const guard = createGuard<SqliteDatabase>(demoContract(), { store, log: (event) => events.push(event) });
+      let runs = 0;
+      const failing = async (ctx: { tx: SqliteDatabase | undefined }) => {
+        runs += 1;
+        ctx.tx!.exec("INSERT INTO effects VALUES ('charged'); COMMIT; BEGIN");
+        throw new Error('handler failed after charging');
+      };
+      const first = await guard.handle(demoRequest('charge'), failing, { transaction: true });
+      assert.equal(first.status, 503, `got ${first.status}`);
+      assert.match(new TextDecoder().decode(first.body), /idempotency-outcome-unknown/);
+      assert.ok(events.some((event) => event.decision === 'outcome-unknown'));
+      assert.ok(!events.some((event) => event.decision === 'rolled-back'), 'logged as rolled back');
+      const answering = async (ctx: { tx: SqliteDatabase | undefined }) => {
+        runs += 1;
+        ctx.tx!.exec("INSERT INTO effects VALUES ('charged'); COMMIT; BEGIN");
+        return jsonResponse(500, {});
+      };
+      assert.equal((await guard.handle(demoRequest('charge-500'), answering, { transaction: true })).status, 503);
+      const retry = await guard.handle(demoRequest('charge'), failing, { transaction: true });
+      assert.equal(retry.status, 409, `got ${retry.status}`);
+      assert.match(new TextDecoder().decode(retry.body), /idempotency-request-abandoned/);
+      assert.equal((await guard.handle(demoRequest('charge-500'), answering, { transaction: true })).status, 409);
+      assert.equal(runs, 2, 'a retry ran the handler again');
+      assert.deepEqual(effects().filter((id) => id === 'charged'), ['charged', 'charged']);
       db.close();
     });
 
