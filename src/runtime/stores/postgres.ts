@@ -867,8 +867,8 @@ function clientHandle(client: PoolClient): { tx: PoolClient; revoke: () => void;
   let previous: Promise<unknown> = Promise.resolve();
   const pipelined = (args: unknown[]): unknown => {
     const callback = typeof args[args.length - 1] === 'function' ? (args.pop() as (error: Error | null, result?: unknown) => void) : undefined;
-    const sent = previous.then(() => send(args));
-    previous = sent.catch(() => undefined);
+    const sent = previous.then((): unknown => send(args));
+    previous = sent.catch((): undefined => undefined);
     if (callback === undefined) return sent;
     sent.then(
       (result) => callback(null, result),
