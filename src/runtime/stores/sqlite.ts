@@ -520,11 +520,21 @@ export class SqliteStore implements TransactionalStore<SqliteDatabase> {
     if (reserved.outcome !== 'reserved') return undefined;
     let kept: boolean;
     try {
-      kept = this.#sql.extend.run(this.#clock(), input.id, input.token).changes === 1;
+      // A read first: in WAL mode it needs no write lock, so another process holding one does not turn an honest 5xx
+      // into "outcome unknown" in the usual case, where the rollback undid the reservation.
+      const row = this.#sql.select.get(input.id) as Row | undefined;
+      kept = row !== undefined && row.state === 'in_progress' && row.lease_token === input.token;
     } catch (error) {
       return wrap(error, "could not tell whether the handler's transaction was rolled back");
     }
-    if (kept) return new StoreError('unavailable', HANDLER_COMMITTED, { cause });
+    if (kept) {
+      try {
+        this.#sql.extend.run(this.#clock(), input.id, input.token);
+      } catch {
+        // Its lease then runs out as set: the record is kept all the same.
+      }
+      return new StoreError('unavailable', HANDLER_COMMITTED, { cause });
+    }
     return ended ? new StoreError('unavailable', HANDLER_ENDED, { cause }) : undefined;
   }
 
