@@ -100,6 +100,58 @@ describe('PostgresStore (real PostgreSQL cluster)', function () {
       await pool.query(`DROP TABLE ${name}`);
     });
 
+    it('finds the records of a batch by their id, not by reading the whole table, in plans made while the table was new and small', async () => {
+      // PostgreSQL keeps a named statement's generic plan, made while the table was new and tiny, until the table is next
+      // analyzed (autovacuum: at most once a minute, and never here). Batches that looked their ids up with `id IN (…)`
+      // or a join on a VALUES list got a sequential scan there and kept it as the table grew: every batch read every
+      // record (20 ms a batch at 24,000 records), so a launch burst slowed with its own records until the first analyze.
+      const name = table();
+      const db = new pg.Pool({ connectionString: server.connectionString, max: 1 });
+      try {
+        const store = new PostgresStore(db, { table: name, batch: true });
+        await store.migrate();
+        await db.query(`ALTER TABLE ${name} SET (autovacuum_enabled = false)`);
+        // PostgreSQL plans a named statement for its values five times, then keeps a generic plan from the sixth on.
+        for (let turn = 0; turn < 8; turn += 1) {
+          const ids = Array.from({ length: 16 }, (_, i) => `new-${turn}-${String(i).padStart(2, '0')}`);
+          assert.ok((await Promise.all(ids.map((id) => store.reserve(input(id))))).every((r) => r.outcome === 'reserved'));
+          const done = await Promise.all(ids.map((id) => store.complete(id, `t-${id}`, { response: { status: 201, headers: {}, body: new Uint8Array([1]) }, ttlMs: 60_000 })));
+          assert.ok(done.every(Boolean));
+        }
+        await db.query(
+          `INSERT INTO ${name} (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
+           SELECT 'bulk-' || g, 'op', 'v1', 'completed', 't', 0, 9000000000000000, 0 FROM generate_series(1, 20000) g`,
+        );
+        const client = await db.connect();
+        try {
+          const prepared = (await client.query<{ name: string; types: string[] }>(
+            `SELECT name, parameter_types::text[] AS types FROM pg_prepared_statements WHERE generic_plans > 0`,
+          )).rows;
+          const literal: Record<string, string> = { text: `'x'`, bigint: '0', integer: '0', bytea: `'\\x00'`, jsonb: `'{}'` };
+          const checked: number[] = [];
+          for (const { name: statement, types } of prepared) {
+            const args = types.map((type) => literal[type] ?? 'NULL').join(', ');
+            const plan = (await client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${statement}(${args})`)).rows[0]['QUERY PLAN'];
+            const scans: string[] = [];
+            const walk = (node: { 'Node Type': string; 'Relation Name'?: string; Plans?: unknown[] }): void => {
+              if (node['Relation Name'] === name) scans.push(node['Node Type']);
+              for (const child of node.Plans ?? []) walk(child as typeof node);
+            };
+            walk(plan[0].Plan);
+            assert.ok(!scans.includes('Seq Scan'), `a statement with ${types.length} parameters reads the whole table: ${scans.join(', ')}`);
+            checked.push(types.length);
+          }
+          // The batch of 16 reservations (1 + 6 × 16 parameters) and of 16 completions (1 + 7 × 16) were among them.
+          assert.ok(checked.includes(97) && checked.includes(113), `checked statements with ${checked.join(', ')} parameters`);
+        } finally {
+          client.release();
+        }
+      } finally {
+        await db.end();
+        await pool.query(`DROP TABLE ${name}`);
+      }
+    });
+
     it('completes a batch byte-exact, each row fenced by its own token', async () => {
       const name = table();
       const store = new PostgresStore(pool, { table: name, batch: true });
