@@ -693,9 +693,9 @@ function statements(t: string) {
     reserveMany: batched((rows) => `
       WITH c AS (${WRITE_CLOCK}),
       i (id, operation, fingerprint, token, lease_ms, ttl_ms) AS (VALUES ${valueRows(rows, ['text', 'text', 'text', 'text', 'bigint', 'bigint'])}),
-      cur AS (${Array.from({ length: rows }, (_, j) => `
-        SELECT r.* FROM ${t} r, c WHERE r.id = $${2 + 6 * j} AND NOT (r.state = 'completed' AND r.expires_at <= c.now)`).join(`
-        UNION ALL`)}),
+      cur AS (
+        SELECT r.* FROM (${Array.from({ length: rows }, (_, j) => `SELECT * FROM ${t} WHERE id = $${2 + 6 * j}`).join(' UNION ALL ')}) r, c
+        WHERE NOT (r.state = 'completed' AND r.expires_at <= c.now)),
       ins AS (
         INSERT INTO ${t} AS r (id, operation, fingerprint, state, lease_token, lease_until, expires_at, created_at)
         SELECT i.id, i.operation, i.fingerprint, 'in_progress', i.token, c.now + i.lease_ms, c.now + i.ttl_ms, c.now FROM i, c
@@ -709,8 +709,8 @@ function statements(t: string) {
         return `
       u${j} AS (
         UPDATE ${t} AS r SET state = 'completed', status = ${status}::int, headers = ${headers}::text::jsonb, body = ${body}::bytea,
-          result_id = ${resultId}::text, expires_at = c.now + ${ttlMs}::bigint
-        FROM c WHERE r.id = ${id}::text AND r.lease_token = ${token}::text AND r.state <> 'completed'
+          result_id = ${resultId}::text, expires_at = (SELECT now FROM c) + ${ttlMs}::bigint
+        WHERE r.id = ${id}::text AND r.lease_token = ${token}::text AND r.state <> 'completed'
         RETURNING r.id)`;
       });
       return `
